@@ -1,0 +1,3 @@
+module github.com/gpupack/gpupack
+
+go 1.26
