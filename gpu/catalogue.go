@@ -1,0 +1,162 @@
+package gpu
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Model is one GPU model of the catalogue.
+type Model struct {
+	// Name is the canonical name, e.g. "A100-80GB".
+	Name string
+	// Aliases are other spellings that name this model: the openb trace's
+	// codes ("V100M16") and GPU feature discovery's product labels
+	// ("NVIDIA-A100-SXM4-80GB").
+	Aliases []string
+	// Memory is the framebuffer of one GPU; 0 means unknown (the trace's
+	// undisclosed models G1, G2, G3).
+	Memory MiB
+	// MIG is nil for models that cannot be partitioned.
+	MIG *MIGGeometry
+	// PricePerHour is the default price of one GPU-hour in the catalogue's
+	// currency; 0 means unknown.
+	PricePerHour float64
+	// Index is the model's position in its catalogue, for dense tables.
+	Index int
+}
+
+// MemoryKnown reports whether the model's framebuffer size is known.
+func (m *Model) MemoryKnown() bool { return m.Memory > 0 }
+
+// Catalogue is an immutable set of GPU models with prices in one currency.
+type Catalogue struct {
+	Currency string
+	models   []*Model
+	byKey    map[string]*Model
+}
+
+// Models lists the catalogue's models in a stable order.
+func (c *Catalogue) Models() []*Model { return c.models }
+
+// Lookup finds a model by its canonical name, an alias, or a GPU feature
+// discovery product label, ignoring case and the "NVIDIA-"/"Tesla-" prefixes.
+func (c *Catalogue) Lookup(name string) (*Model, bool) {
+	m, ok := c.byKey[normalise(name)]
+	if ok {
+		return m, true
+	}
+	return c.lookupProduct(name)
+}
+
+// MustLookup is Lookup for names that are known to be in the catalogue, such
+// as constants in tests and demos. It panics on an unknown name.
+func (c *Catalogue) MustLookup(name string) *Model {
+	m, ok := c.Lookup(name)
+	if !ok {
+		panic(fmt.Sprintf("gpu: model %q is not in the catalogue", name))
+	}
+	return m
+}
+
+// Names lists the canonical names of the catalogue's models.
+func (c *Catalogue) Names() []string {
+	names := make([]string, len(c.models))
+	for i, m := range c.models {
+		names[i] = m.Name
+	}
+	return names
+}
+
+// UnknownModelError says that a GPU model name is not in the catalogue.
+type UnknownModelError struct {
+	Name  string
+	Known []string
+}
+
+func (e *UnknownModelError) Error() string {
+	return fmt.Sprintf("unknown GPU model %q (known models: %s); use one of those names or aliases", e.Name, strings.Join(e.Known, ", "))
+}
+
+// Resolve is Lookup that returns an *UnknownModelError for unknown names.
+func (c *Catalogue) Resolve(name string) (*Model, error) {
+	if m, ok := c.Lookup(name); ok {
+		return m, nil
+	}
+	return nil, &UnknownModelError{Name: name, Known: c.Names()}
+}
+
+// lookupProduct matches product labels such as "NVIDIA-H100-80GB-HBM3" or
+// "Tesla-V100-SXM2-16GB" that are not listed as aliases: the longest model
+// family found in the label wins, and a memory size in the label picks
+// between variants of one family.
+func (c *Catalogue) lookupProduct(label string) (*Model, bool) {
+	key := normalise(label)
+	var best *Model
+	bestLen := 0
+	for _, m := range c.models {
+		family := strings.SplitN(normalise(m.Name), "-", 2)[0]
+		if len(family) < 2 || !strings.Contains(key, family) {
+			continue
+		}
+		score := len(family)
+		if m.Memory > 0 && strings.Contains(key, fmt.Sprintf("%dGB", int64(m.Memory)/1024)) {
+			score += 100
+		}
+		if score > bestLen {
+			best, bestLen = m, score
+		}
+	}
+	return best, best != nil
+}
+
+func normalise(name string) string {
+	k := strings.ToUpper(strings.TrimSpace(name))
+	k = strings.ReplaceAll(k, " ", "-")
+	k = strings.ReplaceAll(k, "_", "-")
+	for _, prefix := range []string{"NVIDIA-", "TESLA-"} {
+		k = strings.TrimPrefix(k, prefix)
+	}
+	return k
+}
+
+// newCatalogue indexes models by name and aliases. It panics on a duplicate
+// key, which can only come from a mistake in the built-in table.
+func newCatalogue(currency string, models []*Model) *Catalogue {
+	c := &Catalogue{Currency: currency, byKey: map[string]*Model{}}
+	for i, m := range models {
+		m.Index = i
+		for _, k := range append([]string{m.Name}, m.Aliases...) {
+			nk := normalise(k)
+			if other, dup := c.byKey[nk]; dup && other != m {
+				panic(fmt.Sprintf("gpu: catalogue key %q names both %s and %s", k, other.Name, m.Name))
+			}
+			c.byKey[nk] = m
+		}
+	}
+	c.models = models
+	return c
+}
+
+// clone copies the catalogue so that prices can be changed without touching
+// the original.
+func (c *Catalogue) clone() *Catalogue {
+	models := make([]*Model, len(c.models))
+	for i, m := range c.models {
+		cp := *m
+		models[i] = &cp
+	}
+	return newCatalogue(c.Currency, models)
+}
+
+// SortedByMemory returns the models with known memory, smallest first.
+func (c *Catalogue) SortedByMemory() []*Model {
+	var out []*Model
+	for _, m := range c.models {
+		if m.MemoryKnown() {
+			out = append(out, m)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Memory < out[j].Memory })
+	return out
+}
