@@ -1,0 +1,120 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Code names why a pod does not fit a node.
+type Code string
+
+// The reasons Fit can give, in the order it checks them.
+const (
+	NodeUnschedulable    Code = "NodeUnschedulable"
+	NodeSelectorMismatch Code = "NodeSelectorMismatch"
+	NodeAffinityMismatch Code = "NodeAffinityMismatch"
+	TaintNotTolerated    Code = "TaintNotTolerated"
+	InsufficientCPU      Code = "InsufficientCPU"
+	InsufficientMemory   Code = "InsufficientMemory"
+	GPUModelMismatch     Code = "GPUModelMismatch"
+	SharingModeMismatch  Code = "SharingModeMismatch"
+	InsufficientGPU      Code = "InsufficientGPU"
+	InsufficientVRAM     Code = "InsufficientGPUMemory"
+	IsolationConflict    Code = "IsolationConflict"
+)
+
+// Reason says why a pod does not fit one node, as data. Quantities are in
+// Unit: "milli-CPU", "MiB", "GPUs", "milli-GPU", "replicas" or "slices".
+type Reason struct {
+	Code      Code
+	Resource  string // "cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "gpu-memory"
+	Requested int64
+	Free      int64
+	Capacity  int64
+	Unit      string
+	// Unresolvable is true when no change short of new hardware (or a
+	// bigger node) could cure it: the node's capacity or GPU model is the
+	// limit, not what is allocated or configured.
+	Unresolvable bool
+	// Detail names the label, taint, model or mode in question.
+	Detail string
+}
+
+// Message words the reason as the kube-scheduler does where it has words
+// for it, so users recognise them in "0/N nodes are available" lines.
+func (r Reason) Message() string {
+	switch r.Code {
+	case NodeUnschedulable:
+		return "node(s) were unschedulable"
+	case NodeSelectorMismatch, NodeAffinityMismatch:
+		return "node(s) didn't match Pod's node affinity/selector"
+	case TaintNotTolerated:
+		return fmt.Sprintf("node(s) had untolerated taint {%s}", r.Detail)
+	case InsufficientCPU, InsufficientMemory, InsufficientGPU:
+		return "Insufficient " + r.Resource
+	case GPUModelMismatch:
+		return "node(s) didn't have the requested GPU model"
+	case SharingModeMismatch:
+		return fmt.Sprintf("node(s) didn't offer %s", r.Resource)
+	case InsufficientVRAM:
+		return "Insufficient GPU memory"
+	case IsolationConflict:
+		return "node(s) had GPUs shared with another tenant"
+	}
+	return string(r.Code)
+}
+
+// String is the message with its figures, for logs and evidence.
+func (r Reason) String() string {
+	s := r.Message()
+	if r.Unit != "" {
+		s += fmt.Sprintf(" (requested %d, free %d, capacity %d %s)", r.Requested, r.Free, r.Capacity, r.Unit)
+	}
+	if r.Detail != "" && r.Code != TaintNotTolerated {
+		s += ": " + r.Detail
+	}
+	return s
+}
+
+// Summary words per-node reasons the way the scheduler's FailedScheduling
+// event does: "0/5 nodes are available: 3 Insufficient nvidia.com/gpu, 2
+// node(s) had untolerated taint {gpu: reserved}." Each node counts once per
+// distinct message. nodes is the number of nodes considered.
+func Summary(nodes int, perNode [][]Reason) string {
+	counts := map[string]int{}
+	fit := 0
+	for _, rs := range perNode {
+		if len(rs) == 0 {
+			fit++
+			continue
+		}
+		seen := map[string]bool{}
+		for _, r := range rs {
+			m := r.Message()
+			if !seen[m] {
+				seen[m] = true
+				counts[m]++
+			}
+		}
+	}
+	msgs := make([]string, 0, len(counts))
+	for m := range counts {
+		msgs = append(msgs, m)
+	}
+	sort.Slice(msgs, func(i, j int) bool {
+		if counts[msgs[i]] != counts[msgs[j]] {
+			return counts[msgs[i]] > counts[msgs[j]]
+		}
+		return msgs[i] < msgs[j]
+	})
+	parts := make([]string, len(msgs))
+	for i, m := range msgs {
+		parts[i] = fmt.Sprintf("%d %s", counts[m], m)
+	}
+	s := fmt.Sprintf("%d/%d nodes are available", fit, nodes)
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, ", ")
+	}
+	return s + "."
+}

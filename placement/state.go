@@ -1,0 +1,202 @@
+package placement
+
+import (
+	"fmt"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// Demand is a pod's request prepared once per scheduling cycle, as the
+// kube-scheduler's PreFilter does: quantities resolved, model names turned
+// into a set.
+type Demand struct {
+	Pod    *cluster.Pod
+	CPU    gpu.CPUMilli
+	Memory gpu.MiB
+	GPU    cluster.Request
+	// PerGPUMilli is the compute taken on each device: 1000 for whole GPUs,
+	// the fraction otherwise; memory requests are converted per device.
+	PerGPUMilli gpu.Milli
+	// Devices is how many devices the pod takes (Count for whole GPUs, else 1).
+	Devices int
+	models  modelSet
+}
+
+// modelSet is a set of catalogue model indices; the zero value is "any".
+type modelSet struct {
+	any  bool
+	bits []uint64
+}
+
+func (s modelSet) has(m *gpu.Model) bool {
+	if s.any {
+		return true
+	}
+	w := m.Index / 64
+	return w < len(s.bits) && s.bits[w]&(1<<(m.Index%64)) != 0
+}
+
+// NewDemand prepares a pod's demand against a catalogue. Unknown model
+// names in GPUModels are an error: silently ignoring one would widen the
+// pod's constraint.
+func NewDemand(p *cluster.Pod, c *gpu.Catalogue) (*Demand, error) {
+	d := &Demand{Pod: p, CPU: p.CPU, Memory: p.Memory, GPU: p.GPU, Devices: 1}
+	switch p.GPU.Kind {
+	case cluster.NoGPU:
+		d.Devices = 0
+	case cluster.WholeGPUs:
+		if p.GPU.Count < 1 {
+			return nil, fmt.Errorf("pod %s: whole-GPU request of %d GPUs", p.Key(), p.GPU.Count)
+		}
+		d.Devices = p.GPU.Count
+		d.PerGPUMilli = gpu.WholeGPU
+	case cluster.Fraction:
+		if p.GPU.Milli < 1 || p.GPU.Milli > gpu.WholeGPU {
+			return nil, fmt.Errorf("pod %s: GPU fraction %d milli is outside 1..1000", p.Key(), p.GPU.Milli)
+		}
+		d.PerGPUMilli = p.GPU.Milli
+	case cluster.GPUMemory:
+		if p.GPU.Memory < 1 {
+			return nil, fmt.Errorf("pod %s: GPU memory request of %d MiB", p.Key(), p.GPU.Memory)
+		}
+	case cluster.MIGSlice:
+		if p.GPU.Profile == "" {
+			return nil, fmt.Errorf("pod %s: MIG request without a profile", p.Key())
+		}
+	}
+	if len(p.GPUModels) == 0 {
+		d.models.any = true
+		return d, nil
+	}
+	for _, name := range p.GPUModels {
+		m, err := c.Resolve(name)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: %w", p.Key(), err)
+		}
+		w := m.Index / 64
+		for len(d.models.bits) <= w {
+			d.models.bits = append(d.models.bits, 0)
+		}
+		d.models.bits[w] |= 1 << (m.Index % 64)
+	}
+	return d, nil
+}
+
+// GPUState is what is taken of one GPU.
+type GPUState struct {
+	FreeMilli    gpu.Milli // compute not held (1000 when idle)
+	FreeMemory   gpu.MiB   // framebuffer not held or reserved
+	UsedReplicas int       // time slices or MPS clients taken
+	UsedSlices   uint16    // bit i set: MIG slice i of the layout is taken
+	Holders      int       // pods holding a share of this GPU
+	// Tenant is the tenant of every holder, "" when there are none or they
+	// differ; restrict is the strictest isolation among the holders.
+	Tenant   string
+	restrict cluster.Isolation
+	mixed    bool
+}
+
+// Idle reports whether no pod holds any share of the GPU.
+func (g *GPUState) Idle() bool { return g.Holders == 0 }
+
+// NodeState is a node and what its bound pods take, the unit that Fit
+// reads. The simulator and the scheduler plugin change it through Assign;
+// everyone else treats it as read-only.
+type NodeState struct {
+	Node *cluster.Node
+	// Index is the node's position in the snapshot; policies that prefer
+	// earlier nodes (firstfit) and tie-breaks read it.
+	Index      int
+	FreeCPU    gpu.CPUMilli
+	FreeMemory gpu.MiB
+	GPUs       []GPUState
+	Pods       int
+}
+
+// NewNodeState returns the state of an empty node.
+func NewNodeState(n *cluster.Node) *NodeState {
+	s := &NodeState{Node: n, FreeCPU: n.CPU, FreeMemory: n.Memory, GPUs: make([]GPUState, len(n.GPUs))}
+	for i := range n.GPUs {
+		s.GPUs[i] = GPUState{FreeMilli: gpu.WholeGPU, FreeMemory: n.GPUs[i].Memory}
+	}
+	return s
+}
+
+// Clone copies the state, so that a what-if can change it.
+func (s *NodeState) Clone() *NodeState {
+	c := *s
+	c.GPUs = append([]GPUState(nil), s.GPUs...)
+	return &c
+}
+
+// GPUMilliFree is the node's idle GPU compute in milli-GPU.
+func (s *NodeState) GPUMilliFree() gpu.Milli {
+	var t gpu.Milli
+	for i := range s.GPUs {
+		t += s.GPUs[i].FreeMilli
+	}
+	return t
+}
+
+// GPUMilliCapacity is the node's GPU compute in milli-GPU.
+func (s *NodeState) GPUMilliCapacity() gpu.Milli {
+	return gpu.Milli(len(s.GPUs)) * gpu.WholeGPU
+}
+
+// Assign takes what the assignment says on this node. The assignment must
+// come from Fit or Choices on this same state.
+func (s *NodeState) Assign(d *Demand, a Assignment) {
+	s.FreeCPU -= d.CPU
+	s.FreeMemory -= d.Memory
+	s.Pods++
+	for _, dev := range a.Devices {
+		g := &s.GPUs[dev.GPU]
+		g.FreeMilli -= dev.Milli
+		g.FreeMemory -= dev.Memory
+		if dev.Slice >= 0 {
+			g.UsedSlices |= 1 << dev.Slice
+		}
+		if dev.Replica {
+			g.UsedReplicas++
+		}
+		join(g, d.Pod)
+	}
+}
+
+func join(g *GPUState, p *cluster.Pod) {
+	t := p.TenantName()
+	switch {
+	case g.Holders == 0:
+		g.Tenant, g.mixed = t, false
+	case g.Tenant != t:
+		g.Tenant, g.mixed = "", true
+	}
+	if p.Isolation > g.restrict {
+		g.restrict = p.Isolation
+	}
+	g.Holders++
+}
+
+// DeviceShare is the share of one GPU in an assignment.
+type DeviceShare struct {
+	GPU     int       // index in the node's GPUs
+	Slice   int       // MIG slice index in the layout, or -1
+	Replica bool      // a time slice or MPS client
+	Milli   gpu.Milli // compute taken
+	Memory  gpu.MiB   // framebuffer taken or reserved
+}
+
+// Assignment is where on a node a pod goes.
+type Assignment struct {
+	Devices []DeviceShare
+}
+
+// ClusterDevices converts the assignment to the snapshot's Device records.
+func (a Assignment) ClusterDevices() []cluster.Device {
+	out := make([]cluster.Device, len(a.Devices))
+	for i, d := range a.Devices {
+		out[i] = cluster.Device{GPU: d.GPU, Slice: d.Slice, Milli: d.Milli, Memory: d.Memory}
+	}
+	return out
+}
