@@ -115,7 +115,9 @@ func (t *csvTable) int(col string, limit int64) (int64, error) {
 }
 
 // isNone reports the trace's ways of writing "no value".
-func isNone(s string) bool { return s == "" || strings.EqualFold(s, "nan") || strings.EqualFold(s, "none") }
+func isNone(s string) bool {
+	return s == "" || strings.EqualFold(s, "nan") || strings.EqualFold(s, "none")
+}
 
 // LoadTraceNodes reads an openb node list (sn, cpu_milli, memory_mib, gpu,
 // model). Nodes without GPUs are kept. GPUs are Fractional, as the trace's

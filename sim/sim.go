@@ -95,23 +95,23 @@ type Point struct {
 
 // Result is what a run measured. JSON names are the CLI's output format.
 type Result struct {
-	Policy              string  `json:"policy"`
-	Seed                uint64  `json:"seed"`
-	Inflation           float64 `json:"inflation"`
-	Nodes               int     `json:"nodes"`
-	GPUs                int     `json:"gpus"`
-	PodsArrived         int     `json:"pods_arrived"`
-	PodsScheduled       int     `json:"pods_scheduled"`
-	PodsFailed          int     `json:"pods_failed"`
-	GPUPodsFailed       int     `json:"gpu_pods_failed"`
-	GPUMilliCapacity    int64   `json:"gpu_milli_capacity"`
-	GPUMilliArrived     int64   `json:"gpu_milli_arrived"`
-	GPUMilliAllocated   int64   `json:"gpu_milli_allocated"`
-	GPUAllocRatio       float64 `json:"gpu_alloc_ratio"`
+	Policy              string   `json:"policy"`
+	Seed                uint64   `json:"seed"`
+	Inflation           float64  `json:"inflation"`
+	Nodes               int      `json:"nodes"`
+	GPUs                int      `json:"gpus"`
+	PodsArrived         int      `json:"pods_arrived"`
+	PodsScheduled       int      `json:"pods_scheduled"`
+	PodsFailed          int      `json:"pods_failed"`
+	GPUPodsFailed       int      `json:"gpu_pods_failed"`
+	GPUMilliCapacity    int64    `json:"gpu_milli_capacity"`
+	GPUMilliArrived     int64    `json:"gpu_milli_arrived"`
+	GPUMilliAllocated   int64    `json:"gpu_milli_allocated"`
+	GPUAllocRatio       float64  `json:"gpu_alloc_ratio"`
 	GPUAllocRatioAtFull *float64 `json:"gpu_alloc_ratio_at_full"` // nil when demand never reached capacity
-	FragGPUMilli        float64 `json:"frag_gpu_milli"`
-	WallSeconds         float64 `json:"wall_seconds"`
-	Curve               []Point `json:"-"`
+	FragGPUMilli        float64  `json:"frag_gpu_milli"`
+	WallSeconds         float64  `json:"wall_seconds"`
+	Curve               []Point  `json:"-"`
 }
 
 // Run places the workload's pods in order on the nodes with the policy.
