@@ -4,9 +4,13 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpupack/gpupack/internal/cli/simulate"
 )
 
 // verbs lists gpupack's commands, one line each.
 func verbs(ctx context.Context) []*cobra.Command {
-	return []*cobra.Command{}
+	return []*cobra.Command{
+		simulate.NewCommand(ctx),
+	}
 }
