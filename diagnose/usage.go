@@ -87,11 +87,11 @@ type UsageFile struct {
 
 // UsageFilePod is one pod's entry in the usage file.
 type UsageFilePod struct {
-	Pod         string         `json:"pod"`
-	Activity    *float64       `json:"activity,omitempty"`
-	Pattern     string         `json:"pattern,omitempty"`
-	VRAMUsedP95 string         `json:"vramUsedP95,omitempty"`
-	GPUMemory   string         `json:"gpuMemory,omitempty"`
+	Pod         string          `json:"pod"`
+	Activity    *float64        `json:"activity,omitempty"`
+	Pattern     string          `json:"pattern,omitempty"`
+	VRAMUsedP95 string          `json:"vramUsedP95,omitempty"`
+	GPUMemory   string          `json:"gpuMemory,omitempty"`
 	Model       *UsageFileModel `json:"model,omitempty"`
 }
 
