@@ -183,17 +183,23 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	for _, m := range e.s.ModelNames() {
 		present[m] = true
 	}
+	var parallel []Option
 	for _, o := range mf.Options {
-		name := o.Model
-		if present[o.Model] {
-			name += " (in this cluster)"
+		if o.GPUs == 1 && !migTooSmall {
+			single = append(single, inCluster(o.Model, present))
+		} else if o.GPUs > 1 {
+			parallel = append(parallel, o)
 		}
-		switch {
-		case o.GPUs == 1 && !migTooSmall:
-			single = append(single, name)
-		case o.GPUs > 1 && len(multi) < 3:
-			multi = append(multi, fmt.Sprintf("%d x %s", o.GPUs, name))
+	}
+	// GPUs the cluster has first, then the fewest GPUs.
+	sort.SliceStable(parallel, func(i, j int) bool {
+		if present[parallel[i].Model] != present[parallel[j].Model] {
+			return present[parallel[i].Model]
 		}
+		return parallel[i].GPUs < parallel[j].GPUs
+	})
+	for _, o := range parallel[:min(len(parallel), 3)] {
+		multi = append(multi, fmt.Sprintf("%d x %s", o.GPUs, inCluster(o.Model, present)))
 	}
 	if len(single) > 0 && p.GPU.Kind != cluster.MIGSlice {
 		f.Fix = append(f.Fix, fmt.Sprintf("a GPU with at least %s: %s", n.perDevice, strings.Join(single[:min(len(single), 4)], ", ")))
@@ -410,4 +416,11 @@ func distinct(perNode [][]placement.Reason, unresolvable bool) []placement.Reaso
 		}
 	}
 	return out
+}
+
+func inCluster(model string, present map[string]bool) string {
+	if present[model] {
+		return model + " (in this cluster)"
+	}
+	return model
 }

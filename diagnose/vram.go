@@ -63,12 +63,12 @@ func ParseParams(s string) (float64, error) {
 // are needed for the KV cache; without them only weights and overhead are
 // counted.
 type ModelSpec struct {
-	Params  float64 // parameters
-	DType   DType
-	Context int // tokens; 0 means DefaultContext
-	Batch   int // sequences; 0 means 1
-	Layers  int
-	Hidden  int
+	Params  float64 `json:"params"`
+	DType   DType   `json:"dtype"`
+	Context int     `json:"context"` // tokens; 0 means DefaultContext
+	Batch   int     `json:"batch"`   // sequences; 0 means 1
+	Layers  int     `json:"layers,omitempty"`
+	Hidden  int     `json:"hidden,omitempty"`
 }
 
 // DefaultContext is the context length assumed when none is given.
@@ -97,11 +97,11 @@ func (m ModelSpec) Validate() error {
 
 // Estimate is a model's GPU memory need and how it was reached.
 type Estimate struct {
-	Spec     ModelSpec
-	Weights  gpu.MiB // params x bytes per parameter
-	KVCache  gpu.MiB // layers x 2 x hidden x context x batch x bytes; 0 without layers and hidden
-	Overhead gpu.MiB // CUDA context and runtime: 1 GiB plus 10% of weights and KV cache
-	Total    gpu.MiB
+	Spec     ModelSpec `json:"spec"`
+	Weights  gpu.MiB   `json:"weightsMiB"`  // params x bytes per parameter
+	KVCache  gpu.MiB   `json:"kvCacheMiB"`  // layers x 2 x hidden x context x batch x bytes; 0 without layers and hidden
+	Overhead gpu.MiB   `json:"overheadMiB"` // CUDA context and runtime: 1 GiB plus 10% of weights and KV cache
+	Total    gpu.MiB   `json:"totalMiB"`
 }
 
 // EstimateMemory estimates the GPU memory a model needs to serve:
