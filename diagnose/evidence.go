@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -45,7 +46,7 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 func (e *engine) holderStats(idx []int, n need) *HolderStats {
 	h := &HolderStats{}
 	if e.usage.Window > 0 {
-		h.Window = e.usage.Window.String()
+		h.Window = windowString(e.usage.Window)
 	}
 	type cand struct {
 		ratio float64
@@ -186,7 +187,11 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	var parallel []Option
 	for _, o := range mf.Options {
 		if o.GPUs == 1 && !migTooSmall {
-			single = append(single, inCluster(o.Model, present))
+			if present[o.Model] {
+				single = append([]string{inCluster(o.Model, present)}, single...)
+			} else {
+				single = append(single, o.Model)
+			}
 		} else if o.GPUs > 1 {
 			parallel = append(parallel, o)
 		}
@@ -329,7 +334,7 @@ func (e *engine) application(f *Finding, facts PodFacts, ks []int) {
 	f.Cause = Application
 	idx := e.nodesOf(ks)
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
-	u := &UsageSummary{Pattern: facts.Pattern, ActiveRatio: facts.ActiveRatio, Window: e.usage.Window.String(), Suggests: suggestion(facts.Pattern)}
+	u := &UsageSummary{Pattern: facts.Pattern, ActiveRatio: facts.ActiveRatio, Window: windowString(e.usage.Window), Suggests: suggestion(facts.Pattern)}
 	f.Evidence.Usage = u
 	f.Fix = append(f.Fix, fmt.Sprintf("not a GPU shortage: it fits %s now, and its workload's GPUs are %s (%s active over %s), so more GPUs would not help; %s",
 		joinNames(f.Evidence.Nodes, f.Evidence.NodeCount), facts.Pattern, pct(facts.ActiveRatio), u.Window, u.Suggests))
@@ -423,4 +428,16 @@ func inCluster(model string, present map[string]bool) string {
 		return model + " (in this cluster)"
 	}
 	return model
+}
+
+// windowString prints a window as "1h" or "30m" rather than "1h0m0s".
+func windowString(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
