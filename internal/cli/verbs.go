@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpupack/gpupack/internal/cli/diagnose"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
+	"github.com/gpupack/gpupack/internal/cli/snapshot"
 	"github.com/gpupack/gpupack/internal/cli/vram"
 )
 
@@ -16,5 +17,6 @@ func verbs(ctx context.Context) []*cobra.Command {
 		simulate.NewCommand(ctx),
 		diagnose.NewCommand(ctx),
 		vram.NewCommand(ctx),
+		snapshot.NewCommand(ctx),
 	}
 }

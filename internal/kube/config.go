@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpupack/gpupack/gpu"
 )
 
 // NewClient returns a client for the cluster that kubeconfig names; see
@@ -67,4 +70,14 @@ func findConfig(flag, env string, inCluster func() (*rest.Config, error), home s
 		return nil, fmt.Errorf("no cluster configured: pass --kubeconfig, set KUBECONFIG, run gpupack in a pod with a ServiceAccount, or create %s", home)
 	}
 	return fromFiles(home, home)
+}
+
+// LoadFrom is Load on the cluster that RESTConfig finds for kubeconfig, for
+// the CLI's --kubeconfig flag.
+func LoadFrom(ctx context.Context, kubeconfig string, c *gpu.Catalogue) (*State, error) {
+	client, err := NewClient(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return Load(ctx, client, c)
 }

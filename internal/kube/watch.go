@@ -87,4 +87,3 @@ func (w *Watcher) State() (*State, error) {
 	})
 	return Build(w.catalogue, nodes, pods, nil)
 }
-
