@@ -15,6 +15,10 @@ func TestSchedulerCauses(t *testing.T) {
 			message: "0/12 nodes are available: 2 node(s) had untolerated taint {gpu: reserved}, 10 Insufficient nvidia.com/gpu. preemption: 0/12 nodes are available: 10 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
 			want:    []Cause{Allocation, Memory},
 		},
+		"kube-scheduler v1.37, verbatim": {
+			message: "0/5 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes are available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Memory},
+		},
 		"MIG slices held": {
 			message: "0/3 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
 			want:    []Cause{Allocation, Memory},
