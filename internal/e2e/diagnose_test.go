@@ -16,7 +16,6 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/cli"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
 	"github.com/gpupack/gpupack/placement"
@@ -167,10 +166,7 @@ func TestLiveDiagnosisAgreesWithScheduler(t *testing.T) {
 
 	// The CLI says the same, in words.
 	var out bytes.Buffer
-	root := cli.NewRoot(t.Context())
-	root.SetArgs([]string{"diagnose", "--kubeconfig", c.Kubeconfig()})
-	root.SetOut(&out)
-	root.SetErr(&out)
+	root := newRoot(t, &out, "diagnose", "--kubeconfig", c.Kubeconfig())
 	if err := root.Execute(); err != nil {
 		t.Fatalf("gpupack diagnose --kubeconfig: %v\n%s", err, out.String())
 	}

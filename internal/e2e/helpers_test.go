@@ -1,14 +1,19 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/gpupack/gpupack/internal/cli"
 )
 
 // waitTimeout bounds each wait for the scheduler and kwok; it guards against
@@ -77,4 +82,14 @@ func scheduledCondition(p *corev1.Pod) *corev1.PodCondition {
 		}
 	}
 	return nil
+}
+
+// newRoot is the gpupack command line with args, its output in out.
+func newRoot(t *testing.T, out *bytes.Buffer, args ...string) *cobra.Command {
+	root := cli.NewRoot(t.Context())
+	root.SetArgs(args)
+	out.Reset()
+	root.SetOut(out)
+	root.SetErr(out)
+	return root
 }
