@@ -423,7 +423,9 @@ func Account(in Input) (*Report, error) {
 				hasMetric[mi] = true
 			}
 		}
-		sort.Slice(owners, func(i, j int) bool { return owners[i].owner.PodKey()+"/"+owners[i].owner.Container < owners[j].owner.PodKey()+"/"+owners[j].owner.Container })
+		sort.Slice(owners, func(i, j int) bool {
+			return owners[i].owner.PodKey()+"/"+owners[i].owner.Container < owners[j].owner.PodKey()+"/"+owners[j].owner.Container
+		})
 
 		share, shareKnown := in.Pricing.Share(d.device)
 		if !shareKnown {
