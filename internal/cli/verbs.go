@@ -4,9 +4,15 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpupack/gpupack/internal/cli/fakedcgm"
+	"github.com/gpupack/gpupack/internal/cli/report"
 )
 
 // verbs lists gpupack's commands, one line each.
 func verbs(ctx context.Context) []*cobra.Command {
-	return []*cobra.Command{}
+	return []*cobra.Command{
+		report.NewCommand(ctx),
+		fakedcgm.NewCommand(ctx),
+	}
 }
