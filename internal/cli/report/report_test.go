@@ -1,0 +1,128 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"context"
+	"flag"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpupack/gpupack/usage"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v; run go test ./internal/cli/report -update to create it", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got); run with -update if the change is intended:\n%s", path, diff)
+	}
+}
+
+func defaults() *options {
+	return &options{window: 24 * 60 * 60 * 1e9, step: 30 * 1e9, format: "table", top: 10}
+}
+
+func TestDemoGolden(t *testing.T) {
+	for _, format := range []string{"table", "json", "csv"} {
+		t.Run(format, func(t *testing.T) {
+			opts := defaults()
+			opts.format = format
+			var b bytes.Buffer
+			if err := run(context.Background(), opts, &b); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "demo."+format, b.Bytes())
+		})
+	}
+}
+
+func TestMetricsGolden(t *testing.T) {
+	var b bytes.Buffer
+	opts := defaults()
+	r := demoReport(t, opts)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&collector{latest: func() (*usage.Report, error) { return r, nil }})
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(&b, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "metrics.txt", b.Bytes())
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (apt-get install prometheus); skipping promtool check metrics")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(b.Bytes())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func demoReport(t *testing.T, opts *options) *usage.Report {
+	t.Helper()
+	opts.format = "json"
+	var b bytes.Buffer
+	if err := run(context.Background(), opts, &b); err != nil {
+		t.Fatal(err)
+	}
+	var r usage.Report
+	if err := jsonUnmarshal(b.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+func TestBadInput(t *testing.T) {
+	cases := map[string]struct {
+		mutate func(o *options)
+		want   string
+	}{
+		"format":      {func(o *options) { o.format = "xml" }, `--format "xml"`},
+		"unreachable": {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, `prometheus http://127.0.0.1:1: query "DCGM_FI_PROF_GR_ENGINE_ACTIVE"`},
+		"app metric":  {func(o *options) { o.app = []string{"tokens"} }, "want NAME=PROMQL"},
+		"prices":      {func(o *options) { o.prices = "testdata/nope.yaml" }, "--prices"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			opts := defaults()
+			tc.mutate(opts)
+			err := run(context.Background(), opts, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
