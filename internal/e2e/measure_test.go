@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +72,9 @@ func TestReportMatchesTruth(t *testing.T) {
 	}()
 	promURL := "http://" + promAddr
 	waitReady(t, ctx, promURL+"/-/ready")
+	// Prometheus hands targets to its scrape loops a few seconds after it
+	// is ready; start the scenario's clock only once it scrapes.
+	waitScraping(t, ctx, promURL)
 
 	write(t, filepath.Join(dir, "scenario.yaml"), scenario)
 	truthPath := filepath.Join(dir, "truth.json")
@@ -115,6 +120,14 @@ func TestReportMatchesTruth(t *testing.T) {
 		t.Fatalf("report JSON: %v\n%s", err, out.String())
 	}
 	t.Logf("quality: samples %d, gaps %d, NaN %d, out of window %d; window %s..%s; truth %s..%s", r.Quality.Samples, r.Quality.Gaps, r.Quality.NaNSamples, r.Quality.OutOfWindow, start, end, truth.Start, truth.End)
+	if os.Getenv("GPUPACK_E2E_DEBUG") != "" {
+		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(`DCGM_FI_DEV_FB_USED{Hostname="e2e-a",gpu="0"}[2m]`) + "&time=" + fmt.Sprint(end.Unix()))
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Logf("raw samples: %s", b)
+		}
+	}
 	if len(truth.Pods) != 6 {
 		t.Fatalf("truth has %d pods, want 6", len(truth.Pods))
 	}
@@ -158,6 +171,31 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func waitScraping(t *testing.T, ctx context.Context, promURL string) {
+	t.Helper()
+	for {
+		var targets struct {
+			Data struct {
+				ActiveTargets []struct {
+					LastScrape time.Time `json:"lastScrape"`
+				} `json:"activeTargets"`
+			} `json:"data"`
+		}
+		if resp, err := http.Get(promURL + "/api/v1/targets"); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&targets)
+			resp.Body.Close()
+			if err == nil && len(targets.Data.ActiveTargets) > 0 && targets.Data.ActiveTargets[0].LastScrape.Year() > 2000 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("Prometheus did not start scraping")
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
