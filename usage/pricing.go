@@ -79,14 +79,30 @@ func (p Pricing) Share(d Device) (share float64, known bool) {
 	return 1, false
 }
 
+// matches reports whether labels include every wanted label. A wanted key
+// also matches its Prometheus-sanitised form ("cloud.google.com/gke-spot"
+// as "cloud_google_com_gke_spot"), the form kube-state-metrics exports.
 func matches(labels, want map[string]string) bool {
 	if len(want) == 0 {
 		return false
 	}
 	for k, v := range want {
-		if got, ok := labels[k]; !ok || got != v {
+		got, ok := labels[k]
+		if !ok {
+			got, ok = labels[sanitise(k)]
+		}
+		if !ok || got != v {
 			return false
 		}
 	}
 	return true
+}
+
+func sanitise(key string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, key)
 }

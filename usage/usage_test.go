@@ -200,6 +200,10 @@ func TestCost(t *testing.T) {
 	if got := rule.PerHour(Device{Node: "n1", Model: "H100"}); got != Known(1) {
 		t.Errorf("node-label rule price = %+v, want 1", got)
 	}
+	sanitised := Pricing{Catalogue: gpu.Default(), NodeLabels: map[string]map[string]string{"n1": {"cloud_google_com_gke_spot": "true"}}, Rules: []PriceRule{{Labels: map[string]string{"cloud.google.com/gke-spot": "true"}, PerHour: 0.5}}}
+	if got := sanitised.PerHour(Device{Node: "n1", Model: "H100"}); got != Known(0.5) {
+		t.Errorf("rule on a kube-state-metrics label = %+v, want 0.5", got)
+	}
 	if got := (Pricing{Catalogue: gpu.Default()}).PerHour(Device{Model: "Mystery GPU"}); got.Known {
 		t.Errorf("unknown model priced %+v, want unknown", got)
 	}

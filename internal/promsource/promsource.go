@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -37,6 +38,10 @@ type Data struct {
 	Series []usage.Series
 	App    []usage.AppSeries
 	Pods   []usage.PodEvents
+	// NodeLabels are kube-state-metrics' kube_node_labels by node, keys
+	// without their label_ prefix (so "cloud.google.com/gke-spot" reads
+	// "cloud_google_com_gke_spot"); empty without kube-state-metrics.
+	NodeLabels map[string]map[string]string
 }
 
 // Load reads every DCGM metric usage knows over the window, the pods'
@@ -93,6 +98,25 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 	}
 	for _, e := range events {
 		d.Pods = append(d.Pods, *e)
+	}
+	const nodeLabels = "kube_node_labels"
+	v, _, _, err := s.api.Query(ctx, nodeLabels, w.End)
+	if err != nil {
+		return nil, s.fail(nodeLabels, err)
+	}
+	vec, _ := v.(model.Vector)
+	for _, smp := range vec {
+		node := string(smp.Metric["node"])
+		if d.NodeLabels == nil {
+			d.NodeLabels = map[string]map[string]string{}
+		}
+		labels := map[string]string{}
+		for k, v := range smp.Metric {
+			if name, ok := strings.CutPrefix(string(k), "label_"); ok {
+				labels[name] = string(v)
+			}
+		}
+		d.NodeLabels[node] = labels
 	}
 	return d, nil
 }

@@ -136,6 +136,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 				return nil, err
 			}
 			in.Series, in.App, in.Pods = d.Series, d.App, d.Pods
+			in.Pricing.NodeLabels = d.NodeLabels
 		}
 		return usage.Account(in)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -113,6 +114,16 @@ func TestBadInput(t *testing.T) {
 		"app metric":  {func(o *options) { o.app = []string{"tokens"} }, "want NAME=PROMQL"},
 		"prices":      {func(o *options) { o.prices = "testdata/nope.yaml" }, "--prices"},
 	}
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"query processing would load too many samples"}`)
+	}))
+	defer failing.Close()
+	cases["prometheus error"] = struct {
+		mutate func(o *options)
+		want   string
+	}{func(o *options) { o.prometheus = failing.URL }, "prometheus " + failing.URL + `: query "DCGM_FI_PROF_GR_ENGINE_ACTIVE": bad_data: query processing would load too many samples`}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			opts := defaults()
@@ -126,3 +137,20 @@ func TestBadInput(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func TestPriceFile(t *testing.T) {
+	p, err := loadPricing("testdata/prices.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Currency() != "USD" || len(p.Rules) != 1 {
+		t.Fatalf("currency %q, %d rules; want USD and 1", p.Currency(), len(p.Rules))
+	}
+	if got := p.PerHour(usage.Device{Model: "NVIDIA L40S"}); got != usage.Known(2) {
+		t.Errorf("L40S price %+v, want 2", got)
+	}
+	p.NodeLabels = map[string]map[string]string{"n": {"node-pool": "spot"}}
+	if got := p.PerHour(usage.Device{Node: "n", Model: "NVIDIA L40S"}); got != usage.Known(1) {
+		t.Errorf("spot L40S price %+v, want 1", got)
+	}
+}
