@@ -85,6 +85,7 @@ type DeviceUsage struct {
 	Coverage     Amount      `json:"coverage"`
 	PricePerHour Amount      `json:"pricePerHour"`
 	VRAMUsedMiB  Percentiles `json:"vramUsedMiB"`
+	VRAMFreeMiB  Percentiles `json:"vramFreeMiB"`
 	PowerWatts   Amount      `json:"powerWattsMean"`
 	Totals
 }
@@ -453,7 +454,7 @@ func Account(in Input) (*Report, error) {
 
 		var dev acc
 		var covered float64
-		var vram []float64
+		var vram, vramFree []float64
 		var powerSum float64
 		var powerN int
 		lastEnergy := math.NaN()
@@ -485,6 +486,9 @@ func Account(in Input) (*Report, error) {
 			fb := vals[mFBUsed][k]
 			if !math.IsNaN(fb) {
 				vram = append(vram, fb)
+			}
+			if free := vals[mFBFree][k]; !math.IsNaN(free) {
+				vramFree = append(vramFree, free)
 			}
 			power := vals[mPower][k]
 			if !math.IsNaN(power) {
@@ -583,6 +587,7 @@ func Account(in Input) (*Report, error) {
 		du.Coverage = Known(covered / windowSeconds)
 		coveredDeviceSeconds += covered * share
 		du.VRAMUsedMiB = percentiles(vram)
+		du.VRAMFreeMiB = percentiles(vramFree)
 		if powerN > 0 {
 			du.PowerWatts = Known(powerSum / float64(powerN))
 		}

@@ -253,22 +253,6 @@ func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
 			v.fail(at("name"), "pod %s/%s is listed twice; one entry per pod", p.Namespace, p.Name)
 		}
 		seen[p.Namespace+"/"+p.Name] = true
-		node, ok := s.node(p.Node)
-		if !ok {
-			v.fail(at("node"), "node %q is not defined; define it under nodes or fix the name", p.Node)
-			continue
-		}
-		if p.GPU < 0 || p.GPU >= node.GPUs {
-			v.fail(at("gpu"), "GPU %d does not exist on %s (0..%d)", p.GPU, node.Name, node.GPUs-1)
-			continue
-		}
-		slices := node.MIG[strconv.Itoa(p.GPU)]
-		switch {
-		case p.Slice == nil && len(slices) > 0:
-			v.fail(at("gpu"), "GPU %d of %s is MIG-partitioned; name the slice (0..%d)", p.GPU, node.Name, len(slices)-1)
-		case p.Slice != nil && (*p.Slice < 0 || *p.Slice >= len(slices)):
-			v.fail(at("slice"), "slice %d does not exist on GPU %d of %s, which has %d MIG slices", *p.Slice, p.GPU, node.Name, len(slices))
-		}
 		if p.From < 0 {
 			v.fail(at("from"), "negative start; want 0s or later")
 		}
@@ -304,6 +288,22 @@ func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
 			if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
 				v.fail(path("pods", i, "activity", r.name), "%v is not a ratio; want 0..1", r.v)
 			}
+		}
+		node, ok := s.node(p.Node)
+		if !ok {
+			v.fail(at("node"), "node %q is not defined; define it under nodes or fix the name", p.Node)
+			continue
+		}
+		if p.GPU < 0 || p.GPU >= node.GPUs {
+			v.fail(at("gpu"), "GPU %d does not exist on %s (0..%d)", p.GPU, node.Name, node.GPUs-1)
+			continue
+		}
+		slices := node.MIG[strconv.Itoa(p.GPU)]
+		switch {
+		case p.Slice == nil && len(slices) > 0:
+			v.fail(at("gpu"), "GPU %d of %s is MIG-partitioned; name the slice (0..%d)", p.GPU, node.Name, len(slices)-1)
+		case p.Slice != nil && (*p.Slice < 0 || *p.Slice >= len(slices)):
+			v.fail(at("slice"), "slice %d does not exist on GPU %d of %s, which has %d MIG slices", *p.Slice, p.GPU, node.Name, len(slices))
 		}
 	}
 	if len(v.errs) > 0 {

@@ -169,11 +169,18 @@ func (s *Scenario) WriteMetrics(w io.Writer, t time.Duration) error {
 }
 
 func deviceLabels(d usage.Device) string {
-	l := label("gpu", d.GPU) + "," + label("UUID", d.UUID) + "," + label("device", "nvidia"+d.GPU) + "," + label("modelName", d.Model)
+	l := label("gpu", d.GPU) + "," + label("UUID", d.UUID) + "," + label("pci_bus_id", pciBusID(d.GPU)) + "," +
+		label("device", "nvidia"+d.GPU) + "," + label("modelName", d.Model)
 	if d.MIGProfile != "" {
 		l += "," + label("GPU_I_PROFILE", d.MIGProfile) + "," + label("GPU_I_ID", d.MIGInstance)
 	}
 	return l + "," + label("Hostname", d.Node) + "," + label("DCGM_FI_DRIVER_VERSION", driverVersion)
+}
+
+// pciBusID makes a plausible PCI address for a GPU index.
+func pciBusID(gpu string) string {
+	n, _ := strconv.Atoi(gpu)
+	return fmt.Sprintf("00000000:%02X:00.0", 0x18+8*n)
 }
 
 // labelEscaper escapes a label value as the text format wants it.
