@@ -295,6 +295,10 @@ var metricIndex = map[string]int{
 type ownerSeries struct {
 	owner   Owner
 	present []bool
+	// pod and container are resolved at the owner's first held slot on
+	// the device, so the slot loop does no map lookups.
+	pod       *podState
+	container *acc
 }
 
 type deviceInput struct {
@@ -381,6 +385,9 @@ func Account(in Input) (*Report, error) {
 	sampled := make([]bool, slots)
 	var owners []*ownerSeries
 	present := make([]*ownerSeries, 0, 4)
+	// Per-device buffers, reused: their percentiles are read before the
+	// next device.
+	var vram, vramFree []float64
 
 	for _, d := range devs {
 		for m := range vals {
@@ -454,7 +461,7 @@ func Account(in Input) (*Report, error) {
 
 		var dev acc
 		var covered float64
-		var vram, vramFree []float64
+		vram, vramFree = vram[:0], vramFree[:0]
 		var powerSum float64
 		var powerN int
 		lastEnergy := math.NaN()
@@ -529,29 +536,15 @@ func Account(in Input) (*Report, error) {
 			for _, o := range present {
 				gs := sec * each
 				dev.hold(gs, activity, price)
-				ps := pods[o.owner.PodKey()]
-				if ps == nil {
-					ps = &podState{
-						usage:      PodUsage{Namespace: o.owner.Namespace, Pod: o.owner.Pod, Node: d.device.Node},
-						devices:    map[string]bool{},
-						sources:    map[string]bool{},
-						containers: map[string]*acc{},
-						firstSlot:  k,
-						firstUse:   -1,
+				if o.pod == nil {
+					o.pod, o.container = resolveOwner(pods, o.owner, d.device, du.ActivitySource, k, slots)
+					if nodePods[d.device.Node] == nil {
+						nodePods[d.device.Node] = map[string]bool{}
 					}
-					pods[o.owner.PodKey()] = ps
+					nodePods[d.device.Node][o.owner.PodKey()] = true
 				}
-				ps.firstSlot = min(ps.firstSlot, k)
-				ps.devices[d.device.Key()] = true
-				if du.ActivitySource != "" {
-					ps.sources[du.ActivitySource] = true
-				}
+				ps, ca := o.pod, o.container
 				ps.acc.hold(gs, activity, price)
-				ca := ps.containers[o.owner.Container]
-				if ca == nil {
-					ca = &acc{}
-					ps.containers[o.owner.Container] = ca
-				}
 				ca.hold(gs, activity, price)
 				if !math.IsNaN(energy) {
 					ps.acc.energy += energy / float64(len(present))
@@ -577,10 +570,6 @@ func Account(in Input) (*Report, error) {
 				if used && (ps.firstUse < 0 || k < ps.firstUse) {
 					ps.firstUse = k
 				}
-				if nodePods[d.device.Node] == nil {
-					nodePods[d.device.Node] = map[string]bool{}
-				}
-				nodePods[d.device.Node][o.owner.PodKey()] = true
 			}
 		}
 		windowSeconds := w.End.Sub(w.Start).Seconds()
@@ -729,6 +718,36 @@ func Account(in Input) (*Report, error) {
 		r.Nodes = append(r.Nodes, GroupUsage{Name: n, Pods: len(nodePods[n]), Totals: nodes[n].totals()})
 	}
 	return r, nil
+}
+
+// resolveOwner finds or makes the pod state and container accumulator of
+// an owner first seen holding device d at slot k.
+func resolveOwner(pods map[string]*podState, o Owner, d Device, source string, k, slots int) (*podState, *acc) {
+	ps := pods[o.PodKey()]
+	if ps == nil {
+		ps = &podState{
+			usage:      PodUsage{Namespace: o.Namespace, Pod: o.Pod, Node: d.Node},
+			devices:    map[string]bool{},
+			sources:    map[string]bool{},
+			containers: map[string]*acc{},
+			firstSlot:  k,
+			firstUse:   -1,
+			vram:       make([]float64, 0, slots),
+			activity:   make([]float64, 0, slots),
+		}
+		pods[o.PodKey()] = ps
+	}
+	ps.firstSlot = min(ps.firstSlot, k)
+	ps.devices[d.Key()] = true
+	if source != "" {
+		ps.sources[source] = true
+	}
+	ca := ps.containers[o.Container]
+	if ca == nil {
+		ca = &acc{}
+		ps.containers[o.Container] = ca
+	}
+	return ps, ca
 }
 
 func missingMetrics(seen []bool) []MissingMetric {
