@@ -41,6 +41,9 @@ type options struct {
 	serve      string
 }
 
+// maxPoints is the most points Prometheus returns per series of a range query.
+const maxPoints = 11000
+
 // demoStart is where the demo's day begins, fixed so that outputs are stable.
 var demoStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
@@ -96,6 +99,9 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	}
 	if opts.window <= 0 || opts.step <= 0 || opts.step > opts.window {
 		return fmt.Errorf("--window %s and --step %s: want a positive step no longer than the window", opts.window, opts.step)
+	}
+	if points := int64(opts.window / opts.step); opts.prometheus != "" && points > maxPoints {
+		return fmt.Errorf("--window %s at --step %s is %d points per series, more than Prometheus' %d; use --step %s or more", opts.window, opts.step, points, maxPoints, (opts.window/maxPoints).Round(time.Second)+time.Second)
 	}
 	pricing, err := loadPricing(opts.prices)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +46,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func defaults() *options {
-	return &options{window: 24 * 60 * 60 * 1e9, step: 30 * 1e9, format: "table", top: 10}
+	return &options{window: 24 * time.Hour, step: 30 * time.Second, format: "table", top: 10}
 }
 
 func TestDemoGolden(t *testing.T) {
@@ -110,6 +111,7 @@ func TestBadInput(t *testing.T) {
 		want   string
 	}{
 		"format":      {func(o *options) { o.format = "xml" }, `--format "xml"`},
+		"resolution":  {func(o *options) { o.prometheus = "http://127.0.0.1:1"; o.window = 7 * 24 * time.Hour }, "use --step 56s or more"},
 		"unreachable": {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, `prometheus http://127.0.0.1:1: query "DCGM_FI_PROF_GR_ENGINE_ACTIVE"`},
 		"app metric":  {func(o *options) { o.app = []string{"tokens"} }, "want NAME=PROMQL"},
 		"prices":      {func(o *options) { o.prices = "testdata/nope.yaml" }, "--prices"},
