@@ -151,11 +151,17 @@ func nodeReasons(d *Demand, s *NodeState) []Reason {
 	if n.Unschedulable {
 		rs = append(rs, Reason{Code: NodeUnschedulable, Detail: n.Name})
 	}
+	// Name the first mismatching key in key order, so that the reason does
+	// not depend on map iteration.
+	mismatch, found := "", false
 	for k, v := range p.NodeSelector {
-		if got, ok := n.Labels[k]; !ok || got != v {
-			rs = append(rs, Reason{Code: NodeSelectorMismatch, Detail: fmt.Sprintf("nodeSelector %s=%s (node has %s)", k, v, labelOrNone(n.Labels, k))})
-			break
+		if got, ok := n.Labels[k]; (!ok || got != v) && (!found || k < mismatch) {
+			mismatch, found = k, true
 		}
+	}
+	if found {
+		v := p.NodeSelector[mismatch]
+		rs = append(rs, Reason{Code: NodeSelectorMismatch, Detail: fmt.Sprintf("nodeSelector %s=%s (node has %s)", mismatch, v, labelOrNone(n.Labels, mismatch))})
 	}
 	if len(p.RequiredAffinity) > 0 && !matchesAnyTerm(p.RequiredAffinity, n.Labels) {
 		rs = append(rs, Reason{Code: NodeAffinityMismatch, Detail: "required node affinity " + termsString(p.RequiredAffinity)})

@@ -82,19 +82,36 @@ func (r Reason) String() string {
 // node(s) had untolerated taint {gpu: reserved}." Each node counts once per
 // distinct message. nodes is the number of nodes considered.
 func Summary(nodes int, perNode [][]Reason) string {
+	groups := make([]NodeReasons, len(perNode))
+	for i, rs := range perNode {
+		groups[i] = NodeReasons{Nodes: 1, Reasons: rs}
+	}
+	return SummaryOf(nodes, groups)
+}
+
+// NodeReasons is the reasons that Nodes nodes share, for callers that
+// evaluate identical nodes once.
+type NodeReasons struct {
+	Nodes   int
+	Reasons []Reason
+}
+
+// SummaryOf is Summary over groups of nodes with identical reasons; it
+// gives the same line as Summary over the nodes one by one.
+func SummaryOf(nodes int, groups []NodeReasons) string {
 	counts := map[string]int{}
 	fit := 0
-	for _, rs := range perNode {
-		if len(rs) == 0 {
-			fit++
+	for _, g := range groups {
+		if len(g.Reasons) == 0 {
+			fit += g.Nodes
 			continue
 		}
 		seen := map[string]bool{}
-		for _, r := range rs {
+		for _, r := range g.Reasons {
 			m := r.Message()
 			if !seen[m] {
 				seen[m] = true
-				counts[m]++
+				counts[m] += g.Nodes
 			}
 		}
 	}

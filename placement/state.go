@@ -2,6 +2,8 @@ package placement
 
 import (
 	"fmt"
+	"sort"
+	"strconv"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -199,4 +201,48 @@ func (a Assignment) ClusterDevices() []cluster.Device {
 		out[i] = cluster.Device{GPU: d.GPU, Slice: d.Slice, Milli: d.Milli, Memory: d.Memory}
 	}
 	return out
+}
+
+// AppendKey appends to b a fingerprint of everything Fit reads from the
+// node and its state, the node's name excepted: two states with equal keys
+// get the same answer from Fit for any demand (reasons that name the node,
+// such as NodeUnschedulable's Detail, name the node it was asked about).
+// Callers that evaluate many demands over many nodes use it to evaluate
+// each distinct node once.
+func (s *NodeState) AppendKey(b []byte) []byte {
+	n := s.Node
+	b = strconv.AppendInt(b, int64(n.CPU), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(n.Memory), 10)
+	b = append(b, '/')
+	b = strconv.AppendBool(b, n.Unschedulable)
+	keys := make([]string, 0, len(n.Labels))
+	for k := range n.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b = strconv.AppendQuote(append(b, '|'), k)
+		b = strconv.AppendQuote(append(b, '='), n.Labels[k])
+	}
+	for _, t := range n.Taints {
+		b = strconv.AppendQuote(append(b, '|'), t.String())
+	}
+	b = append(b, '#')
+	b = strconv.AppendInt(b, int64(s.FreeCPU), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(s.FreeMemory), 10)
+	for i := range n.GPUs {
+		g, st := &n.GPUs[i], &s.GPUs[i]
+		b = append(b, '|')
+		b = strconv.AppendInt(b, int64(g.Model.Index), 10)
+		for _, v := range []int64{int64(g.Memory), int64(g.Sharing), int64(g.Replicas),
+			int64(st.FreeMilli), int64(st.FreeMemory), int64(st.UsedReplicas), int64(st.UsedSlices), int64(st.Holders), int64(st.restrict)} {
+			b = strconv.AppendInt(append(b, ','), v, 10)
+		}
+		b = strconv.AppendBool(append(b, ','), st.mixed)
+		b = strconv.AppendQuote(append(b, ','), st.Tenant)
+		b = append(b, g.Layout.String()...)
+	}
+	return b
 }

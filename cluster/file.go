@@ -1,0 +1,432 @@
+package cluster
+
+import (
+	"fmt"
+	"sort"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// FileAPIVersion and FileKind identify gpupack's snapshot file format.
+const (
+	FileAPIVersion = "gpupack.io/v1alpha1"
+	FileKind       = "ClusterSnapshot"
+)
+
+// File is the snapshot file's document, YAML or JSON:
+//
+//	apiVersion: gpupack.io/v1alpha1
+//	kind: ClusterSnapshot
+//	nodes:
+//	- name: gpu-a-1
+//	  cpu: "96"
+//	  memory: 1Ti
+//	  labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+//	  taints: [{key: gpu, value: reserved, effect: NoSchedule}]
+//	  gpus:
+//	  - {model: H100-80GB, count: 4}
+//	  - {model: H100-80GB, count: 4, sharing: mig, mig: [3g.40gb, 3g.40gb]}
+//	pods:
+//	- namespace: ml
+//	  name: train-0
+//	  cpu: "8"
+//	  memory: 64Gi
+//	  gpu: {count: 1}            # or {milli: 250}, {memory: 20Gi}, {mig: 1g.10gb}
+//	  node: gpu-a-1              # omit while pending
+type File struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Nodes      []FileNode `json:"nodes"`
+	Pods       []FilePod  `json:"pods,omitempty"`
+}
+
+// FileNode is a node in the snapshot file.
+type FileNode struct {
+	Name          string            `json:"name"`
+	CPU           string            `json:"cpu"`
+	Memory        string            `json:"memory"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Taints        []Taint           `json:"taints,omitempty"`
+	Unschedulable bool              `json:"unschedulable,omitempty"`
+	GPUs          []FileGPUGroup    `json:"gpus,omitempty"`
+}
+
+// FileGPUGroup is a run of identical GPUs on a node.
+type FileGPUGroup struct {
+	Model    string   `json:"model"`
+	Count    int      `json:"count"`
+	Sharing  string   `json:"sharing,omitempty"`  // exclusive (default), fractional, time-slicing, mps, mig
+	Replicas int      `json:"replicas,omitempty"` // time-slicing and mps
+	MIG      []string `json:"mig,omitempty"`      // profiles on each GPU, for sharing: mig
+	Memory   string   `json:"memory,omitempty"`   // overrides the model's framebuffer
+}
+
+// FilePod is a pod in the snapshot file.
+type FilePod struct {
+	Namespace    string            `json:"namespace,omitempty"`
+	Name         string            `json:"name"`
+	CPU          string            `json:"cpu,omitempty"`
+	Memory       string            `json:"memory,omitempty"`
+	GPU          *FileGPURequest   `json:"gpu,omitempty"`
+	GPUModels    []string          `json:"gpuModels,omitempty"`
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	Affinity     []Term            `json:"affinity,omitempty"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty"`
+	Isolation    string            `json:"isolation,omitempty"`
+	Tenant       string            `json:"tenant,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Node         string            `json:"node,omitempty"`
+	Devices      []FileDevice      `json:"devices,omitempty"`
+}
+
+// FileGPURequest is a pod's GPU request: count whole GPUs (each with at
+// least memory, when given), milli of one GPU, memory of one GPU, or one
+// MIG slice.
+type FileGPURequest struct {
+	Count  int    `json:"count,omitempty"`
+	Milli  int64  `json:"milli,omitempty"`
+	Memory string `json:"memory,omitempty"`
+	MIG    string `json:"mig,omitempty"`
+}
+
+// FileDevice records which GPU (and MIG slice) a bound pod holds.
+type FileDevice struct {
+	GPU   int  `json:"gpu"`
+	Slice *int `json:"slice,omitempty"`
+}
+
+// ParseFile reads a snapshot file. source names it in errors, which give the
+// path of the offending field ("nodes[2].gpus[0].model").
+func ParseFile(data []byte, source string, c *gpu.Catalogue) (*Snapshot, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: %v (see `gpupack snapshot --help` for the format)", source, err)
+	}
+	s, err := f.Snapshot(c)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return s, nil
+}
+
+// Snapshot validates the document and builds the snapshot.
+func (f *File) Snapshot(c *gpu.Catalogue) (*Snapshot, error) {
+	if f.APIVersion != FileAPIVersion {
+		return nil, fmt.Errorf("apiVersion %q: want %q", f.APIVersion, FileAPIVersion)
+	}
+	if f.Kind != FileKind {
+		return nil, fmt.Errorf("kind %q: want %q", f.Kind, FileKind)
+	}
+	nodes := make([]*Node, len(f.Nodes))
+	for i := range f.Nodes {
+		n, err := f.Nodes[i].node(c)
+		if err != nil {
+			return nil, fmt.Errorf("nodes[%d]: %w", i, err)
+		}
+		nodes[i] = n
+	}
+	pods := make([]*Pod, len(f.Pods))
+	for i := range f.Pods {
+		p, err := f.Pods[i].pod(c)
+		if err != nil {
+			return nil, fmt.Errorf("pods[%d] (%s): %w", i, f.Pods[i].Name, err)
+		}
+		pods[i] = p
+	}
+	s, err := NewSnapshot(c, nodes, pods)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range pods {
+		if !p.Bound() {
+			continue
+		}
+		n, _ := s.Node(p.NodeName)
+		for j, d := range p.Devices {
+			if d.GPU < 0 || d.GPU >= len(n.GPUs) {
+				return nil, fmt.Errorf("pods[%d].devices[%d].gpu: %d is not a GPU of node %s (it has %d)", i, j, d.GPU, n.Name, len(n.GPUs))
+			}
+			if d.Slice >= len(n.GPUs[d.GPU].Layout) {
+				return nil, fmt.Errorf("pods[%d].devices[%d].slice: %d is not a MIG slice of GPU %d on %s", i, j, d.Slice, d.GPU, n.Name)
+			}
+		}
+	}
+	return s, nil
+}
+
+func (fn *FileNode) node(c *gpu.Catalogue) (*Node, error) {
+	if fn.Name == "" {
+		return nil, fmt.Errorf("name: missing")
+	}
+	cpu, err := ParseCPU(fn.CPU)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	mem, err := ParseMemory(fn.Memory)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	n := &Node{Name: fn.Name, CPU: cpu, Memory: mem, Labels: fn.Labels, Taints: fn.Taints, Unschedulable: fn.Unschedulable}
+	for i, t := range fn.Taints {
+		switch t.Effect {
+		case NoSchedule, PreferNoSchedule, NoExecute:
+		default:
+			return nil, fmt.Errorf("taints[%d].effect: %q (want NoSchedule, PreferNoSchedule or NoExecute)", i, t.Effect)
+		}
+		if t.Key == "" {
+			return nil, fmt.Errorf("taints[%d].key: missing", i)
+		}
+	}
+	for gi, g := range fn.GPUs {
+		gpus, err := g.gpus(c, len(n.GPUs))
+		if err != nil {
+			return nil, fmt.Errorf("gpus[%d]: %w", gi, err)
+		}
+		n.GPUs = append(n.GPUs, gpus...)
+	}
+	if len(n.GPUs) > 64 {
+		return nil, fmt.Errorf("gpus: %d GPUs on one node is absurd (limit 64)", len(n.GPUs))
+	}
+	return n, nil
+}
+
+func (g *FileGPUGroup) gpus(c *gpu.Catalogue, first int) ([]GPU, error) {
+	m, err := c.Resolve(g.Model)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if g.Count < 1 || g.Count > 64 {
+		return nil, fmt.Errorf("count: %d (want 1..64)", g.Count)
+	}
+	sharing, err := ParseSharing(g.Sharing)
+	if err != nil {
+		return nil, fmt.Errorf("sharing: %w", err)
+	}
+	mem := m.Memory
+	if g.Memory != "" {
+		if mem, err = ParseMemory(g.Memory); err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+	}
+	proto := GPU{Model: m, Memory: mem, Sharing: sharing, Replicas: g.Replicas}
+	switch sharing {
+	case TimeSliced, MPS:
+		if g.Replicas < 1 || g.Replicas > 48*4 {
+			return nil, fmt.Errorf("replicas: %d (want 1..192 for %s)", g.Replicas, sharing)
+		}
+		if sharing == MPS && g.Replicas > 48 {
+			return nil, fmt.Errorf("replicas: %d MPS clients (MPS allows at most 48)", g.Replicas)
+		}
+	case MIG:
+		if m.MIG == nil {
+			return nil, fmt.Errorf("sharing: %s does not support MIG", m.Name)
+		}
+		if len(g.MIG) == 0 {
+			return nil, fmt.Errorf("mig: list the profiles on each GPU, e.g. [3g.40gb, 3g.40gb]")
+		}
+		layout, err := m.MIG.Fit(g.MIG)
+		if err != nil {
+			return nil, fmt.Errorf("mig: %w", err)
+		}
+		proto.Layout = layout
+	default:
+		if g.Replicas != 0 {
+			return nil, fmt.Errorf("replicas: only time-slicing and mps GPUs have replicas")
+		}
+	}
+	if sharing != MIG && len(g.MIG) > 0 {
+		return nil, fmt.Errorf("mig: profiles given but sharing is %s; set sharing: mig", sharing)
+	}
+	out := make([]GPU, g.Count)
+	for i := range out {
+		out[i] = proto
+		out[i].Index = first + i
+	}
+	return out, nil
+}
+
+func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
+	if fp.Name == "" {
+		return nil, fmt.Errorf("name: missing")
+	}
+	p := &Pod{Namespace: fp.Namespace, Name: fp.Name, GPUModels: fp.GPUModels, NodeSelector: fp.NodeSelector,
+		RequiredAffinity: fp.Affinity, Tolerations: fp.Tolerations, Tenant: fp.Tenant, Labels: fp.Labels, NodeName: fp.Node}
+	var err error
+	if fp.CPU != "" {
+		if p.CPU, err = ParseCPU(fp.CPU); err != nil {
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
+	}
+	if fp.Memory != "" {
+		if p.Memory, err = ParseMemory(fp.Memory); err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+	}
+	if p.Isolation, err = ParseIsolation(fp.Isolation); err != nil {
+		return nil, fmt.Errorf("isolation: %w", err)
+	}
+	for i, name := range fp.GPUModels {
+		m, err := c.Resolve(name)
+		if err != nil {
+			return nil, fmt.Errorf("gpuModels[%d]: %w", i, err)
+		}
+		p.GPUModels[i] = m.Name
+	}
+	for i, t := range fp.Affinity {
+		for j, r := range t.MatchExpressions {
+			switch r.Operator {
+			case "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt":
+			default:
+				return nil, fmt.Errorf("affinity[%d].matchExpressions[%d].operator: %q (want In, NotIn, Exists, DoesNotExist, Gt or Lt)", i, j, r.Operator)
+			}
+		}
+	}
+	if fp.GPU != nil {
+		if p.GPU, err = fp.GPU.request(c); err != nil {
+			return nil, fmt.Errorf("gpu: %w", err)
+		}
+	}
+	for i, d := range fp.Devices {
+		dev := Device{GPU: d.GPU, Slice: -1}
+		if d.Slice != nil {
+			if *d.Slice < 0 {
+				return nil, fmt.Errorf("devices[%d].slice: %d is negative", i, *d.Slice)
+			}
+			dev.Slice = *d.Slice
+		}
+		p.Devices = append(p.Devices, dev)
+	}
+	if len(p.Devices) > 0 && p.NodeName == "" {
+		return nil, fmt.Errorf("devices: given for a pod that is not bound to a node; set node")
+	}
+	return p, nil
+}
+
+func (r *FileGPURequest) request(c *gpu.Catalogue) (Request, error) {
+	var mem gpu.MiB
+	if r.Memory != "" {
+		var err error
+		if mem, err = ParseMemory(r.Memory); err != nil {
+			return Request{}, fmt.Errorf("memory: %w", err)
+		}
+		if mem == 0 {
+			return Request{}, fmt.Errorf("memory: 0; omit it or give the GPU memory the pod needs")
+		}
+	}
+	switch {
+	case r.MIG != "":
+		if r.Count != 0 || r.Milli != 0 || r.Memory != "" {
+			return Request{}, fmt.Errorf("mig: a MIG request cannot also ask for count, milli or memory")
+		}
+		found := false
+		for _, m := range c.Models() {
+			if m.MIG != nil {
+				if _, ok := m.MIG.Profile(r.MIG); ok {
+					found = true
+				}
+			}
+		}
+		if !found {
+			return Request{}, fmt.Errorf("mig: no GPU in the catalogue has a MIG profile %q", r.MIG)
+		}
+		return Request{Kind: MIGSlice, Profile: r.MIG}, nil
+	case r.Milli != 0:
+		if r.Milli < 0 || r.Milli > int64(gpu.WholeGPU) {
+			return Request{}, fmt.Errorf("milli: %d (want 1..1000)", r.Milli)
+		}
+		if r.Count > 1 {
+			return Request{}, fmt.Errorf("milli: fractions are of one GPU; count must be 1 or omitted")
+		}
+		if r.Milli == int64(gpu.WholeGPU) {
+			return Request{Kind: WholeGPUs, Count: 1, Memory: mem}, nil
+		}
+		return Request{Kind: Fraction, Milli: gpu.Milli(r.Milli), Memory: mem}, nil
+	case r.Count != 0:
+		if r.Count < 0 || r.Count > 64 {
+			return Request{}, fmt.Errorf("count: %d (want 1..64)", r.Count)
+		}
+		return Request{Kind: WholeGPUs, Count: r.Count, Memory: mem}, nil
+	case mem > 0:
+		return Request{Kind: GPUMemory, Memory: mem}, nil
+	}
+	return Request{}, fmt.Errorf("empty GPU request; give count, milli, memory or mig (or omit gpu)")
+}
+
+// ToFile converts a snapshot to the file document, so that it can be
+// written and read back unchanged.
+func ToFile(s *Snapshot) *File {
+	f := &File{APIVersion: FileAPIVersion, Kind: FileKind}
+	for _, n := range s.Nodes {
+		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable}
+		for _, g := range n.GPUs {
+			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas}
+			if g.Sharing != Exclusive {
+				grp.Sharing = g.Sharing.String()
+			}
+			if g.Memory != g.Model.Memory {
+				grp.Memory = FormatMemory(g.Memory)
+			}
+			for _, sl := range g.Layout {
+				grp.MIG = append(grp.MIG, sl.Profile)
+			}
+			if k := len(fn.GPUs) - 1; k >= 0 && sameGroup(fn.GPUs[k], grp) {
+				fn.GPUs[k].Count++
+				continue
+			}
+			fn.GPUs = append(fn.GPUs, grp)
+		}
+		f.Nodes = append(f.Nodes, fn)
+	}
+	for _, p := range s.Pods {
+		fp := FilePod{Namespace: p.Namespace, Name: p.Name, GPUModels: p.GPUModels, NodeSelector: p.NodeSelector,
+			Affinity: p.RequiredAffinity, Tolerations: p.Tolerations, Tenant: p.Tenant, Labels: p.Labels, Node: p.NodeName}
+		if p.CPU != 0 {
+			fp.CPU = FormatCPU(p.CPU)
+		}
+		if p.Memory != 0 {
+			fp.Memory = FormatMemory(p.Memory)
+		}
+		if p.Isolation != ShareAny {
+			fp.Isolation = p.Isolation.String()
+		}
+		if p.GPU.Kind != NoGPU {
+			r := &FileGPURequest{Count: p.GPU.Count, Milli: int64(p.GPU.Milli), MIG: p.GPU.Profile}
+			if p.GPU.Memory > 0 {
+				r.Memory = FormatMemory(p.GPU.Memory)
+			}
+			fp.GPU = r
+		}
+		for _, d := range p.Devices {
+			fd := FileDevice{GPU: d.GPU}
+			if d.Slice >= 0 {
+				sl := d.Slice
+				fd.Slice = &sl
+			}
+			fp.Devices = append(fp.Devices, fd)
+		}
+		f.Pods = append(f.Pods, fp)
+	}
+	return f
+}
+
+func sameGroup(a, b FileGPUGroup) bool {
+	if a.Model != b.Model || a.Sharing != b.Sharing || a.Replicas != b.Replicas || a.Memory != b.Memory || len(a.MIG) != len(b.MIG) {
+		return false
+	}
+	x, y := append([]string(nil), a.MIG...), append([]string(nil), b.MIG...)
+	sort.Strings(x)
+	sort.Strings(y)
+	for i := range x {
+		if x[i] != y[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// MarshalFile writes a snapshot as YAML.
+func MarshalFile(s *Snapshot) ([]byte, error) {
+	return yaml.Marshal(ToFile(s))
+}

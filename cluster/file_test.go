@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+func TestParseFileRoundTrip(t *testing.T) {
+	data, err := os.ReadFile("testdata/small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseFile(data, "small.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.GPUCount(); got != 12 {
+		t.Errorf("GPUCount = %d, want 12", got)
+	}
+	n, _ := s.Node("h100-1")
+	if got, want := n.GPUs[7].Layout.String(), "2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4"; got != want {
+		t.Errorf("MIG layout = %s, want %s", got, want)
+	}
+	if err := n.GPUs[7].Model.MIG.Validate(n.GPUs[7].Layout); err != nil {
+		t.Errorf("layout: %v", err)
+	}
+	if got := len(s.Pending()); got != 1 {
+		t.Errorf("pending = %d, want 1", got)
+	}
+	out, err := MarshalFile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseFile(out, "round-trip", gpu.Default())
+	if err != nil {
+		t.Fatalf("re-reading written file: %v\n%s", err, out)
+	}
+	out2, _ := MarshalFile(again)
+	if diff := cmp.Diff(string(out), string(out2)); diff != "" {
+		t.Errorf("round trip changed the file (-first +second):\n%s", diff)
+	}
+}
+
+func TestParseFileErrors(t *testing.T) {
+	head := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\n"
+	node := "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1}]}\n"
+	cases := map[string]struct{ doc, want string }{
+		"unknown field":   {head + node + "extra: 1\n", "unknown field"},
+		"wrong version":   {"apiVersion: v0\nkind: ClusterSnapshot\n", "apiVersion"},
+		"unknown model":   {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: RTX-9999, count: 1}]}\n", "nodes[0]: gpus[0]: model: unknown GPU model"},
+		"bad cpu":         {head + "nodes:\n- {name: n, cpu: lots, memory: 8Gi}\n", "nodes[0]: cpu"},
+		"negative memory": {head + "nodes:\n- {name: n, cpu: \"1\", memory: -5Gi}\n", "nodes[0]: memory"},
+		"mig on t4":       {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 1, sharing: mig, mig: [1g.5gb]}]}\n", "does not support MIG"},
+		"bad mig layout":  {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: A100-40GB, count: 1, sharing: mig, mig: [4g.20gb, 4g.20gb]}]}\n", "gpus[0]: mig"},
+		"missing node":    {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: ghost}\n", "not in the snapshot"},
+		"bad fraction":    {head + node + "pods:\n- {name: p, gpu: {milli: 1500}}\n", "pods[0] (p): gpu: milli"},
+		"contradictory":   {head + node + "pods:\n- {name: p, gpu: {mig: 1g.10gb, count: 1}}\n", "cannot also ask"},
+		"empty request":   {head + node + "pods:\n- {name: p, gpu: {}}\n", "empty GPU request"},
+		"device range":    {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: n, devices: [{gpu: 3}]}\n", "pods[0].devices[0].gpu"},
+		"duplicate pod":   {head + node + "pods:\n- {name: p}\n- {name: p}\n", "listed twice"},
+		"bad taint":       {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, taints: [{key: a, effect: Never}]}\n", "taints[0].effect"},
+		"mps clients":     {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharing: mps, replicas: 64}]}\n", "at most 48"},
+		"not yaml":        {"nodes: [\n", "small.yaml"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseFile([]byte(tc.doc), "small.yaml", gpu.Default())
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "small.yaml") {
+				t.Errorf("err = %v, want one naming the file and containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseFile(f *testing.F) {
+	data, _ := os.ReadFile("testdata/small.yaml")
+	f.Add(data)
+	f.Add([]byte("apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n, cpu: 1, memory: 1Gi}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseFile(data, "fuzz", gpu.Default())
+		if err != nil {
+			return
+		}
+		if _, err := MarshalFile(s); err != nil {
+			t.Fatalf("parsed snapshot cannot be written: %v", err)
+		}
+	})
+}
+
+func TestQuantities(t *testing.T) {
+	cpu := map[string]gpu.CPUMilli{"8": 8000, "0.5": 500, "250m": 250, "1.25": 1250}
+	for in, want := range cpu {
+		if got, err := ParseCPU(in); err != nil || got != want {
+			t.Errorf("ParseCPU(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	mem := map[string]gpu.MiB{"64Gi": 65536, "512Mi": 512, "1Ti": 1 << 20, "1G": 954, "1048576": 1, "1.5Gi": 1536}
+	for in, want := range mem {
+		if got, err := ParseMemory(in); err != nil || got != want {
+			t.Errorf("ParseMemory(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "NaN", "Inf", "1e400"} {
+		if _, err := ParseCPU(bad); err == nil {
+			t.Errorf("ParseCPU(%q) accepted", bad)
+		}
+		if _, err := ParseMemory(bad); err == nil {
+			t.Errorf("ParseMemory(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package diagnose
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// benchCluster builds nodes x 8 GPUs of four kinds (H100, A100, time-sliced
+// L4, MIG H100), most GPUs held by one-GPU pods with usage facts, and
+// pending pods of ten request shapes with ten CPU sizes.
+func benchCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) {
+	c := gpu.Default()
+	usage := &Usage{Window: 3600e9, Pods: map[string]PodFacts{}}
+	var ns []*cluster.Node
+	var pods []*cluster.Pod
+	kinds := []struct {
+		model   string
+		sharing cluster.Sharing
+		extra   func(*cluster.GPU)
+	}{
+		{"H100-80GB", cluster.Exclusive, nil},
+		{"A100-80GB", cluster.Exclusive, nil},
+		{"L4", cluster.TimeSliced, func(g *cluster.GPU) { g.Replicas = 4 }},
+		{"H100-80GB", cluster.MIG, func(g *cluster.GPU) {
+			g.Layout, _ = g.Model.MIG.Fit([]string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"})
+		}},
+	}
+	for i := 0; i < nodes; i++ {
+		k := kinds[i%len(kinds)]
+		m := c.MustLookup(k.model)
+		n := &cluster.Node{Name: fmt.Sprintf("gpu-%d", i), CPU: 96000, Memory: gpu.GiB(1024),
+			Labels: map[string]string{"nvidia.com/gpu.product": m.Name, "pool": []string{"train", "infer"}[i%2]}}
+		if i%10 == 0 {
+			n.Taints = []cluster.Taint{{Key: "team", Value: "vision", Effect: cluster.NoSchedule}}
+		}
+		for g := 0; g < 8; g++ {
+			gp := cluster.GPU{Index: g, Model: m, Memory: m.Memory, Sharing: k.sharing}
+			if k.extra != nil {
+				k.extra(&gp)
+			}
+			n.GPUs = append(n.GPUs, gp)
+		}
+		ns = append(ns, n)
+		held := 8 - i%3 // a third of the nodes full, the rest with a GPU or two free
+		for g := 0; g < held; g++ {
+			p := &cluster.Pod{Namespace: "ml", Name: fmt.Sprintf("run-%d-%d", i, g), CPU: 4000, NodeName: n.Name}
+			switch k.sharing {
+			case cluster.MIG:
+				p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: n.GPUs[0].Layout[g%4].Profile}
+				if g >= 4 {
+					continue
+				}
+				p.Devices = []cluster.Device{{GPU: 0, Slice: g}}
+			default:
+				p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1}
+				p.Devices = []cluster.Device{{GPU: g, Slice: -1}}
+			}
+			pods = append(pods, p)
+			usage.Pods[p.Key()] = PodFacts{Measured: true, ActiveRatio: float64(g) / 10, Pattern: []Pattern{IdleHeld, Bursty, FlatLow, Busy}[g%4], VRAMUsedP95: gpu.GiB(float64(4 * g))}
+		}
+	}
+	shapes := []func(p *cluster.Pod){
+		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1} },
+		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 4} },
+		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 16} },
+		func(p *cluster.Pod) {
+			p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1}
+			p.GPUModels = []string{"A100-40GB"}
+		},
+		func(p *cluster.Pod) {
+			p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1, Memory: gpu.GiB(60)}
+			p.NodeSelector = map[string]string{"nvidia.com/gpu.product": "L4"}
+		},
+		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: "3g.40gb"} },
+		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: "4g.40gb"} },
+		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.Fraction, Milli: 250} },
+		func(p *cluster.Pod) {
+			p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 2}
+			p.NodeSelector = map[string]string{"pool": "batch"}
+		},
+		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.GPUMemory, Memory: gpu.GiB(200)} },
+	}
+	for i := 0; i < pending; i++ {
+		p := &cluster.Pod{Namespace: "ml", Name: fmt.Sprintf("wait-%d", i), CPU: gpu.CPUMilli(1000 * (1 + i/len(shapes)%10))}
+		shapes[i%len(shapes)](p)
+		pods = append(pods, p)
+	}
+	s, err := cluster.NewSnapshot(c, ns, pods)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, usage
+}
+
+// BenchmarkDiagnose5000x8 diagnoses 2,000 pending pods on 5,000 nodes of
+// 8 GPUs (the target: under 2 s and 1 GiB).
+func BenchmarkDiagnose5000x8(b *testing.B) {
+	s, u := benchCluster(b, 5000, 2000)
+	rep, err := Diagnose(s, u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	causes := map[Cause]int{}
+	for _, f := range rep.Findings {
+		causes[f.Cause]++
+	}
+	if len(causes) < 4 {
+		b.Fatalf("the benchmark exercises only %v", causes)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rep, err := Diagnose(s, u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rep.Findings) != 2000 {
+			b.Fatalf("%d findings", len(rep.Findings))
+		}
+	}
+}

@@ -1,0 +1,526 @@
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/placement"
+)
+
+// Cause is why a pending GPU pod waits.
+type Cause string
+
+// The causes, in the order they are checked: the first that holds is the
+// finding's cause. Only allocation is cured by sharing.
+const (
+	// Allocation: GPUs that match the pod's constraints and would hold it
+	// exist, but every one is allocated.
+	Allocation Cause = "allocation"
+	// Memory: the pod's GPU memory need fits no free VRAM and no MIG slice.
+	Memory Cause = "memory"
+	// Placement: GPUs are free but the pod's rules (selector, affinity,
+	// tolerations, GPU model) or the node's configuration exclude them.
+	Placement Cause = "placement"
+	// Application: the pod would fit now; its workload underuses its GPUs,
+	// so more GPUs would not help.
+	Application Cause = "application"
+	// NoSuchHardware: no node could ever run the pod, even empty.
+	NoSuchHardware Cause = "no-such-hardware"
+	// Other: the cause is outside GPUs (CPU, memory, quota, the queue).
+	Other Cause = "quota/other"
+)
+
+// Causes lists every cause in checking order.
+func Causes() []Cause {
+	return []Cause{Allocation, Memory, Placement, Application, NoSuchHardware, Other}
+}
+
+// Report is the diagnosis of a snapshot.
+type Report struct {
+	Nodes    int       `json:"nodes"`
+	GPUs     int       `json:"gpus"`
+	Pending  int       `json:"pending"`
+	Findings []Finding `json:"findings"`
+	// Warnings are the snapshot's inconsistencies (bound pods that no
+	// longer fit their node), counted as they are.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Finding explains one pending pod.
+type Finding struct {
+	Pod     string `json:"pod"`
+	Request string `json:"request"`
+	// Cause is empty for a skipped pod; Note says why.
+	Cause Cause `json:"cause,omitempty"`
+	// Also lists the later causes of the order that hold too.
+	Also []Cause `json:"also,omitempty"`
+	// Summary is the scheduler's line for the pod's request as it stands:
+	// "0/N nodes are available: ...".
+	Summary  string   `json:"summary,omitempty"`
+	Evidence Evidence `json:"evidence"`
+	// Fix lists what would let the pod run, the nearest change first.
+	Fix  []string `json:"fix,omitempty"`
+	Note string   `json:"note,omitempty"`
+}
+
+// MaxListed bounds the names listed in evidence; counts stay exact.
+const MaxListed = 8
+
+// Evidence is what a finding rests on; only the parts of its cause are set.
+type Evidence struct {
+	// Nodes are the nodes the cause is about (capped at MaxListed, in
+	// snapshot order); NodeCount is how many there are.
+	Nodes     []string `json:"nodes,omitempty"`
+	NodeCount int      `json:"nodeCount,omitempty"`
+	// GPUs is how many GPUs of the models the pod may use are on Nodes.
+	GPUs      int           `json:"gpus,omitempty"`
+	GPUModels []string      `json:"gpuModels,omitempty"`
+	Holders   *HolderStats  `json:"holders,omitempty"`
+	Memory    *MemoryFacts  `json:"memory,omitempty"`
+	Rules     []Rule        `json:"rules,omitempty"`
+	Usage     *UsageSummary `json:"usage,omitempty"`
+	// Blocking are the distinct reasons that stop the pod, one per
+	// message, for the causes that have no finer evidence.
+	Blocking []placement.Reason `json:"blocking,omitempty"`
+}
+
+// HolderStats describes the pods holding the GPUs a pod waits for.
+type HolderStats struct {
+	Pods int `json:"pods"`
+	// Measured is how many holders have usage facts; MeanActiveRatio and
+	// IdleHeld are over those.
+	Measured        int      `json:"measured"`
+	MeanActiveRatio float64  `json:"meanActiveRatio"`
+	IdleHeld        int      `json:"idleHeld"`
+	Window          string   `json:"window,omitempty"`
+	Listed          []Holder `json:"listed,omitempty"` // least active first
+	// ShareCandidates are GPUs that could host the pod if shared: their
+	// holders are not busy and leave enough VRAM.
+	ShareCandidates []string `json:"shareCandidates,omitempty"`
+}
+
+// Holder is one pod holding GPUs.
+type Holder struct {
+	Pod         string  `json:"pod"`
+	Node        string  `json:"node"`
+	Request     string  `json:"request"`
+	Measured    bool    `json:"measured"`
+	ActiveRatio float64 `json:"activeRatio,omitempty"`
+	Pattern     Pattern `json:"pattern,omitempty"`
+	VRAMUsedP95 gpu.MiB `json:"vramUsedP95MiB,omitempty"`
+}
+
+// MemoryFacts is the GPU memory side of a finding.
+type MemoryFacts struct {
+	// Need is the memory one device of the pod needs; Source says where
+	// it comes from: "request", "mig-profile", "stated" or "estimate".
+	Need     gpu.MiB   `json:"needMiB"`
+	Source   string    `json:"source"`
+	Estimate *Estimate `json:"estimate,omitempty"`
+	// LargestFree is the most VRAM free on one GPU the pod may use;
+	// LargestGPU the largest such GPU.
+	LargestFree gpu.MiB `json:"largestFreeMiB"`
+	LargestGPU  gpu.MiB `json:"largestGPUMiB"`
+	// Relayouts are MIG GPUs that could offer the slice after a re-layout
+	// that keeps their used slices.
+	Relayouts []string `json:"relayouts,omitempty"`
+	// Options are the catalogue's GPUs and MIG profiles that hold Need.
+	Options []Option `json:"options,omitempty"`
+}
+
+// Rule is one of the pod's rules (or a node's configuration) that keeps it
+// off nodes with free GPUs.
+type Rule struct {
+	Code    placement.Code `json:"code"`
+	Rule    string         `json:"rule"`
+	Message string         `json:"message"`
+	// Excludes are the free nodes the rule keeps the pod off.
+	Excludes      []string `json:"excludes"`
+	ExcludesCount int      `json:"excludesCount"`
+}
+
+// UsageSummary is the pod's workload's measured use of its GPUs.
+type UsageSummary struct {
+	Pattern     Pattern `json:"pattern"`
+	ActiveRatio float64 `json:"activeRatio"`
+	Window      string  `json:"window"`
+	Suggests    string  `json:"suggests"`
+}
+
+// Diagnose explains every pending pod of the snapshot that asks for a GPU;
+// pods without a GPU request get a Finding with only a Note. usage may be
+// nil.
+func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
+	if usage == nil {
+		usage = &Usage{}
+	}
+	states, warnings, err := placement.States(s)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{s: s, usage: usage, states: states, holders: s.PodsOn()}
+	e.classify()
+	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings}
+	done := map[string]int{} // pod fingerprint -> finding index
+	for _, p := range s.Pending() {
+		rep.Pending++
+		key := e.fingerprint(p)
+		if i, ok := done[key]; ok {
+			f := rep.Findings[i]
+			f.Pod = p.Key()
+			rep.Findings = append(rep.Findings, f)
+			continue
+		}
+		f, err := e.diagnose(p)
+		if err != nil {
+			return nil, err
+		}
+		done[key] = len(rep.Findings)
+		rep.Findings = append(rep.Findings, f)
+	}
+	return rep, nil
+}
+
+// engine holds what every pod's diagnosis shares: node states, classes of
+// identical nodes, and the holders of each node.
+type engine struct {
+	s       *cluster.Snapshot
+	usage   *Usage
+	states  []*placement.NodeState
+	holders [][]*cluster.Pod
+	classes []nodeClass
+}
+
+// nodeClass is a set of nodes that Fit cannot tell apart: same spec, same
+// state. Each question is put to its first node only.
+type nodeClass struct {
+	nodes []int // snapshot order
+	empty *placement.NodeState
+}
+
+func (e *engine) classify() {
+	index := map[string]int{}
+	var buf []byte
+	for i, st := range e.states {
+		buf = st.AppendKey(buf[:0])
+		k, ok := index[string(buf)]
+		if !ok {
+			k = len(e.classes)
+			index[string(buf)] = k
+			e.classes = append(e.classes, nodeClass{})
+		}
+		e.classes[k].nodes = append(e.classes[k].nodes, i)
+	}
+	for k := range e.classes {
+		e.classes[k].empty = placement.NewNodeState(e.s.Nodes[e.classes[k].nodes[0]])
+	}
+}
+
+func (e *engine) rep(k int) *placement.NodeState { return e.states[e.classes[k].nodes[0]] }
+
+// fingerprint identifies pods that get the same finding but for their name.
+func (e *engine) fingerprint(p *cluster.Pod) string {
+	facts, ok := e.usage.Pods[p.Key()]
+	var model ModelSpec
+	if facts.Model != nil {
+		model = *facts.Model
+	}
+	return fmt.Sprintf("%v|%d|%d|%q|%v|%v|%v|%d|%q|%v|%v|%v", p.GPU, p.CPU, p.Memory, p.GPUModels, p.NodeSelector,
+		p.RequiredAffinity, p.Tolerations, p.Isolation, p.TenantName(), ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model})
+}
+
+// classVerdict is what one class of nodes says about one pod.
+type classVerdict struct {
+	now   []placement.Reason // Fit with the pod's full need
+	sched []placement.Reason // Fit with the request as the scheduler sees it
+	rules []placement.Reason // the reasons a rule or the node's configuration gives
+	alloc bool               // allocation: rules pass, held GPUs stop it, fits the empty node
+	mem   bool               // memory: rules pass, GPU memory or MIG slices stop it
+	place bool               // placement: only rules stop it; fits with them relaxed
+}
+
+func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
+	f := Finding{Pod: p.Key(), Request: p.GPU.String()}
+	if !p.WantsGPU() {
+		f.Note = "no GPU request; skipped (not a GPU pod, so not diagnosed)"
+		return f, nil
+	}
+	c := e.s.Catalogue
+	d, err := placement.NewDemand(p, c)
+	if err != nil {
+		return f, err
+	}
+	facts := e.usage.Pods[p.Key()]
+	need := memoryNeed(p, facts, c)
+	full := d
+	if need.perDevice > 0 && need.Source != "request" && need.Source != "mig-profile" && p.GPU.Kind != cluster.MIGSlice {
+		q := *p
+		q.GPU.Memory = need.perDevice
+		if full, err = placement.NewDemand(&q, c); err != nil {
+			return f, err
+		}
+	}
+	relaxed, err := placement.NewDemand(relaxPod(full.Pod), c)
+	if err != nil {
+		return f, err
+	}
+	verdicts := make([]classVerdict, len(e.classes))
+	groups := make([]placement.NodeReasons, len(e.classes))
+	var fitsNow, allocK, memK, placeK []int
+	for k := range e.classes {
+		v := &verdicts[k]
+		cur := e.rep(k)
+		_, v.now = placement.Fit(full, cur)
+		v.sched = v.now
+		if full != d {
+			_, v.sched = placement.Fit(d, cur)
+		}
+		groups[k] = placement.NodeReasons{Nodes: len(e.classes[k].nodes), Reasons: v.sched}
+		if len(v.now) == 0 {
+			fitsNow = append(fitsNow, k)
+			continue
+		}
+		v.rules = ruleReasons(v.now)
+		if len(v.rules) > 0 {
+			if _, rs := placement.Fit(relaxed, reconfigure(cur, p.GPU, false)); len(rs) == 0 {
+				v.place = true
+				placeK = append(placeK, k)
+			}
+			continue
+		}
+		if heldOnly(v.now) {
+			if _, rs := placement.Fit(full, e.classes[k].empty); len(rs) == 0 {
+				v.alloc = true
+				allocK = append(allocK, k)
+				continue
+			}
+		}
+		if memoryShort(v.now, p) {
+			v.mem = true
+			memK = append(memK, k)
+		}
+	}
+	f.Summary = placement.SummaryOf(len(e.s.Nodes), groups)
+	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
+
+	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0}
+	switch {
+	case len(fitsNow) > 0 && !migTooSmall:
+		if facts.Measured && facts.Pattern.Underused() {
+			e.application(&f, facts, fitsNow)
+		} else {
+			e.fitsNow(&f, fitsNow)
+		}
+	case holds[Allocation]:
+		e.allocation(&f, p, need, allocK)
+	case holds[Memory]:
+		e.memory(&f, p, need, memK, verdicts, migTooSmall)
+	case holds[Placement]:
+		e.placement(&f, p, placeK, verdicts)
+	default:
+		e.beyond(&f, p, full, relaxed, need, verdicts)
+	}
+	if f.Cause == Allocation || f.Cause == Memory || f.Cause == Placement {
+		for _, cause := range []Cause{Memory, Placement} {
+			if holds[cause] && cause != f.Cause && !(f.Cause == Placement && cause == Memory) {
+				f.Also = append(f.Also, cause)
+			}
+		}
+	}
+	return f, nil
+}
+
+// ruleReasons are the reasons that a pod rule or the node's configuration
+// gives, as opposed to what is allocated or how big the hardware is.
+func ruleReasons(rs []placement.Reason) []placement.Reason {
+	var out []placement.Reason
+	for _, r := range rs {
+		switch r.Code {
+		case placement.NodeUnschedulable, placement.NodeSelectorMismatch, placement.NodeAffinityMismatch,
+			placement.TaintNotTolerated, placement.GPUModelMismatch:
+			out = append(out, r)
+		case placement.SharingModeMismatch:
+			if !r.Unresolvable {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// heldOnly reports whether the GPU reason is that GPUs are held (or shared
+// with pods the pod may not join).
+func heldOnly(rs []placement.Reason) bool {
+	for _, r := range rs {
+		if (r.Code == placement.InsufficientGPU && !r.Unresolvable) || r.Code == placement.IsolationConflict {
+			return true
+		}
+	}
+	return false
+}
+
+// memoryShort reports whether GPU memory, or the MIG slices that carve it,
+// stop the pod.
+func memoryShort(rs []placement.Reason, p *cluster.Pod) bool {
+	for _, r := range rs {
+		if r.Code == placement.InsufficientVRAM || (p.GPU.Kind == cluster.MIGSlice && r.Code == placement.InsufficientGPU) {
+			return true
+		}
+	}
+	return false
+}
+
+// relaxPod is the pod without its placement rules: any node, any GPU
+// model, every taint tolerated.
+func relaxPod(p *cluster.Pod) *cluster.Pod {
+	q := *p
+	q.NodeSelector, q.RequiredAffinity, q.GPUModels = nil, nil, nil
+	q.Tolerations = []cluster.Toleration{{Operator: "Exists"}}
+	return &q
+}
+
+// reconfigure is the what-if of a node uncordoned and with its idle GPUs
+// (all of them when all is set, for an empty node) set up to serve the
+// request form: whole GPUs exclusive, fractions fractional, MIG slices on a
+// layout that has the profile.
+func reconfigure(st *placement.NodeState, req cluster.Request, all bool) *placement.NodeState {
+	n := *st.Node
+	n.Unschedulable = false
+	n.GPUs = slices.Clone(n.GPUs)
+	out := st.Clone()
+	out.Node = &n
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		if !all && !st.GPUs[i].Idle() {
+			continue
+		}
+		switch req.Kind {
+		case cluster.WholeGPUs:
+			if g.Sharing == cluster.MIG {
+				g.Sharing, g.Layout = cluster.Exclusive, nil
+			}
+		case cluster.Fraction, cluster.GPUMemory:
+			if g.Sharing == cluster.Exclusive || g.Sharing == cluster.MIG {
+				g.Sharing, g.Layout = cluster.Fractional, nil
+			}
+		case cluster.MIGSlice:
+			if g.Model.MIG == nil || (g.Sharing == cluster.MIG && !all) {
+				continue
+			}
+			if l, err := g.Model.MIG.Fit([]string{req.Profile}); err == nil {
+				g.Sharing, g.Layout, g.Replicas = cluster.MIG, l, 0
+			}
+		}
+		out.GPUs[i] = placement.NewNodeState(&cluster.Node{GPUs: []cluster.GPU{*g}}).GPUs[0]
+	}
+	return out
+}
+
+// need is a pod's GPU memory need per device and where it comes from.
+type need struct {
+	perDevice gpu.MiB
+	Source    string
+	estimate  *Estimate
+	// stated is the per-device need from the usage file (stated or
+	// estimated), 0 when none; for a MIG pod it is compared with the slice.
+	stated gpu.MiB
+}
+
+func memoryNeed(p *cluster.Pod, facts PodFacts, c *gpu.Catalogue) need {
+	devices := gpu.MiB(max(p.GPU.Count, 1))
+	var n need
+	switch {
+	case p.GPU.Kind == cluster.MIGSlice:
+		n.perDevice, n.Source = migProfileMemory(c, p.GPU.Profile), "mig-profile"
+	case p.GPU.Memory > 0:
+		n.perDevice, n.Source = p.GPU.Memory, "request"
+	}
+	if facts.GPUMemory > 0 {
+		n.stated = (facts.GPUMemory + devices - 1) / devices
+		if n.stated > n.perDevice {
+			n.perDevice, n.Source = n.stated, "stated"
+		}
+	} else if facts.Model != nil {
+		est := EstimateMemory(*facts.Model)
+		n.estimate = &est
+		n.stated = (est.Total + devices - 1) / devices
+		if n.stated > n.perDevice {
+			n.perDevice, n.Source = n.stated, "estimate"
+		}
+	}
+	if p.GPU.Kind == cluster.MIGSlice {
+		n.perDevice, n.Source = migProfileMemory(c, p.GPU.Profile), "mig-profile"
+	}
+	return n
+}
+
+func migProfileMemory(c *gpu.Catalogue, profile string) gpu.MiB {
+	for _, m := range c.Models() {
+		if m.MIG != nil {
+			if pr, ok := m.MIG.Profile(profile); ok {
+				return pr.Memory
+			}
+		}
+	}
+	return 0
+}
+
+// nodesOf lists the nodes of the classes in snapshot order.
+func (e *engine) nodesOf(ks []int) []int {
+	var out []int
+	for _, k := range ks {
+		out = append(out, e.classes[k].nodes...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *engine) names(idx []int) ([]string, int) {
+	out := make([]string, 0, min(len(idx), MaxListed))
+	for _, i := range idx[:min(len(idx), MaxListed)] {
+		out = append(out, e.s.Nodes[i].Name)
+	}
+	return out, len(idx)
+}
+
+// usableGPUs counts the GPUs on the nodes of the models the pod may use.
+func usableGPUs(p *cluster.Pod, nodes []*cluster.Node) (int, []string) {
+	count := 0
+	models := map[string]bool{}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			if len(p.GPUModels) == 0 || slices.Contains(p.GPUModels, g.Model.Name) {
+				count++
+				models[g.Model.Name] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(models))
+	for m := range models {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	return count, names
+}
+
+func (e *engine) nodeList(idx []int) []*cluster.Node {
+	out := make([]*cluster.Node, len(idx))
+	for i, n := range idx {
+		out[i] = e.s.Nodes[n]
+	}
+	return out
+}
+
+func pct(r float64) string { return fmt.Sprintf("%.0f%%", 100*r) }
+
+func joinNames(names []string, total int) string {
+	s := strings.Join(names, ", ")
+	if total > len(names) {
+		s += fmt.Sprintf(" and %d more", total-len(names))
+	}
+	return s
+}

@@ -1,0 +1,15 @@
+// Package diagnose explains every Pending GPU pod of a cluster snapshot: the
+// first cause in the order allocation, memory, placement, application (then
+// no such hardware, and quota/other), with structured evidence, the fix, and
+// the scheduler-style "0/N nodes are available: ..." line.
+//
+// Every "does it fit, and why not" question, including the what-ifs (the
+// node emptied, the pod's rules relaxed, idle GPUs reconfigured), is put to
+// placement.Fit; diagnose only chooses the questions and reads the answers.
+// It also owns the GPU memory estimator for models (parameters, data type,
+// KV cache) and the side file of per-pod usage facts it reads.
+//
+// diagnose is a pure package: it must not import client-go, net/http or any
+// CLI library, nor the usage package's internals (usage facts come in as
+// the small Usage struct defined here).
+package diagnose

@@ -1,0 +1,443 @@
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/placement"
+)
+
+// quietRatio is the activity under which a holder's GPU is offered as a
+// candidate for sharing.
+const quietRatio = 0.5
+
+func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
+	f.Cause = Allocation
+	idx := e.nodesOf(ks)
+	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
+	f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(p, e.nodeList(idx))
+	h := e.holderStats(idx, n)
+	f.Evidence.Holders = h
+	var idle []string
+	for _, x := range h.Listed {
+		if x.Pattern == IdleHeld {
+			idle = append(idle, x.Pod)
+		}
+	}
+	if h.IdleHeld > 0 {
+		f.Fix = append(f.Fix, fmt.Sprintf("reclaim the GPUs of the %d idle-held holder(s) (%s): they hold GPUs without work", h.IdleHeld, joinNames(idle, h.IdleHeld)))
+	}
+	switch {
+	case len(h.ShareCandidates) > 0:
+		f.Fix = append(f.Fix, fmt.Sprintf("share GPUs whose holders use a sliver (time-slicing or MPS within one trust boundary, MIG for isolation); these could host the pod if shared: %s", strings.Join(h.ShareCandidates, ", ")))
+	case h.Measured == 0:
+		f.Fix = append(f.Fix, "measure the holders (give --usage) to find idle ones; where holders use a sliver, share their GPUs with time-slicing, MPS or MIG")
+	default:
+		f.Fix = append(f.Fix, fmt.Sprintf("the holders are busy (mean activity %s): the GPUs are used; add %s GPUs or wait", pct(h.MeanActiveRatio), strings.Join(f.Evidence.GPUModels, "/")))
+	}
+}
+
+// holderStats aggregates the GPU pods bound to the nodes.
+func (e *engine) holderStats(idx []int, n need) *HolderStats {
+	h := &HolderStats{}
+	if e.usage.Window > 0 {
+		h.Window = windowString(e.usage.Window)
+	}
+	type cand struct {
+		ratio float64
+		name  string
+	}
+	var all []Holder
+	var cands []cand
+	sum := 0.0
+	for _, i := range idx {
+		node := e.s.Nodes[i]
+		for _, q := range e.holders[i] {
+			if !q.WantsGPU() {
+				continue
+			}
+			h.Pods++
+			x := Holder{Pod: q.Key(), Node: node.Name, Request: q.GPU.String()}
+			if facts, ok := e.usage.Pods[q.Key()]; ok && facts.Measured {
+				x.Measured, x.ActiveRatio, x.Pattern, x.VRAMUsedP95 = true, facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95
+				h.Measured++
+				sum += facts.ActiveRatio
+				if facts.Pattern == IdleHeld {
+					h.IdleHeld++
+				}
+				if where, ok := shareCandidate(node, q, facts, n.perDevice); ok {
+					cands = append(cands, cand{facts.ActiveRatio, where})
+				}
+			}
+			all = append(all, x)
+		}
+	}
+	if h.Measured > 0 {
+		h.MeanActiveRatio = sum / float64(h.Measured)
+	}
+	sort.SliceStable(all, func(a, b int) bool {
+		x, y := all[a], all[b]
+		if x.Measured != y.Measured {
+			return x.Measured
+		}
+		if (x.Pattern == IdleHeld) != (y.Pattern == IdleHeld) {
+			return x.Pattern == IdleHeld
+		}
+		return x.ActiveRatio < y.ActiveRatio
+	})
+	h.Listed = all[:min(len(all), MaxListed)]
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].ratio < cands[b].ratio })
+	for _, c := range cands[:min(len(cands), MaxListed)] {
+		h.ShareCandidates = append(h.ShareCandidates, c.name)
+	}
+	return h
+}
+
+// shareCandidate says whether the holder's GPU could also host a pod that
+// needs need MiB (0: unknown) if it were shared: the holder is quiet and
+// leaves the VRAM.
+func shareCandidate(n *cluster.Node, q *cluster.Pod, facts PodFacts, need gpu.MiB) (string, bool) {
+	if facts.ActiveRatio >= quietRatio || facts.Pattern == Busy || facts.Pattern == MemoryBound || facts.VRAMUsedP95 == 0 || len(n.GPUs) == 0 {
+		return "", false
+	}
+	g := n.GPUs[0]
+	where := fmt.Sprintf("%s (GPU of %s", n.Name, q.Key())
+	if len(q.Devices) > 0 && q.Devices[0].GPU < len(n.GPUs) {
+		g = n.GPUs[q.Devices[0].GPU]
+		where = fmt.Sprintf("%s/gpu%d (held by %s", n.Name, q.Devices[0].GPU, q.Key())
+	}
+	if facts.VRAMUsedP95+need > g.Memory {
+		return "", false
+	}
+	return fmt.Sprintf("%s, %s active, %s of %s VRAM used)", where, pct(facts.ActiveRatio), facts.VRAMUsedP95, g.Memory), true
+}
+
+func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts []classVerdict, migTooSmall bool) {
+	f.Cause = Memory
+	idx := e.nodesOf(ks)
+	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
+	f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(p, e.nodeList(idx))
+	mf := &MemoryFacts{Need: n.perDevice, Source: n.Source, Estimate: n.estimate}
+	for _, i := range idx {
+		node, st := e.s.Nodes[i], e.states[i]
+		for gi, g := range node.GPUs {
+			if len(p.GPUModels) > 0 && !slices.Contains(p.GPUModels, g.Model.Name) {
+				continue
+			}
+			free, capacity := st.GPUs[gi].FreeMemory, g.Memory
+			if g.Sharing == cluster.MPS && g.Replicas > 0 {
+				capacity = g.Memory / gpu.MiB(g.Replicas)
+				free = min(free, capacity)
+			}
+			mf.LargestFree, mf.LargestGPU = max(mf.LargestFree, free), max(mf.LargestGPU, capacity)
+			if p.GPU.Kind == cluster.MIGSlice && g.Sharing == cluster.MIG && len(mf.Relayouts) < MaxListed {
+				if l, ok := relayout(&g, st.GPUs[gi], p.GPU.Profile); ok {
+					mf.Relayouts = append(mf.Relayouts, fmt.Sprintf("%s/gpu%d: %s -> %s", node.Name, gi, g.Layout, l))
+				}
+			}
+		}
+	}
+	devices := gpu.MiB(max(p.GPU.Count, 1))
+	total := n.stated * devices
+	if n.stated == 0 || n.Source == "request" {
+		total = n.perDevice * devices
+	}
+	mf.Options = Options(e.s.Catalogue, total)
+	f.Evidence.Memory = mf
+
+	if migTooSmall {
+		better := ""
+		for _, o := range mf.Options {
+			if o.MIGProfile != "" {
+				better = fmt.Sprintf(" such as %s on %s", o.MIGProfile, o.Model)
+				break
+			}
+		}
+		f.Fix = append(f.Fix, fmt.Sprintf("the pod needs %s but MIG profile %s gives %s: ask for a bigger profile%s, or a whole GPU", n.stated, p.GPU.Profile, n.perDevice, better))
+	}
+	if len(mf.Relayouts) > 0 {
+		f.Fix = append(f.Fix, fmt.Sprintf("re-lay out MIG so that a %s slice exists (drain the GPU first): %s", p.GPU.Profile, strings.Join(mf.Relayouts, "; ")))
+	}
+	if node, ok := e.vramHeldBySharers(ks, verdicts); ok {
+		f.Fix = append(f.Fix, fmt.Sprintf("time-sliced GPUs on %s have replicas free but their VRAM is held by co-tenants (time-slicing does not partition VRAM): move the pod to MIG or MPS, which do, or move a co-tenant", node))
+	}
+	if n.estimate != nil {
+		var parts []string
+		for _, dt := range []DType{"fp8", "int4"} {
+			if dt.Bytes() < n.estimate.Spec.DType.Bytes() {
+				spec := n.estimate.Spec
+				spec.DType = dt
+				parts = append(parts, fmt.Sprintf("%s needs %s", strings.ToUpper(string(dt)), EstimateMemory(spec).Total))
+			}
+		}
+		if len(parts) > 0 {
+			f.Fix = append(f.Fix, "quantise: "+strings.Join(parts, ", "))
+		}
+	}
+	var single, multi []string
+	present := map[string]bool{}
+	for _, m := range e.s.ModelNames() {
+		present[m] = true
+	}
+	var parallel []Option
+	for _, o := range mf.Options {
+		if o.GPUs == 1 && !migTooSmall {
+			if present[o.Model] {
+				single = append([]string{inCluster(o.Model, present)}, single...)
+			} else {
+				single = append(single, o.Model)
+			}
+		} else if o.GPUs > 1 {
+			parallel = append(parallel, o)
+		}
+	}
+	// GPUs the cluster has first, then the fewest GPUs.
+	sort.SliceStable(parallel, func(i, j int) bool {
+		if present[parallel[i].Model] != present[parallel[j].Model] {
+			return present[parallel[i].Model]
+		}
+		return parallel[i].GPUs < parallel[j].GPUs
+	})
+	for _, o := range parallel[:min(len(parallel), 3)] {
+		multi = append(multi, fmt.Sprintf("%d x %s", o.GPUs, inCluster(o.Model, present)))
+	}
+	if len(single) > 0 && p.GPU.Kind != cluster.MIGSlice {
+		f.Fix = append(f.Fix, fmt.Sprintf("a GPU with at least %s: %s", n.perDevice, strings.Join(single[:min(len(single), 4)], ", ")))
+	}
+	if total > mf.LargestGPU && len(multi) > 0 {
+		f.Fix = append(f.Fix, fmt.Sprintf("tensor parallelism across GPUs (%s needed in all): %s", total, strings.Join(multi, ", ")))
+	}
+}
+
+// vramHeldBySharers names a time-sliced node among the classes whose
+// GPUs have room in total but not free: co-tenants hold the VRAM.
+func (e *engine) vramHeldBySharers(ks []int, verdicts []classVerdict) (string, bool) {
+	for _, k := range ks {
+		st := e.rep(k)
+		for _, r := range verdicts[k].now {
+			if r.Code == placement.InsufficientVRAM && !r.Unresolvable && len(st.Node.GPUs) > 0 && st.Node.GPUs[0].Sharing == cluster.TimeSliced {
+				return st.Node.Name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// relayout finds a MIG layout of the GPU that keeps its used slices and
+// adds one of the profile.
+func relayout(g *cluster.GPU, st placement.GPUState, profile string) (gpu.Layout, bool) {
+	if g.Model.MIG == nil {
+		return nil, false
+	}
+	if _, ok := g.Model.MIG.Profile(profile); !ok {
+		return nil, false
+	}
+	keep := []string{profile}
+	for i, sl := range g.Layout {
+		if st.UsedSlices&(1<<i) != 0 {
+			keep = append(keep, sl.Profile)
+		}
+	}
+	l, err := g.Model.MIG.Fit(keep)
+	return l, err == nil
+}
+
+func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []classVerdict) {
+	f.Cause = Placement
+	idx := e.nodesOf(ks)
+	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
+	f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(relaxPod(p), e.nodeList(idx))
+	type ruleNodes struct {
+		rule  Rule
+		nodes []int
+	}
+	byRule := map[string]*ruleNodes{}
+	var order []string
+	nearest := -1
+	for _, k := range ks {
+		for _, r := range verdicts[k].rules {
+			text := ruleText(r)
+			rn, ok := byRule[text]
+			if !ok {
+				rn = &ruleNodes{rule: Rule{Code: r.Code, Rule: text, Message: r.Message()}}
+				byRule[text] = rn
+				order = append(order, text)
+			}
+			rn.nodes = append(rn.nodes, e.classes[k].nodes...)
+		}
+		if nearest < 0 || len(verdicts[k].rules) < len(verdicts[nearest].rules) ||
+			(len(verdicts[k].rules) == len(verdicts[nearest].rules) && e.classes[k].nodes[0] < e.classes[nearest].nodes[0]) {
+			nearest = k
+		}
+	}
+	for _, text := range order {
+		rn := byRule[text]
+		slices.Sort(rn.nodes)
+		rn.rule.Excludes, rn.rule.ExcludesCount = e.names(rn.nodes)
+		f.Evidence.Rules = append(f.Evidence.Rules, rn.rule)
+	}
+	node := e.s.Nodes[e.classes[nearest].nodes[0]]
+	var changes []string
+	for _, r := range verdicts[nearest].rules {
+		changes = append(changes, ruleFix(r, node))
+	}
+	f.Fix = append(f.Fix, fmt.Sprintf("nearest change: %s; then it fits %s now (%d node(s) like it have free GPUs)",
+		strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)))
+}
+
+// ruleText names the rule behind a reason, the same for every node it
+// excludes.
+func ruleText(r placement.Reason) string {
+	switch r.Code {
+	case placement.NodeSelectorMismatch:
+		rule, _, _ := strings.Cut(r.Detail, " (node has")
+		return rule
+	case placement.NodeAffinityMismatch:
+		return r.Detail
+	case placement.TaintNotTolerated:
+		return r.Message()
+	case placement.GPUModelMismatch:
+		_, models, _ := strings.Cut(r.Detail, "pod needs one of ")
+		return "gpuModels " + models
+	case placement.NodeUnschedulable:
+		return "node is cordoned (unschedulable)"
+	}
+	return r.Message() + ": " + r.Detail
+}
+
+// ruleFix words the change to one rule that lets the pod onto the node.
+func ruleFix(r placement.Reason, n *cluster.Node) string {
+	switch r.Code {
+	case placement.NodeSelectorMismatch:
+		rule, has, _ := strings.Cut(r.Detail, " (node has ")
+		return fmt.Sprintf("change %s to match %s (it has %s", rule, n.Name, has)
+	case placement.NodeAffinityMismatch:
+		return fmt.Sprintf("widen the %s to admit %s", r.Detail, n.Name)
+	case placement.TaintNotTolerated:
+		return fmt.Sprintf("tolerate taint {%s} of %s", r.Detail, n.Name)
+	case placement.GPUModelMismatch:
+		return fmt.Sprintf("allow %s's GPU model %s in gpuModels", n.Name, n.GPUModel().Name)
+	case placement.NodeUnschedulable:
+		return "uncordon " + n.Name
+	case placement.SharingModeMismatch:
+		return fmt.Sprintf("reconfigure %s's idle GPUs to serve the request (%s)", n.Name, r.Detail)
+	}
+	return r.String()
+}
+
+func (e *engine) application(f *Finding, facts PodFacts, ks []int) {
+	f.Cause = Application
+	idx := e.nodesOf(ks)
+	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
+	u := &UsageSummary{Pattern: facts.Pattern, ActiveRatio: facts.ActiveRatio, Window: windowString(e.usage.Window), Suggests: suggestion(facts.Pattern)}
+	f.Evidence.Usage = u
+	f.Fix = append(f.Fix, fmt.Sprintf("not a GPU shortage: it fits %s now, and its workload's GPUs are %s (%s active over %s), so more GPUs would not help; %s",
+		joinNames(f.Evidence.Nodes, f.Evidence.NodeCount), facts.Pattern, pct(facts.ActiveRatio), u.Window, u.Suggests))
+}
+
+func suggestion(p Pattern) string {
+	switch p {
+	case Bursty:
+		return "alternating 0% and short bursts suggests the CPU (a CPU limit, tokenisation, data loading) starves the GPU: raise the CPU limit or add loader workers"
+	case FlatLow:
+		return "constantly low under load suggests storage or network I/O, or batches too small: cache inputs locally, batch more requests"
+	case IdleHeld:
+		return "the GPU is held without work: release it when idle (scale to zero, end idle notebooks)"
+	}
+	return ""
+}
+
+func (e *engine) fitsNow(f *Finding, ks []int) {
+	f.Cause = Other
+	idx := e.nodesOf(ks)
+	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
+	f.Fix = append(f.Fix, fmt.Sprintf("it fits %s now: the wait is outside GPU placement; check ResourceQuota, priority and the scheduler queue, and gang admission (e.g. kueue)",
+		joinNames(f.Evidence.Nodes, f.Evidence.NodeCount)))
+}
+
+// beyond decides between no such hardware (nothing fits even an empty,
+// reconfigured node with the pod's rules relaxed), memory (when what never
+// fits is GPU memory) and other (CPU, memory, pods per node).
+func (e *engine) beyond(f *Finding, p *cluster.Pod, full, relaxed *placement.Demand, n need, verdicts []classVerdict) {
+	var possible bool
+	var never [][]placement.Reason
+	vram := false
+	for k := range e.classes {
+		_, rs := placement.Fit(relaxed, reconfigure(e.classes[k].empty, p.GPU, true))
+		if len(rs) == 0 {
+			possible = true
+			break
+		}
+		never = append(never, rs)
+		for _, r := range rs {
+			vram = vram || r.Code == placement.InsufficientVRAM
+		}
+	}
+	all := make([]int, len(e.classes))
+	for k := range all {
+		all[k] = k
+	}
+	switch {
+	case possible:
+		f.Cause = Other
+		var rs [][]placement.Reason
+		for _, v := range verdicts {
+			rs = append(rs, v.now)
+		}
+		f.Evidence.Blocking = distinct(rs, false)
+		f.Fix = append(f.Fix, "no GPU is the limit: free or add the CPU or memory named above on GPU nodes, or lower the pod's request")
+	case vram:
+		e.memory(f, p, n, all, verdicts, false)
+	default:
+		f.Cause = NoSuchHardware
+		f.Evidence.Blocking = distinct(never, true)
+		idx := e.nodesOf(all)
+		f.Evidence.NodeCount = len(idx)
+		var why []string
+		for _, r := range f.Evidence.Blocking {
+			why = append(why, r.String())
+		}
+		f.Fix = append(f.Fix, fmt.Sprintf("no node of this cluster could run it even empty and reconfigured (%s): change the request, or add hardware that has it", strings.Join(why, "; ")))
+	}
+}
+
+// distinct lists one reason per message across nodes, GPU and node limits
+// only (not the pod's rules), optionally only the unresolvable ones.
+func distinct(perNode [][]placement.Reason, unresolvable bool) []placement.Reason {
+	seen := map[string]bool{}
+	var out []placement.Reason
+	for _, rs := range perNode {
+		for _, r := range rs {
+			if len(ruleReasons([]placement.Reason{r})) > 0 || (unresolvable && !r.Unresolvable) || seen[r.Message()] {
+				continue
+			}
+			seen[r.Message()] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func inCluster(model string, present map[string]bool) string {
+	if present[model] {
+		return model + " (in this cluster)"
+	}
+	return model
+}
+
+// windowString prints a window as "1h" or "30m" rather than "1h0m0s".
+func windowString(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

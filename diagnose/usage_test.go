@@ -1,0 +1,88 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+const usageHeader = "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\n"
+
+func TestParseUsage(t *testing.T) {
+	u, err := ParseUsage([]byte(usageHeader+`window: 30m
+pods:
+- {pod: ml/a, activity: 0.04, pattern: idle-held, vramUsedP95: 3Gi}
+- {pod: ml/llm, model: {params: 7B, dtype: int4, context: 8192}, gpuMemory: 6Gi}
+`), "u.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Usage{Window: 30 * time.Minute, Pods: map[string]PodFacts{
+		"ml/a":   {Measured: true, ActiveRatio: 0.04, Pattern: IdleHeld, VRAMUsedP95: gpu.GiB(3)},
+		"ml/llm": {GPUMemory: gpu.GiB(6), Model: &ModelSpec{Params: 7e9, DType: "int4", Context: 8192}},
+	}}
+	if diff := cmp.Diff(want, u); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestParseUsageErrors(t *testing.T) {
+	cases := map[string]struct{ doc, want string }{
+		"unknown field":      {usageHeader + "pods: [{pod: ml/a, activity: 0.1, pattern: busy, gpu: 1}]", `unknown field "gpu"`},
+		"wrong kind":         {"apiVersion: gpupack.io/v1alpha1\nkind: Usage\npods: []", `kind "Usage"`},
+		"percent":            {usageHeader + "pods: [{pod: ml/a, activity: 4, pattern: busy}]", "pods[0]: activity: 4 is not a ratio"},
+		"nan":                {usageHeader + "pods: [{pod: ml/a, activity: .nan, pattern: busy}]", "NaN"},
+		"no pattern":         {usageHeader + "pods: [{pod: ml/a, activity: 0.1}]", "pods[0]: pattern: missing"},
+		"pattern alone":      {usageHeader + "pods: [{pod: ml/a, pattern: busy}]", "pods[0]: activity: missing"},
+		"bad pattern":        {usageHeader + "pods: [{pod: ml/a, activity: 0.1, pattern: lazy}]", `pods[0]: pattern: "lazy"`},
+		"no namespace":       {usageHeader + "pods: [{pod: a, activity: 0.1, pattern: busy}]", "pods[0]: pod: \"a\""},
+		"duplicate":          {usageHeader + "pods: [{pod: ml/a, gpuMemory: 1Gi}, {pod: ml/a, gpuMemory: 2Gi}]", "pods[1].pod: \"ml/a\" is already listed at pods[0]"},
+		"bad window":         {usageHeader + "window: forever\npods: []", `window "forever"`},
+		"negative vram":      {usageHeader + "pods: [{pod: ml/a, vramUsedP95: -1Gi}]", "pods[0]: vramUsedP95"},
+		"absurd memory":      {usageHeader + "pods: [{pod: ml/a, gpuMemory: 100Ti}]", "pods[0]: gpuMemory"},
+		"empty entry":        {usageHeader + "pods: [{pod: ml/a}]", "pods[0]: no facts"},
+		"bad params":         {usageHeader + "pods: [{pod: ml/a, model: {params: lots, dtype: fp16}}]", "pods[0]: model.params"},
+		"layers sans hidden": {usageHeader + "pods: [{pod: ml/a, model: {params: 7B, dtype: fp16, layers: 32}}]", "pods[0]: model.layers and hidden"},
+		"not yaml":           {"pods: [", "u.yaml"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseUsage([]byte(tc.doc), "u.yaml")
+			if err == nil || !strings.HasPrefix(err.Error(), "u.yaml: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one starting with the file and containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseUsage(f *testing.F) {
+	f.Add([]byte(usageHeader + "window: 1h\npods: [{pod: ml/a, activity: 0.04, pattern: idle-held, vramUsedP95: 3Gi}]"))
+	f.Add([]byte(usageHeader + "pods: [{pod: ml/llm, model: {params: 70B, dtype: fp16, layers: 80, hidden: 8192}}]"))
+	f.Add([]byte(`{"apiVersion":"gpupack.io/v1alpha1","kind":"PodUsage","pods":[{"pod":"a/b","gpuMemory":"1e3Mi"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u, err := ParseUsage(data, "fuzz")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz: ") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		for key, p := range u.Pods {
+			if p.ActiveRatio < 0 || p.ActiveRatio > 1 || p.VRAMUsedP95 < 0 || p.GPUMemory < 0 || !strings.Contains(key, "/") {
+				t.Fatalf("accepted bad facts for %s: %+v", key, p)
+			}
+			if p.Model != nil {
+				if err := p.Model.Validate(); err != nil {
+					t.Fatalf("accepted an invalid model: %v", err)
+				}
+				if e := EstimateMemory(*p.Model); e.Total <= 0 {
+					t.Fatalf("estimate of an accepted model is %d", e.Total)
+				}
+			}
+		}
+	})
+}

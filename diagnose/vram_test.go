@@ -1,0 +1,94 @@
+package diagnose
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+func TestEstimateMemory(t *testing.T) {
+	const gb = 1e9 / (1 << 20) // MiB per decimal GB
+	cases := map[string]struct {
+		spec         ModelSpec
+		weightsGB    float64 // decimal GB, within 1%
+		minGPUs80GiB int     // H100-80GB GPUs that hold the total
+	}{
+		"70B fp16":               {ModelSpec{Params: 70e9, DType: "fp16"}, 140, 2},
+		"7B fp16":                {ModelSpec{Params: 7e9, DType: "fp16"}, 14, 1},
+		"7B int4":                {ModelSpec{Params: 7e9, DType: "int4"}, 3.5, 1},
+		"7B fp32":                {ModelSpec{Params: 7e9, DType: "fp32"}, 28, 1},
+		"70B int8":               {ModelSpec{Params: 70e9, DType: "int8"}, 70, 1},
+		"70B fp16 with KV cache": {ModelSpec{Params: 70e9, DType: "fp16", Context: 4096, Batch: 1, Layers: 80, Hidden: 8192}, 140, 2},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if err := tc.spec.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			e := EstimateMemory(tc.spec)
+			got := float64(e.Weights) / gb
+			if got < tc.weightsGB*0.99 || got > tc.weightsGB*1.01 {
+				t.Errorf("weights = %.1f GB, want about %.1f GB", got, tc.weightsGB)
+			}
+			if e.Total != e.Weights+e.KVCache+e.Overhead {
+				t.Errorf("total %d != %d + %d + %d", e.Total, e.Weights, e.KVCache, e.Overhead)
+			}
+			var h100 Option
+			for _, o := range Options(gpu.Default(), e.Total) {
+				if o.Model == "H100-80GB" {
+					h100 = o
+				}
+			}
+			if h100.GPUs != tc.minGPUs80GiB {
+				t.Errorf("H100-80GB GPUs = %d, want %d (total %s)", h100.GPUs, tc.minGPUs80GiB, e.Total)
+			}
+		})
+	}
+	// 7B in INT4 is about 4 GB in all.
+	if e := EstimateMemory(ModelSpec{Params: 7e9, DType: "int4"}); e.Total < gpu.GiB(3.5) || e.Total > gpu.GiB(5) {
+		t.Errorf("7B int4 total = %s, want about 4 GiB", e.Total)
+	}
+	// KV cache: layers x 2 x hidden x context x batch x bytes.
+	e := EstimateMemory(ModelSpec{Params: 7e9, DType: "fp16", Context: 4096, Batch: 2, Layers: 32, Hidden: 4096})
+	if want := gpu.MiB(32 * 2 * 4096 * 4096 * 2 * 2 >> 20); e.KVCache != want {
+		t.Errorf("KV cache = %d MiB, want %d", e.KVCache, want)
+	}
+}
+
+func TestOptionsMIG(t *testing.T) {
+	opts := Options(gpu.Default(), gpu.GiB(15))
+	got := map[string]string{}
+	for _, o := range opts {
+		if o.GPUs == 1 {
+			got[o.Model] = o.MIGProfile
+		}
+	}
+	want := map[string]string{"H200-141GB": "1g.18gb", "H100-80GB": "1g.20gb", "A100-80GB": "1g.20gb", "A100-40GB": "3g.20gb",
+		"L40S": "", "A30": "2g.12gb", "A10": "", "L4": "", "V100-32GB": "", "V100-16GB": "", "T4": "", "P100": ""}
+	want["A30"] = "4g.24gb"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("single-GPU options for 15GiB (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseParamsAndDType(t *testing.T) {
+	good := map[string]float64{"70B": 70e9, "7b": 7e9, "1.5B": 1.5e9, "350M": 350e6, "1T": 1e12, "8000000000": 8e9}
+	for in, want := range good {
+		if got, err := ParseParams(in); err != nil || got != want {
+			t.Errorf("ParseParams(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "B", "-7B", "0", "NaNB", "infB", "100T", "12"} {
+		if _, err := ParseParams(bad); err == nil {
+			t.Errorf("ParseParams(%q): want an error", bad)
+		}
+	}
+	if d, err := ParseDType("BF16"); err != nil || d.Bytes() != 2 {
+		t.Errorf("ParseDType(BF16) = %v, %v", d, err)
+	}
+	if _, err := ParseDType("fp4"); err == nil {
+		t.Error("ParseDType(fp4): want an error")
+	}
+}

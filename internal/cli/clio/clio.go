@@ -1,0 +1,57 @@
+// Package clio holds the small pieces every gpupack verb shares: opening
+// inputs that may be embedded, progress lines on terminals, and format
+// flags. It is an edge package.
+package clio
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/gpupack/gpupack/dataset/openb"
+)
+
+// OpenTrace opens a trace file by path, or an embedded openb file when the
+// name starts with "openb:" (e.g. "openb:default").
+func OpenTrace(name string) (io.ReadCloser, string, error) {
+	if strings.HasPrefix(name, "openb:") {
+		return openb.Open(name)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, "", fmt.Errorf("cannot open %s: %w (give a CSV path, or an embedded file such as openb:default; embedded: %s)", name, err, strings.Join(openb.Names(), ", "))
+	}
+	return f, name, nil
+}
+
+// IsTerminal reports whether f is a terminal, for progress output.
+func IsTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// Progress returns a function that redraws one progress line on w when w
+// is a terminal, and nil otherwise.
+func Progress(w *os.File, label string) func(done, total int) {
+	if !IsTerminal(w) {
+		return nil
+	}
+	return func(done, total int) {
+		pct := 100 * float64(done) / float64(max(total, 1))
+		fmt.Fprintf(w, "\r%s: %d/%d (%.0f%%)", label, done, total, pct)
+		if done >= total {
+			fmt.Fprint(w, "\r\033[K")
+		}
+	}
+}
+
+// CheckFormat validates a --format value against the allowed ones.
+func CheckFormat(format string, allowed ...string) error {
+	for _, a := range allowed {
+		if format == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("--format %q: want one of %s", format, strings.Join(allowed, ", "))
+}

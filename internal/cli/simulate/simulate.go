@@ -1,0 +1,190 @@
+// Package simulate is the `gpupack simulate` verb: the FGD paper's trace
+// experiment, run for one or more placement policies side by side.
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/dataset/openb"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/sim"
+)
+
+type options struct {
+	nodes     string
+	pods      string
+	policies  []string
+	seed      uint64
+	inflation float64
+	format    string
+	out       string
+}
+
+// NewCommand returns the simulate command.
+func NewCommand(ctx context.Context) *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Replay a GPU trace against a cluster with placement policies and compare GPU allocation",
+		Long: `simulate reproduces the experiment of "Beware of Fragmentation" (Weng et al.,
+USENIX ATC'23): the cluster of a node list; the workload is every pod of a pod
+list plus random copies (with --seed) until GPU demand is --inflation times
+the cluster's GPU capacity, shuffled; each pod arrives once, never leaves, and
+is placed by the policy or counted as failed.
+
+With no flags it runs gpupack's policy and FGD on the embedded openb trace.
+Files may be CSV paths or embedded names: ` + strings.Join(embeddedNames(), ", ") + `.
+Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
+		Example: `  gpupack simulate
+  gpupack simulate --pods openb:gpushare100 --policy gpupack,fgd,bestfit --seed 3
+  gpupack simulate --format json --out ./sim-out`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.nodes, "nodes", "openb:"+openb.Nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+	f.StringVar(&o.pods, "pods", "openb:"+openb.DefaultPods, "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec)")
+	f.StringSliceVar(&o.policies, "policy", []string{placement.DefaultPolicy, "fgd"}, "placement policies to compare, comma-separated")
+	f.Uint64Var(&o.seed, "seed", 1, "seed for the workload's copies, its order and random tie-breaks")
+	f.Float64Var(&o.inflation, "inflation", sim.DefaultInflation, "GPU demand as a multiple of the cluster's GPU capacity")
+	f.StringVar(&o.format, "format", "table", "output format: table or json (one object per policy per line)")
+	f.StringVar(&o.out, "out", "", "directory to write the allocation curve to (curve.csv and curve.svg)")
+	return cmd
+}
+
+func embeddedNames() []string {
+	var out []string
+	for _, n := range openb.Names() {
+		out = append(out, "openb:"+strings.TrimPrefix(strings.TrimPrefix(n, "openb_pod_list_"), "openb_node_list_"))
+	}
+	return out
+}
+
+func run(ctx context.Context, o *options, stdout io.Writer) error {
+	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
+		return err
+	}
+	for _, p := range o.policies {
+		if _, err := placement.New(p, placement.Options{}); err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+	}
+	c := gpu.Default()
+	nodes, err := loadNodes(o.nodes, c)
+	if err != nil {
+		return err
+	}
+	pods, err := loadPods(o.pods, c)
+	if err != nil {
+		return err
+	}
+	var capacity gpu.Milli
+	for _, n := range nodes {
+		capacity += gpu.Milli(len(n.GPUs)) * gpu.WholeGPU
+	}
+	workload, err := sim.Inflate(pods, capacity, o.inflation, o.seed)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.pods, err)
+	}
+	var results []sim.Result
+	for _, policy := range o.policies {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := sim.Run(nodes, workload, c, sim.Config{
+			Policy: policy, Seed: o.seed, Inflation: o.inflation, Typical: pods,
+			Progress: clio.Progress(os.Stderr, "simulate "+policy),
+		})
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+		if o.format == "json" {
+			if err := json.NewEncoder(stdout).Encode(res); err != nil {
+				return err
+			}
+		}
+	}
+	if o.format == "table" {
+		writeTable(stdout, results)
+	}
+	if o.out != "" {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(o.out, "curve.csv"), func(w io.Writer) error { return writeCurveCSV(w, results) }); err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(o.out, "curve.svg"), func(w io.Writer) error { return writeCurveSVG(w, results) }); err != nil {
+			return err
+		}
+		if o.format == "table" {
+			fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(o.out, "curve.csv"), filepath.Join(o.out, "curve.svg"))
+		}
+	}
+	return nil
+}
+
+func loadNodes(name string, c *gpu.Catalogue) ([]*cluster.Node, error) {
+	r, src, err := clio.OpenTrace(name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return cluster.LoadTraceNodes(r, src, c)
+}
+
+func loadPods(name string, c *gpu.Catalogue) ([]*cluster.Pod, error) {
+	r, src, err := clio.OpenTrace(name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return cluster.LoadTracePods(r, src, c)
+}
+
+func writeTable(w io.Writer, results []sim.Result) {
+	if len(results) == 0 {
+		return
+	}
+	r0 := results[0]
+	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; workload: %d pods, GPU demand %.2fx capacity (seed %d)\n\n",
+		r0.Nodes, r0.GPUs, r0.PodsArrived, float64(r0.GPUMilliArrived)/float64(r0.GPUMilliCapacity), r0.Seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tGPU alloc at 100%\tGPU alloc at end\tscheduled\tfailed GPU pods\tfragmented GPUs\tseconds\t")
+	for _, r := range results {
+		atFull := "-"
+		if r.GPUAllocRatioAtFull != nil {
+			atFull = fmt.Sprintf("%.2f%%", 100**r.GPUAllocRatioAtFull)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%d\t%d\t%.1f\t%.2f\t\n", r.Policy, atFull, 100*r.GPUAllocRatio,
+			r.PodsScheduled, r.GPUPodsFailed, r.FragGPUMilli/float64(gpu.WholeGPU), r.WallSeconds)
+	}
+	tw.Flush()
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,396 @@
+// Package testcluster starts a real Kubernetes control plane for tests: etcd,
+// kube-apiserver and kube-scheduler, with kwok acting as the kubelet of fake
+// GPU nodes, so that tests exercise the real scheduler, admission and API
+// semantics rather than a fake clientset.
+//
+// The binaries come from hack/k8s-bins.sh (or $GPUPACK_K8S_BINDIR). Without
+// them Start skips the test, unless $GPUPACK_E2E is set, in which case it
+// fails it. No controller-manager runs: nothing creates ServiceAccounts,
+// garbage-collects or evicts; CreateNamespace does the one thing tests need.
+//
+// testcluster is a test edge: it imports client-go and starts processes. Only
+// tests may import it, and it must not import gpupack's core packages.
+package testcluster
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// DefaultStartTimeout is how long Start waits for each component to become
+// ready when Options.StartTimeout is zero. It bounds a hung start-up; it is
+// not an expectation of speed.
+const DefaultStartTimeout = 2 * time.Minute
+
+// pollInterval is how often readiness and test conditions are polled.
+const pollInterval = 100 * time.Millisecond
+
+// Options configures Start.
+type Options struct {
+	// StartTimeout bounds the wait for each component to become ready, and
+	// the wait of AddGPUNode for a node to become Ready. Zero means
+	// DefaultStartTimeout.
+	StartTimeout time.Duration
+}
+
+// Cluster is a running control plane. Its methods report failures with
+// t.Fatalf, so they must be called from the test's goroutine.
+type Cluster struct {
+	t          testing.TB
+	kubeconfig string
+	client     kubernetes.Interface
+	timeout    time.Duration
+}
+
+// Start starts etcd, kube-apiserver, kube-scheduler and kwok on free loopback
+// ports, waits until each is ready, and registers cleanups that stop them all.
+// Component logs are written under t.TempDir() and printed if the test fails.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	bins := binDir(t)
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = DefaultStartTimeout
+	}
+
+	// t.TempDir registers its removal first, so it runs after the cleanups
+	// below: the processes stop, then their logs are printed, then removed.
+	dir := t.TempDir()
+	home := mkdir(t, dir, "home")
+	var procs []*process
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, p := range procs {
+			t.Logf("testcluster: ----- %s log -----\n%s", p.name, p.logTail())
+		}
+	})
+	start := func(name, binary string, args ...string) *process {
+		t.Helper()
+		p := startProcess(t, name, dir, home, filepath.Join(bins, binary), args...)
+		procs = append(procs, p)
+		return p
+	}
+	ready := func(p *process, probe func(ctx context.Context) error) {
+		t.Helper()
+		if err := waitReady(t.Context(), p, timeout, probe); err != nil {
+			t.Fatalf("testcluster: %v", err)
+		}
+	}
+
+	etcdURL := "http://" + hostPort(freePort(t))
+	peerURL := "http://" + hostPort(freePort(t))
+	etcd := start("etcd", etcdBinary,
+		"--name=testcluster",
+		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=testcluster="+peerURL,
+		// The data is thrown away with the test; durability only costs time.
+		"--unsafe-no-fsync",
+	)
+	ready(etcd, httpProbe(http.DefaultClient, etcdURL+"/health"))
+
+	token := randomToken(t)
+	tokenFile := writeFile(t, dir, "tokens.csv", token+`,admin,admin,"system:masters"`+"\n")
+	saKey, saPub := serviceAccountKeyPair(t, dir)
+	apiserverCerts := mkdir(t, dir, "apiserver-certs")
+	apiserverPort := freePort(t)
+	apiserver := start("kube-apiserver", apiserverBinary,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", apiserverPort),
+		// Without --tls-cert-file the apiserver writes a self-signed serving
+		// certificate, followed by its CA, to apiserver.crt here.
+		"--cert-dir="+apiserverCerts,
+		"--token-auth-file="+tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+saPub,
+		"--service-account-signing-key-file="+saKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		// The endpoint reconciler would publish 127.0.0.1, which Endpoints
+		// reject; nothing in a test needs the kubernetes Service's endpoints.
+		"--endpoint-reconciler-type=none",
+		"--enable-admission-plugins="+strings.Join(admissionPlugins, ","),
+		"--disable-admission-plugins="+strings.Join(disabledAdmissionPlugins, ","),
+	)
+	kubeconfig := writeKubeconfig(t, dir, "https://"+hostPort(apiserverPort), filepath.Join(apiserverCerts, "apiserver.crt"), token)
+	var client kubernetes.Interface
+	ready(apiserver, func(ctx context.Context) error {
+		if client == nil {
+			c, err := newClient(kubeconfig)
+			if err != nil {
+				return err // the certificate is not written yet
+			}
+			client = c
+		}
+		_, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+
+	schedulerCerts := mkdir(t, dir, "scheduler-certs")
+	schedulerPort := freePort(t)
+	scheduler := start("kube-scheduler", schedulerBinary,
+		"--kubeconfig="+kubeconfig,
+		"--authentication-kubeconfig="+kubeconfig,
+		"--authorization-kubeconfig="+kubeconfig,
+		// The apiserver has no client CA, so it never publishes the
+		// extension-apiserver-authentication ConfigMap; bearer tokens still
+		// work through TokenReview.
+		"--authentication-skip-lookup",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", schedulerPort),
+		"--cert-dir="+schedulerCerts,
+	)
+	schedulerCert := filepath.Join(schedulerCerts, "kube-scheduler.crt")
+	var schedulerHTTP *http.Client
+	ready(scheduler, func(ctx context.Context) error {
+		if schedulerHTTP == nil {
+			c, err := httpsClient(schedulerCert)
+			if err != nil {
+				return err // the certificate is not written yet
+			}
+			schedulerHTTP = c
+		}
+		// /readyz includes the sync of the scheduler's informers.
+		return httpProbe(schedulerHTTP, "https://"+hostPort(schedulerPort)+"/readyz")(ctx)
+	})
+
+	kwokAddress := hostPort(freePort(t))
+	kwok := start("kwok", kwokBinary,
+		"--kubeconfig="+kubeconfig,
+		"--config="+filepath.Join(bins, kwokStagesFile),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"="+kwokNodeAnnotationValue,
+		"--server-address="+kwokAddress,
+	)
+	ready(kwok, httpProbe(http.DefaultClient, "http://"+kwokAddress+"/healthz"))
+
+	return &Cluster{t: t, kubeconfig: kubeconfig, client: client, timeout: timeout}
+}
+
+// admissionPlugins are the admission plugins the apiserver runs: namespace
+// lifecycle, ServiceAccount defaulting, pod priority and the webhooks that
+// gpupack's own webhook needs. disabledAdmissionPlugins turns off the rest of
+// kube-apiserver v1.37's default set. TaintNodesByCondition in particular
+// would taint every new node not-ready, and only the controller-manager,
+// which does not run, would remove the taint.
+var (
+	admissionPlugins = []string{
+		"NamespaceLifecycle",
+		"ServiceAccount",
+		"Priority",
+		"MutatingAdmissionWebhook",
+		"ValidatingAdmissionWebhook",
+	}
+	disabledAdmissionPlugins = []string{
+		"LimitRanger",
+		"DefaultStorageClass",
+		"PersistentVolumeClaimResize",
+		"DefaultTolerationSeconds",
+		"ResourceQuota",
+		"StorageObjectInUseProtection",
+		"PodGroupProtection",
+		"TaintNodesByCondition",
+		"RuntimeClass",
+		"CertificateApproval",
+		"CertificateSigning",
+		"ClusterTrustBundleAttest",
+		"CertificateSubjectRestriction",
+		"DefaultIngressClass",
+		"PodSecurity",
+		"PodTopologyLabels",
+		"MutatingAdmissionPolicy",
+		"ValidatingAdmissionPolicy",
+		"NodeDeclaredFeatureValidator",
+		"PodResizeValidator",
+	}
+)
+
+// Client returns a client authenticated as a cluster administrator.
+func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
+// Kubeconfig returns the path of a kubeconfig file for a cluster
+// administrator, for components and commands under test.
+func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
+// CreateNamespace creates the namespace and its default ServiceAccount, which
+// the ServiceAccount admission plugin requires of every pod and which no
+// controller-manager creates here.
+func (c *Cluster) CreateNamespace(name string) {
+	c.t.Helper()
+	ctx := c.t.Context()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("testcluster: create namespace %q: %v", name, err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: name}}
+	if _, err := c.client.CoreV1().ServiceAccounts(name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("testcluster: create ServiceAccount %s/default: %v", name, err)
+	}
+}
+
+// waitReady polls probe until it succeeds, p exits or timeout passes, and
+// says which of them happened, with the probe's last error.
+func waitReady(ctx context.Context, p *process, timeout time.Duration, probe func(ctx context.Context) error) error {
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := p.exitedEarly(); err != nil {
+			return false, err
+		}
+		probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		lastErr = probe(probeCtx)
+		return lastErr == nil, nil
+	})
+	if err == nil {
+		return nil
+	}
+	if p.exitedEarly() != nil {
+		return err
+	}
+	return fmt.Errorf("%s not ready after %v (log %s): %w", p.name, timeout, p.logPath, errors.Join(err, lastErr))
+}
+
+// httpProbe returns a probe that succeeds when url answers 200 OK.
+func httpProbe(client *http.Client, url string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// httpsClient returns an HTTP client that trusts the certificates in caFile.
+func httpsClient(caFile string) (*http.Client, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no certificate in %s", caFile)
+	}
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	return &http.Client{Transport: transport}, nil
+}
+
+// newClient returns a client for kubeconfig; it fails while the CA file that
+// kubeconfig names does not exist yet.
+func newClient(kubeconfig string) (kubernetes.Interface, error) {
+	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// Tests create objects in bursts; the default 5 QPS would throttle them.
+	config.QPS = 100
+	config.Burst = 200
+	config.UserAgent = rest.DefaultKubernetesUserAgent() + " gpupack-testcluster"
+	return kubernetes.NewForConfig(config)
+}
+
+// writeKubeconfig writes a kubeconfig for server with a bearer token and returns its path.
+func writeKubeconfig(t testing.TB, dir, server, caFile, token string) string {
+	t.Helper()
+	const name = "testcluster"
+	config := clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{name: {Server: server, CertificateAuthority: caFile}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{name: {Token: token}},
+		Contexts:       map[string]*clientcmdapi.Context{name: {Cluster: name, AuthInfo: name}},
+		CurrentContext: name,
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(config, path); err != nil {
+		t.Fatalf("testcluster: write kubeconfig: %v", err)
+	}
+	return path
+}
+
+// serviceAccountKeyPair writes an ECDSA P-256 key pair for signing
+// ServiceAccount tokens and returns the paths of the private and public keys.
+func serviceAccountKeyPair(t testing.TB, dir string) (privatePath, publicPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("testcluster: generate ServiceAccount key: %v", err)
+	}
+	private, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("testcluster: encode ServiceAccount key: %v", err)
+	}
+	public, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatalf("testcluster: encode ServiceAccount public key: %v", err)
+	}
+	privatePath = writeFile(t, dir, "sa.key", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: private})))
+	publicPath = writeFile(t, dir, "sa.pub", string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: public})))
+	return privatePath, publicPath
+}
+
+// randomToken returns a bearer token of 32 random bytes in hex.
+func randomToken(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("testcluster: generate token: %v", err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// writeFile writes content to dir/name, readable by the owner only, and returns the path.
+func writeFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	return path
+}
+
+// mkdir creates dir/name and returns its path.
+func mkdir(t testing.TB, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	return path
+}

@@ -1,0 +1,127 @@
+package placement
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// stateWithFree builds a two-GPU fractional node whose GPUs have the given
+// free compute.
+func stateWithFree(t *testing.T, frees ...gpu.Milli) *NodeState {
+	t.Helper()
+	n := makeNode("n").gpus("T4", len(frees), cluster.Fractional, 0).obj()
+	s := NewNodeState(n)
+	for i, f := range frees {
+		if f < gpu.WholeGPU {
+			d := demand(t, makePod("x").milli(gpu.WholeGPU-f).obj())
+			s.Assign(d, AssignmentOn(d, s, []int{i}))
+		}
+	}
+	return s
+}
+
+func workloadOf(t *testing.T, pods ...*cluster.Pod) Workload {
+	var ds []*Demand
+	for _, p := range pods {
+		ds = append(ds, demand(t, p))
+	}
+	return NewWorkload(ds, 1)
+}
+
+// Hand-computed: half the tasks want 500 milli, half a whole GPU.
+func TestFragmentationHandComputed(t *testing.T) {
+	w := workloadOf(t, makePod("half").milli(500).obj(), makePod("whole").whole(1).obj())
+	cases := map[string]struct {
+		frees []gpu.Milli
+		want  float64
+	}{
+		// 500-tasks fit both GPUs (nothing stranded); whole tasks fit GPU 0
+		// and strand GPU 1's 600: 0.5*0 + 0.5*600.
+		"one idle, one 600 free": {[]gpu.Milli{1000, 600}, 300},
+		// Neither task fits: all 600 free is stranded for both.
+		"two 300 free": {[]gpu.Milli{300, 300}, 600},
+		// Everything fits: nothing stranded.
+		"both idle": {[]gpu.Milli{1000, 1000}, 0},
+		// 500-tasks strand GPU 1's 200, whole tasks strand it too: 0.5*200 + 0.5*200.
+		"one idle, one 200 free": {[]gpu.Milli{1000, 200}, 200},
+		"full":                   {[]gpu.Milli{0, 0}, 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Fragmentation(stateWithFree(t, tc.frees...), &w)
+			if math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("Fragmentation = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A CPU-only task strands all free GPU, and a task that lacks CPU does too.
+func TestFragmentationCPU(t *testing.T) {
+	w := workloadOf(t, makePod("cpu").obj(), makePod("big").whole(1).cpu(100000).obj())
+	got := Fragmentation(stateWithFree(t, 1000, 400), &w)
+	if want := 1400.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("Fragmentation = %v, want %v", got, want)
+	}
+}
+
+// FGD places a 400-milli pod on the GPU that grows fragmentation least:
+// on GPU 1 (frees 1000,200 -> F 200, delta -100) rather than GPU 0
+// (frees 600,600 -> F 600, delta +300).
+func TestFGDChoosesGPU(t *testing.T) {
+	w := workloadOf(t, makePod("half").milli(500).obj(), makePod("whole").whole(1).obj())
+	p, err := New("fgd", Options{Workload: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stateWithFree(t, 1000, 600)
+	score, g := p.Score(demand(t, makePod("p").milli(400).obj()), s)
+	if g != 1 || math.Abs(score-100) > 1e-9 {
+		t.Errorf("Score = %v on GPU %d, want 100 on GPU 1", score, g)
+	}
+}
+
+func TestPoliciesPickFeasibleGPUs(t *testing.T) {
+	w := workloadOf(t, makePod("half").milli(500).obj(), makePod("whole").whole(1).obj())
+	for _, name := range Policies() {
+		t.Run(name, func(t *testing.T) {
+			p, err := New(name, Options{Workload: w, MaxNodeCPU: 64000, MaxNodeGPUMilli: 2000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := stateWithFree(t, 300, 800)
+			d := demand(t, makePod("p").milli(500).obj())
+			score, g := p.Score(d, s)
+			if math.IsNaN(score) {
+				t.Errorf("score is NaN")
+			}
+			if g != -1 && g != 1 {
+				t.Errorf("policy chose GPU %d, which has only 300 milli free", g)
+			}
+		})
+	}
+	if _, err := New("nope", Options{}); err == nil {
+		t.Error("unknown policy accepted")
+	}
+}
+
+func BenchmarkFitScore(b *testing.B) {
+	w := NewWorkload(nil, 1)
+	for _, name := range []string{"fgd", DefaultPolicy, "bestfit"} {
+		b.Run(name, func(b *testing.B) {
+			p, _ := New(name, Options{Workload: w, MaxNodeCPU: 64000, MaxNodeGPUMilli: 8000})
+			n := makeNode("n").gpus("T4", 8, cluster.Fractional, 0).obj()
+			s := NewNodeState(n)
+			d := demand(b, makePod("p").milli(300).obj())
+			b.ReportAllocs()
+			for b.Loop() {
+				if Fits(d, s) {
+					p.Score(d, s)
+				}
+			}
+		})
+	}
+}
