@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
 	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/usage"
@@ -80,7 +81,7 @@ gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
 	f.DurationVar(&opts.step, "step", 30*time.Second, "query step; each sample stands for one step")
 	f.StringVar(&opts.end, "end", "", "end of the window, RFC 3339; default now (the demo's end for --demo)")
 	f.StringVar(&opts.prices, "prices", "", "price file (YAML: currency, prices per model, nodeRules per node label)")
-	f.StringVar(&opts.format, "format", "table", "output format: table, json or csv")
+	f.StringVar(&opts.format, "format", "table", "output format: table, json, csv, or podusage (the usage file of gpupack diagnose --usage)")
 	f.BoolVar(&opts.demo, "demo", false, "run on the embedded demo scenario (the default without --prometheus)")
 	f.IntVar(&opts.top, "top", 10, "number of worst offenders listed per namespace and per pod")
 	f.StringArrayVar(&opts.app, "app-metric", nil, "NAME=PROMQL application metric shown beside the pods it names (repeatable)")
@@ -92,10 +93,8 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if opts.demo && opts.prometheus != "" {
 		return errors.New("--demo and --prometheus exclude each other; drop one")
 	}
-	switch opts.format {
-	case "table", "json", "csv":
-	default:
-		return fmt.Errorf("--format %q: want table, json or csv", opts.format)
+	if err := clio.CheckFormat(opts.format, "table", "json", "csv", "podusage"); err != nil {
+		return err
 	}
 	if opts.window <= 0 || opts.step <= 0 || opts.step > opts.window {
 		return fmt.Errorf("--window %s and --step %s: want a positive step no longer than the window", opts.window, opts.step)

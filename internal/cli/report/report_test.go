@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -50,7 +51,7 @@ func defaults() *options {
 }
 
 func TestDemoGolden(t *testing.T) {
-	for _, format := range []string{"table", "json", "csv"} {
+	for _, format := range []string{"table", "json", "csv", "podusage"} {
 		t.Run(format, func(t *testing.T) {
 			opts := defaults()
 			opts.format = format
@@ -59,6 +60,11 @@ func TestDemoGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, "demo."+format, b.Bytes())
+			if format == "podusage" {
+				if _, err := diagnose.ParseUsage(b.Bytes(), "demo.podusage"); err != nil {
+					t.Errorf("diagnose cannot read the podusage output: %v", err)
+				}
+			}
 		})
 	}
 }
@@ -82,7 +88,10 @@ func TestMetricsGolden(t *testing.T) {
 	golden(t, "metrics.txt", b.Bytes())
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Skip("promtool not installed (apt-get install prometheus); skipping promtool check metrics")
+		if os.Getenv("GPUPACK_E2E") == "1" {
+			t.Fatal("GPUPACK_E2E=1 but promtool is not on PATH; apt-get install -y prometheus")
+		}
+		t.Skip("promtool not installed (apt-get install -y prometheus); set GPUPACK_E2E=1 to make this a failure")
 	}
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(b.Bytes())
