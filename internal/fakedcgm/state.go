@@ -39,7 +39,7 @@ func (s *Scenario) devices() []usage.Device {
 				Node:  n.Name,
 				GPU:   strconv.Itoa(g),
 				UUID:  fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", ni+1, g+1),
-				Model: "NVIDIA " + strings.ReplaceAll(m.Name, "-", " "),
+				Model: m.Product,
 			}
 			slices := n.MIG[strconv.Itoa(g)]
 			if len(slices) == 0 {
