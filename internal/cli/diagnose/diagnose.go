@@ -213,4 +213,3 @@ func evidenceLines(f diagnose.Finding) []string {
 }
 
 func pct(r float64) string { return fmt.Sprintf("%.0f%%", 100*r) }
-
