@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
@@ -126,12 +128,14 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		d.ComputeNeed = w.Observed.ActiveRatio * float64(perPod) * (1 + o.Headroom)
 	}
 	if window < 24 && w.Measured > 0 {
-		d.Risks = append(d.Risks, ShortWindow)
+		d.addRisks(ShortWindow)
 	}
-	stated := w.Request.Memory
-	if stated > largest || d.VRAMNeed/gpu.MiB(perPod) > largest {
+	// Only what is certain makes a workload unplaceable: a stated need, or
+	// measured use without headroom, beyond every GPU.
+	stated, used := w.Request.Memory, w.Observed.VRAMUsedP95/gpu.MiB(perPod)
+	if stated > largest || used > largest {
 		d.Action, d.Method = Unplaceable, Whole
-		need := max(stated, d.VRAMNeed/gpu.MiB(perPod))
+		need := max(stated, used)
 		d.Reason = Reason{ExceedsEveryDevice, fmt.Sprintf("needs %s per GPU; the largest GPU of the cluster has %s", need, largest)}
 		return d
 	}
@@ -161,7 +165,7 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		d.keep(VRAMUnknown, "VRAM p95 not measured; sharing without it could run the GPU out of memory")
 		if idle {
 			d.Action, d.Reason = Reclaim, Reason{IdleHeld, idleDetail(w, o) + "; scale it down (VRAM unknown, so it keeps a whole GPU in the proof)"}
-			d.Risks = append(d.Risks, ScaleDown)
+			d.addRisks(ScaleDown)
 		}
 		return d
 	}
@@ -185,7 +189,7 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 	d.Action = Share
 	if idle {
 		d.Action = Reclaim
-		d.Risks = append(d.Risks, ScaleDown)
+		d.addRisks(ScaleDown)
 	}
 	needsHW := w.Isolation == cluster.ShareNone || (w.Role == Inference && w.Production)
 	pattern := w.Observed.Pattern
@@ -198,7 +202,7 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		}
 		if p.model.MIG == nil || !d.chooseMIG(p.model) {
 			d.keep(NoMIGHardware, fmt.Sprintf("%s needs hardware isolation; %s has no MIG profile for %s", why, p.model.Name, d.VRAMNeed))
-			d.Risks = append(d.Risks, NoHardwareGuard)
+			d.addRisks(NoHardwareGuard)
 			return d
 		}
 		d.setReason(NeedsIsolation, fmt.Sprintf("%s: a MIG slice isolates memory and faults in hardware", why), idle, o)
@@ -206,12 +210,11 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		d.setReason(LoneTenant, fmt.Sprintf("tenant %s has no other pod to time-share with; a MIG slice can sit beside other tenants", w.Tenant), idle, o)
 	case len(w.Pods) >= 2 && w.Role != Interactive && steady && d.chooseMPS(p.model):
 		d.setReason(CooperatingReplicas, fmt.Sprintf("%d steady (%s) replicas of one owner, %s each: %d MPS clients per GPU, %s limit each", len(w.Pods), pattern, d.VRAMNeed, d.clients, p.model.Memory/gpu.MiB(d.clients)), idle, o)
-		d.Risks = append(d.Risks, NoisyNeighbour, MPSFaultDomain)
+		d.addRisks(NoisyNeighbour, MPSFaultDomain)
 	default:
-		d.Method = TimeSlicing
-		d.After = After{Resource: "nvidia.com/gpu.shared", Count: 1, GPUModel: p.model.Name, VRAMLimit: d.VRAMNeed}
-		d.setReason(OneTrustBoundary, fmt.Sprintf("%s %s work within tenant %s: time slices of one GPU whose co-located VRAM needs add up to at most %s", w.Role, pattern, w.Tenant, p.model.Memory), idle, o)
-		d.Risks = append(d.Risks, SharedVRAM, NoisyNeighbour)
+		d.timeSlice(p.model)
+		d.setReason(OneTrustBoundary, fmt.Sprintf("%s work within tenant %s: time slices of one GPU whose co-located VRAM needs add up to at most %s", strings.TrimPrefix(string(w.Role)+" "+string(pattern), "unknown "), w.Tenant, p.model.Memory), idle, o)
+		d.addRisks(SharedVRAM, NoisyNeighbour)
 	}
 	return d
 }
@@ -244,6 +247,25 @@ func (d *Decision) chooseMIG(m *gpu.Model) bool {
 		}
 	}
 	return false
+}
+
+// addRisks records risks once each.
+func (d *Decision) addRisks(rs ...Risk) {
+	for _, r := range rs {
+		if !slices.Contains(d.Risks, r) {
+			d.Risks = append(d.Risks, r)
+		}
+	}
+}
+
+// timeSlice gives the workload time slices of one GPU of model m.
+func (d *Decision) timeSlice(m *gpu.Model) {
+	if d.Method == MPS {
+		d.Risks = slices.DeleteFunc(d.Risks, func(r Risk) bool { return r == MPSFaultDomain })
+	}
+	d.Method, d.clients = TimeSlicing, 0
+	d.After = After{Resource: "nvidia.com/gpu.shared", Count: 1, GPUModel: m.Name, VRAMLimit: d.VRAMNeed}
+	d.addRisks(SharedVRAM)
 }
 
 // maxMPSClients is the most MPS clients one GPU serves.

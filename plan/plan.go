@@ -199,34 +199,22 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 	for _, i := range p.nodes {
 		pp.GPUs += len(s.Nodes[i].GPUs)
 	}
-	var migProfiles []string
-	tsBins := map[string][]sharedBin{} // per tenant
-	mpsPods := map[*Decision]int{}
-	clients := 0
 	hadShared := false
 	for _, i := range p.nodes {
 		for _, g := range s.Nodes[i].GPUs {
 			hadShared = hadShared || g.Sharing != cluster.Exclusive
 		}
 	}
-	for _, d := range p.decisions {
-		for range d.w.Pods {
-			switch d.Method {
-			case MIG:
-				migProfiles = append(migProfiles, d.Profile)
-			case TimeSlicing:
-				tsBins[d.w.Tenant] = addFirstFit(tsBins[d.w.Tenant], d.VRAMNeed, d.ComputeNeed, p.model.Memory)
-			case MPS:
-				mpsPods[d]++
-			case Whole:
-				if d.Action != Unplaceable {
-					pp.WholeGPUs += max(1, d.w.Request.Count)
-				}
-			}
+	migProfiles, tsBins, mpsPods, clients := p.tally(&pp)
+	// The device plugin takes one config per node, so time slices and MPS
+	// clients never share a node. When the pool is short of nodes, MPS
+	// workloads move to time slices, which then share nodes with the rest.
+	if len(mpsPods) > 0 && p.nodesNeeded(migProfiles, tsBins, mpsPods, clients, pp.WholeGPUs) > len(p.nodes) {
+		for d := range mpsPods {
+			d.timeSlice(p.model)
+			d.Reason.Detail += "; time slices rather than MPS, which would need a node of its own in this pool"
 		}
-		if d.Method == MPS && (clients == 0 || d.clients < clients) {
-			clients = d.clients
-		}
+		migProfiles, tsBins, mpsPods, clients = p.tally(&pp)
 	}
 	pp.Changed = len(migProfiles) > 0 || len(tsBins) > 0 || len(mpsPods) > 0 || hadShared
 	if !pp.Changed {
@@ -317,6 +305,65 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		pl.Nodes = append(pl.Nodes, nc)
 	}
 	return pp, nil
+}
+
+// tally collects the pool's MIG instances, time-slice bins per tenant, MPS
+// pods per workload and the MPS clients per GPU, and counts whole GPUs.
+func (p *pool) tally(pp *PoolPlan) ([]string, map[string][]sharedBin, map[*Decision]int, int) {
+	var migProfiles []string
+	tsBins := map[string][]sharedBin{}
+	mpsPods := map[*Decision]int{}
+	clients := 0
+	pp.WholeGPUs = 0
+	for _, d := range p.decisions {
+		for range d.w.Pods {
+			switch d.Method {
+			case MIG:
+				migProfiles = append(migProfiles, d.Profile)
+			case TimeSlicing:
+				tsBins[d.w.Tenant] = addFirstFit(tsBins[d.w.Tenant], d.VRAMNeed, d.ComputeNeed, p.model.Memory)
+			case MPS:
+				mpsPods[d]++
+			case Whole:
+				if d.Action != Unplaceable {
+					pp.WholeGPUs += max(1, d.w.Request.Count)
+				}
+			}
+		}
+		if d.Method == MPS && (clients == 0 || d.clients < clients) {
+			clients = d.clients
+		}
+	}
+	return migProfiles, tsBins, mpsPods, clients
+}
+
+// nodesNeeded estimates the pool's nodes for a tally: MIG nodes (their
+// spare GPUs take whole-GPU pods), time-slicing nodes, MPS nodes and nodes
+// for the remaining whole GPUs. The MIG count is the area bound, a floor.
+func (p *pool) nodesNeeded(mig []string, ts map[string][]sharedBin, mps map[*Decision]int, clients, whole int) int {
+	per := max(1, p.perNode)
+	migGPUs := 0
+	if len(mig) > 0 {
+		counts := make(vec, len(p.model.MIG.Profiles))
+		for _, name := range mig {
+			for k, pr := range p.model.MIG.Profiles {
+				if pr.Name == name {
+					counts[k]++
+				}
+			}
+		}
+		migGPUs = tablesFor(p.model.MIG).lowerBound(counts)
+	}
+	tsGPUs, mpsGPUs := 0, 0
+	for _, bins := range ts {
+		tsGPUs += len(bins)
+	}
+	for _, n := range mps {
+		mpsGPUs += ceilDiv(n, max(1, clients))
+	}
+	migNodes := ceilDiv(migGPUs, per)
+	spare := migNodes*per - migGPUs
+	return migNodes + ceilDiv(tsGPUs, per) + ceilDiv(mpsGPUs, per) + ceilDiv(max(0, whole-spare), per)
 }
 
 // addFirstFit puts one time-sliced pod on the first GPU of its tenant

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/internal/cli/diagnose"
+	"github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
 	"github.com/gpupack/gpupack/internal/cli/vram"
 )
@@ -15,6 +16,7 @@ func verbs(ctx context.Context) []*cobra.Command {
 	return []*cobra.Command{
 		simulate.NewCommand(ctx),
 		diagnose.NewCommand(ctx),
+		plan.NewCommand(ctx),
 		vram.NewCommand(ctx),
 	}
 }
