@@ -103,9 +103,13 @@ func TestBadInput(t *testing.T) {
 		"window differs": {func(o *options) { o.window = "24h" }, "--window 24h, but demo/usage.yaml covers 168h0m0s"},
 		"bad window":     {func(o *options) { o.window = "a week" }, `--window "a week"`},
 		"bad reclaim":    {func(o *options) { o.reclaim = 80 }, "reclaim threshold 80"},
-		"bad usage":      {func(o *options) { o.usage = write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, idleHeldRatio: 2}]") }, "u.yaml: pods[0]: idleHeldRatio: 2"},
-		"bad snapshot":   {func(o *options) { o.snapshot = write("c.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n}]") }, "c.yaml: nodes[0]: cpu"},
-		"bad format":     {func(o *options) { o.format = "xml" }, `--format "xml"`},
+		"bad usage": {func(o *options) {
+			o.usage = write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, idleHeldRatio: 2}]")
+		}, "u.yaml: pods[0]: idleHeldRatio: 2"},
+		"bad snapshot": {func(o *options) {
+			o.snapshot = write("c.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n}]")
+		}, "c.yaml: nodes[0]: cpu"},
+		"bad format": {func(o *options) { o.format = "xml" }, `--format "xml"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
