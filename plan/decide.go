@@ -112,6 +112,9 @@ type Decision struct {
 
 func (d *Decision) keep(code Code, detail string) {
 	d.Action, d.Method, d.Reason = Keep, Whole, Reason{code, detail}
+	if d.w.Request.Kind == cluster.MIGSlice {
+		d.Method, d.Profile = MIG, d.w.Request.Profile
+	}
 }
 
 // decide takes one workload's decision. p is the pool its running pods are

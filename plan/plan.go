@@ -508,7 +508,9 @@ func after(p *cluster.Pod, d *Decision, sharedConfigs []string) {
 	switch d.Method {
 	case MIG:
 		p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: d.Profile}
-		p.GPUModels = []string{d.After.GPUModel}
+		if d.After.GPUModel != "" {
+			p.GPUModels = []string{d.After.GPUModel}
+		}
 	case TimeSlicing, MPS:
 		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1, Memory: d.VRAMNeed}
 		p.GPUModels = []string{d.After.GPUModel}
