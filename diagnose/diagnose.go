@@ -517,7 +517,9 @@ func (e *engine) nodeList(idx []int) []*cluster.Node {
 
 func pct(r float64) string { return fmt.Sprintf("%.0f%%", 100*r) }
 
-func joinNames(names []string, total int) string {
+// JoinNames lists names, adding "and N more" when total exceeds them; the
+// evidence lists are capped, and edges format them with it too.
+func JoinNames(names []string, total int) string {
 	s := strings.Join(names, ", ")
 	if total > len(names) {
 		s += fmt.Sprintf(" and %d more", total-len(names))

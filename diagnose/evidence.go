@@ -30,7 +30,7 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 		}
 	}
 	if h.IdleHeld > 0 {
-		f.Fix = append(f.Fix, fmt.Sprintf("reclaim the GPUs of the %d idle-held holder(s) (%s): they hold GPUs without work", h.IdleHeld, joinNames(idle, h.IdleHeld)))
+		f.Fix = append(f.Fix, fmt.Sprintf("reclaim the GPUs of the %d idle-held holder(s) (%s): they hold GPUs without work", h.IdleHeld, JoinNames(idle, h.IdleHeld)))
 	}
 	switch {
 	case len(h.ShareCandidates) > 0:
@@ -337,7 +337,7 @@ func (e *engine) application(f *Finding, facts PodFacts, ks []int) {
 	u := &UsageSummary{Pattern: facts.Pattern, ActiveRatio: facts.ActiveRatio, Window: windowString(e.usage.Window), Suggests: suggestion(facts.Pattern)}
 	f.Evidence.Usage = u
 	f.Fix = append(f.Fix, fmt.Sprintf("not a GPU shortage: it fits %s now, and its workload's GPUs are %s (%s active over %s), so more GPUs would not help; %s",
-		joinNames(f.Evidence.Nodes, f.Evidence.NodeCount), facts.Pattern, pct(facts.ActiveRatio), u.Window, u.Suggests))
+		JoinNames(f.Evidence.Nodes, f.Evidence.NodeCount), facts.Pattern, pct(facts.ActiveRatio), u.Window, u.Suggests))
 }
 
 func suggestion(p Pattern) string {
@@ -357,7 +357,7 @@ func (e *engine) fitsNow(f *Finding, ks []int) {
 	idx := e.nodesOf(ks)
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
 	f.Fix = append(f.Fix, fmt.Sprintf("it fits %s now: the wait is outside GPU placement; check ResourceQuota, priority and the scheduler queue, and gang admission (e.g. kueue)",
-		joinNames(f.Evidence.Nodes, f.Evidence.NodeCount)))
+		JoinNames(f.Evidence.Nodes, f.Evidence.NodeCount)))
 }
 
 // beyond decides between no such hardware (nothing fits even an empty,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,14 @@ type PodFacts struct {
 	// Model describes the model the pod serves or trains, for an estimate
 	// of its GPU memory; nil when unknown.
 	Model *ModelSpec
+	// IdleHeldRatio is the share of the window, 0..1, during which the pod
+	// held its GPUs with no activity; meaningful when IdleHeldMeasured.
+	IdleHeldRatio    float64
+	IdleHeldMeasured bool
+	// HourlyActivity is the mean SM activity of the pod's GPUs in each
+	// hour of the window, oldest first, 0..1 each; nil when not measured.
+	// The planner reads it to find the GPUs busy in every hour.
+	HourlyActivity []float64
 }
 
 // Usage is the usage side of a diagnosis: facts per pod key
@@ -75,6 +84,8 @@ const (
 //	  activity: 0.04        # mean SM activity over the window, 0..1
 //	  pattern: idle-held    # idle-held, bursty, flat-low, memory-bound, busy
 //	  vramUsedP95: 3Gi
+//	  idleHeldRatio: 0.9    # share of the window held without activity, 0..1
+//	  hourlyActivity: [0.1, 0.0, 0.4]   # mean activity per hour of the window
 //	- pod: ml/llm-70b       # a pending pod: what its model needs
 //	  model: {params: 70B, dtype: fp16, context: 4096, batch: 1, layers: 80, hidden: 8192}
 //	  gpuMemory: 150Gi      # or the need stated outright
@@ -93,6 +104,10 @@ type UsageFilePod struct {
 	VRAMUsedP95 string          `json:"vramUsedP95,omitempty"`
 	GPUMemory   string          `json:"gpuMemory,omitempty"`
 	Model       *UsageFileModel `json:"model,omitempty"`
+	// IdleHeldRatio and HourlyActivity were added for the planner; files
+	// without them read as before.
+	IdleHeldRatio  *float64  `json:"idleHeldRatio,omitempty"`
+	HourlyActivity []float64 `json:"hourlyActivity,omitempty"`
 }
 
 // UsageFileModel is a model description in the usage file.
@@ -131,15 +146,16 @@ func (f *UsageFile) Usage() (*Usage, error) {
 	}
 	u := &Usage{Window: time.Hour, Pods: make(map[string]PodFacts, len(f.Pods))}
 	if f.Window != "" {
-		w, err := time.ParseDuration(f.Window)
-		if err != nil || w <= 0 || w > 90*24*time.Hour {
-			return nil, fmt.Errorf("window %q: want a duration such as 1h or 30m, at most 90 days", f.Window)
+		w, err := ParseWindow(f.Window)
+		if err != nil {
+			return nil, fmt.Errorf("window %w", err)
 		}
 		u.Window = w
 	}
+	hours := int((u.Window + time.Hour - 1) / time.Hour)
 	seen := make(map[string]int, len(f.Pods))
 	for i, p := range f.Pods {
-		facts, err := p.facts()
+		facts, err := p.facts(hours)
 		if err != nil {
 			return nil, fmt.Errorf("pods[%d]: %w", i, err)
 		}
@@ -152,7 +168,27 @@ func (f *UsageFile) Usage() (*Usage, error) {
 	return u, nil
 }
 
-func (p *UsageFilePod) facts() (PodFacts, error) {
+// MaxWindow is the longest usage window gpupack accepts.
+const MaxWindow = 90 * 24 * time.Hour
+
+// ParseWindow reads a window length: a Go duration ("1h", "30m", "168h")
+// or whole days ("7d"), more than 0 and at most 90 days.
+func ParseWindow(s string) (time.Duration, error) {
+	w, err := time.ParseDuration(s)
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, aerr := strconv.Atoi(days)
+		w, err = time.Duration(n)*24*time.Hour, aerr
+		if n > 90 {
+			w = MaxWindow + 1
+		}
+	}
+	if err != nil || w <= 0 || w > MaxWindow {
+		return 0, fmt.Errorf("%q: want a duration such as 7d, 24h or 30m, at most 90 days", s)
+	}
+	return w, nil
+}
+
+func (p *UsageFilePod) facts(windowHours int) (PodFacts, error) {
 	var facts PodFacts
 	ns, name, ok := strings.Cut(p.Pod, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
@@ -191,8 +227,25 @@ func (p *UsageFilePod) facts() (PodFacts, error) {
 		}
 		facts.Model = &spec
 	}
-	if !facts.Measured && facts.VRAMUsedP95 == 0 && facts.GPUMemory == 0 && facts.Model == nil {
-		return facts, fmt.Errorf("no facts: give activity and pattern, vramUsedP95, gpuMemory or model")
+	if r := p.IdleHeldRatio; r != nil {
+		if math.IsNaN(*r) || *r < 0 || *r > 1 {
+			return facts, fmt.Errorf("idleHeldRatio: %v is not a ratio (want 0..1; 0.9 is 90%% of the window)", *r)
+		}
+		facts.IdleHeldRatio, facts.IdleHeldMeasured = *r, true
+	}
+	if n := len(p.HourlyActivity); n > 0 {
+		if n > windowHours {
+			return facts, fmt.Errorf("hourlyActivity: %d hours listed, the window has %d; give one value per hour of the window", n, windowHours)
+		}
+		for i, a := range p.HourlyActivity {
+			if math.IsNaN(a) || a < 0 || a > 1 {
+				return facts, fmt.Errorf("hourlyActivity[%d]: %v is not a ratio (want 0..1)", i, a)
+			}
+		}
+		facts.HourlyActivity = p.HourlyActivity
+	}
+	if !facts.Measured && facts.VRAMUsedP95 == 0 && facts.GPUMemory == 0 && facts.Model == nil && !facts.IdleHeldMeasured && facts.HourlyActivity == nil {
+		return facts, fmt.Errorf("no facts: give activity and pattern, vramUsedP95, gpuMemory, model, idleHeldRatio or hourlyActivity")
 	}
 	return facts, nil
 }

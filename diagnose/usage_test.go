@@ -30,6 +30,52 @@ pods:
 	}
 }
 
+// TestParseUsagePlannerFields reads the fields added for the planner, and
+// a window in days.
+func TestParseUsagePlannerFields(t *testing.T) {
+	u, err := ParseUsage([]byte(usageHeader+`window: 3d
+pods:
+- {pod: ml/a, activity: 0.04, pattern: idle-held, idleHeldRatio: 0.95, hourlyActivity: [0, 0.5, 1]}
+- {pod: ml/b, idleHeldRatio: 0}
+`), "u.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Usage{Window: 72 * time.Hour, Pods: map[string]PodFacts{
+		"ml/a": {Measured: true, ActiveRatio: 0.04, Pattern: IdleHeld, IdleHeldRatio: 0.95, IdleHeldMeasured: true, HourlyActivity: []float64{0, 0.5, 1}},
+		"ml/b": {IdleHeldMeasured: true},
+	}}
+	if diff := cmp.Diff(want, u); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestParseWindow(t *testing.T) {
+	good := map[string]time.Duration{"7d": 7 * 24 * time.Hour, "1h": time.Hour, "30m": 30 * time.Minute, "90d": MaxWindow, "168h0m0s": 168 * time.Hour}
+	for in, want := range good {
+		if got, err := ParseWindow(in); err != nil || got != want {
+			t.Errorf("ParseWindow(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0d", "-1d", "91d", "d", "1.5d", "forever", "0s", "-1h", "9999999999d"} {
+		if _, err := ParseWindow(bad); err == nil {
+			t.Errorf("ParseWindow(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseWindow(f *testing.F) {
+	for _, s := range []string{"7d", "1h", "30m", "90d", "1h30m", "-3d", "d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		w, err := ParseWindow(s)
+		if err == nil && (w <= 0 || w > MaxWindow) {
+			t.Fatalf("ParseWindow(%q) = %v, outside (0, 90d]", s, w)
+		}
+	})
+}
+
 func TestParseUsageErrors(t *testing.T) {
 	cases := map[string]struct{ doc, want string }{
 		"unknown field":      {usageHeader + "pods: [{pod: ml/a, activity: 0.1, pattern: busy, gpu: 1}]", `unknown field "gpu"`},
@@ -48,6 +94,10 @@ func TestParseUsageErrors(t *testing.T) {
 		"bad params":         {usageHeader + "pods: [{pod: ml/a, model: {params: lots, dtype: fp16}}]", "pods[0]: model.params"},
 		"layers sans hidden": {usageHeader + "pods: [{pod: ml/a, model: {params: 7B, dtype: fp16, layers: 32}}]", "pods[0]: model.layers and hidden"},
 		"not yaml":           {"pods: [", "u.yaml"},
+		"idle as percent":    {usageHeader + "pods: [{pod: ml/a, idleHeldRatio: 90}]", "pods[0]: idleHeldRatio: 90 is not a ratio"},
+		"hourly too long":    {usageHeader + "window: 2h\npods: [{pod: ml/a, hourlyActivity: [0, 0, 0]}]", "pods[0]: hourlyActivity: 3 hours listed, the window has 2"},
+		"hourly not ratio":   {usageHeader + "pods: [{pod: ml/a, hourlyActivity: [2]}]", "pods[0]: hourlyActivity[0]: 2 is not a ratio"},
+		"window in weeks":    {usageHeader + "window: 1w\npods: []", `window "1w"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -63,6 +113,7 @@ func FuzzParseUsage(f *testing.F) {
 	f.Add([]byte(usageHeader + "window: 1h\npods: [{pod: ml/a, activity: 0.04, pattern: idle-held, vramUsedP95: 3Gi}]"))
 	f.Add([]byte(usageHeader + "pods: [{pod: ml/llm, model: {params: 70B, dtype: fp16, layers: 80, hidden: 8192}}]"))
 	f.Add([]byte(`{"apiVersion":"gpupack.io/v1alpha1","kind":"PodUsage","pods":[{"pod":"a/b","gpuMemory":"1e3Mi"}]}`))
+	f.Add([]byte(usageHeader + "window: 2d\npods: [{pod: ml/a, idleHeldRatio: 0.9, hourlyActivity: [0.1, 0]}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		u, err := ParseUsage(data, "fuzz")
 		if err != nil {
@@ -72,8 +123,14 @@ func FuzzParseUsage(f *testing.F) {
 			return
 		}
 		for key, p := range u.Pods {
-			if p.ActiveRatio < 0 || p.ActiveRatio > 1 || p.VRAMUsedP95 < 0 || p.GPUMemory < 0 || !strings.Contains(key, "/") {
+			if p.ActiveRatio < 0 || p.ActiveRatio > 1 || p.VRAMUsedP95 < 0 || p.GPUMemory < 0 || !strings.Contains(key, "/") ||
+				p.IdleHeldRatio < 0 || p.IdleHeldRatio > 1 || len(p.HourlyActivity) > int(u.Window.Hours())+1 {
 				t.Fatalf("accepted bad facts for %s: %+v", key, p)
+			}
+			for _, a := range p.HourlyActivity {
+				if !(a >= 0 && a <= 1) {
+					t.Fatalf("accepted hourly activity %v for %s", a, key)
+				}
 			}
 			if p.Model != nil {
 				if err := p.Model.Validate(); err != nil {

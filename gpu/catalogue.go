@@ -14,6 +14,9 @@ type Model struct {
 	// codes ("V100M16") and GPU feature discovery's product labels
 	// ("NVIDIA-A100-SXM4-80GB").
 	Aliases []string
+	// Product is the name NVML reports, as dcgm-exporter's modelName label
+	// shows it ("NVIDIA H100 80GB HBM3", "Tesla T4").
+	Product string
 	// Memory is the framebuffer of one GPU; 0 means unknown (the trace's
 	// undisclosed models G1, G2, G3).
 	Memory MiB

@@ -109,12 +109,16 @@ func TestPoliciesPickFeasibleGPUs(t *testing.T) {
 }
 
 func BenchmarkFitScore(b *testing.B) {
-	w := NewWorkload(nil, 1)
+	var ds []*Demand
+	for _, p := range []*cluster.Pod{makePod("a").milli(500).obj(), makePod("b").milli(250).obj(), makePod("c").whole(1).obj(), makePod("d").whole(8).obj(), makePod("e").obj()} {
+		ds = append(ds, demand(b, p))
+	}
+	w := NewWorkload(ds, 1)
 	for _, name := range []string{"fgd", DefaultPolicy, "bestfit"} {
 		b.Run(name, func(b *testing.B) {
 			p, _ := New(name, Options{Workload: w, MaxNodeCPU: 64000, MaxNodeGPUMilli: 8000})
 			n := makeNode("n").gpus("T4", 8, cluster.Fractional, 0).obj()
-			s := NewNodeState(n)
+			s := place(b, n, makePod("x").milli(300).obj(), makePod("y").milli(700).obj(), makePod("z").whole(2).obj())
 			d := demand(b, makePod("p").milli(300).obj())
 			b.ReportAllocs()
 			for b.Loop() {

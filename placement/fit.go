@@ -131,15 +131,27 @@ func shareOn(d *Demand, g *cluster.GPU, st *GPUState, index int) DeviceShare {
 	return ds
 }
 
-// nodeFits is the node-level part of Fit without reasons.
+// nodeFits is the node-level part of Fit without reasons: it holds exactly
+// when nodeReasons finds none, and allocates nothing, since it runs for
+// every node of every placement.
 func nodeFits(d *Demand, s *NodeState) bool {
 	n := s.Node
 	if n.Unschedulable || s.FreeCPU < d.CPU || s.FreeMemory < d.Memory {
 		return false
 	}
 	p := d.Pod
-	if len(p.NodeSelector) > 0 || len(p.RequiredAffinity) > 0 || len(n.Taints) > 0 {
-		return len(nodeReasons(d, s)) == 0
+	for k, v := range p.NodeSelector {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	if len(p.RequiredAffinity) > 0 && !matchesAnyTerm(p.RequiredAffinity, n.Labels) {
+		return false
+	}
+	for _, t := range n.Taints {
+		if t.Effect != cluster.PreferNoSchedule && !tolerated(p.Tolerations, t) {
+			return false
+		}
 	}
 	return true
 }

@@ -172,43 +172,19 @@ func Run(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg C
 			cfg.Progress(k, len(demands))
 		}
 		arrived += gpu.Milli(d.Devices) * d.PerGPUMilli
-		best, bestGPU, ties := -1, -1, 0
-		bestScore := math.Inf(-1)
-		for i, s := range states {
-			if !placement.Fits(d, s) {
-				continue
-			}
-			score, g := policy.Score(d, s)
-			switch {
-			case best < 0 || score > bestScore+1e-9:
-				best, bestGPU, bestScore, ties = i, g, score, 1
-			case score >= bestScore-1e-9:
-				ties++
-				if rng.IntN(ties) == 0 {
-					best, bestGPU = i, g
-				}
-			}
-		}
+		best, a := Place(d, states, policy, rng)
 		if best < 0 {
 			res.PodsFailed++
 			if d.Devices > 0 {
 				res.GPUPodsFailed++
 			}
 		} else {
-			s := states[best]
-			var a placement.Assignment
-			if bestGPU >= 0 {
-				a = placement.AssignmentOn(d, s, []int{bestGPU})
-			} else {
-				a, _ = placement.Fit(d, s)
-			}
 			for _, dev := range a.Devices {
 				allocated += dev.Milli
 			}
-			s.Assign(d, a)
 			res.PodsScheduled++
 			if observer != nil {
-				observer.Placed(d, s)
+				observer.Placed(d, states[best])
 			}
 		}
 		record()
@@ -229,6 +205,43 @@ func Run(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg C
 	}
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// Place puts one demand on the node where the policy scores highest among
+// those it fits (placement.Fits), breaking ties at random with rng, and
+// assigns it there. It returns the node's index in states and the
+// assignment, or -1 when the demand fits no node. The planner replays its
+// plans with it, so a plan is proven by the same step the simulator takes.
+func Place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, rng *rand.Rand) (int, placement.Assignment) {
+	best, bestGPU, ties := -1, -1, 0
+	bestScore := math.Inf(-1)
+	for i, s := range states {
+		if !placement.Fits(d, s) {
+			continue
+		}
+		score, g := policy.Score(d, s)
+		switch {
+		case best < 0 || score > bestScore+1e-9:
+			best, bestGPU, bestScore, ties = i, g, score, 1
+		case score >= bestScore-1e-9:
+			ties++
+			if rng.IntN(ties) == 0 {
+				best, bestGPU = i, g
+			}
+		}
+	}
+	if best < 0 {
+		return -1, placement.Assignment{}
+	}
+	s := states[best]
+	var a placement.Assignment
+	if bestGPU >= 0 {
+		a = placement.AssignmentOn(d, s, []int{bestGPU})
+	} else {
+		a, _ = placement.Fit(d, s)
+	}
+	s.Assign(d, a)
+	return best, a
 }
 
 // demandsOf prepares each pod's demand, sharing one Demand between pods of

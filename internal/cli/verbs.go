@@ -6,17 +6,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/internal/cli/diagnose"
+	"github.com/gpupack/gpupack/internal/cli/fakedcgm"
+	"github.com/gpupack/gpupack/internal/cli/plan"
+	"github.com/gpupack/gpupack/internal/cli/report"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
 	"github.com/gpupack/gpupack/internal/cli/snapshot"
 	"github.com/gpupack/gpupack/internal/cli/vram"
 )
 
-// verbs lists gpupack's commands, one line each.
+// verbs lists gpupack's commands, one line each, in the order of the
+// mission: measure, diagnose, plan, then the engine's own tools.
 func verbs(ctx context.Context) []*cobra.Command {
 	return []*cobra.Command{
-		simulate.NewCommand(ctx),
+		report.NewCommand(ctx),
 		diagnose.NewCommand(ctx),
-		vram.NewCommand(ctx),
+		plan.NewCommand(ctx),
 		snapshot.NewCommand(ctx),
+		simulate.NewCommand(ctx),
+		vram.NewCommand(ctx),
+		fakedcgm.NewCommand(ctx),
 	}
 }

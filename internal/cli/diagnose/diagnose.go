@@ -254,7 +254,7 @@ func schedulerLines(f diagnose.Finding, views map[string]schedulerView) []string
 func evidenceLines(f diagnose.Finding) []string {
 	ev := f.Evidence
 	var out []string
-	nodes := joinNames(ev.Nodes, ev.NodeCount)
+	nodes := diagnose.JoinNames(ev.Nodes, ev.NodeCount)
 	switch f.Cause {
 	case diagnose.Allocation:
 		h := ev.Holders
@@ -271,7 +271,7 @@ func evidenceLines(f diagnose.Finding) []string {
 				hs = append(hs, x.Pod)
 			}
 		}
-		out = append(out, "holders:  "+joinNames(hs, h.Pods))
+		out = append(out, "holders:  "+diagnose.JoinNames(hs, h.Pods))
 	case diagnose.Memory:
 		m := ev.Memory
 		line := fmt.Sprintf("evidence: needs %s per GPU (%s)", m.Need, m.Source)
@@ -290,7 +290,7 @@ func evidenceLines(f diagnose.Finding) []string {
 			if r.Message != r.Rule {
 				rule += " (" + r.Message + ")"
 			}
-			out = append(out, fmt.Sprintf("rule:     %s excludes %s", rule, joinNames(r.Excludes, r.ExcludesCount)))
+			out = append(out, fmt.Sprintf("rule:     %s excludes %s", rule, diagnose.JoinNames(r.Excludes, r.ExcludesCount)))
 		}
 	case diagnose.Application:
 		u := ev.Usage
@@ -307,11 +307,3 @@ func evidenceLines(f diagnose.Finding) []string {
 }
 
 func pct(r float64) string { return fmt.Sprintf("%.0f%%", 100*r) }
-
-func joinNames(names []string, total int) string {
-	s := strings.Join(names, ", ")
-	if total > len(names) {
-		s += fmt.Sprintf(" and %d more", total-len(names))
-	}
-	return s
-}

@@ -1,0 +1,44 @@
+# gpupack's build and test entry points. `make test` is the one command that
+# runs every test, on a fresh machine with only Go (and root for apt-get):
+# it installs what the tests need, builds the real Kubernetes components
+# once (cached outside the work tree), and runs the whole suite with the
+# end-to-end tiers required, so a missing component fails instead of
+# skipping.
+
+GO ?= go
+
+.PHONY: build test unit deps bins bench fuzz vet
+
+build:
+	$(GO) build -o bin/gpupack ./cmd/gpupack
+
+# Everything: unit, golden, fuzz seeds, the trace comparison, and the
+# end-to-end tiers against a real Prometheus and a real Kubernetes.
+test: deps bins vet
+	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" $(GO) test -count=1 -timeout 60m ./...
+
+# The fast tier: no external components, no 40-run comparison.
+unit:
+	$(GO) test -short ./...
+
+vet:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+deps:
+	bash hack/deps.sh
+
+bins:
+	bash hack/k8s-bins.sh
+
+bench:
+	$(GO) test -run XXX -bench . -benchmem -count 5 ./...
+
+# Short fuzzing of every parser.
+fuzz:
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTracePods$$' -fuzztime 30s
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTraceNodes$$' -fuzztime 30s
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseFile$$' -fuzztime 30s
+	$(GO) test ./gpu -run XXX -fuzz '^FuzzParsePrices$$' -fuzztime 30s
+	$(GO) test ./diagnose -run XXX -fuzz '^FuzzParseUsage$$' -fuzztime 30s
+	$(GO) test ./internal/fakedcgm -run XXX -fuzz '^FuzzParse$$' -fuzztime 30s

@@ -1,0 +1,131 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("output differs from %s (-want +got):\n%s", path, diff)
+	}
+}
+
+func defaults() options { return options{format: "table", reclaim: 0.8, headroom: 0.2} }
+
+func TestGolden(t *testing.T) {
+	cases := map[string]func(o *options){
+		"demo.table":     func(*options) {},
+		"demo.json":      func(o *options) { o.format = "json" },
+		"no-usage.table": func(o *options) { o.snapshot = "demo/cluster.yaml" },
+	}
+	for name, set := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := defaults()
+			set(&o)
+			var out bytes.Buffer
+			if err := run(context.Background(), &o, &out); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, name, out.Bytes())
+		})
+	}
+}
+
+// TestOutFiles checks every generated file against its golden copy, and
+// that the node labels name configs that exist.
+func TestOutFiles(t *testing.T) {
+	dir := t.TempDir()
+	o := defaults()
+	o.out = dir
+	o.window = "7d"
+	if err := run(context.Background(), &o, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{fileDevicePlugin, fileMIGParted, fileNodeLabels, fileRequests, fileSummary} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "out-"+name, b)
+	}
+	labels, _ := os.ReadFile(filepath.Join(dir, fileNodeLabels))
+	dp, _ := os.ReadFile(filepath.Join(dir, fileDevicePlugin))
+	mig, _ := os.ReadFile(filepath.Join(dir, fileMIGParted))
+	for _, line := range strings.Split(string(labels), "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "nvidia.com/device-plugin.config: "); ok && !strings.Contains(string(dp), "  "+v+": |") {
+			t.Errorf("node label names device plugin config %s, which the ConfigMap lacks", v)
+		}
+		if v, ok := strings.CutPrefix(line, "nvidia.com/mig.config: "); ok && !strings.Contains(string(mig), "  "+v+":") {
+			t.Errorf("node label names mig-parted config %s, which the config lacks", v)
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := map[string]struct {
+		set  func(o *options)
+		want string
+	}{
+		"prometheus":     {func(o *options) { o.prometheus = "http://prom:9090" }, "--prometheus is not yet wired"},
+		"window differs": {func(o *options) { o.window = "24h" }, "--window 24h, but demo/usage.yaml covers 168h0m0s"},
+		"bad window":     {func(o *options) { o.window = "a week" }, `--window "a week"`},
+		"bad reclaim":    {func(o *options) { o.reclaim = 80 }, "reclaim threshold 80"},
+		"bad usage": {func(o *options) {
+			o.usage = write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, idleHeldRatio: 2}]")
+		}, "u.yaml: pods[0]: idleHeldRatio: 2"},
+		"bad snapshot": {func(o *options) {
+			o.snapshot = write("c.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n}]")
+		}, "c.yaml: nodes[0]: cpu"},
+		"bad format": {func(o *options) { o.format = "xml" }, `--format "xml"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := defaults()
+			tc.set(&o)
+			err := run(context.Background(), &o, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDemoParses keeps the embedded demo valid on its own.
+func TestDemoParses(t *testing.T) {
+	if _, err := cluster.ParseFile(demoCluster, "demo/cluster.yaml", gpu.Default()); err != nil {
+		t.Fatal(err)
+	}
+}

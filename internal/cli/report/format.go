@@ -1,0 +1,219 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
+)
+
+func write(out io.Writer, r *usage.Report, format, source string, top int) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case "csv":
+		return writeCSV(out, r)
+	case "podusage":
+		return writePodUsage(out, r)
+	}
+	return writeTable(out, r, source, top)
+}
+
+func hours(s usage.Seconds) string { return strconv.FormatFloat(s.Hours(), 'f', 2, 64) }
+
+func amountHours(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return hours(usage.Seconds(a.Value))
+}
+
+func money(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return strconv.FormatFloat(a.Value, 'f', 2, 64)
+}
+
+func ratio(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return strconv.FormatFloat(a.Value*100, 'f', 1, 64) + "%"
+}
+
+func mib(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return strconv.FormatFloat(a.Value, 'f', 0, 64)
+}
+
+func idleOf(t usage.Totals) float64 {
+	if !t.IdleAllocatedGPUSeconds.Known {
+		return -1
+	}
+	return t.IdleAllocatedGPUSeconds.Value
+}
+
+func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
+	c := r.Cluster
+	cur := r.Currency
+	var b strings.Builder
+	fmt.Fprintf(&b, "GPU usage %s .. %s (step %gs), from %s\n\n", r.Start.Format("2006-01-02T15:04:05Z"), r.End.Format("2006-01-02T15:04:05Z"), float64(r.StepSecond), source)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "GPU-hours allocated\t%s\n", hours(c.AllocatedGPUSeconds))
+	fmt.Fprintf(tw, "GPU-hours active\t%s\t(%s of allocated; activity known for %s)\n", amountHours(c.ActiveGPUSeconds), ratio(div(c.ActiveGPUSeconds, float64(c.AllocatedGPUSeconds))), ratio(c.ActivityCoverage))
+	fmt.Fprintf(tw, "GPU-hours idle while allocated\t%s\n", amountHours(c.IdleAllocatedGPUSeconds))
+	fmt.Fprintf(tw, "GPU-hours unallocated\t%s\n", hours(c.UnallocatedGPUSeconds))
+	fmt.Fprintf(tw, "cost of allocation (%s)\t%s\n", cur, money(c.Cost))
+	fmt.Fprintf(tw, "cost of idle allocation (%s)\t%s\n", cur, money(c.IdleCost))
+	fmt.Fprintf(tw, "%s per allocated GPU-hour\t%s\n", cur, money(c.CostPerAllocatedGPUHour))
+	fmt.Fprintf(tw, "%s per active GPU-hour\t%s\n", cur, money(c.CostPerActiveGPUHour))
+	tw.Flush()
+
+	ns := append([]usage.GroupUsage(nil), r.Namespaces...)
+	sort.SliceStable(ns, func(i, j int) bool { return idleOf(ns[i].Totals) > idleOf(ns[j].Totals) })
+	fmt.Fprintf(&b, "\nWorst namespaces by idle-held GPU-hours\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "NAMESPACE\tPODS\tALLOCATED\tACTIVE\tIDLE-HELD\tIDLE COST %s\t%s/ACTIVE GPU-H\n", cur, cur)
+	for i, g := range ns {
+		if i == top {
+			break
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Name, g.Pods, hours(g.AllocatedGPUSeconds), amountHours(g.ActiveGPUSeconds), amountHours(g.IdleAllocatedGPUSeconds), money(g.IdleCost), money(g.CostPerActiveGPUHour))
+	}
+	tw.Flush()
+
+	pods := append([]usage.PodUsage(nil), r.Pods...)
+	sort.SliceStable(pods, func(i, j int) bool { return idleOf(pods[i].Totals) > idleOf(pods[j].Totals) })
+	fmt.Fprintf(&b, "\nWorst pods by idle-held GPU-hours\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "POD\tNODE\tALLOCATED\tACTIVE\tIDLE-HELD\tIDLE COST %s\tVRAM P95 MiB\tPATTERN\tEVIDENCE\tRECOMMENDATION\n", cur)
+	for i, p := range pods {
+		if i == top {
+			break
+		}
+		e := p.Pattern
+		evidence := fmt.Sprintf("mean %s p95 %s idle %s dram %s", ratio(e.MeanActivity), ratio(e.P95Activity), ratio(e.IdleRatio), ratio(e.DRAMActive))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Key(), p.Node, hours(p.AllocatedGPUSeconds), amountHours(p.ActiveGPUSeconds), amountHours(p.IdleAllocatedGPUSeconds), money(p.IdleCost), mib(p.VRAMUsedMiB.P95), e.Name, evidence, e.Recommendation)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(&b, "\nStart-up phases (seconds: scheduling, container start, to first GPU use, first use to ready) and application metrics\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "POD\tSCHEDULING\tCONTAINERS\tFIRST GPU USE\tAPP READY\tAPPLICATION\n")
+	for _, p := range r.Pods {
+		st := p.Startup
+		var apps []string
+		for _, a := range p.App {
+			apps = append(apps, fmt.Sprintf("%s mean %s, %s %s per million", a.Name, num(a.Mean), cur, money(a.CostPerMillion)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Key(), num(st.SchedulingSeconds), num(st.ContainerStartSeconds), num(st.ToFirstGPUUseSeconds), num(st.FirstUseToReadySeconds), strings.Join(apps, "; "))
+	}
+	tw.Flush()
+
+	q := r.Quality
+	fmt.Fprintf(&b, "\nData: %d samples, coverage %s, %d NaN, %d gaps, %d counter resets; activity from", q.Samples, ratio(q.Coverage), q.NaNSamples, q.Gaps, q.CounterResets)
+	for _, src := range sortedSources(q.ActivitySources) {
+		fmt.Fprintf(&b, " %s (%d devices)", src, q.ActivitySources[src])
+	}
+	b.WriteString("\n")
+	for _, m := range q.MissingMetrics {
+		fmt.Fprintf(&b, "missing %s: %s\n", m.Metric, m.Consequence)
+	}
+	for _, w := range q.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+func num(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return strconv.FormatFloat(a.Value, 'f', 0, 64)
+}
+
+func div(a usage.Amount, by float64) usage.Amount {
+	if !a.Known || by == 0 {
+		return usage.Unknown
+	}
+	return usage.Known(a.Value / by)
+}
+
+func sortedSources(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// writeCSV writes one row per pod; unknown figures are empty cells.
+func writeCSV(out io.Writer, r *usage.Report) error {
+	w := csv.NewWriter(out)
+	cell := func(a usage.Amount) string {
+		if !a.Known {
+			return ""
+		}
+		return strconv.FormatFloat(a.Value, 'f', -1, 64)
+	}
+	_ = w.Write([]string{"namespace", "pod", "node", "allocated_gpu_seconds", "active_gpu_seconds", "idle_allocated_gpu_seconds", "activity_coverage_ratio",
+		"cost", "idle_cost", "cost_per_active_gpu_hour", "currency", "vram_used_p50_mib", "vram_used_p95_mib", "vram_used_max_mib", "dram_active_ratio", "power_watts", "energy_joules", "pattern", "activity_sources"})
+	for _, p := range r.Pods {
+		_ = w.Write([]string{p.Namespace, p.Pod, p.Node, strconv.FormatFloat(float64(p.AllocatedGPUSeconds), 'f', -1, 64), cell(p.ActiveGPUSeconds), cell(p.IdleAllocatedGPUSeconds), cell(p.ActivityCoverage),
+			cell(p.Cost), cell(p.IdleCost), cell(p.CostPerActiveGPUHour), r.Currency, cell(p.VRAMUsedMiB.P50), cell(p.VRAMUsedMiB.P95), cell(p.VRAMUsedMiB.Max), cell(p.DRAMActive), cell(p.PowerWatts), cell(p.EnergyJoules), string(p.Pattern.Name), strings.Join(p.ActivitySources, " ")})
+	}
+	w.Flush()
+	return w.Error()
+}
+
+// diagnosePatterns are the usage patterns that diagnose understands.
+var diagnosePatterns = map[usage.PatternName]bool{
+	usage.IdleHeld: true, usage.Bursty: true, usage.FlatLow: true, usage.MemoryBound: true, usage.Busy: true,
+}
+
+// writePodUsage writes the measured pods as diagnose's usage side file, so
+// that `gpupack diagnose --usage FILE` can tell idle holders from busy ones.
+func writePodUsage(out io.Writer, r *usage.Report) error {
+	f := diagnose.UsageFile{APIVersion: diagnose.UsageAPIVersion, Kind: diagnose.UsageKind, Window: r.End.Sub(r.Start).String()}
+	for _, p := range r.Pods {
+		e := diagnose.UsageFilePod{Pod: p.Key()}
+		if m := p.Pattern.MeanActivity; m.Known {
+			v := m.Value
+			e.Activity = &v
+		}
+		if diagnosePatterns[p.Pattern.Name] {
+			e.Pattern = string(p.Pattern.Name)
+		}
+		if v := p.VRAMUsedMiB.P95; v.Known && v.Value >= 1 {
+			e.VRAMUsedP95 = cluster.FormatMemory(gpu.MiB(v.Value))
+		}
+		if e.Activity == nil && e.VRAMUsedP95 == "" {
+			continue
+		}
+		f.Pods = append(f.Pods, e)
+	}
+	b, err := yaml.Marshal(f)
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(b)
+	return err
+}

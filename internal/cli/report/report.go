@@ -1,0 +1,199 @@
+// Package report is the `gpupack report` verb: GPU-seconds allocated next
+// to GPU-seconds active, idle cost and cost per active GPU-hour, from a
+// Prometheus that scrapes dcgm-exporter or from the embedded demo, and
+// optionally the same figures served as Prometheus metrics (--serve).
+//
+// It only wires flags, sources and formats; the accounting is usage's.
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/promsource"
+	"github.com/gpupack/gpupack/usage"
+)
+
+type options struct {
+	prometheus string
+	window     time.Duration
+	step       time.Duration
+	end        string
+	prices     string
+	format     string
+	demo       bool
+	top        int
+	app        []string
+	serve      string
+}
+
+// maxPoints is the most points Prometheus returns per series of a range query.
+const maxPoints = 11000
+
+// demoStart is where the demo's day begins, fixed so that outputs are stable.
+var demoStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// NewCommand returns the report command.
+func NewCommand(ctx context.Context) *cobra.Command {
+	opts := &options{}
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "GPU-seconds allocated vs active, idle cost and cost per active GPU-hour",
+		Long: `report accounts every GPU, MIG slice, pod, namespace and node over a window:
+GPU-seconds allocated, active and idle while allocated, VRAM, power, cost per
+allocated and per active GPU-hour, start-up phases and a usage pattern per pod.
+
+With --prometheus it reads dcgm-exporter's DCGM_FI_* series (and
+kube-state-metrics' pod times where present) with query_range; without it,
+it runs on an embedded one-day demo scenario in-process.
+
+With --serve ADDR it also serves the figures as Prometheus counters on
+ADDR/metrics (gpupack_gpu_allocated_seconds_total, ..._active_seconds_total,
+..._idle_allocated_seconds_total, ..._unallocated_seconds_total and
+gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
+		Example: `  gpupack report --demo
+  gpupack report --prometheus http://prometheus:9090 --window 24h --format json
+  gpupack report --prometheus http://prometheus:9090 --app-metric tokens='sum by (namespace, pod) (rate(vllm:generation_tokens_total[5m]))'
+  gpupack report --prometheus http://prometheus:9090 --serve :9401`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(ctx, opts, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.prometheus, "prometheus", "", "Prometheus URL; empty runs the embedded demo")
+	f.DurationVar(&opts.window, "window", 24*time.Hour, "length of the window accounted, ending at --end")
+	f.DurationVar(&opts.step, "step", 30*time.Second, "query step; each sample stands for one step")
+	f.StringVar(&opts.end, "end", "", "end of the window, RFC 3339; default now (the demo's end for --demo)")
+	f.StringVar(&opts.prices, "prices", "", "price file (YAML: currency, prices per model, nodeRules per node label)")
+	f.StringVar(&opts.format, "format", "table", "output format: table, json, csv, or podusage (the usage file of gpupack diagnose --usage)")
+	f.BoolVar(&opts.demo, "demo", false, "run on the embedded demo scenario (the default without --prometheus)")
+	f.IntVar(&opts.top, "top", 10, "number of worst offenders listed per namespace and per pod")
+	f.StringArrayVar(&opts.app, "app-metric", nil, "NAME=PROMQL application metric shown beside the pods it names (repeatable)")
+	f.StringVar(&opts.serve, "serve", "", "also serve the figures as Prometheus metrics on this address until interrupted")
+	return cmd
+}
+
+func run(ctx context.Context, opts *options, out io.Writer) error {
+	if opts.demo && opts.prometheus != "" {
+		return errors.New("--demo and --prometheus exclude each other; drop one")
+	}
+	if err := clio.CheckFormat(opts.format, "table", "json", "csv", "podusage"); err != nil {
+		return err
+	}
+	if opts.window <= 0 || opts.step <= 0 || opts.step > opts.window {
+		return fmt.Errorf("--window %s and --step %s: want a positive step no longer than the window", opts.window, opts.step)
+	}
+	if points := int64(opts.window / opts.step); opts.prometheus != "" && points > maxPoints {
+		return fmt.Errorf("--window %s at --step %s is %d points per series, more than Prometheus' %d; use --step %s or more", opts.window, opts.step, points, maxPoints, (opts.window/maxPoints).Round(time.Second)+time.Second)
+	}
+	pricing, err := loadPricing(opts.prices)
+	if err != nil {
+		return err
+	}
+	apps := map[string]string{}
+	for _, a := range opts.app {
+		name, query, ok := strings.Cut(a, "=")
+		if !ok || name == "" || query == "" {
+			return fmt.Errorf("--app-metric %q: want NAME=PROMQL, e.g. tokens='sum by (namespace, pod) (rate(tokens_total[5m]))'", a)
+		}
+		apps[name] = query
+	}
+	end := time.Now().UTC().Truncate(opts.step)
+	source := "demo scenario (embedded)"
+	if opts.prometheus == "" {
+		end = demoStart.Add(opts.window)
+	} else {
+		source = "Prometheus " + opts.prometheus
+	}
+	if opts.end != "" {
+		if end, err = time.Parse(time.RFC3339, opts.end); err != nil {
+			return fmt.Errorf("--end %q: %v; write a time such as 2026-01-05T00:00:00Z", opts.end, err)
+		}
+	}
+	account := func(w usage.Window) (*usage.Report, error) {
+		in := usage.Input{Window: w, Pricing: pricing}
+		if opts.prometheus == "" {
+			s := fakedcgm.Demo(gpu.Default())
+			in.Series, in.App, in.Pods = s.Series(demoStart, w), s.AppSeries(demoStart, w), s.Events(demoStart)
+		} else {
+			src, err := promsource.New(opts.prometheus)
+			if err != nil {
+				return nil, err
+			}
+			d, err := src.Load(ctx, w, apps)
+			if err != nil {
+				return nil, err
+			}
+			in.Series, in.App, in.Pods = d.Series, d.App, d.Pods
+			in.Pricing.NodeLabels = d.NodeLabels
+		}
+		return usage.Account(in)
+	}
+	w := usage.Window{Start: end.Add(-opts.window), End: end, Step: opts.step}
+	r, err := account(w)
+	if err != nil {
+		return err
+	}
+	if err := write(out, r, opts.format, source, opts.top); err != nil {
+		return err
+	}
+	if opts.serve == "" {
+		return nil
+	}
+	// Counters from the window's start to each scrape; the demo's are fixed.
+	latest := func() (*usage.Report, error) {
+		if opts.prometheus == "" {
+			return r, nil
+		}
+		now := time.Now().UTC().Truncate(opts.step)
+		if !now.After(w.Start) {
+			return r, nil
+		}
+		return account(usage.Window{Start: w.Start, End: now, Step: opts.step})
+	}
+	return serve(ctx, opts.serve, latest)
+}
+
+func serve(ctx context.Context, addr string, latest func() (*usage.Report, error)) error {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&collector{latest: latest})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--serve %s: %v; pick a free address such as 127.0.0.1:9401", addr, err)
+	}
+	fmt.Fprintf(os.Stderr, "serving gpupack metrics on http://%s/metrics\n", ln.Addr())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	err = srv.Serve(ln)
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,97 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSimulateJSONAndCurve(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
+		policies: []string{"gpupack", "fgd", "bestfit"}, seed: 2, inflation: 1.3, format: "json", out: out}
+	if err := run(context.Background(), o, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want one JSON object per policy, got %d lines:\n%s", len(lines), stdout.String())
+	}
+	required := []string{"policy", "seed", "inflation", "nodes", "gpus", "pods_arrived", "pods_scheduled", "pods_failed",
+		"gpu_milli_capacity", "gpu_milli_allocated", "gpu_alloc_ratio", "gpu_alloc_ratio_at_full", "frag_gpu_milli", "wall_seconds"}
+	for i, line := range lines {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("line %d is not JSON: %v", i, err)
+		}
+		for _, k := range required {
+			if _, ok := obj[k]; !ok {
+				t.Errorf("line %d lacks %q", i, k)
+			}
+		}
+		if obj["policy"] != o.policies[i] {
+			t.Errorf("line %d is policy %v, want %s", i, obj["policy"], o.policies[i])
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "curve.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	if rows[0] != "policy,seed,arrived_ratio,gpu_alloc_ratio" || len(rows) < 3*100 {
+		t.Errorf("curve.csv: header %q, %d rows; want a header and at least 100 points per policy", rows[0], len(rows))
+	}
+	svg, err := os.ReadFile(filepath.Join(out, "curve.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(svg), "<polyline"); n != 3 || !strings.HasSuffix(strings.TrimSpace(string(svg)), "</svg>") {
+		t.Errorf("curve.svg has %d curves, want 3, and must be complete", n)
+	}
+}
+
+func TestSimulateTable(t *testing.T) {
+	var stdout bytes.Buffer
+	o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
+		policies: []string{"fgd"}, seed: 1, inflation: 1.3, format: "table"}
+	if err := run(context.Background(), o, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestSimulateBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	os.WriteFile(bad, []byte("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,2000\n"), 0o644)
+	cpuOnly := filepath.Join(dir, "cpu.csv")
+	os.WriteFile(cpuOnly, []byte("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,0,0\n"), 0o644)
+	cases := map[string]struct {
+		o    options
+		want string
+	}{
+		"unknown policy": {options{policies: []string{"best"}, format: "table"}, "unknown policy \"best\""},
+		"bad format":     {options{policies: []string{"fgd"}, format: "xml"}, "--format"},
+		"missing file":   {options{nodes: "/no/such.csv", pods: "openb:default", policies: []string{"fgd"}, format: "table", inflation: 1.3}, "cannot open /no/such.csv"},
+		"bad row":        {options{nodes: "openb:gpu_node", pods: bad, policies: []string{"fgd"}, format: "table", inflation: 1.3}, "bad.csv:2: column gpu_milli"},
+		"cannot fill":    {options{nodes: "openb:gpu_node", pods: cpuOnly, policies: []string{"fgd"}, format: "table", inflation: 1.3}, "asks for no GPU"},
+		"bad inflation":  {options{nodes: "openb:gpu_node", pods: "openb:default", policies: []string{"fgd"}, format: "table", inflation: -2}, "inflation"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := run(context.Background(), &tc.o, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpupack/gpupack/internal/cli"
+	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// scenario: pods hold their devices from 4s to 36s, with patterns whose
+// changes fall on whole seconds, so that a 1 s scrape sees every phase.
+const scenario = `duration: 40s
+nodes:
+  - {name: e2e-a, model: H100-80GB, gpus: 3, mig: {"2": [3g.40gb, 4g.40gb]}}
+  - {name: e2e-b, model: L4, gpus: 2}
+pods:
+  - {namespace: train, name: busy, node: e2e-a, gpu: 0, from: 4s, to: 36s, memoryMiB: 60000, activity: {pattern: constant, level: 0.9}}
+  - {namespace: serve, name: bursty, node: e2e-a, gpu: 1, from: 4s, to: 36s, memoryMiB: 20000, activity: {pattern: square, level: 0.8, low: 0, on: 1s, off: 3s}}
+  - {namespace: train, name: mig-3g, node: e2e-a, gpu: 2, slice: 0, from: 4s, to: 36s, memoryMiB: 30000, activity: {pattern: constant, level: 0.5}}
+  - {namespace: serve, name: ts-1, node: e2e-b, gpu: 0, from: 4s, to: 36s, memoryMiB: 4000, activity: {pattern: constant, level: 0.2}}
+  - {namespace: serve, name: ts-2, node: e2e-b, gpu: 0, from: 4s, to: 36s, memoryMiB: 4000, activity: {pattern: constant, level: 0.2}}
+  - {namespace: lab, name: notebook, node: e2e-b, gpu: 1, from: 4s, to: 36s, memoryMiB: 900, activity: {pattern: constant, level: 0.02}}
+`
+
+// TestReportMatchesTruth runs Prometheus (1 s scrapes) against fake-dcgm
+// for the scenario, then requires the report from Prometheus to match the
+// simulator's ground truth within 2% per pod.
+func TestReportMatchesTruth(t *testing.T) {
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if os.Getenv("GPUPACK_E2E") == "1" {
+			t.Fatal("GPUPACK_E2E=1 but the prometheus binary is not on PATH; apt-get install -y prometheus")
+		}
+		t.Skip("prometheus not installed (apt-get install -y prometheus); set GPUPACK_E2E=1 to make this a failure")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	dcgmAddr, promAddr := freeAddr(t), freeAddr(t)
+
+	config := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: dcgm\n    honor_labels: true\n    static_configs: [{targets: [%q]}]\n", dcgmAddr)
+	write(t, filepath.Join(dir, "prometheus.yml"), config)
+	prom := exec.CommandContext(ctx, promBin,
+		"--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+promAddr)
+	var promLog bytes.Buffer
+	prom.Stdout, prom.Stderr = &promLog, &promLog
+	if err := prom.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = prom.Process.Kill()
+		_ = prom.Wait()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", promLog.String())
+		}
+	}()
+	promURL := "http://" + promAddr
+	waitReady(t, ctx, promURL+"/-/ready")
+	// Prometheus hands targets to its scrape loops a few seconds after it
+	// is ready; start the scenario's clock only once it scrapes.
+	waitScraping(t, ctx, promURL)
+
+	write(t, filepath.Join(dir, "scenario.yaml"), scenario)
+	truthPath := filepath.Join(dir, "truth.json")
+	fakeCtx, stopFake := context.WithCancel(ctx)
+	fakeDone := make(chan error, 1)
+	go func() {
+		root := cli.NewRoot(fakeCtx)
+		root.SetArgs([]string{"fake-dcgm", "--scenario", filepath.Join(dir, "scenario.yaml"), "--listen", dcgmAddr, "--truth", truthPath})
+		fakeDone <- root.ExecuteContext(fakeCtx)
+	}()
+	defer func() {
+		stopFake()
+		if err := <-fakeDone; err != nil {
+			t.Errorf("fake-dcgm: %v", err)
+		}
+	}()
+
+	// The truth file appears when the scenario's 40 s are over.
+	var truth fakedcgm.Truth
+	for {
+		if b, err := os.ReadFile(truthPath); err == nil && json.Unmarshal(b, &truth) == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the scenario did not end in time")
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	// Let Prometheus scrape the end, then query a window around the run.
+	time.Sleep(3 * time.Second)
+	start := truth.Start.Truncate(time.Second)
+	end := truth.End.Truncate(time.Second).Add(3 * time.Second)
+	var out bytes.Buffer
+	root := cli.NewRoot(ctx)
+	root.SetOut(&out)
+	root.SetArgs([]string{"report", "--prometheus", promURL, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var r usage.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("report JSON: %v\n%s", err, out.String())
+	}
+	t.Logf("quality: samples %d, gaps %d, NaN %d, out of window %d; window %s..%s; truth %s..%s", r.Quality.Samples, r.Quality.Gaps, r.Quality.NaNSamples, r.Quality.OutOfWindow, start, end, truth.Start, truth.End)
+	if os.Getenv("GPUPACK_E2E_DEBUG") != "" {
+		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(`DCGM_FI_DEV_FB_USED{Hostname="e2e-a",gpu="0"}[2m]`) + "&time=" + fmt.Sprint(end.Unix()))
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Logf("raw samples: %s", b)
+		}
+	}
+	if len(truth.Pods) != 6 {
+		t.Fatalf("truth has %d pods, want 6", len(truth.Pods))
+	}
+	for _, pt := range truth.Pods {
+		got, ok := r.Pod(pt.Namespace, pt.Pod)
+		if !ok {
+			t.Errorf("%s/%s: missing from the report", pt.Namespace, pt.Pod)
+			continue
+		}
+		check(t, pt.Namespace+"/"+pt.Pod+" allocated", float64(got.AllocatedGPUSeconds), float64(pt.AllocatedGPUSeconds))
+		if !got.ActiveGPUSeconds.Known {
+			t.Errorf("%s/%s: active GPU-seconds unknown", pt.Namespace, pt.Pod)
+			continue
+		}
+		check(t, pt.Namespace+"/"+pt.Pod+" active", got.ActiveGPUSeconds.Value, float64(pt.ActiveGPUSeconds))
+	}
+}
+
+// check allows 2% of the truth; 0.05 GPU-seconds absolute covers the
+// rounding of near-zero figures such as an idle notebook's activity.
+func check(t *testing.T, what string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 0.02*want+0.05 {
+		t.Errorf("%s: got %.3f GPU-seconds, truth %.3f (off by %.1f%%)", what, got, want, 100*math.Abs(got-want)/want)
+	} else {
+		t.Logf("%s: got %.3f, truth %.3f", what, got, want)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitScraping(t *testing.T, ctx context.Context, promURL string) {
+	t.Helper()
+	for {
+		var targets struct {
+			Data struct {
+				ActiveTargets []struct {
+					LastScrape time.Time `json:"lastScrape"`
+				} `json:"activeTargets"`
+			} `json:"data"`
+		}
+		if resp, err := http.Get(promURL + "/api/v1/targets"); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&targets)
+			resp.Body.Close()
+			if err == nil && len(targets.Data.ActiveTargets) > 0 && targets.Data.ActiveTargets[0].LastScrape.Year() > 2000 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("Prometheus did not start scraping")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func waitReady(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	for {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s did not become ready", url)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,355 @@
+package fakedcgm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// Scenario is a scripted cluster of GPU nodes and pods. In YAML:
+//
+//	duration: 60s
+//	nodes:
+//	  - name: gpu-a
+//	    model: H100-80GB        # a catalogue model or alias
+//	    gpus: 2
+//	    mig:                    # optional: MIG layout per GPU index
+//	      "1": [3g.40gb, 3g.40gb]
+//	pods:
+//	  - namespace: ml
+//	    name: train-0
+//	    node: gpu-a
+//	    gpu: 0                  # GPU index on the node
+//	    slice: 1                # optional: index into that GPU's MIG list
+//	    from: 5s                # optional, default 0s
+//	    to: 55s                 # optional, default duration
+//	    memoryMiB: 30000
+//	    dram: 0.2               # DRAM activity ratio while held
+//	    activity: {pattern: square, level: 0.9, low: 0, on: 1s, off: 3s}
+//	    startup: {created: -30s, scheduled: -25s, containersReady: -5s, ready: 20s}
+//
+// Times are offsets from the scenario's start; startup times are offsets
+// from the pod's from. Patterns: constant (level), idle (0), square (level
+// for on, then low for off, repeating).
+type Scenario struct {
+	Duration Duration `yaml:"duration"`
+	Nodes    []Node   `yaml:"nodes"`
+	Pods     []Pod    `yaml:"pods"`
+
+	models map[string]*gpu.Model
+}
+
+// Node is a scripted GPU node.
+type Node struct {
+	Name  string              `yaml:"name"`
+	Model string              `yaml:"model"`
+	GPUs  int                 `yaml:"gpus"`
+	MIG   map[string][]string `yaml:"mig"`
+}
+
+// Pod is a scripted pod holding one GPU or MIG slice.
+type Pod struct {
+	Namespace string   `yaml:"namespace"`
+	Name      string   `yaml:"name"`
+	Container string   `yaml:"container"`
+	Node      string   `yaml:"node"`
+	GPU       int      `yaml:"gpu"`
+	Slice     *int     `yaml:"slice"`
+	From      Duration `yaml:"from"`
+	To        Duration `yaml:"to"`
+	MemoryMiB float64  `yaml:"memoryMiB"`
+	DRAM      float64  `yaml:"dram"`
+	Activity  Activity `yaml:"activity"`
+	Startup   Startup  `yaml:"startup"`
+	App       *App     `yaml:"app"`
+}
+
+// App scripts an application metric proportional to the pod's activity,
+// such as tokens per second, for the in-process demo.
+type App struct {
+	Name            string  `yaml:"name"`
+	PerActiveSecond float64 `yaml:"perActiveSecond"`
+}
+
+// Activity is a pod's activity pattern, ratios 0..1.
+type Activity struct {
+	Pattern string   `yaml:"pattern"`
+	Level   float64  `yaml:"level"`
+	Low     float64  `yaml:"low"`
+	On      Duration `yaml:"on"`
+	Off     Duration `yaml:"off"`
+}
+
+// Startup holds a pod's Kubernetes life-cycle times relative to its from;
+// nil means not scripted.
+type Startup struct {
+	Created         *Duration `yaml:"created"`
+	Scheduled       *Duration `yaml:"scheduled"`
+	ContainersReady *Duration `yaml:"containersReady"`
+	Ready           *Duration `yaml:"ready"`
+}
+
+// Duration is a time.Duration written as "90s" or "1h30m" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: %q is not a duration; write one such as 30s, 5m or 1h30m", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D is the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Parse reads and validates a scenario. source names the file in errors,
+// which say the line, the field path and what to do.
+func Parse(data []byte, source string, c *gpu.Catalogue) (*Scenario, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%s: %v; the scenario must be YAML", source, cleanYAMLError(err))
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil, fmt.Errorf("%s: empty scenario; give at least duration, nodes and pods", source)
+	}
+	var s Scenario
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %v; see the fields in `gpupack fake-dcgm --help`", source, cleanYAMLError(err))
+	}
+	v := validator{source: source, root: root.Content[0]}
+	s.validate(&v, c)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	return &s, nil
+}
+
+func cleanYAMLError(err error) string {
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+type validator struct {
+	source string
+	root   *yaml.Node
+	errs   []error
+}
+
+// fail records an error at the field path, e.g. ("pods", 2, "node").
+func (v *validator) fail(path []any, format string, args ...any) {
+	if len(v.errs) >= 20 {
+		return
+	}
+	line := v.line(path)
+	var b strings.Builder
+	for i, p := range path {
+		switch p := p.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", p)
+		default:
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			fmt.Fprint(&b, p)
+		}
+	}
+	v.errs = append(v.errs, fmt.Errorf("%s:%d: %s: %s", v.source, line, b.String(), fmt.Sprintf(format, args...)))
+}
+
+// line finds the line of the deepest node on path that exists.
+func (v *validator) line(path []any) int {
+	n := v.root
+	line := n.Line
+	for _, p := range path {
+		var next *yaml.Node
+		switch p := p.(type) {
+		case int:
+			if n.Kind == yaml.SequenceNode && p < len(n.Content) {
+				next = n.Content[p]
+			}
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == p {
+						next = n.Content[i+1]
+						line = n.Content[i].Line
+						break
+					}
+				}
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+		line = n.Line
+	}
+	return line
+}
+
+func path(p ...any) []any { return p }
+
+func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
+	if s.Duration <= 0 {
+		v.fail(path("duration"), "want a positive duration such as 60s or 24h")
+	}
+	if len(s.Nodes) == 0 {
+		v.fail(path("nodes"), "no nodes; add at least one node with name, model and gpus")
+	}
+	s.models = map[string]*gpu.Model{}
+	for i, n := range s.Nodes {
+		if n.Name == "" {
+			v.fail(path("nodes", i, "name"), "missing; give each node a name")
+		}
+		if _, dup := s.models[n.Name]; dup {
+			v.fail(path("nodes", i, "name"), "node %q is listed twice; give each node its own name", n.Name)
+		}
+		m, err := c.Resolve(n.Model)
+		if err != nil {
+			v.fail(path("nodes", i, "model"), "%v", err)
+		}
+		s.models[n.Name] = m
+		if n.GPUs < 1 || n.GPUs > 64 {
+			v.fail(path("nodes", i, "gpus"), "%d GPUs; want 1..64", n.GPUs)
+		}
+		for idx, profiles := range n.MIG {
+			gi, err := strconv.Atoi(idx)
+			if err != nil || gi < 0 || gi >= n.GPUs {
+				v.fail(path("nodes", i, "mig", idx), "%q is not a GPU index of this node (0..%d)", idx, n.GPUs-1)
+				continue
+			}
+			if m == nil {
+				continue
+			}
+			if m.MIG == nil {
+				v.fail(path("nodes", i, "mig", idx), "%s does not support MIG; remove the mig entry or use an A100, H100, H200 or A30", m.Name)
+				continue
+			}
+			if _, err := m.MIG.Fit(profiles); err != nil {
+				v.fail(path("nodes", i, "mig", idx), "%v; valid profiles: %s", err, strings.Join(m.MIG.ProfileNames(), ", "))
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range s.Pods {
+		at := func(f string) []any { return path("pods", i, f) }
+		if p.Name == "" || p.Namespace == "" {
+			v.fail(path("pods", i), "give the pod a namespace and a name")
+		}
+		if seen[p.Namespace+"/"+p.Name] {
+			v.fail(at("name"), "pod %s/%s is listed twice; one entry per pod", p.Namespace, p.Name)
+		}
+		seen[p.Namespace+"/"+p.Name] = true
+		if p.From < 0 {
+			v.fail(at("from"), "negative start; want 0s or later")
+		}
+		if p.To != 0 && p.To <= p.From {
+			v.fail(at("to"), "ends at %s, not after its start %s", p.To.D(), p.From.D())
+		}
+		if p.To > s.Duration {
+			v.fail(at("to"), "ends at %s, after the scenario's duration %s", p.To.D(), s.Duration.D())
+		}
+		if p.MemoryMiB < 0 || math.IsNaN(p.MemoryMiB) {
+			v.fail(at("memoryMiB"), "want MiB of framebuffer, 0 or more")
+		}
+		if p.DRAM < 0 || p.DRAM > 1 || math.IsNaN(p.DRAM) {
+			v.fail(at("dram"), "%v is not a ratio; want 0..1", p.DRAM)
+		}
+		if p.App != nil && (p.App.Name == "" || p.App.PerActiveSecond < 0 || math.IsNaN(p.App.PerActiveSecond)) {
+			v.fail(at("app"), "give the application metric a name and a non-negative perActiveSecond")
+		}
+		a := p.Activity
+		switch a.Pattern {
+		case "constant", "idle":
+		case "square":
+			if a.On <= 0 || a.Off <= 0 {
+				v.fail(path("pods", i, "activity", "on"), "a square pattern needs positive on and off durations")
+			}
+		default:
+			v.fail(path("pods", i, "activity", "pattern"), "unknown pattern %q; want constant, idle or square", a.Pattern)
+		}
+		for _, r := range []struct {
+			name string
+			v    float64
+		}{{"level", a.Level}, {"low", a.Low}} {
+			if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
+				v.fail(path("pods", i, "activity", r.name), "%v is not a ratio; want 0..1", r.v)
+			}
+		}
+		node, ok := s.node(p.Node)
+		if !ok {
+			v.fail(at("node"), "node %q is not defined; define it under nodes or fix the name", p.Node)
+			continue
+		}
+		if p.GPU < 0 || p.GPU >= node.GPUs {
+			v.fail(at("gpu"), "GPU %d does not exist on %s (0..%d)", p.GPU, node.Name, node.GPUs-1)
+			continue
+		}
+		slices := node.MIG[strconv.Itoa(p.GPU)]
+		switch {
+		case p.Slice == nil && len(slices) > 0:
+			v.fail(at("gpu"), "GPU %d of %s is MIG-partitioned; name the slice (0..%d)", p.GPU, node.Name, len(slices)-1)
+		case p.Slice != nil && (*p.Slice < 0 || *p.Slice >= len(slices)):
+			v.fail(at("slice"), "slice %d does not exist on GPU %d of %s, which has %d MIG slices", *p.Slice, p.GPU, node.Name, len(slices))
+		}
+	}
+	if len(v.errs) > 0 {
+		return
+	}
+	for i := range s.Pods {
+		if s.Pods[i].To == 0 {
+			s.Pods[i].To = s.Duration
+		}
+	}
+}
+
+func (s *Scenario) node(name string) (*Node, bool) {
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == name {
+			return &s.Nodes[i], true
+		}
+	}
+	return nil, false
+}
+
+// level is the pod's activity at t seconds after its from.
+func (a Activity) level(t time.Duration) float64 {
+	switch a.Pattern {
+	case "constant":
+		return a.Level
+	case "square":
+		if t%(a.On.D()+a.Off.D()) < a.On.D() {
+			return a.Level
+		}
+		return a.Low
+	}
+	return 0
+}
+
+// integral is the activity integrated over [0, t) in seconds.
+func (a Activity) integral(t time.Duration) float64 {
+	switch a.Pattern {
+	case "constant":
+		return a.Level * t.Seconds()
+	case "square":
+		period := a.On.D() + a.Off.D()
+		cycles := t / period
+		rest := t % period
+		on := time.Duration(cycles)*a.On.D() + min(rest, a.On.D())
+		return a.Level*on.Seconds() + a.Low*(t-on).Seconds()
+	}
+	return 0
+}

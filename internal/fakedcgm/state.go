@@ -1,0 +1,241 @@
+package fakedcgm
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpupack/gpupack/usage"
+)
+
+// reading is one device's values at a moment, with its holders.
+type reading struct {
+	device   usage.Device
+	holders  []*Pod
+	activity float64 // ratio 0..1 of the whole device
+	fbUsed   float64 // MiB
+	fbFree   float64 // MiB
+	dram     float64 // ratio 0..1
+	powerW   float64
+	energyMJ float64 // since "boot", the scenario's start
+}
+
+// Power model: idle draw plus a share of the headroom by activity.
+const (
+	idleWatts = 60.0
+	peakWatts = 400.0
+)
+
+// devices lists every GPU and MIG slice in a stable order.
+func (s *Scenario) devices() []usage.Device {
+	var out []usage.Device
+	for ni, n := range s.Nodes {
+		m := s.models[n.Name]
+		for g := 0; g < n.GPUs; g++ {
+			base := usage.Device{
+				Node:  n.Name,
+				GPU:   strconv.Itoa(g),
+				UUID:  fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", ni+1, g+1),
+				Model: m.Product,
+			}
+			slices := n.MIG[strconv.Itoa(g)]
+			if len(slices) == 0 {
+				out = append(out, base)
+				continue
+			}
+			for si, p := range slices {
+				d := base
+				d.MIGProfile = p
+				d.MIGInstance = strconv.Itoa(si + 1)
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// memory is the framebuffer of a device in MiB.
+func (s *Scenario) memory(d usage.Device) float64 {
+	m := s.models[d.Node]
+	if d.MIGProfile != "" && m.MIG != nil {
+		if p, ok := m.MIG.Profile(d.MIGProfile); ok {
+			return float64(p.Memory)
+		}
+	}
+	return float64(m.Memory)
+}
+
+// holds reports whether the pod holds device d at t.
+func (s *Scenario) holds(p *Pod, d usage.Device, t time.Duration) bool {
+	if p.Node != d.Node || strconv.Itoa(p.GPU) != d.GPU || t < p.From.D() || t >= p.To.D() {
+		return false
+	}
+	if p.Slice == nil {
+		return d.MIGInstance == ""
+	}
+	return d.MIGInstance == strconv.Itoa(*p.Slice+1)
+}
+
+// at is the state of every device t after the scenario's start.
+func (s *Scenario) at(t time.Duration) []reading {
+	devs := s.devices()
+	out := make([]reading, len(devs))
+	for i, d := range devs {
+		r := reading{device: d}
+		for pi := range s.Pods {
+			p := &s.Pods[pi]
+			if !s.holds(p, d, t) {
+				continue
+			}
+			r.holders = append(r.holders, p)
+			r.activity += p.Activity.level(t - p.From.D())
+			r.fbUsed += p.MemoryMiB
+			r.dram += p.DRAM
+		}
+		r.activity = math.Min(1, r.activity)
+		r.dram = math.Min(1, r.dram)
+		mem := s.memory(d)
+		r.fbUsed = math.Min(mem, r.fbUsed)
+		r.fbFree = mem - r.fbUsed
+		r.powerW = idleWatts + (peakWatts-idleWatts)*r.activity
+		r.energyMJ = s.energy(d, t)
+		out[i] = r
+	}
+	return out
+}
+
+// energy integrates the power model from the start to t, in millijoules.
+func (s *Scenario) energy(d usage.Device, t time.Duration) float64 {
+	j := idleWatts * t.Seconds()
+	for pi := range s.Pods {
+		p := &s.Pods[pi]
+		if !s.holds(p, d, p.From.D()) {
+			continue
+		}
+		end := min(t, p.To.D())
+		if end > p.From.D() {
+			j += (peakWatts - idleWatts) * p.Activity.integral(end-p.From.D())
+		}
+	}
+	return j * 1000
+}
+
+// family describes one metric as dcgm-exporter does.
+type family struct {
+	name, typ, help string
+	value           func(r *reading) float64
+}
+
+// families are the metrics served, with dcgm-exporter's HELP texts.
+var families = []family{
+	{usage.GPUUtil, "gauge", "GPU utilization (in %).", func(r *reading) float64 { return math.Round(r.activity * 100) }},
+	{usage.FBFree, "gauge", "Framebuffer memory free (in MiB).", func(r *reading) float64 { return math.Round(r.fbFree) }},
+	{usage.FBUsed, "gauge", "Framebuffer memory used (in MiB).", func(r *reading) float64 { return math.Round(r.fbUsed) }},
+	{usage.PowerUsage, "gauge", "Power draw (in W).", func(r *reading) float64 { return r.powerW }},
+	{usage.TotalEnergy, "counter", "Total energy consumption since boot (in mJ).", func(r *reading) float64 { return math.Round(r.energyMJ) }},
+	{usage.GREngineActive, "gauge", "Ratio of time the graphics engine is active.", func(r *reading) float64 { return r.activity }},
+	{usage.SMActive, "gauge", "The ratio of cycles an SM has at least 1 warp assigned.", func(r *reading) float64 { return r.activity }},
+	{usage.DRAMActive, "gauge", "Ratio of cycles the device memory interface is active sending or receiving data.", func(r *reading) float64 { return r.dram }},
+}
+
+// driverVersion is the DCGM_FI_DRIVER_VERSION label dcgm-exporter adds.
+const driverVersion = "550.90.07"
+
+// WriteMetrics writes the state t after the start in dcgm-exporter's text
+// exposition format. A device held by several pods (time-slicing) has one
+// series per pod; a device held by none keeps its series without pod labels.
+func (s *Scenario) WriteMetrics(w io.Writer, t time.Duration) error {
+	readings := s.at(t)
+	var b strings.Builder
+	for _, f := range families {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.typ)
+		for i := range readings {
+			r := &readings[i]
+			v := strconv.FormatFloat(f.value(r), 'g', -1, 64)
+			if len(r.holders) == 0 {
+				fmt.Fprintf(&b, "%s{%s} %s\n", f.name, deviceLabels(r.device), v)
+				continue
+			}
+			for _, p := range r.holders {
+				fmt.Fprintf(&b, "%s{%s,%s,%s,%s} %s\n", f.name, deviceLabels(r.device), label("container", p.container()), label("namespace", p.Namespace), label("pod", p.Name), v)
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func deviceLabels(d usage.Device) string {
+	l := label("gpu", d.GPU) + "," + label("UUID", d.UUID) + "," + label("pci_bus_id", pciBusID(d.GPU)) + "," +
+		label("device", "nvidia"+d.GPU) + "," + label("modelName", d.Model)
+	if d.MIGProfile != "" {
+		l += "," + label("GPU_I_PROFILE", d.MIGProfile) + "," + label("GPU_I_ID", d.MIGInstance)
+	}
+	return l + "," + label("Hostname", d.Node) + "," + label("DCGM_FI_DRIVER_VERSION", driverVersion)
+}
+
+// pciBusID makes a plausible PCI address for a GPU index.
+func pciBusID(gpu string) string {
+	n, _ := strconv.Atoi(gpu)
+	return fmt.Sprintf("00000000:%02X:00.0", 0x18+8*n)
+}
+
+// labelEscaper escapes a label value as the text format wants it.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func label(name, value string) string {
+	return name + `="` + labelEscaper.Replace(value) + `"`
+}
+
+func (p *Pod) container() string {
+	if p.Container != "" {
+		return p.Container
+	}
+	return "main"
+}
+
+// Series samples the scenario on the window's steps, as a range query
+// against Prometheus scraping fake-dcgm would return it; start is the
+// scenario's start in wall-clock time.
+func (s *Scenario) Series(start time.Time, w usage.Window) []usage.Series {
+	type key struct {
+		metric int
+		device string
+		owner  usage.Owner
+	}
+	index := map[key]int{}
+	var out []usage.Series
+	for ts := w.Start; ts.Before(w.End); ts = ts.Add(w.Step) {
+		t := ts.Sub(start)
+		if t < 0 {
+			continue
+		}
+		readings := s.at(t)
+		for fi, f := range families {
+			for i := range readings {
+				r := &readings[i]
+				owners := []usage.Owner{{}}
+				if len(r.holders) > 0 {
+					owners = owners[:0]
+					for _, p := range r.holders {
+						owners = append(owners, usage.Owner{Namespace: p.Namespace, Pod: p.Name, Container: p.container()})
+					}
+				}
+				for _, o := range owners {
+					k := key{fi, r.device.Key(), o}
+					si, ok := index[k]
+					if !ok {
+						si = len(out)
+						index[k] = si
+						out = append(out, usage.Series{Metric: f.name, Device: r.device, Owner: o})
+					}
+					out[si].Samples = append(out[si].Samples, usage.Sample{TimeMs: ts.UnixMilli(), Value: f.value(r)})
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,178 @@
+// Package promsource reads dcgm-exporter's series, kube-state-metrics' pod
+// times and the user's application metrics from Prometheus' HTTP API
+// (query_range) into usage's types. It is an edge: it may import the
+// Prometheus client and net/http, and it holds no accounting logic.
+package promsource
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/gpupack/gpupack/usage"
+)
+
+// Source queries one Prometheus server.
+type Source struct {
+	url string
+	api v1.API
+}
+
+// New connects to the Prometheus at url; nothing is sent until a query.
+func New(url string) (*Source, error) {
+	c, err := api.NewClient(api.Config{Address: url, Client: &http.Client{Timeout: 60 * time.Second}})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus %s: %v; give a URL such as http://127.0.0.1:9090", url, err)
+	}
+	return &Source{url: url, api: v1.NewAPI(c)}, nil
+}
+
+// Data is what Load read.
+type Data struct {
+	Series []usage.Series
+	App    []usage.AppSeries
+	Pods   []usage.PodEvents
+	// NodeLabels are kube-state-metrics' kube_node_labels by node, keys
+	// without their label_ prefix (so "cloud.google.com/gke-spot" reads
+	// "cloud_google_com_gke_spot"); empty without kube-state-metrics.
+	NodeLabels map[string]map[string]string
+}
+
+// Load reads every DCGM metric usage knows over the window, the pods'
+// life-cycle times from kube-state-metrics where present, and each
+// application metric (name -> PromQL; results are matched to pods by their
+// namespace and pod labels, to a namespace when they have no pod label).
+func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string) (*Data, error) {
+	r := v1.Range{Start: w.Start, End: w.End.Add(-time.Millisecond), Step: w.Step}
+	d := &Data{}
+	for _, metric := range usage.Metrics {
+		m, err := s.queryRange(ctx, metric, r)
+		if err != nil {
+			return nil, err
+		}
+		for _, ss := range m {
+			d.Series = append(d.Series, usage.Series{Metric: metric, Device: device(ss.Metric), Owner: owner(ss.Metric), Samples: samples(ss.Values)})
+		}
+	}
+	for name, query := range app {
+		m, err := s.queryRange(ctx, query, r)
+		if err != nil {
+			return nil, err
+		}
+		for _, ss := range m {
+			o := owner(ss.Metric)
+			d.App = append(d.App, usage.AppSeries{Name: name, Namespace: o.Namespace, Pod: o.Pod, Samples: samples(ss.Values)})
+		}
+	}
+	events := map[string]*usage.PodEvents{}
+	for _, ev := range []struct {
+		metric string
+		set    func(e *usage.PodEvents, t time.Time)
+	}{
+		{"kube_pod_created", func(e *usage.PodEvents, t time.Time) { e.Created = t }},
+		{"kube_pod_status_scheduled_time", func(e *usage.PodEvents, t time.Time) { e.Scheduled = t }},
+		{"kube_pod_status_container_ready_time", func(e *usage.PodEvents, t time.Time) { e.ContainersReady = t }},
+		{"kube_pod_status_ready_time", func(e *usage.PodEvents, t time.Time) { e.Ready = t }},
+	} {
+		query := fmt.Sprintf("max by (namespace, pod) (last_over_time(%s[%ds]))", ev.metric, int(w.End.Sub(w.Start).Seconds())+1)
+		v, _, _, err := s.api.Query(ctx, query, w.End)
+		if err != nil {
+			return nil, s.fail(query, err)
+		}
+		vec, _ := v.(model.Vector)
+		for _, smp := range vec {
+			key := string(smp.Metric["namespace"]) + "/" + string(smp.Metric["pod"])
+			e := events[key]
+			if e == nil {
+				e = &usage.PodEvents{Namespace: string(smp.Metric["namespace"]), Pod: string(smp.Metric["pod"])}
+				events[key] = e
+			}
+			ev.set(e, time.Unix(0, int64(float64(smp.Value)*1e9)).UTC())
+		}
+	}
+	for _, e := range events {
+		d.Pods = append(d.Pods, *e)
+	}
+	const nodeLabels = "kube_node_labels"
+	v, _, _, err := s.api.Query(ctx, nodeLabels, w.End)
+	if err != nil {
+		return nil, s.fail(nodeLabels, err)
+	}
+	vec, _ := v.(model.Vector)
+	for _, smp := range vec {
+		node := string(smp.Metric["node"])
+		if d.NodeLabels == nil {
+			d.NodeLabels = map[string]map[string]string{}
+		}
+		labels := map[string]string{}
+		for k, v := range smp.Metric {
+			if name, ok := strings.CutPrefix(string(k), "label_"); ok {
+				labels[name] = string(v)
+			}
+		}
+		d.NodeLabels[node] = labels
+	}
+	return d, nil
+}
+
+func (s *Source) queryRange(ctx context.Context, query string, r v1.Range) (model.Matrix, error) {
+	v, _, _, err := s.api.QueryRange(ctx, query, r)
+	if err != nil {
+		return nil, s.fail(query, err)
+	}
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want a range vector", s.url, query, v.Type())
+	}
+	return m, nil
+}
+
+func (s *Source) fail(query string, err error) error {
+	return fmt.Errorf("prometheus %s: query %q: %v; check that Prometheus is up at that URL and scrapes dcgm-exporter", s.url, query, err)
+}
+
+// label reads the first of the names that is set. A Prometheus that scrapes
+// dcgm-exporter through a pod target renames its pod labels exported_*.
+func label(m model.Metric, names ...string) string {
+	for _, n := range names {
+		if v := m[model.LabelName(n)]; v != "" {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+func device(m model.Metric) usage.Device {
+	return usage.Device{
+		Node:        label(m, "Hostname", "hostname", "node", "kubernetes_node"),
+		GPU:         label(m, "gpu"),
+		UUID:        label(m, "UUID", "uuid"),
+		Model:       label(m, "modelName"),
+		MIGProfile:  label(m, "GPU_I_PROFILE"),
+		MIGInstance: label(m, "GPU_I_ID"),
+	}
+}
+
+// owner reads dcgm-exporter's pod labels. Where Prometheus renamed them
+// exported_* (its target had its own pod label), the renamed set wins;
+// configure honor_labels: true to avoid the renaming altogether.
+func owner(m model.Metric) usage.Owner {
+	if m["exported_pod"] != "" {
+		return usage.Owner{Namespace: label(m, "exported_namespace"), Pod: label(m, "exported_pod"), Container: label(m, "exported_container")}
+	}
+	return usage.Owner{Namespace: label(m, "namespace"), Pod: label(m, "pod"), Container: label(m, "container")}
+}
+
+func samples(ps []model.SamplePair) []usage.Sample {
+	out := make([]usage.Sample, len(ps))
+	for i, p := range ps {
+		out[i] = usage.Sample{TimeMs: int64(p.Timestamp), Value: float64(p.Value)}
+	}
+	return out
+}

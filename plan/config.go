@@ -1,0 +1,165 @@
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// DevicePluginConfig is one named configuration of the NVIDIA device
+// plugin (config file version v1).
+type DevicePluginConfig struct {
+	Version string               `json:"version"`
+	Flags   *DevicePluginFlags   `json:"flags,omitempty"`
+	Sharing *DevicePluginSharing `json:"sharing,omitempty"`
+}
+
+// DevicePluginFlags are the plugin flags the plan sets.
+type DevicePluginFlags struct {
+	MIGStrategy string `json:"migStrategy"`
+}
+
+// DevicePluginSharing is the plugin's sharing section: time-slicing or MPS.
+type DevicePluginSharing struct {
+	TimeSlicing *ReplicatedResources `json:"timeSlicing,omitempty"`
+	MPS         *ReplicatedResources `json:"mps,omitempty"`
+}
+
+// ReplicatedResources replicates GPUs as time slices or MPS clients.
+// renameByDefault advertises them as nvidia.com/gpu.shared, so that whole
+// GPU requests never land on a share by accident.
+type ReplicatedResources struct {
+	RenameByDefault            bool                 `json:"renameByDefault"`
+	FailRequestsGreaterThanOne bool                 `json:"failRequestsGreaterThanOne,omitempty"`
+	Resources                  []ReplicatedResource `json:"resources"`
+}
+
+// ReplicatedResource is one replicated resource.
+type ReplicatedResource struct {
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
+}
+
+// MIGDeviceConfig is one device group of a mig-parted configuration.
+type MIGDeviceConfig struct {
+	// Devices is "all" or the GPU indices of the group.
+	Devices    any            `json:"devices"`
+	MIGEnabled bool           `json:"mig-enabled"`
+	MIGDevices map[string]int `json:"mig-devices,omitempty"`
+}
+
+func devicePluginConfig(m Method, pp PoolPlan) DevicePluginConfig {
+	c := DevicePluginConfig{Version: "v1", Flags: &DevicePluginFlags{MIGStrategy: "none"}}
+	switch m {
+	case MIG:
+		c.Flags.MIGStrategy = "mixed"
+	case TimeSlicing:
+		c.Sharing = &DevicePluginSharing{TimeSlicing: &ReplicatedResources{RenameByDefault: true, FailRequestsGreaterThanOne: true,
+			Resources: []ReplicatedResource{{Name: "nvidia.com/gpu", Replicas: pp.TimeSlicingReplicas}}}}
+	case MPS:
+		c.Sharing = &DevicePluginSharing{MPS: &ReplicatedResources{RenameByDefault: true,
+			Resources: []ReplicatedResource{{Name: "nvidia.com/gpu", Replicas: pp.MPSClients}}}}
+	}
+	return c
+}
+
+// appendMIGGroup adds GPU j with its layout (nil: MIG disabled) to the
+// node's device groups, joining the last group when it is the same.
+func appendMIGGroup(groups []MIGDeviceConfig, j int, l gpu.Layout) []MIGDeviceConfig {
+	g := MIGDeviceConfig{Devices: []int{j}, MIGEnabled: len(l) > 0}
+	if len(l) > 0 {
+		g.MIGDevices = l.Counts()
+	}
+	if k := len(groups) - 1; k >= 0 && groups[k].MIGEnabled == g.MIGEnabled && maps.Equal(groups[k].MIGDevices, g.MIGDevices) {
+		groups[k].Devices = append(groups[k].Devices.([]int), j)
+		return groups
+	}
+	return append(groups, g)
+}
+
+// addMIGConfig names a node's MIG configuration, reusing the name of an
+// identical one of the same pool.
+func (pl *Plan) addMIGConfig(pool string, groups []MIGDeviceConfig) string {
+	prefix := configName(pool, "mig")
+	n := 0
+	for _, name := range sortedKeys(pl.MIGParted) {
+		if !strings.HasPrefix(name, prefix+"-") {
+			continue
+		}
+		n++
+		if reflect.DeepEqual(pl.MIGParted[name], groups) {
+			return name
+		}
+	}
+	name := fmt.Sprintf("%s-%d", prefix, n+1)
+	pl.MIGParted[name] = groups
+	return name
+}
+
+// The ConfigMap the GPU operator's device plugin reads its named configs
+// from (devicePlugin.config.name).
+const (
+	ConfigMapName      = "gpupack-device-plugin-configs"
+	ConfigMapNamespace = "gpu-operator"
+)
+
+// DevicePluginConfigMap renders the device plugin's configs as one
+// ConfigMap, a key per named config.
+func (pl *Plan) DevicePluginConfigMap() ([]byte, error) {
+	data := map[string]string{}
+	for name, c := range pl.DevicePlugin {
+		b, err := yaml.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		data[name] = string(b)
+	}
+	return yaml.Marshal(map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata":   map[string]string{"name": ConfigMapName, "namespace": ConfigMapNamespace},
+		"data":       data,
+	})
+}
+
+// MIGPartedConfig renders the mig-parted configuration file.
+func (pl *Plan) MIGPartedConfig() ([]byte, error) {
+	return yaml.Marshal(map[string]any{"version": "v1", "mig-configs": pl.MIGParted})
+}
+
+// NodeLabels renders the labels each changed node gets.
+func (pl *Plan) NodeLabels() ([]byte, error) {
+	type node struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	}
+	nodes := make([]node, len(pl.Nodes))
+	for i, nc := range pl.Nodes {
+		nodes[i] = node{nc.Node, nc.Labels}
+	}
+	return yaml.Marshal(map[string]any{"nodes": nodes})
+}
+
+// WorkloadRequests renders what each workload should request after the
+// change, for the admission webhook that rewrites requests.
+func (pl *Plan) WorkloadRequests() ([]byte, error) {
+	type entry struct {
+		Workload string `json:"workload"`
+		Action   Action `json:"action"`
+		Before   string `json:"before"`
+		After    After  `json:"after"`
+	}
+	var out []entry
+	for _, d := range pl.Decisions {
+		if d.Action == Unplaceable {
+			continue
+		}
+		out = append(out, entry{d.Workload, d.Action, d.Before, d.After})
+	}
+	return yaml.Marshal(map[string]any{"workloads": out})
+}

@@ -1,0 +1,290 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// Action is what the plan does with a workload.
+type Action string
+
+// The actions.
+const (
+	Keep        Action = "keep"        // its request stays as it is
+	Reclaim     Action = "reclaim"     // idle-held: scale it down, or move it to the smallest share
+	Share       Action = "share"       // right-sized onto a MIG slice, time slice or MPS client
+	Unplaceable Action = "unplaceable" // needs more VRAM than any device has: reported, not placed
+)
+
+// Method is how a workload gets its GPU after the plan.
+type Method string
+
+// The methods.
+const (
+	Whole       Method = "whole"        // nvidia.com/gpu, exclusive
+	MIG         Method = "mig"          // a hardware slice
+	TimeSlicing Method = "time-slicing" // a time slice, no VRAM isolation
+	MPS         Method = "mps"          // an MPS client with a memory limit
+)
+
+// Code names why a decision was taken.
+type Code string
+
+// The reasons a decision gives.
+const (
+	NoUsage             Code = "NoUsage"             // nothing measured: nothing to prove a change by
+	VRAMUnknown         Code = "VRAMUnknown"         // activity known, VRAM not: sharing could run it out of memory
+	PendingOnly         Code = "PendingOnly"         // no running pod to measure or to move
+	NodeConflict        Code = "NodeConflict"        // a pod sits on a node the plan leaves unchanged
+	ExceedsEveryDevice  Code = "ExceedsEveryDevice"  // its VRAM need is beyond every GPU of the cluster
+	MultiGPU            Code = "MultiGPU"            // several GPUs, and usage does not show one suffices
+	TrainingWhole       Code = "TrainingWhole"       // training, and usage does not show it fits a share
+	TooBigToShare       Code = "TooBigToShare"       // needs most of a GPU
+	IdleHeld            Code = "IdleHeld"            // held without work most of the window
+	NeedsIsolation      Code = "NeedsIsolation"      // isolation none or production inference: hardware isolation only
+	LoneTenant          Code = "LoneTenant"          // tenant isolation with no other pod of its tenant to share with
+	CooperatingReplicas Code = "CooperatingReplicas" // several steady small replicas of one owner
+	OneTrustBoundary    Code = "OneTrustBoundary"    // bursty, interactive or small, shares within its tenant
+	NoMIGHardware       Code = "NoMIGHardware"       // needs MIG, its pool's GPUs have none
+)
+
+// Reason is why a decision was taken, as data; Detail gives the figures.
+type Reason struct {
+	Code   Code   `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// Risk names what could go wrong after the change.
+type Risk string
+
+// The risks a decision can carry.
+const (
+	SharedVRAM      Risk = "shared-vram"      // time-slicing does not partition VRAM: one pod's growth can OOM its neighbours
+	NoisyNeighbour  Risk = "noisy-neighbour"  // time slices and MPS clients slow each other down under load
+	MPSFaultDomain  Risk = "mps-fault-domain" // a fatal fault in one MPS client ends every client on the GPU
+	ScaleDown       Risk = "scale-down"       // reclaiming stops what users may still expect to find running
+	ShortWindow     Risk = "short-window"     // the window is under a day: weekly peaks may be missed
+	NoHardwareGuard Risk = "no-isolation"     // needs isolation that this hardware cannot give
+)
+
+// After is what a workload's pods should request once the plan is applied,
+// for the admission webhook that rewrites requests.
+type After struct {
+	Resource string `json:"resource"` // nvidia.com/gpu, nvidia.com/gpu.shared or nvidia.com/mig-<profile>
+	Count    int    `json:"count"`
+	// GPUModel is the model of the pool the workload is sized for.
+	GPUModel string `json:"gpuModel,omitempty"`
+	// VRAMLimit is the memory the pod may use: its need for time slices,
+	// the MPS client limit, the MIG slice's memory.
+	VRAMLimit gpu.MiB `json:"vramLimitMiB,omitempty"`
+}
+
+// Decision is the plan for one workload.
+type Decision struct {
+	Workload string  `json:"workload"`
+	Pods     int     `json:"pods"`
+	Role     Role    `json:"role"`
+	Before   string  `json:"before"`
+	Action   Action  `json:"action"`
+	Method   Method  `json:"method"`
+	Profile  string  `json:"migProfile,omitempty"`
+	Pool     string  `json:"pool,omitempty"`
+	VRAMNeed gpu.MiB `json:"vramNeedMiB,omitempty"`
+	// ComputeNeed is the GPU compute the workload's pods each need, in
+	// GPUs (activity plus headroom).
+	ComputeNeed float64 `json:"computeNeed,omitempty"`
+	Reason      Reason  `json:"reason"`
+	Risks       []Risk  `json:"risks,omitempty"`
+	After       After   `json:"after"`
+	// Spot is true for interruptible work (Jobs, not production).
+	Spot bool `json:"spot"`
+	// clients is the MPS clients per GPU the workload allows.
+	clients int
+	w       *Workload
+	pool    *pool
+}
+
+func (d *Decision) keep(code Code, detail string) {
+	d.Action, d.Method, d.Reason = Keep, Whole, Reason{code, detail}
+	if d.w.Request.Kind == cluster.MIGSlice {
+		d.Method, d.Profile = MIG, d.w.Request.Profile
+	}
+}
+
+// decide takes one workload's decision. p is the pool its running pods are
+// on (nil for pending-only workloads); largest is the most VRAM any GPU of
+// the cluster has.
+func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, loneTenant func(*Workload) bool) *Decision {
+	d := &Decision{Workload: w.Key, Pods: len(w.Pods), Role: w.Role, Before: w.Request.String(), w: w, pool: p,
+		Spot: w.Job && !w.Production && w.Role != Inference}
+	perPod := max(1, w.Request.Count)
+	if w.Observed.VRAMUsedP95 > 0 {
+		d.VRAMNeed = gpu.MiB(math.Ceil(float64(w.Observed.VRAMUsedP95) * (1 + o.Headroom)))
+	}
+	if w.Observed.ActiveMeasured {
+		d.ComputeNeed = w.Observed.ActiveRatio * float64(perPod) * (1 + o.Headroom)
+	}
+	if window < 24 && w.Measured > 0 {
+		d.addRisks(ShortWindow)
+	}
+	// Only what is certain makes a workload unplaceable: a stated need, or
+	// measured use without headroom, beyond every GPU.
+	stated, used := w.Request.Memory, w.Observed.VRAMUsedP95/gpu.MiB(perPod)
+	if stated > largest || used > largest {
+		d.Action, d.Method = Unplaceable, Whole
+		need := max(stated, used)
+		d.Reason = Reason{ExceedsEveryDevice, fmt.Sprintf("needs %s per GPU; the largest GPU of the cluster has %s", need, largest)}
+		return d
+	}
+	d.After = After{Resource: "nvidia.com/gpu", Count: perPod}
+	if w.Request.Kind == cluster.MIGSlice {
+		d.After = After{Resource: "nvidia.com/mig-" + w.Request.Profile, Count: 1}
+	}
+	switch {
+	case p == nil:
+		d.keep(PendingOnly, "no running pod to measure or move; it keeps its request")
+		return d
+	case p.conflict:
+		d.keep(NodeConflict, "its pods run on nodes the plan leaves unchanged")
+		return d
+	}
+	d.Pool = p.name
+	d.After.GPUModel = p.model.Name
+	if w.Measured == 0 {
+		d.keep(NoUsage, "no usage measured for its pods")
+		return d
+	}
+	idle := w.Observed.Pattern == diagnose.IdleHeld
+	if w.Observed.IdleHeldMeasured {
+		idle = w.Observed.IdleHeldRatio >= o.ReclaimIdleRatio
+	}
+	if d.VRAMNeed == 0 {
+		d.keep(VRAMUnknown, "VRAM p95 not measured; sharing without it could run the GPU out of memory")
+		if idle {
+			d.Action, d.Reason = Reclaim, Reason{IdleHeld, idleDetail(w, o) + "; scale it down (VRAM unknown, so it keeps a whole GPU in the proof)"}
+			d.addRisks(ScaleDown)
+		}
+		return d
+	}
+	fitsOne := d.VRAMNeed <= p.model.Memory && d.ComputeNeed <= 1
+	switch {
+	case idle:
+	case w.Request.Kind == cluster.WholeGPUs && w.Request.Count > 1 && !fitsOne:
+		d.keep(MultiGPU, fmt.Sprintf("%d GPUs; usage (VRAM need %s, compute %.2f GPU) does not show one suffices", w.Request.Count, d.VRAMNeed, d.ComputeNeed))
+		return d
+	case w.Role == Training && !fitsOne:
+		d.keep(TrainingWhole, fmt.Sprintf("training; VRAM need %s and compute %.2f GPU do not fit a share", d.VRAMNeed, d.ComputeNeed))
+		return d
+	case 2*d.VRAMNeed > p.model.Memory || d.ComputeNeed > 0.5:
+		if p.model.MIG == nil || !d.chooseMIG(p.model) {
+			d.keep(TooBigToShare, fmt.Sprintf("needs %s of %s's %s and %.2f GPU of compute", d.VRAMNeed, p.model.Name, p.model.Memory, d.ComputeNeed))
+			return d
+		}
+		d.Action, d.Reason = Share, Reason{TooBigToShare, fmt.Sprintf("needs %s and %.2f GPU: the MIG slice %s holds it with hardware isolation", d.VRAMNeed, d.ComputeNeed, d.Profile)}
+		return d
+	}
+	d.Action = Share
+	if idle {
+		d.Action = Reclaim
+		d.addRisks(ScaleDown)
+	}
+	needsHW := w.Isolation == cluster.ShareNone || (w.Role == Inference && w.Production)
+	pattern := w.Observed.Pattern
+	steady := pattern == diagnose.FlatLow || pattern == diagnose.Busy || pattern == diagnose.MemoryBound
+	switch {
+	case needsHW:
+		why := "isolation none"
+		if w.Isolation != cluster.ShareNone {
+			why = "production inference"
+		}
+		if p.model.MIG == nil || !d.chooseMIG(p.model) {
+			d.keep(NoMIGHardware, fmt.Sprintf("%s needs hardware isolation; %s has no MIG profile for %s", why, p.model.Name, d.VRAMNeed))
+			d.addRisks(NoHardwareGuard)
+			return d
+		}
+		d.setReason(NeedsIsolation, fmt.Sprintf("%s: a MIG slice isolates memory and faults in hardware", why), idle, o)
+	case w.Isolation == cluster.ShareTenant && loneTenant(w) && p.model.MIG != nil && d.chooseMIG(p.model):
+		d.setReason(LoneTenant, fmt.Sprintf("tenant %s has no other pod to time-share with; a MIG slice can sit beside other tenants", w.Tenant), idle, o)
+	case len(w.Pods) >= 2 && w.Role != Interactive && steady && d.chooseMPS(p.model):
+		d.setReason(CooperatingReplicas, fmt.Sprintf("%d steady (%s) replicas of one owner, %s each: %d MPS clients per GPU, %s limit each", len(w.Pods), pattern, d.VRAMNeed, d.clients, p.model.Memory/gpu.MiB(d.clients)), idle, o)
+		d.addRisks(NoisyNeighbour, MPSFaultDomain)
+	default:
+		d.timeSlice(p.model)
+		d.setReason(OneTrustBoundary, fmt.Sprintf("%s work within tenant %s: time slices of one GPU whose co-located VRAM needs add up to at most %s", strings.TrimPrefix(string(w.Role)+" "+string(pattern), "unknown "), w.Tenant, p.model.Memory), idle, o)
+		d.addRisks(SharedVRAM, NoisyNeighbour)
+	}
+	return d
+}
+
+// setReason records the sharing reason, or the reclaim reason with the
+// share it falls back to when the workload is idle-held.
+func (d *Decision) setReason(code Code, detail string, idle bool, o Options) {
+	d.Reason = Reason{code, detail}
+	if idle {
+		d.Reason = Reason{IdleHeld, idleDetail(d.w, o) + fmt.Sprintf("; scale it down, or keep it on a %s share (%s)", d.Method, detail)}
+	}
+}
+
+func idleDetail(w *Workload, o Options) string {
+	if w.Observed.IdleHeldMeasured {
+		return fmt.Sprintf("idle-held %.0f%% of the window (threshold %.0f%%)", 100*w.Observed.IdleHeldRatio, 100*o.ReclaimIdleRatio)
+	}
+	return fmt.Sprintf("idle-held, %.0f%% active over the window", 100*w.Observed.ActiveRatio)
+}
+
+// chooseMIG picks the smallest profile of the model that holds the VRAM
+// need and the compute need, and reports whether one does.
+func (d *Decision) chooseMIG(m *gpu.Model) bool {
+	g := m.MIG
+	for _, p := range g.Profiles {
+		if p.Memory >= d.VRAMNeed && float64(p.Compute)/float64(g.ComputeSlices) >= d.ComputeNeed {
+			d.Method, d.Profile = MIG, p.Name
+			d.After = After{Resource: "nvidia.com/mig-" + p.Name, Count: 1, GPUModel: m.Name, VRAMLimit: p.Memory}
+			return true
+		}
+	}
+	return false
+}
+
+// addRisks records risks once each.
+func (d *Decision) addRisks(rs ...Risk) {
+	for _, r := range rs {
+		if !slices.Contains(d.Risks, r) {
+			d.Risks = append(d.Risks, r)
+		}
+	}
+}
+
+// timeSlice gives the workload time slices of one GPU of model m.
+func (d *Decision) timeSlice(m *gpu.Model) {
+	if d.Method == MPS {
+		d.Risks = slices.DeleteFunc(d.Risks, func(r Risk) bool { return r == MPSFaultDomain })
+	}
+	d.Method, d.clients = TimeSlicing, 0
+	d.After = After{Resource: "nvidia.com/gpu.shared", Count: 1, GPUModel: m.Name, VRAMLimit: d.VRAMNeed}
+	d.addRisks(SharedVRAM)
+}
+
+// maxMPSClients is the most MPS clients one GPU serves.
+const maxMPSClients = 48
+
+// chooseMPS sizes MPS clients: as many as the memory limit (GPU memory /
+// clients) and the compute needs allow, at most 48, at least 2.
+func (d *Decision) chooseMPS(m *gpu.Model) bool {
+	c := min(maxMPSClients, int(m.Memory/d.VRAMNeed))
+	if d.ComputeNeed > 0 {
+		c = min(c, int(1/d.ComputeNeed))
+	}
+	if c < 2 {
+		return false
+	}
+	d.clients, d.Method = c, MPS
+	d.After = After{Resource: "nvidia.com/gpu.shared", Count: 1, GPUModel: m.Name, VRAMLimit: m.Memory / gpu.MiB(c)}
+	return true
+}

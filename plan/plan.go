@@ -1,0 +1,640 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/sim"
+)
+
+// Options tune the plan.
+type Options struct {
+	// ReclaimIdleRatio is the share of the window a workload must be
+	// idle-held to be reclaimed, 0..1.
+	ReclaimIdleRatio float64
+	// Headroom is added to measured VRAM p95 and activity when sizing a
+	// share: 0.2 sizes for 120% of what was seen.
+	Headroom float64
+}
+
+// DefaultOptions reclaims workloads idle-held 80% of the window and sizes
+// shares with 20% headroom.
+func DefaultOptions() Options { return Options{ReclaimIdleRatio: 0.8, Headroom: 0.2} }
+
+// Validate checks the options' ranges.
+func (o Options) Validate() error {
+	if math.IsNaN(o.ReclaimIdleRatio) || o.ReclaimIdleRatio <= 0 || o.ReclaimIdleRatio > 1 {
+		return fmt.Errorf("reclaim threshold %v: want a ratio in (0, 1], such as 0.8", o.ReclaimIdleRatio)
+	}
+	if math.IsNaN(o.Headroom) || o.Headroom < 0 || o.Headroom > 4 {
+		return fmt.Errorf("headroom %v: want a ratio in [0, 4], such as 0.2", o.Headroom)
+	}
+	return nil
+}
+
+// HoursPerMonth prices a month: 8,760 hours a year over 12.
+const HoursPerMonth = 730
+
+// ProofPolicy is the placement policy the proof replays with: best fit
+// packs pods onto the fewest nodes, which is what frees them.
+const ProofPolicy = "bestfit"
+
+// Plan is the whole plan: decisions, pool layouts, node changes, proof.
+type Plan struct {
+	Window       time.Duration `json:"window"`
+	Decisions    []*Decision   `json:"workloads"`
+	Pools        []PoolPlan    `json:"pools"`
+	Nodes        []NodeChange  `json:"nodes"`
+	Proof        Proof         `json:"proof"`
+	Reservations []Reservation `json:"reservations"`
+	Spot         []string      `json:"spot"`
+	Warnings     []string      `json:"warnings"`
+	// DevicePlugin and MIGParted are the configurations, by name.
+	DevicePlugin map[string]DevicePluginConfig `json:"devicePluginConfigs"`
+	MIGParted    map[string][]MIGDeviceConfig  `json:"migConfigs"`
+}
+
+// PoolPlan is what the plan puts on one node pool.
+type PoolPlan struct {
+	Name                string `json:"name"`
+	Model               string `json:"model"`
+	Nodes               int    `json:"nodes"`
+	GPUs                int    `json:"gpus"`
+	Changed             bool   `json:"changed"`
+	MIGGPUs             int    `json:"migGPUs"`
+	MIGLowerBound       int    `json:"migLowerBound"`
+	MIGAreaBound        int    `json:"migAreaBound"`
+	MIGFirstFit         int    `json:"migFirstFitDecreasing"`
+	MIGOptimal          bool   `json:"migOptimal"`
+	TimeSlicingGPUs     int    `json:"timeSlicingGPUs"`
+	TimeSlicingReplicas int    `json:"timeSlicingReplicas"`
+	MPSGPUs             int    `json:"mpsGPUs"`
+	MPSClients          int    `json:"mpsClients"`
+	WholeGPUs           int    `json:"wholeGPUs"`
+}
+
+// NodeChange is the configuration one node gets, and the labels that
+// select it.
+type NodeChange struct {
+	Node   string            `json:"node"`
+	Pool   string            `json:"pool"`
+	Role   Method            `json:"role"`
+	Labels map[string]string `json:"labels"`
+	// Layouts are the MIG layouts of its GPUs ("" for a GPU without MIG).
+	Layouts []string `json:"migLayouts,omitempty"`
+}
+
+// Proof is the replay of the changed cluster through the simulator's
+// placement step.
+type Proof struct {
+	Policy        string   `json:"policy"`
+	GPUsBefore    int      `json:"gpusInUseBefore"`
+	GPUsAfter     int      `json:"gpusInUseAfter"`
+	GPUsFreed     int      `json:"gpusFreed"`
+	NodesBefore   int      `json:"nodesInUseBefore"`
+	NodesAfter    int      `json:"nodesInUseAfter"`
+	NodesFreed    []string `json:"nodesFreed"`
+	GPUsOnFreed   int      `json:"gpusOnFreedNodes"`
+	MonthlySaving float64  `json:"monthlySaving"`
+	Currency      string   `json:"currency"`
+	PendingBefore int      `json:"pendingGPUPodsBefore"`
+	PendingAfter  int      `json:"pendingGPUPodsAfter"`
+	StillPending  []string `json:"stillPending"`
+	Unplaceable   []string `json:"unplaceable"`
+	// Risks counts the workloads that carry each risk after the change.
+	Risks map[Risk]int `json:"risks"`
+}
+
+// Reservation is the baseline worth reserving for one GPU model.
+type Reservation struct {
+	Model string `json:"model"`
+	// BaselineGPUs is the GPUs busy in every hour of the window after the
+	// plan (shares counted as their fraction of a GPU), rounded down.
+	BaselineGPUs int `json:"baselineGPUs"`
+	// PeakGPUs is the most busy in any hour.
+	PeakGPUs  float64 `json:"peakGPUs"`
+	Hours     int     `json:"hours"`
+	Workloads int     `json:"workloadsWithHourlyData"`
+	Without   int     `json:"workloadsWithout"`
+}
+
+// Make plans the snapshot with the usage (nil when none was measured).
+func Make(s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	pl := &Plan{DevicePlugin: map[string]DevicePluginConfig{}, MIGParted: map[string][]MIGDeviceConfig{}}
+	if u != nil {
+		pl.Window = u.Window
+	}
+	ps, poolOf, warnings := pools(s)
+	pl.Warnings = warnings
+	var largest gpu.MiB
+	for _, n := range s.Nodes {
+		for _, g := range n.GPUs {
+			largest = max(largest, g.Memory)
+		}
+	}
+	workloads := Workloads(s, u)
+	// Shareable pods per tenant and pool, to spot tenants alone.
+	tenantPods := map[string]int{}
+	targetOf := func(w *Workload) *pool {
+		for _, p := range w.Pods {
+			if i, ok := s.NodeIndex(p.NodeName); ok && p.Bound() {
+				return poolOf[i]
+			}
+		}
+		return nil
+	}
+	for _, w := range workloads {
+		if p := targetOf(w); p != nil {
+			tenantPods[p.name+"/"+w.Tenant] += len(w.Pods)
+		}
+	}
+	window := pl.Window.Hours()
+	for _, w := range workloads {
+		p := targetOf(w)
+		lone := func(w *Workload) bool { return tenantPods[p.name+"/"+w.Tenant] < 2 }
+		d := decide(w, p, largest, o, window, lone)
+		pl.Decisions = append(pl.Decisions, d)
+		if p != nil && !p.conflict {
+			p.decisions = append(p.decisions, d)
+		}
+		if d.Spot {
+			pl.Spot = append(pl.Spot, d.Workload)
+		}
+	}
+	newGPUs := map[int][]cluster.GPU{}
+	for _, p := range ps {
+		pp, err := p.size(s, newGPUs, pl)
+		if err != nil {
+			return nil, err
+		}
+		pl.Pools = append(pl.Pools, pp)
+	}
+	if err := pl.prove(s, poolOf, newGPUs); err != nil {
+		return nil, err
+	}
+	pl.reserve()
+	return pl, nil
+}
+
+// shared is the sizing of one pool's time slices and MPS clients.
+type sharedBin struct {
+	vram    gpu.MiB
+	compute float64
+	pods    int
+}
+
+// size lays the pool's shared workloads out on its nodes and records the
+// node configurations.
+func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan) (PoolPlan, error) {
+	pp := PoolPlan{Name: p.name, Model: p.model.Name, Nodes: len(p.nodes)}
+	for _, i := range p.nodes {
+		pp.GPUs += len(s.Nodes[i].GPUs)
+	}
+	hadShared := false
+	for _, i := range p.nodes {
+		for _, g := range s.Nodes[i].GPUs {
+			hadShared = hadShared || g.Sharing != cluster.Exclusive
+		}
+	}
+	migProfiles, tsBins, mpsPods, clients := p.tally(&pp)
+	// The device plugin takes one config per node, so time slices and MPS
+	// clients never share a node. When the pool is short of nodes, MPS
+	// workloads move to time slices, which then share nodes with the rest.
+	if len(mpsPods) > 0 && p.nodesNeeded(migProfiles, tsBins, mpsPods, clients, pp.WholeGPUs) > len(p.nodes) {
+		for d := range mpsPods {
+			d.timeSlice(p.model)
+			d.Reason.Detail += "; time slices rather than MPS, which would need a node of its own in this pool"
+		}
+		migProfiles, tsBins, mpsPods, clients = p.tally(&pp)
+	}
+	pp.Changed = len(migProfiles) > 0 || len(tsBins) > 0 || len(mpsPods) > 0 || hadShared
+	if !pp.Changed {
+		return pp, nil
+	}
+	var packing MIGPacking
+	if len(migProfiles) > 0 {
+		var err error
+		if packing, err = PackMIG(p.model.MIG, migProfiles); err != nil {
+			return pp, fmt.Errorf("pool %s: %w", p.name, err)
+		}
+		pp.MIGGPUs, pp.MIGLowerBound, pp.MIGAreaBound, pp.MIGFirstFit, pp.MIGOptimal = len(packing.Layouts), packing.LowerBound, packing.AreaBound, packing.FirstFitDecreasing, packing.Optimal
+	}
+	for _, t := range sortedKeys(tsBins) {
+		for _, b := range tsBins[t] {
+			pp.TimeSlicingGPUs++
+			pp.TimeSlicingReplicas = max(pp.TimeSlicingReplicas, b.pods, 2)
+		}
+	}
+	for d, n := range mpsPods {
+		pp.MPSGPUs += ceilDiv(n, clients)
+		d.After.VRAMLimit = p.model.Memory / gpu.MiB(clients)
+	}
+	pp.MPSClients = clients
+
+	// Give nodes their roles, preferring nodes already in that mode.
+	per := max(1, p.perNode)
+	need := map[Method]int{MIG: ceilDiv(pp.MIGGPUs, per), TimeSlicing: ceilDiv(pp.TimeSlicingGPUs, per), MPS: ceilDiv(pp.MPSGPUs, per)}
+	modeOf := map[Method]cluster.Sharing{MIG: cluster.MIG, TimeSlicing: cluster.TimeSliced, MPS: cluster.MPS}
+	free := append([]int(nil), p.nodes...)
+	role := map[int]Method{}
+	for _, m := range []Method{MIG, TimeSlicing, MPS} {
+		sort.SliceStable(free, func(a, b int) bool {
+			return s.Nodes[free[a]].GPUs[0].Sharing == modeOf[m] && s.Nodes[free[b]].GPUs[0].Sharing != modeOf[m]
+		})
+		k := min(need[m], len(free))
+		for _, i := range free[:k] {
+			role[i] = m
+		}
+		free = free[k:]
+		if k < need[m] {
+			pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: %d nodes needed for %s, %d left; the proof shows what stays pending", p.name, need[m], m, k))
+		}
+	}
+	configs := map[Method]string{Whole: configName(p.name, "exclusive"), MIG: configName(p.name, "mig"), TimeSlicing: configName(p.name, "time-slicing"), MPS: configName(p.name, "mps")}
+	nextLayout := 0
+	for _, i := range p.nodes {
+		n := s.Nodes[i]
+		m, ok := role[i]
+		if !ok {
+			m = Whole
+		}
+		gpus := make([]cluster.GPU, len(n.GPUs))
+		nc := NodeChange{Node: n.Name, Pool: p.name, Role: m, Labels: map[string]string{DevicePluginConfigLabel: configs[m]}}
+		var groups []MIGDeviceConfig
+		for j, g := range n.GPUs {
+			ng := cluster.GPU{Index: j, UUID: g.UUID, Model: g.Model, Memory: g.Memory, Sharing: cluster.Exclusive}
+			switch m {
+			case MIG:
+				if nextLayout < len(packing.Layouts) {
+					ng.Sharing, ng.Layout = cluster.MIG, packing.Layouts[nextLayout]
+					nextLayout++
+				}
+			case TimeSlicing:
+				ng.Sharing, ng.Replicas = cluster.TimeSliced, pp.TimeSlicingReplicas
+			case MPS:
+				ng.Sharing, ng.Replicas = cluster.MPS, pp.MPSClients
+			}
+			gpus[j] = ng
+			if p.model.MIG != nil {
+				groups = appendMIGGroup(groups, j, ng.Layout)
+			}
+			if m == MIG {
+				nc.Layouts = append(nc.Layouts, ng.Layout.String())
+			}
+		}
+		newGPUs[i] = gpus
+		if p.model.MIG != nil {
+			name := MIGDisabled
+			if m == MIG {
+				name = pl.addMIGConfig(p.name, groups)
+			} else {
+				pl.MIGParted[MIGDisabled] = []MIGDeviceConfig{{Devices: "all", MIGEnabled: false}}
+			}
+			nc.Labels[MIGConfigLabel] = name
+		}
+		pl.DevicePlugin[configs[m]] = devicePluginConfig(m, pp)
+		pl.Nodes = append(pl.Nodes, nc)
+	}
+	return pp, nil
+}
+
+// tally collects the pool's MIG instances, time-slice bins per tenant, MPS
+// pods per workload and the MPS clients per GPU, and counts whole GPUs.
+func (p *pool) tally(pp *PoolPlan) ([]string, map[string][]sharedBin, map[*Decision]int, int) {
+	var migProfiles []string
+	tsBins := map[string][]sharedBin{}
+	mpsPods := map[*Decision]int{}
+	clients := 0
+	pp.WholeGPUs = 0
+	for _, d := range p.decisions {
+		for range d.w.Pods {
+			switch d.Method {
+			case MIG:
+				migProfiles = append(migProfiles, d.Profile)
+			case TimeSlicing:
+				tsBins[d.w.Tenant] = addFirstFit(tsBins[d.w.Tenant], d.VRAMNeed, d.ComputeNeed, p.model.Memory)
+			case MPS:
+				mpsPods[d]++
+			case Whole:
+				if d.Action != Unplaceable {
+					pp.WholeGPUs += max(1, d.w.Request.Count)
+				}
+			}
+		}
+		if d.Method == MPS && (clients == 0 || d.clients < clients) {
+			clients = d.clients
+		}
+	}
+	return migProfiles, tsBins, mpsPods, clients
+}
+
+// nodesNeeded estimates the pool's nodes for a tally: MIG nodes (their
+// spare GPUs take whole-GPU pods), time-slicing nodes, MPS nodes and nodes
+// for the remaining whole GPUs. The MIG count is the area bound, a floor.
+func (p *pool) nodesNeeded(mig []string, ts map[string][]sharedBin, mps map[*Decision]int, clients, whole int) int {
+	per := max(1, p.perNode)
+	migGPUs := 0
+	if len(mig) > 0 {
+		counts := make(vec, len(p.model.MIG.Profiles))
+		for _, name := range mig {
+			for k, pr := range p.model.MIG.Profiles {
+				if pr.Name == name {
+					counts[k]++
+				}
+			}
+		}
+		migGPUs = tablesFor(p.model.MIG).lowerBound(counts)
+	}
+	tsGPUs, mpsGPUs := 0, 0
+	for _, bins := range ts {
+		tsGPUs += len(bins)
+	}
+	for _, n := range mps {
+		mpsGPUs += ceilDiv(n, max(1, clients))
+	}
+	migNodes := ceilDiv(migGPUs, per)
+	spare := migNodes*per - migGPUs
+	return migNodes + ceilDiv(tsGPUs, per) + ceilDiv(mpsGPUs, per) + ceilDiv(max(0, whole-spare), per)
+}
+
+// addFirstFit puts one time-sliced pod on the first GPU of its tenant
+// whose co-located VRAM needs and compute still fit, or a new GPU.
+func addFirstFit(bins []sharedBin, vram gpu.MiB, compute float64, capacity gpu.MiB) []sharedBin {
+	for k := range bins {
+		b := &bins[k]
+		if b.vram+vram <= capacity && b.compute+compute <= 1 && b.pods < maxMPSClients {
+			b.vram += vram
+			b.compute += compute
+			b.pods++
+			return bins
+		}
+	}
+	return append(bins, sharedBin{vram: vram, compute: compute, pods: 1})
+}
+
+// prove builds the changed cluster and replays every moved pod through
+// sim.Place.
+func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int][]cluster.GPU) error {
+	before, _, err := placement.States(s)
+	if err != nil {
+		return err
+	}
+	pr := &pl.Proof
+	pr.Policy, pr.Currency, pr.Risks = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}
+	for _, d := range pl.Decisions {
+		for _, r := range d.Risks {
+			pr.Risks[r]++
+		}
+	}
+	// The changed nodes, with the labels that select their configs.
+	labels := map[string]map[string]string{}
+	for _, nc := range pl.Nodes {
+		labels[nc.Node] = nc.Labels
+	}
+	nodes := make([]*cluster.Node, len(s.Nodes))
+	for i, n := range s.Nodes {
+		nodes[i] = n
+		if g, ok := newGPUs[i]; ok {
+			cp := *n
+			cp.GPUs = g
+			cp.Labels = map[string]string{}
+			for k, v := range n.Labels {
+				cp.Labels[k] = v
+			}
+			for k, v := range labels[n.Name] {
+				cp.Labels[k] = v
+			}
+			nodes[i] = &cp
+		}
+	}
+	var sharedConfigs []string
+	for _, name := range sortedKeys(pl.DevicePlugin) {
+		if pl.DevicePlugin[name].Sharing != nil {
+			sharedConfigs = append(sharedConfigs, name)
+		}
+	}
+	decisionOf := map[*cluster.Pod]*Decision{}
+	for _, d := range pl.Decisions {
+		for _, p := range d.w.Pods {
+			decisionOf[p] = d
+		}
+	}
+	var pods []*cluster.Pod
+	var moved []*cluster.Pod
+	for _, p := range s.Pods {
+		i, bound := s.NodeIndex(p.NodeName)
+		_, changed := newGPUs[i]
+		d := decisionOf[p]
+		switch {
+		case bound && p.Bound() && !changed:
+			pods = append(pods, p)
+			continue
+		case d != nil && d.Action == Unplaceable && !p.Bound():
+			pr.Unplaceable = append(pr.Unplaceable, p.Key())
+			continue
+		}
+		cp := *p
+		cp.NodeName, cp.Devices = "", nil
+		if d != nil {
+			after(&cp, d, sharedConfigs)
+		}
+		pods = append(pods, &cp)
+		moved = append(moved, &cp)
+	}
+	changed, err := cluster.NewSnapshot(s.Catalogue, nodes, pods)
+	if err != nil {
+		return fmt.Errorf("internal error: the changed snapshot: %w", err)
+	}
+	states, _, err := placement.States(changed)
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(moved, func(a, b int) bool { return placeOrder(s.Catalogue, moved[a]) > placeOrder(s.Catalogue, moved[b]) })
+	var maxCPU gpu.CPUMilli
+	var maxGPU gpu.Milli
+	for _, st := range states {
+		maxCPU, maxGPU = max(maxCPU, st.Node.CPU), max(maxGPU, st.GPUMilliCapacity())
+	}
+	policy, err := placement.New(ProofPolicy, placement.Options{MaxNodeCPU: maxCPU, MaxNodeGPUMilli: maxGPU})
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, p := range moved {
+		d, err := placement.NewDemand(p, s.Catalogue)
+		if err != nil {
+			return err
+		}
+		if n, _ := sim.Place(d, states, policy, rng); n < 0 && p.WantsGPU() {
+			pr.StillPending = append(pr.StillPending, p.Key())
+		}
+	}
+	for _, p := range s.Pods {
+		if !p.Bound() && p.WantsGPU() {
+			pr.PendingBefore++
+		}
+	}
+	pr.PendingAfter = len(pr.StillPending) + len(pr.Unplaceable)
+	pr.GPUsBefore, pr.NodesBefore = inUse(before)
+	pr.GPUsAfter, pr.NodesAfter = inUse(states)
+	pr.GPUsFreed = pr.GPUsBefore - pr.GPUsAfter
+	for i, st := range states {
+		if before[i].Pods > 0 && st.Pods == 0 && len(st.Node.GPUs) > 0 {
+			pr.NodesFreed = append(pr.NodesFreed, st.Node.Name)
+			for _, g := range st.Node.GPUs {
+				pr.GPUsOnFreed++
+				pr.MonthlySaving += g.Model.PricePerHour * HoursPerMonth
+			}
+		}
+	}
+	pr.MonthlySaving = math.Round(pr.MonthlySaving*100) / 100
+	return nil
+}
+
+// after rewrites a moved pod's request as the decision says, with the
+// node affinity that stands for the device plugin's renamed resource:
+// shared requests go to nodes with a sharing config, whole ones avoid them.
+func after(p *cluster.Pod, d *Decision, sharedConfigs []string) {
+	op := "NotIn"
+	switch d.Method {
+	case MIG:
+		p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: d.Profile}
+		if d.After.GPUModel != "" {
+			p.GPUModels = []string{d.After.GPUModel}
+		}
+	case TimeSlicing, MPS:
+		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1, Memory: d.VRAMNeed}
+		p.GPUModels = []string{d.After.GPUModel}
+		p.Isolation = max(p.Isolation, cluster.ShareTenant)
+		if d.Method == MPS {
+			p.Tenant = d.Workload // one owner's clients per GPU
+		}
+		op = "In"
+	}
+	if len(sharedConfigs) == 0 || p.GPU.Kind == cluster.MIGSlice {
+		return
+	}
+	req := cluster.Requirement{Key: DevicePluginConfigLabel, Operator: op, Values: sharedConfigs}
+	terms := []cluster.Term{{}}
+	if len(p.RequiredAffinity) > 0 {
+		terms = append([]cluster.Term(nil), p.RequiredAffinity...)
+	}
+	for k := range terms {
+		terms[k].MatchExpressions = append(append([]cluster.Requirement(nil), terms[k].MatchExpressions...), req)
+	}
+	p.RequiredAffinity = terms
+}
+
+// placeOrder places the hardest pods first: MIG slices by size, then whole
+// GPUs by count, then shares by VRAM, then CPU-only pods.
+func placeOrder(c *gpu.Catalogue, p *cluster.Pod) float64 {
+	switch p.GPU.Kind {
+	case cluster.MIGSlice:
+		return 3e12 + float64(profileMemory(c, p.GPU.Profile))
+	case cluster.WholeGPUs:
+		if p.GPU.Memory > 0 && p.GPU.Count == 1 && p.Isolation == cluster.ShareTenant {
+			return 1e12 + float64(p.GPU.Memory)
+		}
+		return 2e12 + float64(p.GPU.Count)
+	case cluster.NoGPU:
+		return 0
+	}
+	return 1e12
+}
+
+func profileMemory(c *gpu.Catalogue, name string) gpu.MiB {
+	for _, m := range c.Models() {
+		if m.MIG != nil {
+			if p, ok := m.MIG.Profile(name); ok {
+				return p.Memory
+			}
+		}
+	}
+	return 0
+}
+
+func inUse(states []*placement.NodeState) (gpus, nodes int) {
+	for _, st := range states {
+		if len(st.GPUs) > 0 && st.Pods > 0 {
+			nodes++
+		}
+		for k := range st.GPUs {
+			if st.GPUs[k].Holders > 0 {
+				gpus++
+			}
+		}
+	}
+	return gpus, nodes
+}
+
+// reserve finds, per GPU model, the GPUs busy in every hour of the window
+// after the plan: each busy pod counts its footprint (whole GPUs, or its
+// share's fraction of one).
+func (pl *Plan) reserve() {
+	hours := int(math.Ceil(pl.Window.Hours()))
+	byModel := map[string]*Reservation{}
+	busy := map[string][]float64{}
+	poolPlan := map[string]PoolPlan{}
+	for _, pp := range pl.Pools {
+		poolPlan[pp.Name] = pp
+	}
+	for _, d := range pl.Decisions {
+		if d.pool == nil || d.pool.conflict || hours == 0 {
+			continue
+		}
+		m := d.pool.model.Name
+		r, ok := byModel[m]
+		if !ok {
+			r = &Reservation{Model: m, Hours: hours}
+			byModel[m] = r
+			busy[m] = make([]float64, hours)
+		}
+		if d.w.HourlyBusyPods == nil {
+			r.Without++
+			continue
+		}
+		r.Workloads++
+		foot := footprint(d, poolPlan[d.pool.name])
+		for h, n := range d.w.HourlyBusyPods {
+			if h < hours {
+				busy[m][h] += float64(n) * foot
+			}
+		}
+	}
+	for _, m := range sortedKeys(byModel) {
+		r := byModel[m]
+		if r.Workloads == 0 {
+			continue
+		}
+		low := math.Inf(1)
+		for _, b := range busy[m] {
+			low = min(low, b)
+			r.PeakGPUs = max(r.PeakGPUs, math.Round(b*100)/100)
+		}
+		r.BaselineGPUs = int(math.Floor(low + 1e-9))
+		pl.Reservations = append(pl.Reservations, *r)
+	}
+}
+
+// footprint is the GPUs one pod of the decision takes after the plan.
+func footprint(d *Decision, pp PoolPlan) float64 {
+	switch d.Method {
+	case MIG:
+		p, _ := d.pool.model.MIG.Profile(d.Profile)
+		return float64(p.Compute) / float64(d.pool.model.MIG.ComputeSlices)
+	case TimeSlicing:
+		return 1 / float64(max(1, pp.TimeSlicingReplicas))
+	case MPS:
+		return 1 / float64(max(1, pp.MPSClients))
+	}
+	return float64(max(1, d.w.Request.Count))
+}

@@ -1,0 +1,222 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+func node(name, model string, n int, sharing cluster.Sharing, labels map[string]string) *cluster.Node {
+	m := gpu.Default().MustLookup(model)
+	nd := &cluster.Node{Name: name, CPU: 96000, Memory: gpu.GiB(1024), Labels: labels}
+	for i := range n {
+		g := cluster.GPU{Index: i, Model: m, Memory: m.Memory, Sharing: sharing}
+		if sharing == cluster.TimeSliced {
+			g.Replicas = 4
+		}
+		if sharing == cluster.MIG {
+			g.Layout, _ = m.MIG.Fit([]string{"3g.40gb", "3g.40gb"})
+		}
+		nd.GPUs = append(nd.GPUs, g)
+	}
+	return nd
+}
+
+func pod(ns, name, nodeName string, count int, labels map[string]string) *cluster.Pod {
+	return &cluster.Pod{Namespace: ns, Name: name, CPU: 2000, NodeName: nodeName, Labels: labels,
+		GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: count}}
+}
+
+func obs(active float64, pattern diagnose.Pattern, vram float64, idle float64) Observation {
+	return Observation{ActiveMeasured: true, ActiveRatio: active, Pattern: pattern, VRAMUsedP95: gpu.GiB(vram), IdleHeldRatio: idle, IdleHeldMeasured: true}
+}
+
+// TestDecisions checks the method chosen for each kind of workload.
+func TestDecisions(t *testing.T) {
+	nodes := []*cluster.Node{node("h1", "H100-80GB", 8, cluster.Exclusive, nil), node("h2", "H100-80GB", 8, cluster.Exclusive, nil),
+		node("h3", "H100-80GB", 8, cluster.Exclusive, nil), node("h4", "H100-80GB", 8, cluster.Exclusive, nil), node("l1", "L4", 4, cluster.Exclusive, nil)}
+	prod := map[string]string{"app": "ranker", "app.kubernetes.io/component": "inference", "environment": "production"}
+	pods := []*cluster.Pod{
+		pod("shop", "ranker-0", "h1", 1, prod),
+		pod("ml", "notebook-a", "h1", 1, nil),
+		pod("ml", "notebook-b", "h1", 1, nil),
+		pod("ml", "feat-0", "h1", 1, map[string]string{"app": "feat"}),
+		pod("ml", "feat-1", "h1", 1, map[string]string{"app": "feat"}),
+		pod("ml", "train", "h2", 4, nil),
+		pod("ml", "small-multi", "h2", 2, nil),
+		pod("ml", "unmeasured", "h1", 1, nil),
+		pod("ml", "vram-unknown", "h1", 1, nil),
+		pod("ml", "big", "h1", 1, nil),
+		{Namespace: "ml", Name: "huge", GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1, Memory: gpu.GiB(500)}},
+		pod("web", "lone", "l1", 1, nil),
+		pod("batch", "nightly-x", "h2", 1, map[string]string{"job-name": "nightly"}),
+	}
+	pods[11].Isolation = cluster.ShareNone
+	s, err := cluster.NewSnapshot(gpu.Default(), nodes, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
+		"shop/ranker-0":   obs(0.1, diagnose.Bursty, 12, 0.1),
+		"ml/notebook-a":   obs(0.01, diagnose.IdleHeld, 4, 0.95),
+		"ml/notebook-b":   obs(0.05, diagnose.Bursty, 8, 0.5),
+		"ml/feat-0":       obs(0.05, diagnose.FlatLow, 3, 0),
+		"ml/feat-1":       obs(0.05, diagnose.FlatLow, 3, 0),
+		"ml/train":        obs(0.9, diagnose.Busy, 200, 0),
+		"ml/small-multi":  obs(0.1, diagnose.FlatLow, 10, 0),
+		"ml/vram-unknown": {ActiveMeasured: true, ActiveRatio: 0.2, Pattern: diagnose.Bursty},
+		"ml/big":          obs(0.7, diagnose.Busy, 50, 0),
+		"web/lone":        obs(0.2, diagnose.FlatLow, 5, 0),
+		"batch/nightly-x": obs(0.9, diagnose.Busy, 70, 0),
+	}}
+	p, err := Make(s, u, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		Action Action
+		Method Method
+		Code   Code
+		After  string
+	}
+	gotAll := map[string]got{}
+	for _, d := range p.Decisions {
+		gotAll[d.Workload] = got{d.Action, d.Method, d.Reason.Code, d.After.Resource}
+	}
+	want := map[string]got{
+		"shop/ranker":     {Share, MIG, NeedsIsolation, "nvidia.com/mig-1g.20gb"},
+		"ml/notebook-a":   {Reclaim, TimeSlicing, IdleHeld, "nvidia.com/gpu.shared"},
+		"ml/notebook-b":   {Share, TimeSlicing, OneTrustBoundary, "nvidia.com/gpu.shared"},
+		"ml/feat":         {Share, MPS, CooperatingReplicas, "nvidia.com/gpu.shared"},
+		"ml/train":        {Keep, Whole, MultiGPU, "nvidia.com/gpu"},
+		"ml/small-multi":  {Share, TimeSlicing, OneTrustBoundary, "nvidia.com/gpu.shared"},
+		"ml/unmeasured":   {Keep, Whole, NoUsage, "nvidia.com/gpu"},
+		"ml/vram-unknown": {Keep, Whole, VRAMUnknown, "nvidia.com/gpu"},
+		"ml/big":          {Share, MIG, TooBigToShare, "nvidia.com/mig-7g.80gb"},
+		"ml/huge":         {Unplaceable, Whole, ExceedsEveryDevice, ""},
+		"web/lone":        {Keep, Whole, NoMIGHardware, "nvidia.com/gpu"},
+		"batch/nightly":   {Keep, Whole, TooBigToShare, "nvidia.com/gpu"},
+	}
+	if diff := cmp.Diff(want, gotAll); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"batch/nightly"}, p.Spot); diff != "" {
+		t.Errorf("spot (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ml/huge"}, p.Proof.Unplaceable); diff != "" {
+		t.Errorf("unplaceable (-want +got):\n%s", diff)
+	}
+	if p.Proof.GPUsAfter >= p.Proof.GPUsBefore {
+		t.Errorf("GPUs in use %d -> %d: the plan saves nothing", p.Proof.GPUsBefore, p.Proof.GPUsAfter)
+	}
+}
+
+// TestConflictingNodeUnchanged: a node mixing MIG and time-slicing is
+// named in a warning, gets no labels, and its pods stay where they are.
+func TestConflictingNodeUnchanged(t *testing.T) {
+	mixed := node("mixed", "A100-80GB", 2, cluster.MIG, nil)
+	mixed.GPUs[1].Sharing, mixed.GPUs[1].Layout, mixed.GPUs[1].Replicas = cluster.TimeSliced, nil, 4
+	labelled := node("labelled", "H100-80GB", 2, cluster.Exclusive, map[string]string{MIGConfigLabel: "all-1g.10gb"})
+	p0 := pod("ml", "a", "mixed", 1, nil)
+	p0.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: "3g.40gb"}
+	s, err := cluster.NewSnapshot(gpu.Default(), []*cluster.Node{mixed, labelled}, []*cluster.Pod{p0, pod("ml", "b", "labelled", 1, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &Usage{Window: 24 * time.Hour, Pods: map[string]Observation{"ml/a": obs(0.01, diagnose.IdleHeld, 1, 0.99), "ml/b": obs(0.01, diagnose.IdleHeld, 1, 0.99)}}
+	p, err := Make(s, u, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Warnings) != 2 || !strings.Contains(p.Warnings[0], "node mixed: its GPUs mix sharing strategies (mig and time-slicing)") ||
+		!strings.Contains(p.Warnings[1], "node labelled: label nvidia.com/mig.config=all-1g.10gb asks for MIG") {
+		t.Errorf("warnings = %q", p.Warnings)
+	}
+	if len(p.Nodes) != 0 {
+		t.Errorf("conflicting nodes got changes: %+v", p.Nodes)
+	}
+	for _, d := range p.Decisions {
+		if d.Action != Keep || d.Reason.Code != NodeConflict {
+			t.Errorf("%s: %s %s, want keep for NodeConflict", d.Workload, d.Action, d.Reason.Code)
+		}
+	}
+	if p.Proof.GPUsBefore != p.Proof.GPUsAfter {
+		t.Errorf("GPUs in use changed on unchanged nodes: %d -> %d", p.Proof.GPUsBefore, p.Proof.GPUsAfter)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []Options{{ReclaimIdleRatio: 0, Headroom: 0.2}, {ReclaimIdleRatio: 1.5, Headroom: 0.2}, {ReclaimIdleRatio: 0.8, Headroom: -1}} {
+		if o.Validate() == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
+
+// benchPlanCluster is nodes x 8 GPUs in four pools (H100, A100-80GB, L4,
+// L40S) and one workload per GPU of the first pods, of every kind.
+func benchPlanCluster(b *testing.B, nodes, workloads int) (*cluster.Snapshot, *Usage) {
+	models := []string{"H100-80GB", "A100-80GB", "L4", "L40S"}
+	var ns []*cluster.Node
+	for i := range nodes {
+		m := models[i%len(models)]
+		ns = append(ns, node(fmt.Sprintf("n-%d", i), m, 8, cluster.Exclusive, map[string]string{"gpupack.io/pool": strings.ToLower(m)}))
+	}
+	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{}}
+	var pods []*cluster.Pod
+	kinds := []struct {
+		labels map[string]string
+		o      Observation
+	}{
+		{map[string]string{"app.kubernetes.io/component": "inference", "environment": "production"}, obs(0.1, diagnose.Bursty, 12, 0.1)},
+		{nil, obs(0.01, diagnose.IdleHeld, 4, 0.95)},
+		{nil, obs(0.05, diagnose.Bursty, 8, 0.5)},
+		{nil, obs(0.05, diagnose.FlatLow, 3, 0)},
+		{nil, obs(0.9, diagnose.Busy, 70, 0)},
+	}
+	for w := range workloads {
+		k := kinds[w%len(kinds)]
+		labels := map[string]string{"app": fmt.Sprintf("w%d", w)}
+		for key, v := range k.labels {
+			labels[key] = v
+		}
+		n := w % nodes
+		replicas := 1
+		if w%len(kinds) == 3 {
+			replicas = 2
+		}
+		for r := range replicas {
+			p := pod(fmt.Sprintf("team-%d", w%40), fmt.Sprintf("w%d-%d", w, r), fmt.Sprintf("n-%d", n), 1, labels)
+			p.Devices = []cluster.Device{{GPU: (w/nodes + r) % 8, Slice: -1}}
+			pods = append(pods, p)
+			u.Pods[p.Key()] = k.o
+		}
+	}
+	s, err := cluster.NewSnapshot(gpu.Default(), ns, pods)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, u
+}
+
+// BenchmarkPlan2000x8 plans 2,000 nodes x 8 GPUs with 10,000 workloads.
+func BenchmarkPlan2000x8(b *testing.B) {
+	s, u := benchPlanCluster(b, 2000, 10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := Make(s, u, DefaultOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(p.Decisions) != 10000 {
+			b.Fatalf("%d decisions", len(p.Decisions))
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package plan
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// Observation is what was measured of one pod over the window. Missing
+// figures are unknown, never zero: each has its own flag or nil.
+type Observation struct {
+	// ActiveMeasured is true when ActiveRatio and Pattern were measured.
+	ActiveMeasured bool
+	// ActiveRatio is the mean SM activity of the pod's GPUs, 0..1.
+	ActiveRatio float64
+	Pattern     diagnose.Pattern
+	// VRAMUsedP95 is the 95th percentile of the framebuffer the pod used,
+	// over all its GPUs; 0 when unknown.
+	VRAMUsedP95 gpu.MiB
+	// IdleHeldRatio is the share of the window, 0..1, the pod held its GPUs
+	// without activity; meaningful when IdleHeldMeasured.
+	IdleHeldRatio    float64
+	IdleHeldMeasured bool
+	// HourlyActivity is the mean SM activity in each hour of the window,
+	// oldest first; nil when not measured.
+	HourlyActivity []float64
+}
+
+// Usage is the planner's input beside the snapshot: observations per pod
+// key ("namespace/name") over Window.
+type Usage struct {
+	Window time.Duration
+	Pods   map[string]Observation
+}
+
+// Role is what a workload does, which decides how it may share.
+type Role string
+
+// The roles the planner tells apart.
+const (
+	Inference   Role = "inference"   // serves requests
+	Training    Role = "training"    // trains or fine-tunes; kept whole unless usage proves otherwise
+	Interactive Role = "interactive" // notebooks and development
+	Batch       Role = "batch"       // other Jobs
+	Unknown     Role = "unknown"
+)
+
+// The pod labels the planner reads. Owner labels are tried in order; a
+// pod with none of them is grouped by its pod-template-hash (Deployments)
+// or stands alone.
+var (
+	ownerLabels     = []string{"app.kubernetes.io/name", "app", "batch.kubernetes.io/job-name", "job-name"}
+	jobLabels       = []string{"batch.kubernetes.io/job-name", "job-name"}
+	componentLabels = []string{"gpupack.io/role", "app.kubernetes.io/component"}
+	environLabels   = []string{"environment", "env"}
+)
+
+// Workload is the GPU pods of one owner (Deployment, StatefulSet, Job...),
+// as read from the pods' labels.
+type Workload struct {
+	Key       string // namespace/owner
+	Namespace string
+	Owner     string
+	Tenant    string
+	Role      Role
+	// Job is true for pods of a Job: interruptible, so spot capacity suits
+	// them unless they serve production.
+	Job        bool
+	Production bool
+	// Isolation is the strictest isolation class among the pods.
+	Isolation cluster.Isolation
+	Pods      []*cluster.Pod
+	// Request is the largest GPU request among the pods.
+	Request cluster.Request
+	// Observed aggregates the pods' observations: the largest VRAM p95,
+	// the mean activity and idle-held share of the measured pods; Measured
+	// counts the pods with any observation.
+	Observed Observation
+	Measured int
+	// HourlyBusyPods counts, per hour of the window, the pods at least
+	// busyActivity active in that hour; nil when no pod has hourly data.
+	HourlyBusyPods []int
+}
+
+// busyActivity is the activity from which a pod counts as busy in an hour.
+const busyActivity = 0.05
+
+// Workloads groups the snapshot's GPU pods by owner, in the order their
+// first pods appear.
+func Workloads(s *cluster.Snapshot, u *Usage) []*Workload {
+	byKey := map[string]*Workload{}
+	var out []*Workload
+	for _, p := range s.Pods {
+		if !p.WantsGPU() {
+			continue
+		}
+		owner := ownerOf(p)
+		key := p.Namespace + "/" + owner
+		w, ok := byKey[key]
+		if !ok {
+			w = &Workload{Key: key, Namespace: p.Namespace, Owner: owner, Tenant: p.TenantName(), Role: roleOf(p, owner)}
+			byKey[key] = w
+			out = append(out, w)
+		}
+		w.Pods = append(w.Pods, p)
+		w.Job = w.Job || firstLabel(p, jobLabels) != ""
+		w.Production = w.Production || isProduction(firstLabel(p, environLabels))
+		w.Isolation = max(w.Isolation, p.Isolation)
+		if p.GPU.Kind == cluster.WholeGPUs && p.GPU.Count > w.Request.Count || w.Request.Kind == cluster.NoGPU {
+			w.Request = p.GPU
+		}
+	}
+	for _, w := range out {
+		if w.Role == Unknown && w.Job {
+			w.Role = Batch
+		}
+		w.aggregate(u)
+	}
+	return out
+}
+
+func (w *Workload) aggregate(u *Usage) {
+	if u == nil {
+		return
+	}
+	var active, idle float64
+	nActive, nIdle := 0, 0
+	patterns := map[diagnose.Pattern]int{}
+	for _, p := range w.Pods {
+		o, ok := u.Pods[p.Key()]
+		if !ok {
+			continue
+		}
+		w.Measured++
+		w.Observed.VRAMUsedP95 = max(w.Observed.VRAMUsedP95, o.VRAMUsedP95)
+		if o.ActiveMeasured {
+			active += o.ActiveRatio
+			nActive++
+			patterns[o.Pattern]++
+		}
+		if o.IdleHeldMeasured {
+			idle += o.IdleHeldRatio
+			nIdle++
+		}
+		for h, a := range o.HourlyActivity {
+			for h >= len(w.HourlyBusyPods) {
+				w.HourlyBusyPods = append(w.HourlyBusyPods, 0)
+			}
+			if a >= busyActivity {
+				w.HourlyBusyPods[h]++
+			}
+		}
+	}
+	if nActive > 0 {
+		w.Observed.ActiveMeasured, w.Observed.ActiveRatio = true, active/float64(nActive)
+		// The workload's pattern is its pods' most common one.
+		best := 0
+		for _, q := range []diagnose.Pattern{diagnose.Busy, diagnose.MemoryBound, diagnose.FlatLow, diagnose.Bursty, diagnose.IdleHeld} {
+			if patterns[q] > best {
+				w.Observed.Pattern, best = q, patterns[q]
+			}
+		}
+	}
+	if nIdle > 0 {
+		w.Observed.IdleHeldMeasured, w.Observed.IdleHeldRatio = true, idle/float64(nIdle)
+	}
+}
+
+func ownerOf(p *cluster.Pod) string {
+	if o := firstLabel(p, ownerLabels); o != "" {
+		return o
+	}
+	if hash := p.Labels["pod-template-hash"]; hash != "" {
+		if i := strings.Index(p.Name, "-"+hash); i > 0 {
+			return p.Name[:i]
+		}
+	}
+	return p.Name
+}
+
+func firstLabel(p *cluster.Pod, keys []string) string {
+	for _, k := range keys {
+		if v := p.Labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func isProduction(env string) bool {
+	switch strings.ToLower(env) {
+	case "prod", "production":
+		return true
+	}
+	return false
+}
+
+// roleOf reads the role from a component label, else from the owner's
+// name: notebooks and trainers name themselves so.
+func roleOf(p *cluster.Pod, owner string) Role {
+	words := strings.ToLower(firstLabel(p, componentLabels))
+	if words == "" {
+		words = strings.ToLower(owner)
+	}
+	for _, r := range []struct {
+		role  Role
+		words []string
+	}{
+		{Interactive, []string{"notebook", "jupyter", "dev", "interactive"}},
+		{Training, []string{"train", "finetune", "fine-tune", "sweep"}},
+		{Inference, []string{"inference", "serving", "server", "serve", "api", "predictor", "infer"}},
+	} {
+		for _, word := range r.words {
+			if strings.Contains(words, word) {
+				return r.role
+			}
+		}
+	}
+	return Unknown
+}
+
+// sortedKeys is the keys of a map in order, for deterministic output.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,804 @@
+package usage
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Idle floors: below them a GPU counts as unused. A CUDA context alone
+// takes a few hundred MiB, so framebuffer above FBIdleFloorMiB means a
+// process has touched the GPU.
+const (
+	ActivityIdleFloor = 0.05
+	FBIdleFloorMiB    = 256
+)
+
+// Input is everything Account needs.
+type Input struct {
+	Window  Window
+	Series  []Series
+	Pricing Pricing
+	// App holds the user's application metrics, optional.
+	App []AppSeries
+	// Pods holds Kubernetes life-cycle times for start-up phases, optional.
+	Pods []PodEvents
+}
+
+// AppSeries is one application metric (any PromQL the user names) for one
+// pod, or for a whole namespace when Pod is empty. Its values are taken as
+// rates per second (tokens/s, requests/s) for totals; a gauge such as queue
+// depth or latency is read from Mean.
+type AppSeries struct {
+	Name      string
+	Namespace string
+	Pod       string
+	Samples   []Sample
+}
+
+// PodEvents are a pod's Kubernetes life-cycle times; zero means unknown.
+type PodEvents struct {
+	Namespace, Pod  string
+	Created         time.Time
+	Scheduled       time.Time
+	ContainersReady time.Time
+	Ready           time.Time
+}
+
+// Totals are the GPU-seconds and money of a device, container, pod,
+// namespace, node or the cluster over the window.
+type Totals struct {
+	AllocatedGPUSeconds Seconds `json:"allocatedGPUSeconds"`
+	// ActiveGPUSeconds integrates activity over the allocated time that
+	// had an activity sample; ActivityCoverage says how much that was.
+	ActiveGPUSeconds Amount `json:"activeGPUSeconds"`
+	// IdleAllocatedGPUSeconds is allocated minus active, over the same
+	// covered time.
+	IdleAllocatedGPUSeconds Amount  `json:"idleAllocatedGPUSeconds"`
+	UnallocatedGPUSeconds   Seconds `json:"unallocatedGPUSeconds"`
+	// ActivityCoverage is the ratio (0..1) of allocated GPU-seconds that
+	// had an activity sample.
+	ActivityCoverage        Amount `json:"activityCoverage"`
+	Cost                    Amount `json:"cost"`
+	IdleCost                Amount `json:"idleCost"`
+	CostPerAllocatedGPUHour Amount `json:"costPerAllocatedGPUHour"`
+	CostPerActiveGPUHour    Amount `json:"costPerActiveGPUHour"`
+	EnergyJoules            Amount `json:"energyJoules"`
+}
+
+// Percentiles of a quantity over the samples of the window.
+type Percentiles struct {
+	P50 Amount `json:"p50"`
+	P95 Amount `json:"p95"`
+	Max Amount `json:"max"`
+}
+
+// DeviceUsage is the accounting of one GPU or MIG slice.
+type DeviceUsage struct {
+	Device
+	// Share is the fraction of a whole GPU the device stands for.
+	Share float64 `json:"share"`
+	// ActivitySource is the metric activity was read from, "" if none.
+	ActivitySource string `json:"activitySource"`
+	// Coverage is the ratio (0..1) of the window with any sample.
+	Coverage     Amount      `json:"coverage"`
+	PricePerHour Amount      `json:"pricePerHour"`
+	VRAMUsedMiB  Percentiles `json:"vramUsedMiB"`
+	VRAMFreeMiB  Percentiles `json:"vramFreeMiB"`
+	PowerWatts   Amount      `json:"powerWattsMean"`
+	Totals
+}
+
+// ContainerUsage is the accounting of one container.
+type ContainerUsage struct {
+	Owner
+	Totals
+}
+
+// PodUsage is the accounting of one pod that held a GPU in the window.
+type PodUsage struct {
+	Namespace string   `json:"namespace"`
+	Pod       string   `json:"pod"`
+	Node      string   `json:"node"`
+	Devices   []string `json:"devices"`
+	// ActivitySources lists the metrics its devices' activity came from.
+	ActivitySources []string    `json:"activitySources"`
+	VRAMUsedMiB     Percentiles `json:"vramUsedMiB"`
+	Activity        Percentiles `json:"activity"`
+	DRAMActive      Amount      `json:"dramActiveMean"`
+	PowerWatts      Amount      `json:"powerWattsMean"`
+	Pattern         Pattern     `json:"pattern"`
+	Startup         Startup     `json:"startup"`
+	App             []AppUsage  `json:"app,omitempty"`
+	Totals
+}
+
+// Key is "namespace/pod".
+func (p *PodUsage) Key() string { return p.Namespace + "/" + p.Pod }
+
+// GroupUsage is the accounting of a namespace or a node.
+type GroupUsage struct {
+	Name string     `json:"name"`
+	Pods int        `json:"pods"`
+	App  []AppUsage `json:"app,omitempty"`
+	Totals
+}
+
+// AppUsage is an application metric beside the GPU figures.
+type AppUsage struct {
+	Name string `json:"name"`
+	Mean Amount `json:"mean"`
+	// Total integrates the metric over time (tokens for tokens/s).
+	Total Amount `json:"total"`
+	// CostPerMillion is the GPU cost per million of Total.
+	CostPerMillion Amount `json:"costPerMillion"`
+}
+
+// Startup splits a pod's start into phases. Times are nil when unknown.
+type Startup struct {
+	Created         *time.Time `json:"created"`
+	Scheduled       *time.Time `json:"scheduled"`
+	ContainersReady *time.Time `json:"containersReady"`
+	// GPUAttached is the first sample that named the pod on a GPU.
+	GPUAttached *time.Time `json:"gpuAttached"`
+	// FirstGPUUse is the first sample with activity or framebuffer above
+	// the idle floors.
+	FirstGPUUse *time.Time `json:"firstGPUUse"`
+	// AppReady is the Ready condition, else the first application sample.
+	AppReady *time.Time `json:"appReady"`
+	// Phases in seconds: created->scheduled, scheduled->containers ready,
+	// containers ready (or GPU attached)->first GPU use, first GPU use->app ready.
+	SchedulingSeconds      Amount `json:"schedulingSeconds"`
+	ContainerStartSeconds  Amount `json:"containerStartSeconds"`
+	ToFirstGPUUseSeconds   Amount `json:"toFirstGPUUseSeconds"`
+	FirstUseToReadySeconds Amount `json:"firstUseToReadySeconds"`
+}
+
+// Quality counts what was wrong with the data.
+type Quality struct {
+	Samples       int `json:"samples"`
+	NaNSamples    int `json:"nanSamples"`
+	OutOfWindow   int `json:"outOfWindowSamples"`
+	Gaps          int `json:"gaps"`
+	CounterResets int `json:"counterResets"`
+	// Coverage is the ratio (0..1) of device-seconds with any sample.
+	Coverage Amount `json:"coverage"`
+	// ActivitySources counts devices by the metric activity came from;
+	// "none" counts devices without activity.
+	ActivitySources map[string]int  `json:"activitySources"`
+	MissingMetrics  []MissingMetric `json:"missingMetrics,omitempty"`
+	Warnings        []string        `json:"warnings,omitempty"`
+}
+
+// MissingMetric names a metric that had no series and what the report
+// cannot tell without it.
+type MissingMetric struct {
+	Metric      string `json:"metric"`
+	Consequence string `json:"consequence"`
+}
+
+// Report is the result of Account.
+type Report struct {
+	Start      time.Time        `json:"start"`
+	End        time.Time        `json:"end"`
+	StepSecond Seconds          `json:"stepSeconds"`
+	Currency   string           `json:"currency"`
+	Cluster    Totals           `json:"cluster"`
+	Devices    []DeviceUsage    `json:"devices"`
+	Containers []ContainerUsage `json:"containers"`
+	Pods       []PodUsage       `json:"pods"`
+	Namespaces []GroupUsage     `json:"namespaces"`
+	Nodes      []GroupUsage     `json:"nodes"`
+	Quality    Quality          `json:"quality"`
+}
+
+// Pod returns the named pod's usage.
+func (r *Report) Pod(namespace, name string) (*PodUsage, bool) {
+	for i := range r.Pods {
+		if r.Pods[i].Namespace == namespace && r.Pods[i].Pod == name {
+			return &r.Pods[i], true
+		}
+	}
+	return nil, false
+}
+
+// acc accumulates Totals.
+type acc struct {
+	alloc, activeKnownAlloc, active, unalloc float64
+	cost, costActiveKnown, priceKnownAlloc   float64
+	idleCost                                 float64
+	energy                                   float64
+	energyKnown                              bool
+}
+
+func (a *acc) add(b *acc) {
+	a.alloc += b.alloc
+	a.activeKnownAlloc += b.activeKnownAlloc
+	a.active += b.active
+	a.unalloc += b.unalloc
+	a.cost += b.cost
+	a.costActiveKnown += b.costActiveKnown
+	a.priceKnownAlloc += b.priceKnownAlloc
+	a.idleCost += b.idleCost
+	a.energy += b.energy
+	a.energyKnown = a.energyKnown || b.energyKnown
+}
+
+// hold credits gpuSeconds of allocation with activity a (NaN if unknown)
+// and price p per GPU-hour (NaN if unknown).
+func (a *acc) hold(gpuSeconds, activity, price float64) {
+	a.alloc += gpuSeconds
+	priceKnown := !math.IsNaN(price)
+	if priceKnown {
+		a.priceKnownAlloc += gpuSeconds
+		a.cost += gpuSeconds * price / 3600
+	}
+	if math.IsNaN(activity) {
+		return
+	}
+	a.activeKnownAlloc += gpuSeconds
+	a.active += gpuSeconds * activity
+	if priceKnown {
+		a.costActiveKnown += gpuSeconds * price / 3600
+		a.idleCost += gpuSeconds * (1 - activity) * price / 3600
+	}
+}
+
+func (a *acc) totals() Totals {
+	t := Totals{AllocatedGPUSeconds: Seconds(a.alloc), UnallocatedGPUSeconds: Seconds(a.unalloc)}
+	if a.alloc > 0 {
+		t.ActivityCoverage = Known(a.activeKnownAlloc / a.alloc)
+	}
+	if a.activeKnownAlloc > 0 {
+		t.ActiveGPUSeconds = Known(a.active)
+		t.IdleAllocatedGPUSeconds = Known(a.activeKnownAlloc - a.active)
+	} else if a.alloc == 0 {
+		t.ActiveGPUSeconds, t.IdleAllocatedGPUSeconds = Known(0), Known(0)
+	}
+	if a.priceKnownAlloc > 0 || a.alloc == 0 {
+		t.Cost = Known(a.cost)
+		if a.priceKnownAlloc > 0 {
+			t.CostPerAllocatedGPUHour = Known(a.cost / (a.priceKnownAlloc / 3600))
+		}
+		if a.activeKnownAlloc > 0 || a.alloc == 0 {
+			t.IdleCost = Known(a.idleCost)
+		}
+		if a.active > 0 {
+			t.CostPerActiveGPUHour = Known(a.costActiveKnown / (a.active / 3600))
+		}
+	}
+	if a.energyKnown {
+		t.EnergyJoules = Known(a.energy)
+	}
+	return t
+}
+
+// metric indexes into the per-slot value buffers.
+const (
+	mGR = iota
+	mSM
+	mUtil
+	mFBUsed
+	mFBFree
+	mDRAM
+	mPower
+	mEnergy
+	nMetrics
+)
+
+var metricIndex = map[string]int{
+	GREngineActive: mGR, SMActive: mSM, GPUUtil: mUtil, FBUsed: mFBUsed, FBFree: mFBFree,
+	DRAMActive: mDRAM, PowerUsage: mPower, TotalEnergy: mEnergy,
+}
+
+type ownerSeries struct {
+	owner   Owner
+	present []bool
+	// pod and container are resolved at the owner's first held slot on
+	// the device, so the slot loop does no map lookups.
+	pod       *podState
+	container *acc
+}
+
+type deviceInput struct {
+	device Device
+	series []*Series
+}
+
+type podState struct {
+	usage      PodUsage
+	acc        acc
+	devices    map[string]bool
+	sources    map[string]bool
+	vram       []float64
+	activity   []float64
+	dramSum    float64
+	dramN      int
+	powerSum   float64
+	powerN     int
+	firstSlot  int
+	firstUse   int
+	containers map[string]*acc
+}
+
+// Account integrates the series over the window. It never fails on bad
+// samples: NaN, out-of-window samples, gaps and counter resets are counted
+// in Quality. It fails only on a window it cannot divide into steps.
+func Account(in Input) (*Report, error) {
+	w := in.Window
+	slots := w.Slots()
+	if slots == 0 {
+		return nil, fmt.Errorf("window %s..%s with step %s has no steps; give an end after the start and a positive step", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), w.Step)
+	}
+	startMs, stepMs := w.Start.UnixMilli(), w.Step.Milliseconds()
+	if stepMs <= 0 {
+		return nil, fmt.Errorf("step %s is shorter than a millisecond; use a step of at least 1s", w.Step)
+	}
+	endMs := w.End.UnixMilli()
+	slotSeconds := func(k int) float64 {
+		t := startMs + int64(k)*stepMs
+		return float64(min(stepMs, endMs-t)) / 1000
+	}
+	slotTime := func(k int) time.Time { return time.UnixMilli(startMs + int64(k)*stepMs).UTC() }
+
+	r := &Report{Start: w.Start.UTC(), End: w.End.UTC(), StepSecond: Seconds(w.Step.Seconds()), Currency: in.Pricing.Currency()}
+	q := &r.Quality
+	q.ActivitySources = map[string]int{}
+
+	// Group series by device, in a stable order.
+	byKey := map[string]*deviceInput{}
+	var devs []*deviceInput
+	seenMetric := make([]bool, nMetrics)
+	for i := range in.Series {
+		s := &in.Series[i]
+		mi, ok := metricIndex[s.Metric]
+		if !ok {
+			continue
+		}
+		seenMetric[mi] = true
+		k := s.Device.Key()
+		d := byKey[k]
+		if d == nil {
+			d = &deviceInput{device: s.Device}
+			byKey[k] = d
+			devs = append(devs, d)
+		}
+		if d.device.Model == "" {
+			d.device.Model = s.Device.Model
+		}
+		d.series = append(d.series, s)
+	}
+	sort.Slice(devs, func(i, j int) bool { return devs[i].device.Key() < devs[j].device.Key() })
+	q.MissingMetrics = missingMetrics(seenMetric)
+
+	pods := map[string]*podState{}
+	nodes := map[string]*acc{}
+	nodePods := map[string]map[string]bool{}
+	var cluster acc
+	var coveredDeviceSeconds, windowDeviceSeconds float64
+
+	vals := make([][]float64, nMetrics)
+	for m := range vals {
+		vals[m] = make([]float64, slots)
+	}
+	sampled := make([]bool, slots)
+	var owners []*ownerSeries
+	present := make([]*ownerSeries, 0, 4)
+	// Per-device buffers, reused: their percentiles are read before the
+	// next device.
+	var vram, vramFree []float64
+
+	for _, d := range devs {
+		for m := range vals {
+			v := vals[m]
+			for k := range v {
+				v[k] = math.NaN()
+			}
+		}
+		clear(sampled)
+		owners = owners[:0]
+		ownerIdx := map[Owner]*ownerSeries{}
+		hasMetric := make([]bool, nMetrics)
+		for _, s := range d.series {
+			mi := metricIndex[s.Metric]
+			var os *ownerSeries
+			if !s.Owner.IsZero() {
+				os = ownerIdx[s.Owner]
+				if os == nil {
+					os = &ownerSeries{owner: s.Owner, present: make([]bool, slots)}
+					ownerIdx[s.Owner] = os
+					owners = append(owners, os)
+				}
+			}
+			v := vals[mi]
+			for _, smp := range s.Samples {
+				q.Samples++
+				if smp.TimeMs < startMs || smp.TimeMs >= endMs {
+					q.OutOfWindow++
+					continue
+				}
+				k := int((smp.TimeMs - startMs) / stepMs)
+				sampled[k] = true
+				if os != nil {
+					os.present[k] = true
+				}
+				if math.IsNaN(smp.Value) || math.IsInf(smp.Value, 0) {
+					q.NaNSamples++
+					continue
+				}
+				v[k] = smp.Value
+				hasMetric[mi] = true
+			}
+		}
+		sort.Slice(owners, func(i, j int) bool {
+			return owners[i].owner.PodKey()+"/"+owners[i].owner.Container < owners[j].owner.PodKey()+"/"+owners[j].owner.Container
+		})
+
+		share, shareKnown := in.Pricing.Share(d.device)
+		if !shareKnown {
+			q.Warnings = append(q.Warnings, fmt.Sprintf("device %s: MIG profile %q is not in the catalogue; its share was read from the name as %.3g of a GPU", d.device.Key(), d.device.MIGProfile, share))
+		}
+		price := math.NaN()
+		pa := in.Pricing.PerHour(d.device)
+		if pa.Known {
+			price = pa.Value
+		}
+		source := -1
+		for _, m := range []int{mGR, mSM, mUtil} {
+			if hasMetric[m] {
+				source = m
+				break
+			}
+		}
+		du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
+		if source >= 0 {
+			du.ActivitySource = ActivitySources[source]
+			q.ActivitySources[du.ActivitySource]++
+		} else {
+			q.ActivitySources["none"]++
+		}
+
+		var dev acc
+		var covered float64
+		vram, vramFree = vram[:0], vramFree[:0]
+		var powerSum float64
+		var powerN int
+		lastEnergy := math.NaN()
+		wasPresent, inGap := false, false
+		for k := 0; k < slots; k++ {
+			sec := slotSeconds(k)
+			windowDeviceSeconds += sec * share
+			if !sampled[k] {
+				if wasPresent {
+					inGap = true
+				}
+				continue
+			}
+			if inGap {
+				q.Gaps++
+				inGap = false
+			}
+			wasPresent = true
+			covered += sec
+
+			activity := math.NaN()
+			if source >= 0 {
+				activity = vals[source][k]
+				if source == mUtil {
+					activity /= 100
+				}
+				activity = math.Max(0, math.Min(1, activity))
+			}
+			fb := vals[mFBUsed][k]
+			if !math.IsNaN(fb) {
+				vram = append(vram, fb)
+			}
+			if free := vals[mFBFree][k]; !math.IsNaN(free) {
+				vramFree = append(vramFree, free)
+			}
+			power := vals[mPower][k]
+			if !math.IsNaN(power) {
+				powerSum += power
+				powerN++
+			}
+			// Energy from the counter where there is one, else power x time.
+			energy := math.NaN()
+			if e := vals[mEnergy][k]; !math.IsNaN(e) {
+				if !math.IsNaN(lastEnergy) {
+					if e < lastEnergy {
+						q.CounterResets++
+						energy = e / 1000
+					} else {
+						energy = (e - lastEnergy) / 1000
+					}
+				}
+				lastEnergy = e
+			} else if !math.IsNaN(power) {
+				energy = power * sec
+			}
+			if !math.IsNaN(energy) {
+				dev.energy += energy
+				dev.energyKnown = true
+			}
+
+			present = present[:0]
+			for _, o := range owners {
+				if o.present[k] {
+					present = append(present, o)
+				}
+			}
+			if len(present) == 0 {
+				dev.unalloc += sec * share
+				continue
+			}
+			each := share / float64(len(present))
+			for _, o := range present {
+				gs := sec * each
+				dev.hold(gs, activity, price)
+				if o.pod == nil {
+					o.pod, o.container = resolveOwner(pods, o.owner, d.device, du.ActivitySource, k, slots)
+					if nodePods[d.device.Node] == nil {
+						nodePods[d.device.Node] = map[string]bool{}
+					}
+					nodePods[d.device.Node][o.owner.PodKey()] = true
+				}
+				ps, ca := o.pod, o.container
+				ps.acc.hold(gs, activity, price)
+				ca.hold(gs, activity, price)
+				if !math.IsNaN(energy) {
+					ps.acc.energy += energy / float64(len(present))
+					ps.acc.energyKnown = true
+					ca.energy += energy / float64(len(present))
+					ca.energyKnown = true
+				}
+				if !math.IsNaN(activity) {
+					ps.activity = append(ps.activity, activity)
+				}
+				if !math.IsNaN(fb) {
+					ps.vram = append(ps.vram, fb)
+				}
+				if v := vals[mDRAM][k]; !math.IsNaN(v) {
+					ps.dramSum += v
+					ps.dramN++
+				}
+				if !math.IsNaN(power) {
+					ps.powerSum += power
+					ps.powerN++
+				}
+				used := (!math.IsNaN(activity) && activity > ActivityIdleFloor) || (!math.IsNaN(fb) && fb > FBIdleFloorMiB)
+				if used && (ps.firstUse < 0 || k < ps.firstUse) {
+					ps.firstUse = k
+				}
+			}
+		}
+		windowSeconds := w.End.Sub(w.Start).Seconds()
+		du.Coverage = Known(covered / windowSeconds)
+		coveredDeviceSeconds += covered * share
+		du.VRAMUsedMiB = percentiles(vram)
+		du.VRAMFreeMiB = percentiles(vramFree)
+		if powerN > 0 {
+			du.PowerWatts = Known(powerSum / float64(powerN))
+		}
+		du.Totals = dev.totals()
+		r.Devices = append(r.Devices, du)
+		cluster.add(&dev)
+		na := nodes[d.device.Node]
+		if na == nil {
+			na = &acc{}
+			nodes[d.device.Node] = na
+		}
+		na.add(&dev)
+	}
+	if windowDeviceSeconds > 0 {
+		q.Coverage = Known(coveredDeviceSeconds / windowDeviceSeconds)
+	}
+	r.Cluster = cluster.totals()
+
+	events := map[string]PodEvents{}
+	for _, e := range in.Pods {
+		events[e.Namespace+"/"+e.Pod] = e
+	}
+	appFirst := map[string]int64{}
+	podKeys := sortedKeys(pods)
+	namespaces := map[string]*acc{}
+	nsPods := map[string]int{}
+	for _, key := range podKeys {
+		ps := pods[key]
+		u := &ps.usage
+		u.Devices = sortedKeys(ps.devices)
+		u.ActivitySources = sortedKeys(ps.sources)
+		u.Totals = ps.acc.totals()
+		u.VRAMUsedMiB = percentiles(ps.vram)
+		u.Activity = percentiles(ps.activity)
+		if ps.dramN > 0 {
+			u.DRAMActive = Known(ps.dramSum / float64(ps.dramN))
+		}
+		if ps.powerN > 0 {
+			u.PowerWatts = Known(ps.powerSum / float64(ps.powerN))
+		}
+		u.Pattern = classify(ps.activity, u.DRAMActive, u.VRAMUsedMiB)
+		for _, c := range sortedKeys(ps.containers) {
+			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c}, Totals: ps.containers[c].totals()})
+		}
+		na := namespaces[u.Namespace]
+		if na == nil {
+			na = &acc{}
+			namespaces[u.Namespace] = na
+		}
+		na.add(&ps.acc)
+		nsPods[u.Namespace]++
+	}
+
+	// Application metrics, beside the pod or namespace they name.
+	type appAgg struct {
+		sum, total float64
+		n          int
+	}
+	podApps := map[string]map[string]*appAgg{}
+	nsApps := map[string]map[string]*appAgg{}
+	for _, a := range in.App {
+		target, key := podApps, a.Namespace+"/"+a.Pod
+		if a.Pod == "" {
+			target, key = nsApps, a.Namespace
+		}
+		if target[key] == nil {
+			target[key] = map[string]*appAgg{}
+		}
+		ag := target[key][a.Name]
+		if ag == nil {
+			ag = &appAgg{}
+			target[key][a.Name] = ag
+		}
+		for _, s := range a.Samples {
+			if s.TimeMs < startMs || s.TimeMs >= endMs {
+				continue
+			}
+			if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+				q.NaNSamples++
+				continue
+			}
+			k := int((s.TimeMs - startMs) / stepMs)
+			ag.sum += s.Value
+			ag.n++
+			ag.total += s.Value * slotSeconds(k)
+			if first, ok := appFirst[key]; a.Pod != "" && (!ok || s.TimeMs < first) {
+				appFirst[key] = s.TimeMs
+			}
+		}
+	}
+	appUsage := func(aggs map[string]*appAgg, cost Amount) []AppUsage {
+		var out []AppUsage
+		for _, name := range sortedKeys(aggs) {
+			ag := aggs[name]
+			au := AppUsage{Name: name}
+			if ag.n > 0 {
+				au.Mean = Known(ag.sum / float64(ag.n))
+				au.Total = Known(ag.total)
+				if cost.Known && ag.total > 0 {
+					au.CostPerMillion = Known(cost.Value / (ag.total / 1e6))
+				}
+			}
+			out = append(out, au)
+		}
+		return out
+	}
+
+	for _, key := range podKeys {
+		ps := pods[key]
+		u := &ps.usage
+		u.App = appUsage(podApps[key], u.Cost)
+		st := &u.Startup
+		e := events[key]
+		st.Created, st.Scheduled, st.ContainersReady, st.AppReady = timePtr(e.Created), timePtr(e.Scheduled), timePtr(e.ContainersReady), timePtr(e.Ready)
+		st.GPUAttached = timePtr(slotTime(ps.firstSlot))
+		if ps.firstUse >= 0 {
+			st.FirstGPUUse = timePtr(slotTime(ps.firstUse))
+		}
+		if st.AppReady == nil {
+			if first, ok := appFirst[key]; ok {
+				st.AppReady = timePtr(time.UnixMilli(first).UTC())
+			}
+		}
+		st.SchedulingSeconds = between(st.Created, st.Scheduled)
+		st.ContainerStartSeconds = between(st.Scheduled, st.ContainersReady)
+		from := st.ContainersReady
+		if from == nil {
+			from = st.GPUAttached
+		}
+		st.ToFirstGPUUseSeconds = between(from, st.FirstGPUUse)
+		st.FirstUseToReadySeconds = between(st.FirstGPUUse, st.AppReady)
+		r.Pods = append(r.Pods, *u)
+	}
+	for _, ns := range sortedKeys(namespaces) {
+		t := namespaces[ns].totals()
+		r.Namespaces = append(r.Namespaces, GroupUsage{Name: ns, Pods: nsPods[ns], Totals: t, App: appUsage(nsApps[ns], t.Cost)})
+	}
+	for _, n := range sortedKeys(nodes) {
+		r.Nodes = append(r.Nodes, GroupUsage{Name: n, Pods: len(nodePods[n]), Totals: nodes[n].totals()})
+	}
+	return r, nil
+}
+
+// resolveOwner finds or makes the pod state and container accumulator of
+// an owner first seen holding device d at slot k.
+func resolveOwner(pods map[string]*podState, o Owner, d Device, source string, k, slots int) (*podState, *acc) {
+	ps := pods[o.PodKey()]
+	if ps == nil {
+		ps = &podState{
+			usage:      PodUsage{Namespace: o.Namespace, Pod: o.Pod, Node: d.Node},
+			devices:    map[string]bool{},
+			sources:    map[string]bool{},
+			containers: map[string]*acc{},
+			firstSlot:  k,
+			firstUse:   -1,
+			vram:       make([]float64, 0, slots),
+			activity:   make([]float64, 0, slots),
+		}
+		pods[o.PodKey()] = ps
+	}
+	ps.firstSlot = min(ps.firstSlot, k)
+	ps.devices[d.Key()] = true
+	if source != "" {
+		ps.sources[source] = true
+	}
+	ca := ps.containers[o.Container]
+	if ca == nil {
+		ca = &acc{}
+		ps.containers[o.Container] = ca
+	}
+	return ps, ca
+}
+
+func missingMetrics(seen []bool) []MissingMetric {
+	var out []MissingMetric
+	if !seen[mGR] && !seen[mSM] && !seen[mUtil] {
+		out = append(out, MissingMetric{Metric: GREngineActive + ", " + SMActive + " and " + GPUUtil, Consequence: "active and idle GPU-seconds, cost per active GPU-hour and patterns are unknown"})
+	}
+	if !seen[mFBUsed] {
+		out = append(out, MissingMetric{Metric: FBUsed, Consequence: "VRAM percentiles are unknown and first GPU use is read from activity alone"})
+	}
+	if !seen[mDRAM] {
+		out = append(out, MissingMetric{Metric: DRAMActive, Consequence: "memory-bound pods cannot be told apart"})
+	}
+	if !seen[mPower] && !seen[mEnergy] {
+		out = append(out, MissingMetric{Metric: PowerUsage, Consequence: "power and energy are unknown"})
+	}
+	return out
+}
+
+func percentiles(v []float64) Percentiles {
+	if len(v) == 0 {
+		return Percentiles{}
+	}
+	sort.Float64s(v)
+	at := func(p float64) Amount {
+		i := int(math.Ceil(p*float64(len(v)))) - 1
+		return Known(v[max(0, min(i, len(v)-1))])
+	}
+	return Percentiles{P50: at(0.5), P95: at(0.95), Max: Known(v[len(v)-1])}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func between(a, b *time.Time) Amount {
+	if a == nil || b == nil {
+		return Unknown
+	}
+	return Known(b.Sub(*a).Seconds())
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

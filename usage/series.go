@@ -1,0 +1,138 @@
+package usage
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
+
+// dcgm-exporter's metric names that usage reads.
+const (
+	// GREngineActive is the ratio (0..1) of time the graphics or compute
+	// engine was busy: the preferred activity source.
+	GREngineActive = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+	// SMActive is the ratio (0..1) of time at least one warp was resident
+	// on an SM, averaged over SMs: the second activity source.
+	SMActive = "DCGM_FI_PROF_SM_ACTIVE"
+	// GPUUtil is the percentage (0..100) of time a kernel ran: the last
+	// activity source, coarse and available without profiling.
+	GPUUtil = "DCGM_FI_DEV_GPU_UTIL"
+	// FBUsed and FBFree are framebuffer MiB used and free.
+	FBUsed = "DCGM_FI_DEV_FB_USED"
+	FBFree = "DCGM_FI_DEV_FB_FREE"
+	// DRAMActive is the ratio (0..1) of cycles the memory interface was busy.
+	DRAMActive = "DCGM_FI_PROF_DRAM_ACTIVE"
+	// PowerUsage is the board power draw in watts.
+	PowerUsage = "DCGM_FI_DEV_POWER_USAGE"
+	// TotalEnergy is a counter of energy since boot in millijoules.
+	TotalEnergy = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+)
+
+// Metrics lists every metric usage reads, activity sources first in their
+// order of preference.
+var Metrics = []string{GREngineActive, SMActive, GPUUtil, FBUsed, FBFree, DRAMActive, PowerUsage, TotalEnergy}
+
+// ActivitySources are the activity metrics in order of preference.
+var ActivitySources = []string{GREngineActive, SMActive, GPUUtil}
+
+// Seconds is a duration in seconds; GPU-seconds are Seconds of one whole GPU.
+type Seconds float64
+
+// Hours converts to hours.
+func (s Seconds) Hours() float64 { return float64(s) / 3600 }
+
+// Device names one GPU or one MIG slice by dcgm-exporter's labels.
+type Device struct {
+	Node  string `json:"node"`  // Hostname
+	GPU   string `json:"gpu"`   // gpu: the index on the node
+	UUID  string `json:"uuid"`  // UUID of the physical GPU
+	Model string `json:"model"` // modelName, e.g. "NVIDIA H100 80GB HBM3"
+	// MIGProfile and MIGInstance are GPU_I_PROFILE and GPU_I_ID; empty for
+	// a whole GPU.
+	MIGProfile  string `json:"migProfile,omitempty"`
+	MIGInstance string `json:"migInstance,omitempty"`
+}
+
+// Key identifies the device uniquely within a cluster.
+func (d Device) Key() string {
+	k := d.Node + "/" + d.GPU + "/" + d.UUID
+	if d.MIGInstance != "" {
+		k += "/mig" + d.MIGInstance
+	}
+	return k
+}
+
+// Owner is the container that holds a device; the zero Owner is nobody.
+type Owner struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container,omitempty"`
+}
+
+// IsZero reports whether nobody holds the device.
+func (o Owner) IsZero() bool { return o.Pod == "" }
+
+// PodKey is "namespace/pod".
+func (o Owner) PodKey() string { return o.Namespace + "/" + o.Pod }
+
+// Sample is one value at a time in Unix milliseconds.
+type Sample struct {
+	TimeMs int64
+	Value  float64
+}
+
+// Series is one metric of one device as seen by one owner (or by nobody).
+type Series struct {
+	Metric  string
+	Device  Device
+	Owner   Owner
+	Samples []Sample
+}
+
+// Window is the span accounted and the spacing of samples in it. Samples
+// are taken to stand for Step seconds from their time on; a range query
+// with this step gives exactly that.
+type Window struct {
+	Start time.Time
+	End   time.Time
+	Step  time.Duration
+}
+
+// Slots is the number of steps in the window, the last possibly partial.
+func (w Window) Slots() int {
+	if w.Step <= 0 || !w.End.After(w.Start) {
+		return 0
+	}
+	return int((w.End.Sub(w.Start) + w.Step - 1) / w.Step)
+}
+
+// Amount is a number that may be unknown. Unknown prints as "unknown" and
+// encodes as JSON null; it is never silently zero.
+type Amount struct {
+	Value float64
+	Known bool
+}
+
+// Known makes a known Amount.
+func Known(v float64) Amount { return Amount{Value: v, Known: true} }
+
+// Unknown is the unknown Amount.
+var Unknown = Amount{}
+
+// MarshalJSON encodes unknown as null.
+func (a Amount) MarshalJSON() ([]byte, error) {
+	if !a.Known || math.IsNaN(a.Value) || math.IsInf(a.Value, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(a.Value)
+}
+
+// UnmarshalJSON reads null as unknown.
+func (a *Amount) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*a = Unknown
+		return nil
+	}
+	a.Known = true
+	return json.Unmarshal(b, &a.Value)
+}
