@@ -581,3 +581,39 @@ func mayJoin(p *cluster.Pod, st *GPUState) bool {
 	}
 	return true
 }
+
+// AssignmentAt builds the assignment that places the demand's devices on
+// exactly the given GPUs and, for MIG, slices (a Slice of -1 takes the
+// first free slice of the profile), and reports whether each is a host now.
+// It is for devices recorded elsewhere (an annotation, a reservation) that
+// may be stale or edited by hand: when it reports false, the caller should
+// not trust the record.
+func AssignmentAt(d *Demand, s *NodeState, devices []cluster.Device) (Assignment, bool) {
+	if len(devices) != d.Devices {
+		return Assignment{}, false
+	}
+	a := Assignment{Devices: make([]DeviceShare, len(devices))}
+	for i, dev := range devices {
+		if dev.GPU < 0 || dev.GPU >= len(s.GPUs) {
+			return Assignment{}, false
+		}
+		for _, earlier := range devices[:i] {
+			if earlier.GPU == dev.GPU {
+				return Assignment{}, false
+			}
+		}
+		g, st := &s.Node.GPUs[dev.GPU], &s.GPUs[dev.GPU]
+		if unitFits(d, g, st) != pass {
+			return Assignment{}, false
+		}
+		share := shareOn(d, g, st, dev.GPU)
+		if g.Sharing == cluster.MIG && dev.Slice >= 0 {
+			if dev.Slice >= len(g.Layout) || g.Layout[dev.Slice].Profile != d.GPU.Profile || st.UsedSlices&(1<<dev.Slice) != 0 {
+				return Assignment{}, false
+			}
+			share.Slice = dev.Slice
+		}
+		a.Devices[i] = share
+	}
+	return a, true
+}
