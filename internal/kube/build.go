@@ -112,3 +112,16 @@ func scheduledCondition(p *corev1.Pod) *corev1.PodCondition {
 	}
 	return nil
 }
+
+// ConvertNode converts one node, as Build does; the warnings say what of its
+// GPUs could not be represented. For edges that hold one object at a time,
+// such as the scheduler plugin's per-node state.
+func ConvertNode(n *corev1.Node, c *gpu.Catalogue) (*cluster.Node, []string) {
+	return convertNode(n, c)
+}
+
+// ConvertPod converts one pod's request, as Build does; the warnings say what
+// of it could not be represented.
+func ConvertPod(p *corev1.Pod) (*cluster.Pod, []string) {
+	return convertPod(p)
+}

@@ -1,0 +1,28 @@
+// Package gpupack is gpupack's kube-scheduler framework plugin: a thin
+// adapter over package placement, so that the scheduler, the simulator and
+// the diagnosis decide with the same function.
+//
+//   - PreFilter converts the pod once (internal/kube) into a placement.Demand
+//     and keeps it in the CycleState.
+//   - Filter calls placement.Fit against the node's placement.NodeState and
+//     returns its reasons in the scheduler's words. A node's state is built
+//     from the framework's NodeInfo and cached by the NodeInfo's generation.
+//   - Score asks the configured placement policy (gpupack's
+//     fragmentation-aware one by default), normalised to 0..100.
+//   - Reserve picks the exact GPUs, MIG slice or replica and records them;
+//     PreBind writes them on the pod (annotation gpupack.io/gpu-devices);
+//     Unreserve releases them.
+//   - PostFilter adds gpupack's summary of why the pod fits nowhere to the
+//     scheduler's FailedScheduling event and PodScheduled condition, and
+//     records it as an event of its own (reason GPUPackUnschedulable).
+//
+// Device accounting: a node's state takes each bound or assumed pod's
+// devices from its annotation, else from this plugin's reservation, else
+// from Fit's default choice (pods placed by another scheduler). Annotations
+// are checked with placement.AssignmentAt: one that names a share already
+// taken, or that does not exist, is not trusted; the pod's devices are
+// recomputed and the conflict logged.
+//
+// It imports k8s.io/kubernetes and lives in its own Go module (scheduler/)
+// so that the main module never depends on it.
+package gpupack

@@ -1,0 +1,307 @@
+package gpupack
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/placement"
+)
+
+// Name is the plugin's name in the KubeSchedulerConfiguration.
+const Name = "GPUPack"
+
+// ReasonUnschedulable is the reason of the event the plugin writes for a GPU
+// pod that fits no node.
+const ReasonUnschedulable = "GPUPackUnschedulable"
+
+const stateKey fwk.StateKey = Name
+
+var (
+	_ fwk.PreFilterPlugin  = &Plugin{}
+	_ fwk.FilterPlugin     = &Plugin{}
+	_ fwk.PostFilterPlugin = &Plugin{}
+	_ fwk.PreScorePlugin   = &Plugin{}
+	_ fwk.ScorePlugin      = &Plugin{}
+	_ fwk.ScoreExtensions  = &Plugin{}
+	_ fwk.ReservePlugin    = &Plugin{}
+	_ fwk.PreBindPlugin    = &Plugin{}
+)
+
+// Plugin places GPU pods with package placement. Its methods are safe for
+// the framework's concurrent Filter and Score calls.
+type Plugin struct {
+	handle    fwk.Handle
+	catalogue *gpu.Catalogue
+	args      Args
+
+	// mu guards nodes and reserved.
+	mu    sync.Mutex
+	nodes map[string]nodeEntry
+	// reserved holds the devices Reserve picked for pods whose annotation
+	// is not yet on the pod the framework shows.
+	reserved map[types.UID]reservation
+
+	// policyMu guards the policy (its memo is not safe for concurrent use)
+	// and the workload window it was built from.
+	policyMu sync.Mutex
+	policy   placement.Policy
+	workload workloadWindow
+}
+
+type nodeEntry struct {
+	generation int64
+	state      *placement.NodeState
+}
+
+type reservation struct {
+	node    string
+	devices []cluster.Device
+}
+
+// New builds the plugin from its arguments; malformed arguments are an
+// error naming the field, so the scheduler refuses to start.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := decodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{
+		handle:    h,
+		catalogue: gpu.Default(),
+		args:      args,
+		nodes:     map[string]nodeEntry{},
+		reserved:  map[types.UID]reservation{},
+		workload:  workloadWindow{limit: args.WorkloadPods, seen: map[types.UID]bool{}},
+	}
+	return p, nil
+}
+
+// Name returns Name.
+func (p *Plugin) Name() string { return Name }
+
+// cycleState is what PreFilter computes once per scheduling cycle.
+type cycleState struct {
+	demand *placement.Demand
+	// devices are what Reserve picked, for PreBind.
+	devices []cluster.Device
+}
+
+// Clone shares the demand, which nobody changes after PreFilter.
+func (s *cycleState) Clone() fwk.StateData {
+	c := *s
+	return &c
+}
+
+func readState(cs fwk.CycleState) (*cycleState, error) {
+	v, err := cs.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading cycle state: %w", Name, err)
+	}
+	s, ok := v.(*cycleState)
+	if !ok {
+		return nil, fmt.Errorf("%s: cycle state holds %T", Name, v)
+	}
+	return s, nil
+}
+
+// PreFilter converts the pod into its GPU demand once. Pods without GPU
+// demand skip the plugin.
+func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	cp, warnings := kube.ConvertPod(pod)
+	for _, w := range warnings {
+		klog.FromContext(ctx).V(2).Info("pod request not fully represented", "pod", klog.KObj(pod), "warning", w)
+	}
+	if !cp.WantsGPU() {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	d, err := placement.NewDemand(cp, p.catalogue)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	cs.Write(stateKey, &cycleState{demand: d})
+	p.observe(pod.UID, d)
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: the state is rebuilt from the NodeInfo
+// that Filter is given, which already holds added or removed pods.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter says whether the pod fits the node with placement.Fit, and why
+// not in the scheduler's words. Reasons that no change short of new
+// hardware can cure make the node unresolvable, so preemption skips it.
+func (p *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	s, err := readState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	_, reasons := placement.Fit(s.demand, p.nodeState(ctx, ni))
+	return statusOf(reasons)
+}
+
+func statusOf(reasons []placement.Reason) *fwk.Status {
+	if len(reasons) == 0 {
+		return nil
+	}
+	code := fwk.UnschedulableAndUnresolvable
+	msgs := make([]string, len(reasons))
+	for i, r := range reasons {
+		msgs[i] = r.Message()
+		if !r.Unresolvable {
+			code = fwk.Unschedulable
+		}
+	}
+	return fwk.NewStatus(code, msgs...)
+}
+
+// PostFilter explains, in gpupack's words and with figures, why the pod
+// fits no node. It never makes the pod schedulable; its message joins the
+// scheduler's FailedScheduling event and PodScheduled condition.
+func (p *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	s, err := readState(cs)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	perNode := make([][]placement.Reason, 0, len(infos))
+	var closest *placement.Reason
+	for _, ni := range infos {
+		_, reasons := placement.Fit(s.demand, p.nodeState(ctx, ni))
+		perNode = append(perNode, reasons)
+		for i := range reasons {
+			if r := &reasons[i]; r.Code == placement.InsufficientGPU || r.Code == placement.InsufficientVRAM {
+				if closest == nil || r.Free > closest.Free {
+					closest = r
+				}
+			}
+		}
+	}
+	msg := fmt.Sprintf("gpupack: %s needs %s; %s", pod.Name, s.demand.GPU, placement.Summary(len(infos), perNode))
+	if closest != nil {
+		msg += " Closest: " + closest.String() + "."
+	}
+	if rec := p.handle.EventRecorder(); rec != nil {
+		rec.Eventf(pod, nil, v1.EventTypeWarning, ReasonUnschedulable, "Scheduling", msg)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// PreScore skips scoring for pods without GPU demand.
+func (p *Plugin) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	if _, err := readState(cs); err != nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// scoreScale keeps three decimals of the policy's score in Score's int64;
+// NormalizeScore maps the range to 0..100.
+const scoreScale = 1000
+
+// Score is the policy's score of placing the pod on the node.
+func (p *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	s, err := readState(cs)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	score, _ := p.score(s.demand, p.nodeState(ctx, ni))
+	return int64(math.Round(score * scoreScale)), nil
+}
+
+// ScoreExtensions returns the plugin, which normalises its scores.
+func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return p }
+
+// NormalizeScore maps the scores linearly onto MinScore..MaxScore, the best
+// node getting MaxScore.
+func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	if len(scores) == 0 {
+		return nil
+	}
+	lo, hi := scores[0].Score, scores[0].Score
+	for _, s := range scores {
+		lo, hi = min(lo, s.Score), max(hi, s.Score)
+	}
+	for i := range scores {
+		if hi == lo {
+			scores[i].Score = fwk.MaxScore
+			continue
+		}
+		scores[i].Score = fwk.MinScore + (scores[i].Score-lo)*(fwk.MaxScore-fwk.MinScore)/(hi-lo)
+	}
+	return nil
+}
+
+// Reserve picks the exact GPUs, MIG slice or replica on the chosen node:
+// the policy's choice of GPU for one device, Fit's default otherwise.
+func (p *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s, err := readState(cs)
+	if err != nil {
+		return nil // no GPU demand
+	}
+	ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	st := p.nodeState(ctx, ni)
+	a, reasons := placement.Fit(s.demand, st)
+	if len(reasons) > 0 {
+		return statusOf(reasons)
+	}
+	if s.demand.Devices == 1 {
+		if _, g := p.score(s.demand, st); g >= 0 {
+			a = placement.AssignmentOn(s.demand, st, []int{g})
+		}
+	}
+	s.devices = a.ClusterDevices()
+	p.mu.Lock()
+	p.reserved[pod.UID] = reservation{node: nodeName, devices: s.devices}
+	p.mu.Unlock()
+	klog.FromContext(ctx).V(4).Info("reserved GPU devices", "pod", klog.KObj(pod), "node", nodeName, "devices", FormatDevices(s.devices))
+	return nil
+}
+
+// Unreserve releases what Reserve picked. It is idempotent.
+func (p *Plugin) Unreserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) {
+	if s, err := readState(cs); err == nil {
+		s.devices = nil
+	}
+	p.mu.Lock()
+	delete(p.reserved, pod.UID)
+	p.mu.Unlock()
+}
+
+// PreBindPreFlight asks for PreBind only for pods with reserved devices.
+func (p *Plugin) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if s, err := readState(cs); err != nil || len(s.devices) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// PreBind writes the reserved devices on the pod (AnnotationDevices), so
+// that the device accounting survives a restart of the scheduler.
+func (p *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	s, err := readState(cs)
+	if err != nil || len(s.devices) == 0 {
+		return nil
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationDevices, FormatDevices(s.devices))
+	if _, err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metaPatchOptions); err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: annotating pod %s/%s with its GPU devices: %w", Name, pod.Namespace, pod.Name, err))
+	}
+	return nil
+}

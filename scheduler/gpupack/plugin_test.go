@@ -1,0 +1,340 @@
+package gpupack
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	"github.com/gpupack/gpupack/internal/testcluster"
+)
+
+func TestArgs(t *testing.T) {
+	cases := map[string]struct {
+		raw     string
+		want    Args
+		wantErr string
+	}{
+		"defaults":          {raw: ``, want: Args{Policy: "gpupack", WorkloadPods: defaultWorkloadPods}},
+		"fgd":               {raw: `{"policy":"fgd","workloadPods":100}`, want: Args{Policy: "fgd", WorkloadPods: 100}},
+		"unknown policy":    {raw: `{"policy":"tetris"}`, wantErr: `policy: unknown policy "tetris"`},
+		"negative window":   {raw: `{"workloadPods":-3}`, wantErr: "workloadPods: -3"},
+		"unknown field":     {raw: `{"polcy":"fgd"}`, wantErr: `unknown field "polcy"`},
+		"wrong type":        {raw: `{"workloadPods":"many"}`, wantErr: "workloadPods"},
+		"not an object arg": {raw: `[1]`, wantErr: "GPUPack args"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := decodeArgs(&runtime.Unknown{Raw: []byte(c.raw), ContentType: runtime.ContentTypeJSON})
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDevicesRoundTrip(t *testing.T) {
+	for _, text := range []string{"3", "0,1", "2:4", "0:1,1:0"} {
+		d, err := ParseDevices(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := FormatDevices(d); got != text {
+			t.Errorf("FormatDevices(ParseDevices(%q)) = %q", text, got)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "1:", "1:y"} {
+		if _, err := ParseDevices(bad); err == nil {
+			t.Errorf("ParseDevices(%q) succeeded", bad)
+		}
+	}
+}
+
+// podBuilder makes test pods fluently, in the style of the scheduler's
+// st.MakePod.
+type podBuilder struct{ p v1.Pod }
+
+func makePod(name string) *podBuilder {
+	return &podBuilder{v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: types.UID("uid-" + name)},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{}}}}}}}
+}
+func (b *podBuilder) req(name string, n int64) *podBuilder {
+	b.p.Spec.Containers[0].Resources.Requests[v1.ResourceName(name)] = *resource.NewQuantity(n, resource.DecimalSI)
+	return b
+}
+func (b *podBuilder) on(node, devices string) *podBuilder {
+	b.p.Spec.NodeName = node
+	if devices != "" {
+		b.p.Annotations = map[string]string{AnnotationDevices: devices}
+	}
+	return b
+}
+func (b *podBuilder) obj() *v1.Pod { p := b.p; return &p }
+
+func node(t *testing.T, name string, spec testcluster.GPUNode) *v1.Node {
+	t.Helper()
+	n, err := spec.Object(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Allocatable = n.Status.Capacity
+	return n
+}
+
+var (
+	h100x2  = testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 2}
+	h100MIG = testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 1,
+		MIG: map[string]int64{"3g.40gb": 1, "1g.10gb": 2}, MIGConfig: "custom"}
+	l4Shared = testcluster.GPUNode{Product: "NVIDIA-L4", MemoryMiB: 23034, GPUs: 1, Sharing: testcluster.SharingTimeSlicing, Replicas: 2}
+)
+
+// newPlugin returns the plugin over a snapshot of the given objects, with
+// a fake clientset holding the pods.
+func newPlugin(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, pending ...*v1.Pod) (*Plugin, *fake.Clientset) {
+	t.Helper()
+	ctx := context.Background()
+	var objs []runtime.Object
+	for _, p := range append(pods, pending...) {
+		objs = append(objs, p)
+	}
+	client := fake.NewClientset(objs...)
+	fh, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+	}, "gpupack", frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(pods, nodes)), frameworkruntime.WithClientSet(client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := New(ctx, nil, fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl.(*Plugin), client
+}
+
+// schedule runs the plugin's cycle for pod over every node of the snapshot,
+// as the framework would: PreFilter, Filter, Score on the feasible nodes,
+// Reserve and PreBind on the best. It returns the node and the devices
+// written, or the per-node Filter messages.
+func schedule(t *testing.T, pl *Plugin, client *fake.Clientset, pod *v1.Pod) (string, string, map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	infos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, st := pl.PreFilter(ctx, cs, pod, infos); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	failures := map[string]string{}
+	var scores fwk.NodeScoreList
+	for _, ni := range infos {
+		if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
+			failures[ni.Node().Name] = strings.Join(st.Reasons(), "; ")
+			continue
+		}
+		s, st := pl.Score(ctx, cs, pod, ni)
+		if !st.IsSuccess() {
+			t.Fatalf("Score: %v", st)
+		}
+		scores = append(scores, fwk.NodeScore{Name: ni.Node().Name, Score: s})
+	}
+	if len(scores) == 0 {
+		return "", "", failures
+	}
+	if st := pl.NormalizeScore(ctx, cs, pod, scores); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	best := scores[0]
+	for _, s := range scores {
+		if s.Score < fwk.MinScore || s.Score > fwk.MaxScore {
+			t.Errorf("normalised score %d of %s is outside 0..100", s.Score, s.Name)
+		}
+		if s.Score > best.Score {
+			best = s
+		}
+	}
+	if st := pl.Reserve(ctx, cs, pod, best.Name); !st.IsSuccess() {
+		t.Fatalf("Reserve: %v", st)
+	}
+	if _, st := pl.PreBindPreFlight(ctx, cs, pod, best.Name); !st.IsSuccess() {
+		t.Fatalf("PreBindPreFlight: %v", st)
+	}
+	if st := pl.PreBind(ctx, cs, pod, best.Name); !st.IsSuccess() {
+		t.Fatalf("PreBind: %v", st)
+	}
+	got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return best.Name, got.Annotations[AnnotationDevices], failures
+}
+
+func TestPlugin(t *testing.T) {
+	cases := map[string]struct {
+		nodes       []*v1.Node
+		held        []*v1.Pod
+		pod         *v1.Pod
+		wantNode    string
+		wantDevices string
+		wantFailure map[string]string
+	}{
+		"whole GPU next to a recorded one": {
+			nodes:    []*v1.Node{node(t, "a", h100x2)},
+			held:     []*v1.Pod{makePod("old").req("nvidia.com/gpu", 1).on("a", "0").obj()},
+			pod:      makePod("new").req("nvidia.com/gpu", 1).obj(),
+			wantNode: "a", wantDevices: "1",
+		},
+		"the recorded GPU is the one taken, not the default choice": {
+			nodes:    []*v1.Node{node(t, "a", h100x2)},
+			held:     []*v1.Pod{makePod("old").req("nvidia.com/gpu", 1).on("a", "1").obj()},
+			pod:      makePod("new").req("nvidia.com/gpu", 1).obj(),
+			wantNode: "a", wantDevices: "0",
+		},
+		"hand-edited annotations that collide are recomputed": {
+			nodes: []*v1.Node{node(t, "a", h100x2)},
+			held: []*v1.Pod{
+				makePod("x").req("nvidia.com/gpu", 1).on("a", "0").obj(),
+				makePod("y").req("nvidia.com/gpu", 1).on("a", "0").obj(),
+			},
+			pod:         makePod("new").req("nvidia.com/gpu", 1).obj(),
+			wantFailure: map[string]string{"a": "Insufficient nvidia.com/gpu"},
+		},
+		"a free 1g.10gb MIG slice": {
+			nodes:    []*v1.Node{node(t, "mig", h100MIG), node(t, "a", h100x2)},
+			held:     []*v1.Pod{makePod("old").req("nvidia.com/mig-1g.10gb", 1).on("mig", "0:1").obj()},
+			pod:      makePod("new").req("nvidia.com/mig-1g.10gb", 1).obj(),
+			wantNode: "mig", wantDevices: "0:2",
+			wantFailure: map[string]string{"a": "node(s) didn't offer nvidia.com/mig-1g.10gb"},
+		},
+		"a time slice, packed beside its sibling": {
+			nodes:    []*v1.Node{node(t, "l4-1", l4Shared), node(t, "l4-2", l4Shared)},
+			held:     []*v1.Pod{makePod("old").req("nvidia.com/gpu", 1).on("l4-2", "0").obj()},
+			pod:      makePod("new").req("nvidia.com/gpu", 1).obj(),
+			wantNode: "l4-2", wantDevices: "0",
+		},
+		"two GPUs do not fit one free": {
+			nodes:       []*v1.Node{node(t, "a", h100x2)},
+			held:        []*v1.Pod{makePod("old").req("nvidia.com/gpu", 1).on("a", "0").obj()},
+			pod:         makePod("new").req("nvidia.com/gpu", 2).obj(),
+			wantFailure: map[string]string{"a": "Insufficient nvidia.com/gpu"},
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			pl, client := newPlugin(t, c.nodes, c.held, c.pod)
+			gotNode, gotDevices, failures := schedule(t, pl, client, c.pod)
+			if gotNode != c.wantNode || gotDevices != c.wantDevices {
+				t.Errorf("placed on %q devices %q, want %q devices %q (failures %v)", gotNode, gotDevices, c.wantNode, c.wantDevices, failures)
+			}
+			if c.wantFailure == nil {
+				c.wantFailure = map[string]string{}
+			}
+			if diff := cmp.Diff(c.wantFailure, failures); diff != "" {
+				t.Errorf("Filter failures (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReserveUntilAnnotated checks that a reserved share is not given twice
+// while the pod is assumed on the node but not yet annotated, and that
+// Unreserve gives it back.
+func TestReserveUntilAnnotated(t *testing.T) {
+	n := node(t, "a", h100x2)
+	first := makePod("first").req("nvidia.com/gpu", 1).obj()
+	pl, _ := newPlugin(t, []*v1.Node{n}, nil, first)
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(ctx, cs, first, nil); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if st := pl.Reserve(ctx, cs, first, "a"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	reserved := FormatDevices(pl.reserved[first.UID].devices)
+
+	// The framework now shows the pod assumed on the node, without the
+	// annotation: a second pod must get the other GPU, a third none.
+	assumed := first.DeepCopy()
+	assumed.Spec.NodeName = "a"
+	ni := framework.NewNodeInfo(assumed)
+	ni.SetNode(n)
+	st := pl.nodeState(ctx, ni)
+	taken := 0
+	for _, g := range st.GPUs {
+		if !g.Idle() {
+			taken++
+		}
+	}
+	if taken != 1 || reserved == "" {
+		t.Fatalf("reserved %q: %d GPUs taken on the assumed node, want 1", reserved, taken)
+	}
+	pl.Unreserve(ctx, cs, first, "a")
+	if _, ok := pl.reserved[first.UID]; ok {
+		t.Error("Unreserve kept the reservation")
+	}
+}
+
+func TestPostFilterExplains(t *testing.T) {
+	n := node(t, "a", h100x2)
+	held := []*v1.Pod{
+		makePod("x").req("nvidia.com/gpu", 1).on("a", "0").obj(),
+		makePod("y").req("nvidia.com/gpu", 1).on("a", "1").obj(),
+	}
+	pod := makePod("new").req("nvidia.com/gpu", 1).obj()
+	pl, _ := newPlugin(t, []*v1.Node{n}, held, pod)
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	if _, st := pl.PreFilter(ctx, cs, pod, nil); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	_, st := pl.PostFilter(ctx, cs, pod, nil)
+	want := "gpupack: new needs 1 GPU; 0/1 nodes are available: 1 Insufficient nvidia.com/gpu. Closest: Insufficient nvidia.com/gpu (requested 1, free 0, capacity 2 GPUs)."
+	if st.Code() != fwk.Unschedulable || st.Message() != want {
+		t.Errorf("PostFilter = %v %q, want Unschedulable %q", st.Code(), st.Message(), want)
+	}
+}
+
+func BenchmarkFilterScore(b *testing.B) {
+	t := &testing.T{}
+	n := node(t, "a", testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 8})
+	held := []*v1.Pod{makePod("x").req("nvidia.com/gpu", 1).on("a", "0").obj(), makePod("y").req("nvidia.com/gpu", 2).on("a", "3,4").obj()}
+	pod := makePod("new").req("nvidia.com/gpu", 1).obj()
+	pl, _ := newPlugin(t, []*v1.Node{n}, held, pod)
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	pl.PreFilter(ctx, cs, pod, nil)
+	ni, _ := pl.handle.SnapshotSharedLister().NodeInfos().Get("a")
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
+			b.Fatal(st)
+		}
+		pl.Score(ctx, cs, pod, ni)
+	}
+}

@@ -1,0 +1,197 @@
+package gpupack
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/placement"
+)
+
+var metaPatchOptions = metav1.PatchOptions{FieldManager: "gpupack-scheduler"}
+
+// nodeState is the node's placement state as the NodeInfo shows it, built
+// once per NodeInfo generation (which changes with every pod added, removed
+// or updated, and with the node). The state is shared: callers must not
+// change it.
+func (p *Plugin) nodeState(ctx context.Context, ni fwk.NodeInfo) *placement.NodeState {
+	name, gen := ni.Node().Name, ni.GetGeneration()
+	p.mu.Lock()
+	e, ok := p.nodes[name]
+	p.mu.Unlock()
+	if ok && e.generation == gen {
+		return e.state
+	}
+	st := p.buildState(ctx, ni)
+	p.mu.Lock()
+	p.nodes[name] = nodeEntry{generation: gen, state: st}
+	p.mu.Unlock()
+	return st
+}
+
+// buildState converts the node and takes what each of its pods holds: pods
+// with recorded devices (annotation, else reservation) first, then the
+// others with Fit's default choice. A record that names a share that does
+// not exist or is already taken is not trusted: the pod is placed as if it
+// had none, and the conflict logged.
+func (p *Plugin) buildState(ctx context.Context, ni fwk.NodeInfo) *placement.NodeState {
+	logger := klog.FromContext(ctx)
+	node, _ := kube.ConvertNode(ni.Node(), p.catalogue)
+	p.noteNode(node)
+	st := placement.NewNodeState(node)
+	type held struct {
+		pod    *v1.Pod
+		demand *placement.Demand
+	}
+	var unrecorded []held
+	for _, pi := range ni.GetPods() {
+		pod := pi.GetPod()
+		cp, _ := kube.ConvertPod(pod)
+		d, err := placement.NewDemand(cp, p.catalogue)
+		if err != nil {
+			logger.Info("pod's request cannot be placed; its GPUs are not counted", "pod", klog.KObj(pod), "err", err)
+			continue
+		}
+		if d.Devices == 0 {
+			st.Assign(d, placement.Assignment{})
+			continue
+		}
+		if devices, source := p.recorded(logger, pod); devices != nil {
+			if a, ok := placement.AssignmentAt(d, st, devices); ok {
+				st.Assign(d, a)
+				continue
+			}
+			logger.Info("GPU devices recorded for the pod conflict with other pods or the node; trusting the apiserver's pods and recomputing",
+				"pod", klog.KObj(pod), "node", node.Name, "source", source, "devices", FormatDevices(devices))
+		}
+		unrecorded = append(unrecorded, held{pod, d})
+	}
+	for _, h := range unrecorded {
+		a, reasons := placement.Fit(h.demand, st)
+		if len(reasons) > 0 {
+			logger.Info("pod on the node does not fit it; its GPUs are not counted", "pod", klog.KObj(h.pod), "node", node.Name, "reason", reasons[0].String())
+			st.Assign(h.demand, placement.Assignment{})
+			continue
+		}
+		st.Assign(h.demand, a)
+	}
+	return st
+}
+
+// recorded returns the pod's devices from its annotation, else from this
+// plugin's reservation, and which it was; nil when there are none. Once the
+// annotation is on the pod the reservation is dropped.
+func (p *Plugin) recorded(logger klog.Logger, pod *v1.Pod) ([]cluster.Device, string) {
+	if text, ok := pod.Annotations[AnnotationDevices]; ok {
+		p.mu.Lock()
+		delete(p.reserved, pod.UID)
+		p.mu.Unlock()
+		devices, err := ParseDevices(text)
+		if err != nil {
+			logger.Info("ignoring malformed annotation", "pod", klog.KObj(pod), "err", err)
+			return nil, ""
+		}
+		return devices, "annotation"
+	}
+	p.mu.Lock()
+	r, ok := p.reserved[pod.UID]
+	p.mu.Unlock()
+	if ok && r.node == pod.Spec.NodeName {
+		return r.devices, "reservation"
+	}
+	if ok && pod.Spec.NodeName == "" {
+		return r.devices, "reservation"
+	}
+	return nil, ""
+}
+
+// workloadWindow is the distribution of the most recent GPU pods, which
+// fragmentation-aware policies measure against.
+type workloadWindow struct {
+	limit   int
+	seen    map[types.UID]bool
+	uids    []types.UID // ring of at most limit, beside demands
+	demands []*placement.Demand
+	next    int
+	// builtAt is len(demands) and shapes when the policy was last built.
+	builtAt, builtShapes int
+	shapes               map[shape]int
+	maxCPU               gpu.CPUMilli
+	maxGPUMilli          gpu.Milli
+	stale                bool // the policy must be rebuilt before scoring
+}
+
+type shape struct {
+	cpu     gpu.CPUMilli
+	milli   gpu.Milli
+	devices int
+}
+
+// observe adds the pod's demand to the workload once, and marks the policy
+// stale when a new demand shape appears or the window has doubled since the
+// policy was built.
+func (p *Plugin) observe(uid types.UID, d *placement.Demand) {
+	p.policyMu.Lock()
+	defer p.policyMu.Unlock()
+	w := &p.workload
+	if w.seen[uid] {
+		return
+	}
+	w.seen[uid] = true
+	if w.shapes == nil {
+		w.shapes = map[shape]int{}
+	}
+	if len(w.demands) < w.limit {
+		w.uids, w.demands = append(w.uids, uid), append(w.demands, d)
+	} else {
+		old := w.demands[w.next]
+		oldShape := shape{old.CPU, old.PerGPUMilli, old.Devices}
+		if w.shapes[oldShape]--; w.shapes[oldShape] == 0 {
+			delete(w.shapes, oldShape)
+		}
+		delete(w.seen, w.uids[w.next])
+		w.uids[w.next], w.demands[w.next] = uid, d
+		w.next = (w.next + 1) % w.limit
+	}
+	w.shapes[shape{d.CPU, d.PerGPUMilli, d.Devices}]++
+	if len(w.shapes) > w.builtShapes || len(w.demands) >= 2*max(w.builtAt, 1) {
+		w.stale = true
+	}
+}
+
+// noteNode keeps the largest node's CPU and GPU, the policies' normalisers.
+func (p *Plugin) noteNode(n *cluster.Node) {
+	p.policyMu.Lock()
+	defer p.policyMu.Unlock()
+	w := &p.workload
+	if n.CPU > w.maxCPU {
+		w.maxCPU, w.stale = n.CPU, true
+	}
+	if g := gpu.Milli(len(n.GPUs)) * gpu.WholeGPU; g > w.maxGPUMilli {
+		w.maxGPUMilli, w.stale = g, true
+	}
+}
+
+// score is the policy's score, rebuilding a stale policy first.
+func (p *Plugin) score(d *placement.Demand, st *placement.NodeState) (float64, int) {
+	p.policyMu.Lock()
+	defer p.policyMu.Unlock()
+	if w := &p.workload; w.stale || p.policy == nil {
+		policy, err := placement.New(p.args.Policy, placement.Options{
+			Workload:        placement.NewWorkload(w.demands, 1),
+			MaxNodeCPU:      w.maxCPU,
+			MaxNodeGPUMilli: w.maxGPUMilli,
+		})
+		if err == nil { // the name was validated in New
+			p.policy, w.builtAt, w.builtShapes, w.stale = policy, len(w.demands), len(w.shapes), false
+		}
+	}
+	return p.policy.Score(d, st)
+}
