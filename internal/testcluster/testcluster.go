@@ -62,6 +62,7 @@ type Cluster struct {
 	kubeconfig string
 	client     kubernetes.Interface
 	timeout    time.Duration
+	dir, home  string // logs, and the components' HOME
 }
 
 // Start starts etcd, kube-apiserver, kube-scheduler and kwok on free loopback
@@ -194,7 +195,32 @@ func Start(t testing.TB, opts Options) *Cluster {
 	)
 	ready(kwok, httpProbe(http.DefaultClient, "http://"+kwokAddress+"/healthz"))
 
-	return &Cluster{t: t, kubeconfig: kubeconfig, client: client, timeout: timeout}
+	return &Cluster{t: t, kubeconfig: kubeconfig, client: client, timeout: timeout, dir: dir, home: home}
+}
+
+// Process is a component that a test runs beside the control plane.
+type Process struct{ p *process }
+
+// Stop stops the process now (SIGTERM, then SIGKILL); fault tests use it to
+// kill a component mid-run. It is idempotent, and runs at cleanup anyway.
+func (p *Process) Stop() { p.p.stop() }
+
+// Exited returns an error naming the process if it is no longer running.
+func (p *Process) Exited() error { return p.p.exitedEarly() }
+
+// Run starts binary with args beside the control plane (a second scheduler,
+// a webhook server), as the components are started: in its own process
+// group, HOME set to an empty directory, its log kept with theirs and
+// printed if the test fails, stopped at cleanup.
+func (c *Cluster) Run(name, binary string, args ...string) *Process {
+	c.t.Helper()
+	p := startProcess(c.t, name, c.dir, c.home, binary, args...)
+	c.t.Cleanup(func() {
+		if c.t.Failed() {
+			c.t.Logf("testcluster: ----- %s log -----\n%s", p.name, p.logTail())
+		}
+	})
+	return &Process{p}
 }
 
 // admissionPlugins are the admission plugins the apiserver runs: namespace
