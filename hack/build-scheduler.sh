@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds gpupack-scheduler (the upstream kube-scheduler with gpupack's plugin,
 # module scheduler/) and caches it outside the work tree, keyed by the
-# Kubernetes version and a hash of the sources it is built from (every
-# non-test .go file, go.mod and go.sum of both modules):
+# Kubernetes version and a hash of the sources it is built from (the
+# repository's Go and embedded files it depends on, go.mod and go.sum of
+# both modules):
 #
 #   ${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/gpupack-scheduler_<k8s>_<hash>/gpupack-scheduler
 #
@@ -22,10 +23,16 @@ cd "$(dirname "$0")/.."
 export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0
 
 K8S_VERSION="$(cd scheduler && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+# The sources: the repository's files among the binary's dependencies
+# (Go and embedded files), and both modules' go.mod and go.sum.
+root="$(pwd)"
 source_hash="$(
-	find . -path ./.git -prune -o -name testdata -prune -o \
-		\( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum \) -type f -print |
-		LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
+	{
+		(cd scheduler && go list -mod=readonly -deps -f '{{if not .Standard}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}
+{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}
+{{end}}{{end}}' ./cmd/gpupack-scheduler) | grep "^${root}/"
+		ls "${root}"/go.mod "${root}"/go.sum "${root}"/scheduler/go.mod "${root}"/scheduler/go.sum
+	} | LC_ALL=C sort | xargs sha256sum | sed "s|${root}/||" | sha256sum | cut -c1-16
 )"
 bin_dir="${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/gpupack-scheduler_${K8S_VERSION}_${source_hash}_$(go env GOOS)-$(go env GOARCH)"
 bin="${bin_dir}/gpupack-scheduler"

@@ -46,7 +46,9 @@ func binDir(t testing.TB) string {
 }
 
 // locateBinDir returns $GPUPACK_K8S_BINDIR, or asks hack/k8s-bins.sh, found
-// by walking up from the working directory to the module root.
+// by walking up from the working directory to the repository root (the
+// first directory holding it, so that tests of nested modules such as
+// scheduler/ find it too).
 func locateBinDir() (string, error) {
 	if dir := os.Getenv(envBinDir); dir != "" {
 		return dir, nil
@@ -56,8 +58,8 @@ func locateBinDir() (string, error) {
 		return "", fmt.Errorf("%s is unset and the working directory is unknown: %w", envBinDir, err)
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			script := filepath.Join(dir, "hack", "k8s-bins.sh")
+		script := filepath.Join(dir, "hack", "k8s-bins.sh")
+		if _, err := os.Stat(script); err == nil {
 			out, err := exec.Command("bash", script, "--print-dir").Output()
 			if err != nil {
 				return "", fmt.Errorf("%s is unset and %s --print-dir failed: %w", envBinDir, script, err)
@@ -65,7 +67,7 @@ func locateBinDir() (string, error) {
 			return strings.TrimSpace(string(out)), nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("%s is unset and no go.mod lies above %s", envBinDir, wd)
+			return "", fmt.Errorf("%s is unset and no hack/k8s-bins.sh lies above %s", envBinDir, wd)
 		}
 	}
 }
