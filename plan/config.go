@@ -145,21 +145,53 @@ func (pl *Plan) NodeLabels() ([]byte, error) {
 	return yaml.Marshal(map[string]any{"nodes": nodes})
 }
 
+// WorkloadRequest is what one workload should request after the plan: an
+// entry of workload-requests.yaml, which the admission webhook reads.
+type WorkloadRequest struct {
+	Workload string `json:"workload"` // namespace/owner, as WorkloadKey names it
+	Action   Action `json:"action"`
+	Before   string `json:"before"`
+	After    After  `json:"after"`
+}
+
 // WorkloadRequests renders what each workload should request after the
 // change, for the admission webhook that rewrites requests.
 func (pl *Plan) WorkloadRequests() ([]byte, error) {
-	type entry struct {
-		Workload string `json:"workload"`
-		Action   Action `json:"action"`
-		Before   string `json:"before"`
-		After    After  `json:"after"`
-	}
-	var out []entry
+	var out []WorkloadRequest
 	for _, d := range pl.Decisions {
 		if d.Action == Unplaceable {
 			continue
 		}
-		out = append(out, entry{d.Workload, d.Action, d.Before, d.After})
+		out = append(out, WorkloadRequest{d.Workload, d.Action, d.Before, d.After})
 	}
 	return yaml.Marshal(map[string]any{"workloads": out})
+}
+
+// ParseWorkloadRequests reads workload-requests.yaml (WorkloadRequests'
+// output, or one written by hand in the same form), by workload. Unknown
+// fields, a workload listed twice, and an entry without a resource or with
+// a count below 1 are errors naming the entry.
+func ParseWorkloadRequests(data []byte) (map[string]WorkloadRequest, error) {
+	var f struct {
+		Workloads []WorkloadRequest `json:"workloads"`
+	}
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, err
+	}
+	out := make(map[string]WorkloadRequest, len(f.Workloads))
+	for i, w := range f.Workloads {
+		switch {
+		case !strings.Contains(w.Workload, "/"):
+			return nil, fmt.Errorf("workloads[%d]: workload %q: want namespace/owner", i, w.Workload)
+		case w.After.Resource == "":
+			return nil, fmt.Errorf("workloads[%d] (%s): after.resource is empty", i, w.Workload)
+		case w.After.Count < 1:
+			return nil, fmt.Errorf("workloads[%d] (%s): after.count: %d (want at least 1)", i, w.Workload, w.After.Count)
+		}
+		if _, dup := out[w.Workload]; dup {
+			return nil, fmt.Errorf("workloads[%d]: workload %s is listed twice", i, w.Workload)
+		}
+		out[w.Workload] = w
+	}
+	return out, nil
 }

@@ -99,7 +99,7 @@ func Workloads(s *cluster.Snapshot, u *Usage) []*Workload {
 			continue
 		}
 		owner := ownerOf(p)
-		key := p.Namespace + "/" + owner
+		key := WorkloadKey(p)
 		w, ok := byKey[key]
 		if !ok {
 			w = &Workload{Key: key, Namespace: p.Namespace, Owner: owner, Tenant: p.TenantName(), Role: roleOf(p, owner)}
@@ -168,6 +168,13 @@ func (w *Workload) aggregate(u *Usage) {
 	if nIdle > 0 {
 		w.Observed.IdleHeldMeasured, w.Observed.IdleHeldRatio = true, idle/float64(nIdle)
 	}
+}
+
+// WorkloadKey is the key ("namespace/owner") of the workload a pod belongs
+// to, as Workloads groups pods and workload-requests.yaml names them. The
+// admission webhook uses it to find a new pod's planned request.
+func WorkloadKey(p *cluster.Pod) string {
+	return p.Namespace + "/" + ownerOf(p)
 }
 
 func ownerOf(p *cluster.Pod) string {

@@ -1,0 +1,123 @@
+package admission
+
+import (
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpupack/gpupack/plan"
+)
+
+func pod(name string, labels map[string]string, containers ...map[string]string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: labels}}
+	for i, res := range containers {
+		list := corev1.ResourceList{}
+		for k, v := range res {
+			list[corev1.ResourceName(k)] = resource.MustParse(v)
+		}
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: []string{"main", "side"}[i], Resources: corev1.ResourceRequirements{Limits: list, Requests: list.DeepCopy()}})
+	}
+	return p
+}
+
+// requests reads the plan command's golden workload-requests.yaml, so the
+// webhook is tested against what the planner writes.
+func requests(t *testing.T) map[string]plan.WorkloadRequest {
+	t.Helper()
+	data, err := os.ReadFile("../cli/plan/testdata/out-workload-requests.yaml.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := plan.ParseWorkloadRequests(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestMutate(t *testing.T) {
+	ranker := map[string]string{"app": "ranker"}
+	cases := map[string]struct {
+		pod           *corev1.Pod
+		wantResources map[string]string // of container main, limits
+		wantScheduler string
+		wantChanged   bool
+		wantErr       string
+	}{
+		"planned workload onto its MIG slice": {
+			pod:           pod("ranker-0", ranker, map[string]string{"nvidia.com/gpu": "1", "cpu": "2"}),
+			wantResources: map[string]string{"nvidia.com/mig-2g.20gb": "1", "cpu": "2"},
+			wantScheduler: SchedulerName, wantChanged: true,
+		},
+		"pod of a Deployment, named by generateName": {
+			pod: func() *corev1.Pod {
+				p := pod("", map[string]string{"pod-template-hash": "7d9f"}, map[string]string{"nvidia.com/gpu": "1"})
+				p.GenerateName = "ranker-7d9f-"
+				return p
+			}(),
+			wantResources: map[string]string{"nvidia.com/mig-2g.20gb": "1"},
+			wantScheduler: SchedulerName, wantChanged: true,
+		},
+		"request other than the planned one is kept": {
+			pod:           pod("ranker-0", ranker, map[string]string{"nvidia.com/gpu": "2"}),
+			wantResources: map[string]string{"nvidia.com/gpu": "2"},
+			wantScheduler: SchedulerName, wantChanged: true,
+		},
+		"unplanned workload keeps its request": {
+			pod:           pod("other", nil, map[string]string{"nvidia.com/gpu": "1"}),
+			wantResources: map[string]string{"nvidia.com/gpu": "1"},
+			wantScheduler: SchedulerName, wantChanged: true,
+		},
+		"no GPU, untouched": {
+			pod:           pod("web", ranker, map[string]string{"cpu": "1"}),
+			wantResources: map[string]string{"cpu": "1"},
+		},
+		"whole GPU and MIG slice: rejected": {
+			pod:     pod("confused", ranker, map[string]string{"nvidia.com/gpu": "1"}, map[string]string{"nvidia.com/mig-1g.10gb": "1"}),
+			wantErr: "pod shop/confused asks for nvidia.com/gpu and nvidia.com/mig-1g.10gb together: a pod gets either whole GPUs (nvidia.com/gpu) or one MIG slice (nvidia.com/mig-<profile>), not both; remove all but one of them",
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			original := c.pod.DeepCopy()
+			ch, err := Mutate(c.pod, requests(t))
+			if c.wantErr != "" {
+				if err == nil || err.Error() != c.wantErr {
+					t.Fatalf("error = %v, want %q", err, c.wantErr)
+				}
+				if diff := cmp.Diff(original, c.pod); diff != "" {
+					t.Errorf("a rejected pod was altered (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (ch != nil) != c.wantChanged {
+				t.Fatalf("changes = %+v, want changed %v", ch, c.wantChanged)
+			}
+			got := map[string]string{}
+			for k, q := range c.pod.Spec.Containers[0].Resources.Limits {
+				got[string(k)] = q.String()
+			}
+			if diff := cmp.Diff(c.wantResources, got); diff != "" {
+				t.Errorf("limits (-want +got):\n%s", diff)
+			}
+			if c.pod.Spec.SchedulerName != c.wantScheduler {
+				t.Errorf("schedulerName = %q, want %q", c.pod.Spec.SchedulerName, c.wantScheduler)
+			}
+			// What Mutate did, Revert undoes.
+			if err := Revert(c.pod); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(original, c.pod, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+				t.Errorf("Revert(Mutate(pod)) != pod (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
