@@ -12,6 +12,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/simulate"
 	"github.com/gpupack/gpupack/internal/cli/snapshot"
 	"github.com/gpupack/gpupack/internal/cli/vram"
+	"github.com/gpupack/gpupack/internal/cli/webhook"
 )
 
 // verbs lists gpupack's commands, one line each, in the order of the
@@ -24,6 +25,7 @@ func verbs(ctx context.Context) []*cobra.Command {
 		snapshot.NewCommand(ctx),
 		simulate.NewCommand(ctx),
 		vram.NewCommand(ctx),
+		webhook.NewCommand(ctx),
 		fakedcgm.NewCommand(ctx),
 	}
 }

@@ -1,0 +1,186 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpupack/gpupack/internal/admission"
+	"github.com/gpupack/gpupack/internal/cli/webhook"
+	"github.com/gpupack/gpupack/internal/testcluster"
+)
+
+// TestWebhook registers `gpupack webhook` with the real apiserver: unchanged
+// manifests in an opted-in namespace are rewritten per the plan and sent to
+// gpupack-scheduler, the same manifests elsewhere are untouched, a
+// contradictory request is rejected, and killing the webhook while pods are
+// created fails no creation (failurePolicy Ignore).
+func TestWebhook(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	cs := c.Client()
+	ctx := t.Context()
+	dir := t.TempDir()
+
+	bin := filepath.Join(dir, "gpupack")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/gpupack").CombinedOutput(); err != nil {
+		t.Fatalf("go build gpupack: %v\n%s", err, out)
+	}
+	requests := filepath.Join(dir, "workload-requests.yaml")
+	if err := os.WriteFile(requests, []byte(`workloads:
+- workload: packed/ranker
+  action: share
+  before: 1 GPU
+  after: {resource: nvidia.com/mig-1g.10gb, count: 1, gpuModel: H100-80GB, vramLimitMiB: 10240}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	certDir := filepath.Join(dir, "certs")
+	hook := c.Run("gpupack-webhook", bin, "webhook", "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		"--cert-dir", certDir, "--self-signed", "127.0.0.1", "--requests", requests)
+	var caBundle []byte
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		if err := hook.Exited(); err != nil {
+			return false, err
+		}
+		conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return false, nil
+		}
+		conn.Close()
+		caBundle, err = os.ReadFile(filepath.Join(certDir, "ca.crt"))
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("webhook not serving: %v", err)
+	}
+	register(t, cs, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), caBundle)
+
+	c.CreateNamespace("packed")
+	c.CreateNamespace("plain")
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, "packed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels[admission.NamespaceLabel] = "enabled"
+	if _, err := cs.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	ranker := func(namespace, name string) *corev1.Pod {
+		p := makePod(namespace, name).gpus("nvidia.com/gpu", 1).obj()
+		p.Labels = map[string]string{"app": "ranker"}
+		return p
+	}
+	// The apiserver may take a moment to see the configuration: retry the
+	// first opted-in pod until it comes back mutated.
+	var packed *corev1.Pod
+	poll(t, "the first opted-in pod to be mutated", func(ctx context.Context) (bool, string, error) {
+		name := fmt.Sprintf("ranker-%d", time.Now().UnixNano())
+		p, err := cs.CoreV1().Pods("packed").Create(ctx, ranker("packed", name), metav1.CreateOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		packed = p
+		return p.Spec.SchedulerName == admission.SchedulerName, "schedulerName " + p.Spec.SchedulerName, nil
+	})
+	limits := packed.Spec.Containers[0].Resources.Limits
+	if q, ok := limits["nvidia.com/mig-1g.10gb"]; !ok || q.Value() != 1 || limits.Name("nvidia.com/gpu", "").Value() != 0 {
+		t.Errorf("opted-in pod's limits = %v, want nvidia.com/mig-1g.10gb: 1 instead of nvidia.com/gpu", limits)
+	}
+	if got := packed.Annotations[admission.AnnotationChanges]; !strings.Contains(got, `"before":{"nvidia.com/gpu":"1"}`) || !strings.Contains(got, `"after":{"nvidia.com/mig-1g.10gb":"1"}`) {
+		t.Errorf("annotation %s = %s", admission.AnnotationChanges, got)
+	}
+
+	plain, err := cs.CoreV1().Pods("plain").Create(ctx, ranker("plain", "ranker-0"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Spec.SchedulerName != corev1.DefaultSchedulerName || plain.Annotations[admission.AnnotationChanges] != "" || plain.Spec.Containers[0].Resources.Limits.Name("nvidia.com/gpu", "").Value() != 1 {
+		t.Errorf("pod of a namespace not opted in was changed: scheduler %q, annotations %v, limits %v", plain.Spec.SchedulerName, plain.Annotations, plain.Spec.Containers[0].Resources.Limits)
+	}
+
+	confused := makePod("packed", "confused").gpus("nvidia.com/gpu", 1).gpus("nvidia.com/mig-1g.10gb", 1).obj()
+	_, err = cs.CoreV1().Pods("packed").Create(ctx, confused, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "asks for nvidia.com/gpu and nvidia.com/mig-1g.10gb together") {
+		t.Errorf("contradictory pod: error %v, want the webhook's rejection", err)
+	}
+
+	// Kill the webhook while pods are being created: none may fail.
+	const storm = 60
+	failures := make(chan error, storm)
+	mutated := 0
+	for i := range storm {
+		if i == storm/3 {
+			hook.Stop()
+		}
+		p, err := cs.CoreV1().Pods("packed").Create(ctx, ranker("packed", fmt.Sprintf("storm-%02d", i)), metav1.CreateOptions{})
+		if err != nil {
+			failures <- err
+			continue
+		}
+		if p.Spec.SchedulerName == admission.SchedulerName {
+			mutated++
+		}
+	}
+	close(failures)
+	for err := range failures {
+		t.Errorf("pod creation failed while the webhook was down: %v", err)
+	}
+	t.Logf("%d of %d pods created while the webhook was killed after %d were mutated (the rest created unchanged)", storm, storm, mutated)
+	if mutated == 0 || mutated == storm {
+		t.Errorf("%d of %d pods mutated; want those before the kill only", mutated, storm)
+	}
+	if err := hook.Exited(); err == nil {
+		t.Error("the webhook is still running after Stop")
+	}
+}
+
+// register creates the MutatingWebhookConfiguration of deploy/webhook.yaml,
+// with a URL client config for a webhook on loopback.
+func register(t *testing.T, cs kubernetes.Interface, url string, caBundle []byte) {
+	t.Helper()
+	ignore := admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	timeout := int32(2)
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpupack"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "pods.gpupack.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{admission.NamespaceLabel: "enabled"}},
+			FailurePolicy:           &ignore,
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(t.Context(), cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
