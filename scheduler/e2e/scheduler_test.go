@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -57,7 +59,7 @@ func startGpupackScheduler(t *testing.T, c *testcluster.Cluster, pluginArgs stri
 	bin := schedulerBinary(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(config, []byte(SchedulerConfig(c.Kubeconfig(), pluginArgs)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(SchedulerConfig(t, c.Kubeconfig(), pluginArgs)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return c.Run("gpupack-scheduler", bin,
@@ -72,31 +74,50 @@ func startGpupackScheduler(t *testing.T, c *testcluster.Cluster, pluginArgs stri
 	)
 }
 
-// SchedulerConfig is the KubeSchedulerConfiguration of the tests: the
-// profile of deploy/scheduler.yaml with a kubeconfig and no leader election.
-func SchedulerConfig(kubeconfig, pluginArgs string) string {
-	if pluginArgs == "" {
-		pluginArgs = "{}"
+// SchedulerConfig is the KubeSchedulerConfiguration of deploy/scheduler.yaml
+// with the given kubeconfig, client rate limits for storms, leader
+// election off and, when pluginArgs is not empty, the GPUPack plugin's args
+// replaced by it (JSON).
+func SchedulerConfig(t *testing.T, kubeconfig, pluginArgs string) string {
+	t.Helper()
+	manifests, err := os.ReadFile("../../deploy/scheduler.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: %q
-  qps: 200
-  burst: 400
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: %s
-  plugins:
-    multiPoint:
-      enabled:
-      - name: %s
-        weight: 10
-  pluginConfig:
-  - name: %s
-    args: %s
-`, kubeconfig, schedulerName, gpupack.Name, gpupack.Name, pluginArgs)
+	var text string
+	for doc := range strings.SplitSeq(string(manifests), "\n---\n") {
+		var cm corev1.ConfigMap
+		if err := yaml.Unmarshal([]byte(doc), &cm); err == nil && cm.Kind == "ConfigMap" && cm.Name == "gpupack-scheduler-config" {
+			text = cm.Data["scheduler-config.yaml"]
+		}
+	}
+	if text == "" {
+		t.Fatal("deploy/scheduler.yaml: no ConfigMap gpupack-scheduler-config with scheduler-config.yaml")
+	}
+	var config map[string]any
+	if err := yaml.Unmarshal([]byte(text), &config); err != nil {
+		t.Fatalf("deploy/scheduler.yaml: scheduler-config.yaml: %v", err)
+	}
+	config["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 200, "burst": 400}
+	config["leaderElection"] = map[string]any{"leaderElect": false}
+	if pluginArgs != "" {
+		var args any
+		if err := json.Unmarshal([]byte(pluginArgs), &args); err != nil {
+			t.Fatal(err)
+		}
+		for _, profile := range config["profiles"].([]any) {
+			for _, pc := range profile.(map[string]any)["pluginConfig"].([]any) {
+				if pc := pc.(map[string]any); pc["name"] == gpupack.Name {
+					pc["args"] = args
+				}
+			}
+		}
+	}
+	out, err := yaml.Marshal(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 // client returns a client with room for pod storms.
@@ -139,7 +160,7 @@ func TestSchedulerConfigRejectsMalformedArgs(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: c}}]\ncurrent-context: c\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(config, []byte(SchedulerConfig(kubeconfig, `{"policy": "tetris"}`)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(SchedulerConfig(t, kubeconfig, `{"policy": "tetris"}`)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
