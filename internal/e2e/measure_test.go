@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/usagefacts"
+
 	"github.com/gpupack/gpupack/internal/cli"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
 	"github.com/gpupack/gpupack/usage"
@@ -143,6 +146,24 @@ func TestReportMatchesTruth(t *testing.T) {
 			continue
 		}
 		check(t, pt.Namespace+"/"+pt.Pod+" active", got.ActiveGPUSeconds.Value, float64(pt.ActiveGPUSeconds))
+	}
+
+	// The same measurement as usage facts, as plan --prometheus and
+	// report --format podusage produce them for diagnose and plan.
+	facts, err := usagefacts.FromPrometheus(ctx, promURL, usage.Window{Start: start, End: end, Step: time.Second}, usage.Pricing{Catalogue: gpu.Default()}, nil)
+	if err != nil {
+		t.Fatalf("usage facts: %v", err)
+	}
+	file := usagefacts.File(facts)
+	u, err := file.Usage()
+	if err != nil {
+		t.Fatalf("usage facts do not validate: %v", err)
+	}
+	if f := u.Pods["lab/notebook"]; f.Pattern != "idle-held" || !f.IdleHeldMeasured || f.IdleHeldRatio < 0.95 {
+		t.Errorf("lab/notebook facts = %+v, want idle-held for (nearly) all of its time", f)
+	}
+	if f := u.Pods["train/busy"]; !f.IdleHeldMeasured || f.IdleHeldRatio > 0.05 || f.Pattern == "idle-held" {
+		t.Errorf("train/busy facts = %+v, want never idle", f)
 	}
 }
 

@@ -17,6 +17,10 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/gpupack/gpupack/internal/usagefacts"
+	"github.com/gpupack/gpupack/usage"
 
 	"github.com/spf13/cobra"
 
@@ -78,7 +82,7 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	f := cmd.Flags()
 	f.StringVar(&o.snapshot, "snapshot", "", "cluster snapshot file (YAML or JSON); the embedded demo when empty")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage, as `gpupack report --format podusage` writes); with the demo, the demo's usage")
-	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from (not yet wired: use --usage)")
+	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
 	f.StringVar(&o.window, "window", "", "the usage window the plan is for, such as 7d or 24h; must match the usage file's (default: the file's)")
 	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests and plan.md to")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
@@ -87,12 +91,12 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	return cmd
 }
 
-func run(_ context.Context, o *options, stdout io.Writer) error {
+func run(ctx context.Context, o *options, stdout io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
-	if o.prometheus != "" {
-		return errors.New("--prometheus is not yet wired into plan; measure with `gpupack report --prometheus URL --format podusage > usage.yaml` and pass --usage usage.yaml")
+	if o.prometheus != "" && o.usage != "" {
+		return errors.New("--prometheus and --usage exclude each other: measure now, or read a measurement")
 	}
 	snapData, snapName, usageData, usageName := demoCluster, "demo/cluster.yaml", []byte(nil), ""
 	if o.snapshot == "" && o.usage == "" {
@@ -116,7 +120,11 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 		return err
 	}
 	var u *plan.Usage
-	if usageData != nil {
+	if o.prometheus != "" {
+		if u, err = measure(ctx, o.prometheus, o.window); err != nil {
+			return err
+		}
+	} else if usageData != nil {
 		du, err := diagnose.ParseUsage(usageData, usageName)
 		if err != nil {
 			return err
@@ -151,6 +159,30 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 	}
 	writeTable(stdout, p, s)
 	return nil
+}
+
+// measure accounts the window ending now from Prometheus and returns the
+// planner's input; the window defaults to 7 days.
+func measure(ctx context.Context, url, window string) (*plan.Usage, error) {
+	if window == "" {
+		window = "7d"
+	}
+	length, err := diagnose.ParseWindow(window)
+	if err != nil {
+		return nil, fmt.Errorf("--window %w", err)
+	}
+	step := usagefacts.Step(length)
+	end := time.Now().UTC().Truncate(step)
+	r, err := usagefacts.FromPrometheus(ctx, url, usage.Window{Start: end.Add(-length), End: end, Step: step}, usage.Pricing{Catalogue: gpu.Default()}, nil)
+	if err != nil {
+		return nil, err
+	}
+	f := usagefacts.File(r)
+	du, err := f.Usage()
+	if err != nil {
+		return nil, fmt.Errorf("usage measured from %s: %w", url, err)
+	}
+	return observations(du), nil
 }
 
 // observations converts diagnose's usage facts into the planner's input.

@@ -99,10 +99,11 @@ func TestBadInput(t *testing.T) {
 		set  func(o *options)
 		want string
 	}{
-		"prometheus":     {func(o *options) { o.prometheus = "http://prom:9090" }, "--prometheus is not yet wired"},
-		"window differs": {func(o *options) { o.window = "24h" }, "--window 24h, but demo/usage.yaml covers 168h0m0s"},
-		"bad window":     {func(o *options) { o.window = "a week" }, `--window "a week"`},
-		"bad reclaim":    {func(o *options) { o.reclaim = 80 }, "reclaim threshold 80"},
+		"prometheus down":      {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, "prometheus http://127.0.0.1:1: query"},
+		"prometheus and usage": {func(o *options) { o.prometheus, o.usage = "http://127.0.0.1:1", "u.yaml" }, "exclude each other"},
+		"window differs":       {func(o *options) { o.window = "24h" }, "--window 24h, but demo/usage.yaml covers 168h0m0s"},
+		"bad window":           {func(o *options) { o.window = "a week" }, `--window "a week"`},
+		"bad reclaim":          {func(o *options) { o.reclaim = 80 }, "reclaim threshold 80"},
 		"bad usage": {func(o *options) {
 			o.usage = write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, idleHeldRatio: 2}]")
 		}, "u.yaml: pods[0]: idleHeldRatio: 2"},

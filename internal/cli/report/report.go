@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/usagefacts"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -25,7 +27,6 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
-	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -41,9 +42,6 @@ type options struct {
 	app        []string
 	serve      string
 }
-
-// maxPoints is the most points Prometheus returns per series of a range query.
-const maxPoints = 11000
 
 // demoStart is where the demo's day begins, fixed so that outputs are stable.
 var demoStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -99,8 +97,8 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if opts.window <= 0 || opts.step <= 0 || opts.step > opts.window {
 		return fmt.Errorf("--window %s and --step %s: want a positive step no longer than the window", opts.window, opts.step)
 	}
-	if points := int64(opts.window / opts.step); opts.prometheus != "" && points > maxPoints {
-		return fmt.Errorf("--window %s at --step %s is %d points per series, more than Prometheus' %d; use --step %s or more", opts.window, opts.step, points, maxPoints, (opts.window/maxPoints).Round(time.Second)+time.Second)
+	if points := int64(opts.window / opts.step); opts.prometheus != "" && points > usagefacts.MaxPoints {
+		return fmt.Errorf("--window %s at --step %s is %d points per series, more than Prometheus' %d; use --step %s or more", opts.window, opts.step, points, usagefacts.MaxPoints, usagefacts.Step(opts.window).Round(time.Second)+time.Second)
 	}
 	pricing, err := loadPricing(opts.prices)
 	if err != nil {
@@ -127,23 +125,11 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		}
 	}
 	account := func(w usage.Window) (*usage.Report, error) {
-		in := usage.Input{Window: w, Pricing: pricing}
-		if opts.prometheus == "" {
-			s := fakedcgm.Demo(gpu.Default())
-			in.Series, in.App, in.Pods = s.Series(demoStart, w), s.AppSeries(demoStart, w), s.Events(demoStart)
-		} else {
-			src, err := promsource.New(opts.prometheus)
-			if err != nil {
-				return nil, err
-			}
-			d, err := src.Load(ctx, w, apps)
-			if err != nil {
-				return nil, err
-			}
-			in.Series, in.App, in.Pods = d.Series, d.App, d.Pods
-			in.Pricing.NodeLabels = d.NodeLabels
+		if opts.prometheus != "" {
+			return usagefacts.FromPrometheus(ctx, opts.prometheus, w, pricing, apps)
 		}
-		return usage.Account(in)
+		s := fakedcgm.Demo(gpu.Default())
+		return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: s.Series(demoStart, w), App: s.AppSeries(demoStart, w), Pods: s.Events(demoStart)})
 	}
 	w := usage.Window{Start: end.Add(-opts.window), End: end, Step: opts.step}
 	r, err := account(w)
