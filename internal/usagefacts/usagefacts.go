@@ -44,7 +44,6 @@ func Step(window time.Duration) time.Duration {
 	return step
 }
 
-
 // File converts an accounting report into the usage file: per pod, its mean
 // activity, pattern, VRAM p95 and the share of its held time that its GPU
 // sat below the idle floor (idle-held). Pods with nothing measured are left out rather than written as 0.
