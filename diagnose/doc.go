@@ -7,7 +7,9 @@
 // node emptied, the pod's rules relaxed, idle GPUs reconfigured), is put to
 // placement.Fit; diagnose only chooses the questions and reads the answers.
 // It also owns the GPU memory estimator for models (parameters, data type,
-// KV cache) and the side file of per-pod usage facts it reads.
+// KV cache), the side file of per-pod usage facts it reads, and the reading
+// of the kube-scheduler's FailedScheduling words as causes (SchedulerCauses),
+// so that edges can say whether gpupack's cause agrees with the scheduler's.
 //
 // diagnose is a pure package: it must not import client-go, net/http or any
 // CLI library, nor the usage package's internals (usage facts come in as

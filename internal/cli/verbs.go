@@ -10,6 +10,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/report"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
+	"github.com/gpupack/gpupack/internal/cli/snapshot"
 	"github.com/gpupack/gpupack/internal/cli/vram"
 )
 
@@ -20,6 +21,7 @@ func verbs(ctx context.Context) []*cobra.Command {
 		report.NewCommand(ctx),
 		diagnose.NewCommand(ctx),
 		plan.NewCommand(ctx),
+		snapshot.NewCommand(ctx),
 		simulate.NewCommand(ctx),
 		vram.NewCommand(ctx),
 		fakedcgm.NewCommand(ctx),

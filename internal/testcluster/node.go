@@ -105,7 +105,7 @@ type GPUNode struct {
 // labels that spec describes, and waits until kwok has made it Ready.
 func (c *Cluster) AddGPUNode(name string, spec GPUNode) *corev1.Node {
 	c.t.Helper()
-	node, err := spec.node(name)
+	node, err := spec.Object(name)
 	if err != nil {
 		c.t.Fatalf("testcluster: node %q: %v", name, err)
 	}
@@ -129,8 +129,10 @@ func (c *Cluster) AddGPUNode(name string, spec GPUNode) *corev1.Node {
 	return ready
 }
 
-// node builds the Node object, or says which field of spec is invalid.
-func (spec GPUNode) node(name string) (*corev1.Node, error) {
+// Object builds the Node object that AddGPUNode creates, or says which field
+// of spec is invalid; for tests that create many nodes at once without waiting
+// for each to become Ready.
+func (spec GPUNode) Object(name string) (*corev1.Node, error) {
 	if spec.Product == "" || spec.MemoryMiB <= 0 || spec.GPUs <= 0 {
 		return nil, fmt.Errorf("need a Product, MemoryMiB and GPUs, got %q, %d MiB, %d GPUs", spec.Product, spec.MemoryMiB, spec.GPUs)
 	}

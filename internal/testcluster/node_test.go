@@ -79,7 +79,7 @@ func TestGPUNodeNode(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			node, err := tc.spec.node("gpu-0")
+			node, err := tc.spec.Object("gpu-0")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("node() error = %v, want an error: %v", err, tc.wantErr)
 			}

@@ -55,3 +55,6 @@ func CheckFormat(format string, allowed ...string) error {
 	}
 	return fmt.Errorf("--format %q: want one of %s", format, strings.Join(allowed, ", "))
 }
+
+// KubeconfigUsage is the help of every verb's --kubeconfig flag.
+const KubeconfigUsage = "kubeconfig file of the cluster to read; when not given: the files in $KUBECONFIG, then the in-cluster config of a pod, then ~/.kube/config"

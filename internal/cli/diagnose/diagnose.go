@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/kube"
 )
 
 var (
@@ -28,10 +31,12 @@ var (
 )
 
 type options struct {
-	snapshot string
-	usage    string
-	pod      string
-	format   string
+	kubeconfig string
+	live       bool
+	snapshot   string
+	usage      string
+	pod        string
+	format     string
 }
 
 // NewCommand returns the diagnose command.
@@ -50,16 +55,24 @@ cause in this order, the evidence and the fix:
   quota/other       the cause is outside GPUs (CPU, memory, quota, the queue)
 
 With no flags it runs on an embedded demo cluster with pending pods of every cause.
---usage adds per-pod usage facts (activity, pattern, VRAM used, model for a memory estimate).`,
+--usage adds per-pod usage facts (activity, pattern, VRAM used, model for a memory estimate).
+
+--kubeconfig (or --live, which finds the cluster as kubectl does) diagnoses the
+live cluster instead, and shows beside each pending pod the kube-scheduler's last
+FailedScheduling message and whether gpupack's cause is one the message implies.`,
 		Example: `  gpupack diagnose
   gpupack diagnose --snapshot cluster.yaml --usage usage.yaml
-  gpupack diagnose --snapshot cluster.yaml --pod ml/train-7b --format json`,
+  gpupack diagnose --snapshot cluster.yaml --pod ml/train-7b --format json
+  gpupack diagnose --kubeconfig ~/.kube/config
+  gpupack diagnose --live --usage usage.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd.Context(), o, cmd.OutOrStdout())
+			return run(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
+	f.BoolVar(&o.live, "live", false, "diagnose the live cluster, found as --kubeconfig says when it is not given")
 	f.StringVar(&o.snapshot, "snapshot", "", "cluster snapshot file (YAML or JSON); the embedded demo when empty")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage); with the demo, the demo's usage")
 	f.StringVar(&o.pod, "pod", "", "diagnose only this pending pod (namespace/name)")
@@ -67,12 +80,16 @@ With no flags it runs on an embedded demo cluster with pending pods of every cau
 	return cmd
 }
 
-func run(_ context.Context, o *options, stdout io.Writer) error {
+func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
+	live := o.live || o.kubeconfig != ""
+	if live && o.snapshot != "" {
+		return fmt.Errorf("--snapshot and --kubeconfig/--live both name a cluster; give one")
+	}
 	snapData, snapName, usageData, usageName := demoCluster, "demo/cluster.yaml", []byte(nil), ""
-	if o.snapshot == "" && o.usage == "" {
+	if o.snapshot == "" && o.usage == "" && !live {
 		usageData, usageName = demoUsage, "demo/usage.yaml"
 	}
 	var err error
@@ -88,8 +105,18 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 		}
 		usageName = o.usage
 	}
-	s, err := cluster.ParseFile(snapData, snapName, gpu.Default())
-	if err != nil {
+	var s *cluster.Snapshot
+	var failures map[string]kube.SchedulingFailure
+	if live {
+		st, err := kube.LoadFrom(ctx, o.kubeconfig, gpu.Default())
+		if err != nil {
+			return err
+		}
+		for _, w := range st.Warnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+		s, failures, snapName = st.Snapshot, st.SchedulingFailures, "the live cluster"
+	} else if s, err = cluster.ParseFile(snapData, snapName, gpu.Default()); err != nil {
 		return err
 	}
 	var u *diagnose.Usage
@@ -114,16 +141,55 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 		}
 		rep.Findings = keep
 	}
+	var views map[string]schedulerView
+	if live {
+		views = schedulerViews(rep, failures)
+	}
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		if live {
+			return enc.Encode(liveReport{Report: rep, Scheduler: views})
+		}
 		return enc.Encode(rep)
 	}
-	writeTable(stdout, rep)
+	writeTable(stdout, rep, views)
 	return nil
 }
 
-func writeTable(w io.Writer, rep *diagnose.Report) {
+// liveReport is the JSON of a live diagnosis: the report, and what the
+// kube-scheduler said of each pending pod.
+type liveReport struct {
+	*diagnose.Report
+	Scheduler map[string]schedulerView `json:"scheduler"`
+}
+
+// schedulerView is the kube-scheduler's last word on a pending pod and
+// whether gpupack's cause is among those it implies.
+type schedulerView struct {
+	Message string           `json:"message"`
+	Time    time.Time        `json:"time"`
+	Implies []diagnose.Cause `json:"implies,omitempty"`
+	Agrees  bool             `json:"agrees"`
+}
+
+// schedulerViews pairs each diagnosed pod with its FailedScheduling message.
+func schedulerViews(rep *diagnose.Report, failures map[string]kube.SchedulingFailure) map[string]schedulerView {
+	views := map[string]schedulerView{}
+	for _, f := range rep.Findings {
+		sf, ok := failures[f.Pod]
+		if !ok || f.Cause == "" {
+			continue
+		}
+		implies := diagnose.SchedulerCauses(sf.Message)
+		views[f.Pod] = schedulerView{Message: sf.Message, Time: sf.Time, Implies: implies, Agrees: slices.Contains(implies, f.Cause)}
+	}
+	return views
+}
+
+// writeTable writes the report; views, for a live cluster, adds the
+// kube-scheduler's message and the agreement under each pod.
+func writeTable(w io.Writer, rep *diagnose.Report, views map[string]schedulerView) {
 	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; %d pending pods\n", rep.Nodes, rep.GPUs, rep.Pending)
 	for _, warn := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
@@ -144,6 +210,11 @@ func writeTable(w io.Writer, rep *diagnose.Report) {
 		}
 		fmt.Fprintf(w, "%s (%s): %s\n", f.Pod, f.Request, cause)
 		fmt.Fprintf(w, "  scheduler: %s\n", f.Summary)
+		if views != nil {
+			for _, line := range schedulerLines(f, views) {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
+		}
 		for _, line := range evidenceLines(f) {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
@@ -155,6 +226,29 @@ func writeTable(w io.Writer, rep *diagnose.Report) {
 			fmt.Fprintf(w, "%s%s\n", label, fix)
 		}
 	}
+}
+
+// schedulerLines word what the kube-scheduler said of the pod, and whether
+// gpupack's cause agrees.
+func schedulerLines(f diagnose.Finding, views map[string]schedulerView) []string {
+	v, ok := views[f.Pod]
+	if !ok {
+		return []string{"kube-scheduler: no FailedScheduling message for this pod (not tried yet, or the event expired)"}
+	}
+	lines := []string{fmt.Sprintf("kube-scheduler (%s): %s", v.Time.UTC().Format(time.RFC3339), v.Message)}
+	implies := make([]string, len(v.Implies))
+	for i, c := range v.Implies {
+		implies[i] = string(c)
+	}
+	switch {
+	case len(v.Implies) == 0:
+		lines = append(lines, "agreement: unknown (gpupack cannot read that message)")
+	case v.Agrees:
+		lines = append(lines, fmt.Sprintf("agreement: yes (the message implies %s)", strings.Join(implies, " or ")))
+	default:
+		lines = append(lines, fmt.Sprintf("agreement: NO (the message implies %s; gpupack finds %s)", strings.Join(implies, " or "), f.Cause))
+	}
+	return lines
 }
 
 func evidenceLines(f diagnose.Finding) []string {

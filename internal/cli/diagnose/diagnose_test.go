@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ func TestGolden(t *testing.T) {
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := run(context.Background(), &o, &out); err != nil {
+			if err := run(context.Background(), &o, &out, io.Discard); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join("testdata", name+".golden")
@@ -64,13 +65,14 @@ func TestBadInput(t *testing.T) {
 		"bad usage":      {options{usage: write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, activity: 5, pattern: busy}]")}, "u.yaml: pods[0]: activity: 5 is not a ratio"},
 		"no such pod":    {options{pod: "ml/nope"}, "--pod ml/nope: no pending pod"},
 		"bad format":     {options{format: "xml"}, `--format "xml"`},
+		"two clusters":   {options{snapshot: "a.yaml", kubeconfig: "k"}, "--snapshot and --kubeconfig/--live both name a cluster"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			if tc.o.format == "" {
 				tc.o.format = "table"
 			}
-			err := run(context.Background(), &tc.o, &bytes.Buffer{})
+			err := run(context.Background(), &tc.o, &bytes.Buffer{}, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one containing %q", err, tc.want)
 			}

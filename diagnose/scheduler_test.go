@@ -1,0 +1,65 @@
+package diagnose
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSchedulerCauses(t *testing.T) {
+	cases := map[string]struct {
+		message string
+		want    []Cause
+	}{
+		"GPUs held, preemption could help": {
+			message: "0/12 nodes are available: 2 node(s) had untolerated taint {gpu: reserved}, 10 Insufficient nvidia.com/gpu. preemption: 0/12 nodes are available: 10 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Memory},
+		},
+		"kube-scheduler v1.37, verbatim": {
+			message: "0/5 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes are available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Memory},
+		},
+		"MIG slices held": {
+			message: "0/3 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
+			want:    []Cause{Allocation, Memory},
+		},
+		"more GPUs than any node has": {
+			message: "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
+			want:    []Cause{NoSuchHardware, Memory},
+		},
+		"more GPUs than any node has, and rules exclude some": {
+			message: "0/8 nodes are available: 2 node(s) had untolerated taint {gpu: reserved}, 6 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
+			want:    []Cause{Placement, NoSuchHardware},
+		},
+		"selector and taints only": {
+			message: "0/5 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated taint {gpu: reserved}. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.",
+			want:    []Cause{Placement},
+		},
+		"cordoned nodes and CPU": {
+			message: "0/4 nodes are available: 1 node(s) were unschedulable, 3 Insufficient cpu.",
+			want:    []Cause{Placement, Other},
+		},
+		"CPU only": {
+			message: "0/4 nodes are available: 4 Insufficient cpu.",
+			want:    []Cause{Other},
+		},
+		"no nodes at all": {
+			message: "0/0 nodes are available.",
+			want:    []Cause{Other},
+		},
+		"not a scheduler message": {
+			message: "pod has unbound immediate PersistentVolumeClaims",
+		},
+		"gpupack's own summary line reads the same": {
+			message: "0/5 nodes are available: 5 Insufficient nvidia.com/gpu.",
+			want:    []Cause{Allocation, Memory},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, SchedulerCauses(tc.message)); diff != "" {
+				t.Errorf("SchedulerCauses (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+// Package snapshot is the `gpupack snapshot` verb: it reads the live cluster
+// through client-go and writes gpupack's snapshot file, so that a cluster can
+// be analysed offline and shared. The reading is internal/kube's.
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/kube"
+)
+
+type options struct {
+	kubeconfig string
+	output     string
+}
+
+// NewCommand returns the snapshot command.
+func NewCommand(ctx context.Context) *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Write the live cluster's GPU nodes and pods to a snapshot file",
+		Long: `snapshot reads the cluster's nodes, pods and the scheduler's FailedScheduling
+events (read-only: list on nodes, pods and events; see deploy/rbac.yaml) and
+writes gpupack's snapshot file, which diagnose --snapshot and the other verbs
+read offline.
+
+GPUs come from each node's allocatable nvidia.com/gpu and nvidia.com/mig-<profile>
+and GPU feature discovery's labels (nvidia.com/gpu.product, .memory, .count,
+.replicas, .sharing-strategy, nvidia.com/mig.strategy); time-slicing and MPS
+nodes have allocatable/replicas GPUs; MIG mixed-strategy counts are laid out per
+GPU. GPUs offered only through Dynamic Resource Allocation are not read.
+What cannot be represented is reported as a warning on stderr.
+
+The file (YAML):
+  apiVersion: ` + cluster.FileAPIVersion + `
+  kind: ` + cluster.FileKind + `
+  nodes:
+  - name: gpu-a-1
+    cpu: "96"
+    memory: 1Ti
+    labels: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+    taints: [{key: gpu, value: reserved, effect: NoSchedule}]
+    gpus:
+    - {model: H100-80GB, count: 4}
+    - {model: H100-80GB, count: 4, sharing: mig, mig: [3g.40gb, 4g.40gb]}
+  pods:
+  - namespace: ml
+    name: train-0
+    cpu: "8"
+    memory: 64Gi
+    gpu: {count: 1}            # or {milli: 250}, {memory: 20Gi}, {mig: 1g.10gb}
+    node: gpu-a-1              # omitted while pending`,
+		Example: `  gpupack snapshot -o cluster.yaml
+  gpupack snapshot --kubeconfig ~/.kube/prod -o prod.yaml
+  gpupack diagnose --snapshot prod.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
+	f.StringVarP(&o.output, "output", "o", "-", "file to write the snapshot to; - for standard output")
+	return cmd
+}
+
+func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+	st, err := kube.LoadFrom(ctx, o.kubeconfig, gpu.Default())
+	if err != nil {
+		return err
+	}
+	for _, w := range st.Warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	data, err := cluster.MarshalFile(st.Snapshot)
+	if err != nil {
+		return err
+	}
+	s := st.Snapshot
+	summary := fmt.Sprintf("%d nodes, %d GPUs, %d pods (%d pending)", len(s.Nodes), s.GPUCount(), len(s.Pods), len(s.Pending()))
+	if o.output == "-" {
+		_, err = stdout.Write(data)
+		return err
+	}
+	if err := os.WriteFile(o.output, data, 0o644); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	fmt.Fprintf(stderr, "wrote %s: %s\n", o.output, summary)
+	return nil
+}

@@ -1,0 +1,114 @@
+package kube
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// ReasonFailedScheduling is the reason of the kube-scheduler's events for a
+// pod it could not place.
+const ReasonFailedScheduling = "FailedScheduling"
+
+// State is a cluster as read from Kubernetes.
+type State struct {
+	Snapshot *cluster.Snapshot
+	// SchedulingFailures holds, by pod key ("namespace/name"), the
+	// kube-scheduler's latest word on each pending pod it could not place.
+	SchedulingFailures map[string]SchedulingFailure
+	// Warnings say what of the objects could not be represented, one line
+	// each, naming the object.
+	Warnings []string
+}
+
+// SchedulingFailure is the kube-scheduler's message for a pod it could not
+// place, e.g. "0/12 nodes are available: 12 Insufficient nvidia.com/gpu.
+// preemption: ...", from its FailedScheduling event or, when the event has
+// expired, the pod's PodScheduled condition.
+type SchedulingFailure struct {
+	Message string
+	Time    time.Time
+}
+
+// Build converts Kubernetes objects into a State. Pods that have finished
+// are skipped, and pods bound to a node that is not listed are left out with
+// a warning. events may hold any events; only FailedScheduling events of
+// pending pods are used.
+func Build(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events []*corev1.Event) (*State, error) {
+	st := &State{SchedulingFailures: map[string]SchedulingFailure{}}
+	snapNodes := make([]*cluster.Node, 0, len(nodes))
+	names := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		sn, warnings := convertNode(n, c)
+		snapNodes = append(snapNodes, sn)
+		names[n.Name] = true
+		st.Warnings = append(st.Warnings, warnings...)
+	}
+	snapPods := make([]*cluster.Pod, 0, len(pods))
+	pending := map[string]*corev1.Pod{}
+	for _, p := range pods {
+		if !holdsResources(p) {
+			continue
+		}
+		if p.Spec.NodeName != "" && !names[p.Spec.NodeName] {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("pod %s/%s: bound to node %s, which was not listed; left out", p.Namespace, p.Name, p.Spec.NodeName))
+			continue
+		}
+		sp, warnings := convertPod(p)
+		snapPods = append(snapPods, sp)
+		st.Warnings = append(st.Warnings, warnings...)
+		if p.Spec.NodeName == "" {
+			pending[sp.Key()] = p
+			if cond := scheduledCondition(p); cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				st.SchedulingFailures[sp.Key()] = SchedulingFailure{Message: cond.Message, Time: cond.LastTransitionTime.Time}
+			}
+		}
+	}
+	for _, e := range events {
+		if e.Reason != ReasonFailedScheduling || e.InvolvedObject.Kind != "Pod" {
+			continue
+		}
+		key := e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
+		p, ok := pending[key]
+		if !ok || (e.InvolvedObject.UID != "" && e.InvolvedObject.UID != p.UID) {
+			continue
+		}
+		at := eventTime(e)
+		if cur, ok := st.SchedulingFailures[key]; !ok || at.After(cur.Time) {
+			st.SchedulingFailures[key] = SchedulingFailure{Message: e.Message, Time: at}
+		}
+	}
+	snap, err := cluster.NewSnapshot(c, snapNodes, snapPods)
+	if err != nil {
+		return nil, err
+	}
+	st.Snapshot = snap
+	return st, nil
+}
+
+// eventTime is when the event was last seen, whichever API wrote it.
+func eventTime(e *corev1.Event) time.Time {
+	t := e.CreationTimestamp.Time
+	for _, candidate := range []time.Time{e.FirstTimestamp.Time, e.LastTimestamp.Time, e.EventTime.Time} {
+		if candidate.After(t) {
+			t = candidate
+		}
+	}
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	return t
+}
+
+func scheduledCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodScheduled {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package kube reads a live Kubernetes cluster into gpupack's view of it: a
+// cluster.Snapshot of the GPU nodes and pods, plus what a snapshot has no room
+// for (the kube-scheduler's last FailedScheduling message of each pending pod,
+// and the loader's warnings). Load lists the objects once, for the CLI;
+// Watcher keeps a current view from shared informers, for long-running edges
+// such as the scheduler plugin. Build converts objects already in hand and is
+// where every mapping rule lives:
+//
+//   - GPUs come from a node's allocatable nvidia.com/gpu and
+//     nvidia.com/mig-<profile>, as the scheduler counts them, and their model,
+//     memory and sharing from GPU feature discovery's labels
+//     (nvidia.com/gpu.product, .memory, .count, .replicas, .sharing-strategy,
+//     nvidia.com/mig.strategy, .config). A node without a product label the
+//     catalogue knows keeps its CPU and memory but no GPUs, with a warning.
+//   - Time-slicing and MPS: allocatable nvidia.com/gpu is GPUs x replicas, so
+//     the node has allocatable/replicas GPUs with Replicas each.
+//   - MIG, mixed strategy: the per-profile counts of the whole node are laid
+//     out on its MIG GPUs (nvidia.com/gpu.count less the whole GPUs still
+//     advertised as nvidia.com/gpu) by first-fit decreasing, each GPU's set
+//     checked with gpu.MIGGeometry.Fit. Instances that fit no GPU are left
+//     out with a warning naming them, so the snapshot may offer fewer slices
+//     than the node advertises, never more.
+//   - MIG, single strategy: each nvidia.com/gpu is one MIG device, so each is
+//     an exclusive GPU with the profile's memory, as the scheduler sees it.
+//   - Pods: requests, with limits standing in for missing requests as the
+//     apiserver defaults them; containers summed, init containers by their
+//     maximum, sidecars and pod overhead added. nvidia.com/gpu: 0 is no GPU;
+//     other extended resources are ignored. Succeeded and Failed pods hold
+//     nothing and are skipped.
+//
+// Dynamic Resource Allocation (ResourceSlices, ResourceClaims) is not read:
+// GPUs offered only through DRA are not in the snapshot.
+//
+// kube is an edge package: it imports client-go. The core packages (cluster,
+// placement, diagnose, ...) must never import it.
+package kube

@@ -1,0 +1,161 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// pageSize is how many objects each list call asks for.
+const pageSize = 500
+
+// failedSchedulingSelector selects the scheduler's events about pods.
+var failedSchedulingSelector = fields.Set{"reason": ReasonFailedScheduling, "involvedObject.kind": "Pod"}.AsSelector().String()
+
+// Load lists the cluster's nodes, pods and FailedScheduling events once, in
+// parallel and in pages, and builds the State. It needs the verb list on
+// nodes, pods and events at cluster scope (deploy/rbac.yaml); an error says
+// which permission is missing, or that the apiserver cannot be reached or
+// rejects the credentials.
+func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*State, error) {
+	core := client.CoreV1()
+	var (
+		nodes  []*corev1.Node
+		pods   []*corev1.Pod
+		events []*corev1.Event
+	)
+	lists := []func() error{
+		func() (err error) {
+			nodes, err = listAll[corev1.Node](ctx, "nodes", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return core.Nodes().List(ctx, opts)
+			}, metav1.ListOptions{})
+			return err
+		},
+		func() (err error) {
+			pods, err = listAll[corev1.Pod](ctx, "pods", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return core.Pods(metav1.NamespaceAll).List(ctx, opts)
+			}, metav1.ListOptions{})
+			return err
+		},
+		func() (err error) {
+			events, err = listAll[corev1.Event](ctx, "events", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return core.Events(metav1.NamespaceAll).List(ctx, opts)
+			}, metav1.ListOptions{FieldSelector: failedSchedulingSelector})
+			return err
+		},
+	}
+	errs := make(chan error, len(lists))
+	for _, list := range lists {
+		go func() { errs <- list() }()
+	}
+	var all []error
+	for range lists {
+		if err := <-errs; err != nil {
+			all = append(all, err)
+		}
+	}
+	if len(all) > 0 {
+		return nil, explain(errors.Join(all...), server(client))
+	}
+	return Build(c, nodes, pods, events)
+}
+
+// listAll lists every object of a resource at cluster scope, page by page.
+func listAll[T any](ctx context.Context, resource string, list pager.ListPageFunc, opts metav1.ListOptions) ([]*T, error) {
+	p := pager.New(list)
+	p.PageSize = pageSize
+	var out []*T
+	err := p.EachListItem(ctx, opts, func(obj runtime.Object) error {
+		item, ok := obj.(any).(*T)
+		if !ok {
+			return fmt.Errorf("listing %s returned a %T", resource, obj)
+		}
+		out = append(out, item)
+		return nil
+	})
+	if err != nil {
+		return nil, &listError{verb: "list", resource: resource, err: err}
+	}
+	return out, nil
+}
+
+// listError is a failed call, with the verb and resource it needed.
+type listError struct {
+	verb, resource string
+	err            error
+}
+
+func (e *listError) Error() string { return fmt.Sprintf("%s %s: %v", e.verb, e.resource, e.err) }
+func (e *listError) Unwrap() error { return e.err }
+
+// explain turns the errors of API calls into one that says what to do:
+// which permission to grant, which credentials to renew, which server could
+// not be reached.
+func explain(err error, server string) error {
+	var missing []string
+	var lerrs []*listError
+	collect(err, &lerrs)
+	for _, le := range lerrs {
+		switch {
+		case apierrors.IsForbidden(le.err):
+			missing = append(missing, fmt.Sprintf("verb %q on resource %q (API group \"\", cluster scope)", le.verb, le.resource))
+		case apierrors.IsUnauthorized(le.err):
+			return fmt.Errorf("the apiserver at %s rejected gpupack's credentials (401 Unauthorized): the token or client certificate is invalid or expired; renew the credentials of the kubeconfig's user: %w", server, le.err)
+		case unreachable(le.err):
+			return fmt.Errorf("cannot reach the apiserver at %s: check the kubeconfig's server address and context, that the cluster is up and that this machine can connect to it: %w", server, le.err)
+		}
+	}
+	if len(missing) > 0 {
+		msg := "gpupack is not allowed to read the cluster; grant its user or ServiceAccount"
+		for _, m := range missing {
+			msg += "\n  " + m
+		}
+		return fmt.Errorf("%s\n(deploy/rbac.yaml is a read-only ClusterRole with exactly these): %w", msg, err)
+	}
+	return err
+}
+
+// collect gathers the listErrors in err, a listError or several joined.
+func collect(err error, out *[]*listError) {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			collect(e, out)
+		}
+		return
+	}
+	var le *listError
+	if errors.As(err, &le) {
+		*out = append(*out, le)
+	}
+}
+
+// unreachable reports whether err is a failure to connect rather than an
+// answer from the apiserver.
+func unreachable(err error) bool {
+	var urlErr *url.Error
+	var netErr net.Error
+	var opErr *net.OpError
+	return errors.As(err, &opErr) || (errors.As(err, &urlErr) && errors.As(err, &netErr)) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// server is the apiserver's address, for messages.
+func server(client kubernetes.Interface) string {
+	if rc := client.CoreV1().RESTClient(); rc != nil {
+		if u := rc.Get().URL(); u != nil {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	return "(unknown)"
+}

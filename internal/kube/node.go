@@ -1,0 +1,229 @@
+package kube
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// Resource and label names of NVIDIA's device plugin and GPU feature discovery.
+const (
+	ResourceGPU       corev1.ResourceName = "nvidia.com/gpu"
+	ResourceMIGPrefix                     = "nvidia.com/mig-"
+
+	LabelGPUProduct         = "nvidia.com/gpu.product"
+	LabelGPUMemory          = "nvidia.com/gpu.memory" // MiB of one GPU
+	LabelGPUCount           = "nvidia.com/gpu.count"
+	LabelGPUReplicas        = "nvidia.com/gpu.replicas"
+	LabelGPUSharingStrategy = "nvidia.com/gpu.sharing-strategy"
+	LabelMIGStrategy        = "nvidia.com/mig.strategy"
+	LabelMIGConfig          = "nvidia.com/mig.config"
+)
+
+const mib = 1 << 20
+
+// convertNode builds the snapshot node; warnings say what of the node's GPUs
+// could not be represented.
+func convertNode(n *corev1.Node, c *gpu.Catalogue) (*cluster.Node, []string) {
+	alloc := n.Status.Allocatable
+	out := &cluster.Node{
+		Name:          n.Name,
+		Labels:        n.Labels,
+		Unschedulable: n.Spec.Unschedulable,
+	}
+	if q, ok := alloc[corev1.ResourceCPU]; ok {
+		out.CPU = gpu.CPUMilli(q.MilliValue())
+	}
+	if q, ok := alloc[corev1.ResourceMemory]; ok {
+		out.Memory = gpu.MiB(q.Value() / mib)
+	}
+	for _, t := range n.Spec.Taints {
+		out.Taints = append(out.Taints, cluster.Taint{Key: t.Key, Value: t.Value, Effect: cluster.TaintEffect(t.Effect)})
+	}
+	gpus, warnings := nodeGPUs(n, c)
+	out.GPUs = gpus
+	for i := range out.GPUs {
+		out.GPUs[i].Index = i
+	}
+	return out, warnings
+}
+
+// nodeGPUs reads the node's GPUs from its allocatable resources and labels.
+func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
+	whole := quantity(n.Status.Allocatable, ResourceGPU)
+	mig := map[string]int64{}
+	for name, q := range n.Status.Allocatable {
+		if profile, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
+			mig[profile] = q.Value()
+		}
+	}
+	if whole == 0 && len(mig) == 0 {
+		return nil, nil
+	}
+	warn := func(format string, args ...any) []string {
+		return []string{fmt.Sprintf("node %s: ", n.Name) + fmt.Sprintf(format, args...)}
+	}
+	product, ok := n.Labels[LabelGPUProduct]
+	if !ok {
+		return nil, warn("advertises GPUs but has no %s label (is GPU feature discovery installed?); its GPUs are left out", LabelGPUProduct)
+	}
+	model, ok := c.Lookup(product)
+	if !ok || !model.MemoryKnown() {
+		return nil, warn("GPU product %q (label %s) is not in gpupack's catalogue; its GPUs are left out", product, LabelGPUProduct)
+	}
+	memory := model.Memory
+	if v, err := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64); err == nil && v > 0 {
+		memory = gpu.MiB(v)
+	}
+	labelCount, _ := strconv.Atoi(n.Labels[LabelGPUCount])
+
+	if profile := singleMIGProfile(n.Labels, model); profile != nil && len(mig) == 0 {
+		// Under the single strategy each nvidia.com/gpu is one MIG device;
+		// the scheduler counts them as GPUs, and so does the snapshot.
+		return repeatGPU(cluster.GPU{Model: model, Memory: profile.Memory, Sharing: cluster.Exclusive}, int(whole)), nil
+	}
+
+	var gpus []cluster.GPU
+	var warnings []string
+	if whole > 0 {
+		proto, count, w := sharedGPUs(n, model, memory, whole, labelCount)
+		gpus = repeatGPU(proto, count)
+		warnings = append(warnings, w...)
+	}
+	if len(mig) > 0 {
+		maxGPUs := 0 // unknown: as many as the layout needs
+		if labelCount > 0 {
+			maxGPUs = max(labelCount-len(gpus), 1)
+		}
+		layouts, left := migLayouts(model, mig, maxGPUs)
+		for _, l := range layouts {
+			gpus = append(gpus, cluster.GPU{Model: model, Memory: memory, Sharing: cluster.MIG, Layout: l})
+		}
+		for _, p := range slices.Sorted(maps.Keys(left)) {
+			warnings = append(warnings, warn("%d %s%s devices fit no layout of its %d MIG GPUs (%s); they are left out", left[p], ResourceMIGPrefix, p, len(layouts), model.Name)...)
+		}
+	}
+	return gpus, warnings
+}
+
+// sharedGPUs reads whole GPUs, shared by time-slicing or MPS when the labels
+// say so: allocatable nvidia.com/gpu is GPUs x replicas.
+func sharedGPUs(n *corev1.Node, model *gpu.Model, memory gpu.MiB, whole int64, labelCount int) (cluster.GPU, int, []string) {
+	proto := cluster.GPU{Model: model, Memory: memory, Sharing: cluster.Exclusive}
+	switch n.Labels[LabelGPUSharingStrategy] {
+	case "time-slicing":
+		proto.Sharing = cluster.TimeSliced
+	case "mps":
+		proto.Sharing = cluster.MPS
+	default:
+		return proto, int(whole), nil
+	}
+	replicas, err := strconv.ParseInt(n.Labels[LabelGPUReplicas], 10, 64)
+	if err != nil || replicas < 1 {
+		replicas = 1
+		if labelCount > 0 && whole%int64(labelCount) == 0 {
+			replicas = whole / int64(labelCount)
+		}
+	}
+	proto.Replicas = int(replicas)
+	count := whole / replicas
+	var warnings []string
+	if rest := whole % replicas; rest != 0 {
+		warnings = append(warnings, fmt.Sprintf("node %s: allocatable %s %d is not a multiple of %d replicas; the %d extra replicas are left out", n.Name, ResourceGPU, whole, replicas, rest))
+	}
+	return proto, int(count), warnings
+}
+
+// singleMIGProfile returns the MIG profile of a node under the single
+// strategy, read from the product label's "-MIG-<profile>" suffix or from a
+// mig.config of the form "all-<profile>"; nil otherwise.
+func singleMIGProfile(labels map[string]string, model *gpu.Model) *gpu.Profile {
+	if labels[LabelMIGStrategy] != "single" || model.MIG == nil {
+		return nil
+	}
+	candidates := []string{strings.TrimPrefix(labels[LabelMIGConfig], "all-")}
+	if _, suffix, ok := strings.Cut(labels[LabelGPUProduct], "-MIG-"); ok {
+		candidates = append([]string{suffix}, candidates...)
+	}
+	for _, name := range candidates {
+		if p, ok := model.MIG.Profile(name); ok {
+			return &p
+		}
+	}
+	return nil
+}
+
+// migLayouts lays out MIG instances, counted per profile over a whole node,
+// on at most maxGPUs GPUs (0: no limit) by first-fit decreasing: the largest
+// instances first, each on the first GPU where gpu.MIGGeometry.Fit still
+// finds a placement for the GPU's instances and the new one. It returns the
+// layouts and the instances, per profile, that fit nowhere.
+func migLayouts(model *gpu.Model, counts map[string]int64, maxGPUs int) ([]gpu.Layout, map[string]int64) {
+	left := map[string]int64{}
+	if model.MIG == nil {
+		maps.Copy(left, counts)
+		return nil, left
+	}
+	var instances []gpu.Profile
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		p, ok := model.MIG.Profile(name)
+		if !ok {
+			left[name] = counts[name]
+			continue
+		}
+		for range counts[name] {
+			instances = append(instances, p)
+		}
+	}
+	slices.SortStableFunc(instances, func(a, b gpu.Profile) int {
+		if a.Slots != b.Slots {
+			return b.Slots - a.Slots
+		}
+		return b.Compute - a.Compute
+	})
+	var sets [][]string
+	var layouts []gpu.Layout
+	for _, p := range instances {
+		placed := false
+		for i := range sets {
+			if l, err := model.MIG.Fit(append(slices.Clone(sets[i]), p.Name)); err == nil {
+				sets[i], layouts[i] = append(sets[i], p.Name), l
+				placed = true
+				break
+			}
+		}
+		if placed {
+			continue
+		}
+		if maxGPUs > 0 && len(sets) == maxGPUs {
+			left[p.Name]++
+			continue
+		}
+		l, _ := model.MIG.Fit([]string{p.Name}) // a profile of the model always fits an empty GPU
+		sets, layouts = append(sets, []string{p.Name}), append(layouts, l)
+	}
+	return layouts, left
+}
+
+func repeatGPU(proto cluster.GPU, n int) []cluster.GPU {
+	out := make([]cluster.GPU, n)
+	for i := range out {
+		out[i] = proto
+	}
+	return out
+}
+
+// quantity returns the whole-number value of a resource in the list, 0 when absent.
+func quantity(list corev1.ResourceList, name corev1.ResourceName) int64 {
+	if q, ok := list[name]; ok {
+		return q.Value()
+	}
+	return 0
+}

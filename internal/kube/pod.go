@@ -1,0 +1,140 @@
+package kube
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// holdsResources reports whether the pod can hold node resources: every pod
+// but those that have finished.
+func holdsResources(p *corev1.Pod) bool {
+	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// convertPod builds the snapshot pod; warnings say what of its request could
+// not be represented.
+func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
+	req := podRequests(p)
+	out := &cluster.Pod{
+		Namespace:    p.Namespace,
+		Name:         p.Name,
+		NodeSelector: p.Spec.NodeSelector,
+		Labels:       p.Labels,
+		NodeName:     p.Spec.NodeName,
+	}
+	if q, ok := req[corev1.ResourceCPU]; ok {
+		out.CPU = gpu.CPUMilli(q.MilliValue())
+	}
+	if q, ok := req[corev1.ResourceMemory]; ok {
+		out.Memory = gpu.MiB((q.Value() + mib - 1) / mib)
+	}
+	var warnings []string
+	warn := func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
+	}
+
+	whole := quantity(req, ResourceGPU)
+	mig := map[string]int64{}
+	for name, q := range req {
+		if profile, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
+			mig[profile] = q.Value()
+		}
+	}
+	switch {
+	case whole > 0:
+		out.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: int(whole)}
+		if len(mig) > 0 {
+			warn("asks for %s and MIG devices %v; gpupack counts only the %d whole GPUs", ResourceGPU, mig, whole)
+		}
+	case len(mig) > 0:
+		profiles := slices.Sorted(maps.Keys(mig))
+		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: profiles[0]}
+		if len(profiles) > 1 || mig[profiles[0]] > 1 {
+			warn("asks for MIG devices %v; gpupack models one MIG slice per pod and counts one %s", mig, profiles[0])
+		}
+	}
+
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			var t cluster.Term
+			for _, r := range term.MatchExpressions {
+				t.MatchExpressions = append(t.MatchExpressions, cluster.Requirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
+			}
+			if len(term.MatchFields) > 0 {
+				warn("required node affinity uses matchFields, which gpupack does not evaluate; they are ignored")
+			}
+			out.RequiredAffinity = append(out.RequiredAffinity, t)
+		}
+	}
+	for _, t := range p.Spec.Tolerations {
+		out.Tolerations = append(out.Tolerations, cluster.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: cluster.TaintEffect(t.Effect)})
+	}
+	return out, warnings
+}
+
+// podRequests is the pod's effective request, as the scheduler computes it:
+// each container's requests, with its limits standing in for requests it
+// does not state (the apiserver defaults them so); the regular containers
+// and restartable init containers (sidecars) summed; the larger of that and
+// each other init container with the sidecars started before it; plus the
+// pod's overhead.
+func podRequests(p *corev1.Pod) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	for i := range p.Spec.Containers {
+		addTo(total, containerRequests(&p.Spec.Containers[i]))
+	}
+	sidecars := corev1.ResourceList{}
+	initMax := corev1.ResourceList{}
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		req := containerRequests(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			addTo(sidecars, req)
+			continue
+		}
+		running := sidecars.DeepCopy()
+		addTo(running, req)
+		maxInto(initMax, running)
+	}
+	addTo(total, sidecars)
+	maxInto(total, initMax)
+	addTo(total, p.Spec.Overhead)
+	return total
+}
+
+// containerRequests is a container's requests, limits filling the gaps.
+func containerRequests(c *corev1.Container) corev1.ResourceList {
+	out := c.Resources.Requests.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	for name, q := range c.Resources.Limits {
+		if _, ok := out[name]; !ok {
+			out[name] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+func addTo(dst, src corev1.ResourceList) {
+	for name, q := range src {
+		sum := dst[name]
+		sum.Add(q)
+		dst[name] = sum
+	}
+}
+
+func maxInto(dst, src corev1.ResourceList) {
+	for name, q := range src {
+		if cur, ok := dst[name]; !ok || q.Cmp(cur) > 0 {
+			dst[name] = q.DeepCopy()
+		}
+	}
+}
