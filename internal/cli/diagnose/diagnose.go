@@ -284,7 +284,11 @@ func evidenceLines(f diagnose.Finding) []string {
 		}
 		out = append(out, line)
 	case diagnose.Placement:
-		out = append(out, fmt.Sprintf("evidence: %d %s GPUs on %s have room, but the pod's rules exclude them", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes))
+		if ev.RulesExcludeHeld {
+			out = append(out, fmt.Sprintf("evidence: %d %s GPUs on %s could run it, but the pod's rules exclude them, and they are fully allocated", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes))
+		} else {
+			out = append(out, fmt.Sprintf("evidence: %d %s GPUs on %s have room, but the pod's rules exclude them", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes))
+		}
 		for _, r := range ev.Rules {
 			rule := r.Rule
 			if r.Message != r.Rule {
