@@ -17,7 +17,9 @@ import (
 )
 
 // FromPrometheus reads a window of DCGM (and kube-state-metrics and
-// application) series from Prometheus and accounts it.
+// application) series from Prometheus and accounts it. Node labels for price
+// rules come from pricing.NodeLabels when set (read from the live cluster),
+// else from kube-state-metrics' kube_node_labels.
 func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string) (*usage.Report, error) {
 	src, err := promsource.New(url)
 	if err != nil {
@@ -27,7 +29,9 @@ func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usa
 	if err != nil {
 		return nil, err
 	}
-	pricing.NodeLabels = d.NodeLabels
+	if pricing.NodeLabels == nil {
+		pricing.NodeLabels = d.NodeLabels
+	}
 	return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: d.Series, App: d.App, Pods: d.Pods})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,14 +41,14 @@ func TestGolden(t *testing.T) {
 	cases := map[string]func(o *options){
 		"demo.table":     func(*options) {},
 		"demo.json":      func(o *options) { o.format = "json" },
-		"no-usage.table": func(o *options) { o.snapshot = "demo/cluster.yaml" },
+		"no-usage.table": func(o *options) { o.cluster.Snapshot = "demo/cluster.yaml" },
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {
 			o := defaults()
 			set(&o)
 			var out bytes.Buffer
-			if err := run(context.Background(), &o, &out); err != nil {
+			if err := run(context.Background(), &o, &out, io.Discard); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, name, out.Bytes())
@@ -62,7 +63,7 @@ func TestOutFiles(t *testing.T) {
 	o := defaults()
 	o.out = dir
 	o.window = "7d"
-	if err := run(context.Background(), &o, &bytes.Buffer{}); err != nil {
+	if err := run(context.Background(), &o, &bytes.Buffer{}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{fileDevicePlugin, fileMIGParted, fileNodeLabels, fileRequests, fileSummary} {
@@ -108,7 +109,7 @@ func TestBadInput(t *testing.T) {
 			o.usage = write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, idleHeldRatio: 2}]")
 		}, "u.yaml: pods[0]: idleHeldRatio: 2"},
 		"bad snapshot": {func(o *options) {
-			o.snapshot = write("c.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n}]")
+			o.cluster.Snapshot = write("c.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n}]")
 		}, "c.yaml: nodes[0]: cpu"},
 		"bad format": {func(o *options) { o.format = "xml" }, `--format "xml"`},
 	}
@@ -116,7 +117,7 @@ func TestBadInput(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := defaults()
 			tc.set(&o)
-			err := run(context.Background(), &o, &bytes.Buffer{})
+			err := run(context.Background(), &o, &bytes.Buffer{}, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one containing %q", err, tc.want)
 			}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/usagefacts"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,9 @@ type options struct {
 	top        int
 	app        []string
 	serve      string
+	kubeconfig string
+	live       bool
+	stderr     io.Writer
 }
 
 // demoStart is where the demo's day begins, fixed so that outputs are stable.
@@ -67,9 +71,11 @@ gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
 		Example: `  gpupack report --demo
   gpupack report --prometheus http://prometheus:9090 --window 24h --format json
   gpupack report --prometheus http://prometheus:9090 --app-metric tokens='sum by (namespace, pod) (rate(vllm:generation_tokens_total[5m]))'
-  gpupack report --prometheus http://prometheus:9090 --serve :9401`,
+  gpupack report --prometheus http://prometheus:9090 --serve :9401
+  gpupack report --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config --prices prices.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.stderr = cmd.ErrOrStderr()
 			return run(ctx, opts, cmd.OutOrStdout())
 		},
 	}
@@ -84,6 +90,8 @@ gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
 	f.IntVar(&opts.top, "top", 10, "number of worst offenders listed per namespace and per pod")
 	f.StringArrayVar(&opts.app, "app-metric", nil, "NAME=PROMQL application metric shown beside the pods it names (repeatable)")
 	f.StringVar(&opts.serve, "serve", "", "also serve the figures as Prometheus metrics on this address until interrupted")
+	f.StringVar(&opts.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage+"; its node labels then select --prices' nodeRules")
+	f.BoolVar(&opts.live, "live", false, "read node labels from the live cluster, found as --kubeconfig says when it is not given")
 	return cmd
 }
 
@@ -103,6 +111,14 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	pricing, err := loadPricing(opts.prices)
 	if err != nil {
 		return err
+	}
+	if opts.live || opts.kubeconfig != "" {
+		if opts.prometheus == "" {
+			return errors.New("--kubeconfig/--live read the node labels of the cluster that --prometheus measures; give --prometheus too")
+		}
+		if pricing.NodeLabels, err = liveNodeLabels(ctx, opts.kubeconfig, opts.stderr); err != nil {
+			return err
+		}
 	}
 	apps := map[string]string{}
 	for _, a := range opts.app {
@@ -182,4 +198,23 @@ func serve(ctx context.Context, addr string, latest func() (*usage.Report, error
 		return nil
 	}
 	return err
+}
+
+// liveNodeLabels reads every node's labels from the live cluster, so that
+// price rules match nodes even where Prometheus has no kube_node_labels.
+func liveNodeLabels(ctx context.Context, kubeconfig string, stderr io.Writer) (map[string]map[string]string, error) {
+	st, err := kube.LoadFrom(ctx, kubeconfig, gpu.Default())
+	if err != nil {
+		return nil, err
+	}
+	if stderr != nil {
+		for _, w := range st.Warnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+	}
+	labels := make(map[string]map[string]string, len(st.Snapshot.Nodes))
+	for _, n := range st.Snapshot.Nodes {
+		labels[n.Name] = n.Labels
+	}
+	return labels, nil
 }
