@@ -3,36 +3,21 @@ package plan
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/gpupack/gpupack/internal/golden"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-func golden(t *testing.T, name string, got []byte) {
+func check(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("output differs from %s (-want +got):\n%s", path, diff)
-	}
+	golden.Check(t, filepath.Join("testdata", name+".golden"), got)
 }
 
 func defaults() options { return options{format: "table", reclaim: 0.8, headroom: 0.2} }
@@ -51,7 +36,7 @@ func TestGolden(t *testing.T) {
 			if err := run(context.Background(), &o, &out, io.Discard); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, name, out.Bytes())
+			check(t, name, out.Bytes())
 		})
 	}
 }
@@ -71,7 +56,7 @@ func TestOutFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "out-"+name, b)
+		check(t, "out-"+name, b)
 	}
 	labels, _ := os.ReadFile(filepath.Join(dir, fileNodeLabels))
 	dp, _ := os.ReadFile(filepath.Join(dir, fileDevicePlugin))
