@@ -13,9 +13,12 @@ build:
 	$(GO) build -o bin/gpupack ./cmd/gpupack
 
 # Everything: unit, golden, fuzz seeds, the trace comparison, and the
-# end-to-end tiers against a real Prometheus and a real Kubernetes.
+# end-to-end tiers against a real Prometheus and a real Kubernetes. Packages
+# run one at a time (-p 1): the end-to-end packages each start their own
+# apiserver, etcd and Prometheus, and on 2 cores they must not race each
+# other for CPU and ports.
 test: deps bins vet
-	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" $(GO) test -count=1 -timeout 60m ./...
+	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 60m ./...
 
 # The fast tier: no external components, no 40-run comparison.
 unit:

@@ -77,12 +77,15 @@ type Evidence struct {
 	Nodes     []string `json:"nodes,omitempty"`
 	NodeCount int      `json:"nodeCount,omitempty"`
 	// GPUs is how many GPUs of the models the pod may use are on Nodes.
-	GPUs      int           `json:"gpus,omitempty"`
-	GPUModels []string      `json:"gpuModels,omitempty"`
-	Holders   *HolderStats  `json:"holders,omitempty"`
-	Memory    *MemoryFacts  `json:"memory,omitempty"`
-	Rules     []Rule        `json:"rules,omitempty"`
-	Usage     *UsageSummary `json:"usage,omitempty"`
+	GPUs      int          `json:"gpus,omitempty"`
+	GPUModels []string     `json:"gpuModels,omitempty"`
+	Holders   *HolderStats `json:"holders,omitempty"`
+	Memory    *MemoryFacts `json:"memory,omitempty"`
+	Rules     []Rule       `json:"rules,omitempty"`
+	// RulesExcludeHeld is set for placement when the nodes the rules
+	// exclude are fully allocated too, so changing the rules is not enough.
+	RulesExcludeHeld bool          `json:"rulesExcludeHeld,omitempty"`
+	Usage            *UsageSummary `json:"usage,omitempty"`
 	// Blocking are the distinct reasons that stop the pod, one per
 	// message, for the causes that have no finer evidence.
 	Blocking []placement.Reason `json:"blocking,omitempty"`
@@ -241,6 +244,9 @@ type classVerdict struct {
 	alloc bool               // allocation: rules pass, held GPUs stop it, fits the empty node
 	mem   bool               // memory: rules pass, GPU memory or MIG slices stop it
 	place bool               // placement: only rules stop it; fits with them relaxed
+	// placeHeld: rules stop it, and with them relaxed it would fit this
+	// node once its held GPUs were freed.
+	placeHeld bool
 }
 
 func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
@@ -270,7 +276,7 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	}
 	verdicts := make([]classVerdict, len(e.classes))
 	groups := make([]placement.NodeReasons, len(e.classes))
-	var fitsNow, allocK, memK, placeK []int
+	var fitsNow, allocK, memK, placeK, placeHeldK []int
 	for k := range e.classes {
 		v := &verdicts[k]
 		cur := e.rep(k)
@@ -289,6 +295,9 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 			if _, rs := placement.Fit(relaxed, reconfigure(cur, p.GPU, false)); len(rs) == 0 {
 				v.place = true
 				placeK = append(placeK, k)
+			} else if _, rs := placement.Fit(relaxed, reconfigure(e.classes[k].empty, p.GPU, false)); len(rs) == 0 {
+				v.placeHeld = true
+				placeHeldK = append(placeHeldK, k)
 			}
 			continue
 		}
@@ -320,7 +329,12 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	case holds[Memory]:
 		e.memory(&f, p, need, memK, verdicts, migTooSmall)
 	case holds[Placement]:
-		e.placement(&f, p, placeK, verdicts)
+		e.placement(&f, p, placeK, verdicts, false)
+	case len(placeHeldK) > 0:
+		// The rules point the pod away from the only hardware that could
+		// run it, which is full as well: the rules are the first thing to
+		// change, so this is placement rather than quota or hardware.
+		e.placement(&f, p, placeHeldK, verdicts, true)
 	default:
 		e.beyond(&f, p, full, relaxed, need, verdicts)
 	}

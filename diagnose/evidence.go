@@ -247,7 +247,10 @@ func relayout(g *cluster.GPU, st placement.GPUState, profile string) (gpu.Layout
 	return l, err == nil
 }
 
-func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []classVerdict) {
+// placement reports the rules that keep the pod off the nodes ks. held says
+// that those nodes are full too: the rules point the pod away from the only
+// hardware that could run it, which must also be freed.
+func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []classVerdict, held bool) {
 	f.Cause = Placement
 	idx := e.nodesOf(ks)
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
@@ -285,6 +288,12 @@ func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []clas
 	var changes []string
 	for _, r := range verdicts[nearest].rules {
 		changes = append(changes, ruleFix(r, node))
+	}
+	if held {
+		f.Evidence.RulesExcludeHeld = true
+		f.Fix = append(f.Fix, fmt.Sprintf("nearest change: %s; then it could run on %s (%d node(s) like it), which is fully allocated too: free GPUs there as well",
+			strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)))
+		return
 	}
 	f.Fix = append(f.Fix, fmt.Sprintf("nearest change: %s; then it fits %s now (%d node(s) like it have free GPUs)",
 		strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)))

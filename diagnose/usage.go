@@ -25,9 +25,10 @@ const (
 	FlatLow     Pattern = "flat-low"     // constantly low activity
 	MemoryBound Pattern = "memory-bound" // VRAM full, compute modest
 	Busy        Pattern = "busy"         // the GPU is the bottleneck
+	Moderate    Pattern = "moderate"     // steady at a middling level
 )
 
-var patterns = []Pattern{IdleHeld, Bursty, FlatLow, MemoryBound, Busy}
+var patterns = []Pattern{IdleHeld, Bursty, FlatLow, MemoryBound, Busy, Moderate}
 
 // Underused reports whether the pattern says the GPU is not the bottleneck.
 func (p Pattern) Underused() bool { return p == IdleHeld || p == Bursty || p == FlatLow }

@@ -3,11 +3,12 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/gpupack/gpupack/internal/golden"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -16,8 +17,6 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func loadSmall(t testing.TB) ([]*cluster.Node, []*cluster.Pod) {
 	t.Helper()
@@ -71,19 +70,7 @@ func TestGolden(t *testing.T) {
 		}
 		checkInvariants(t, r)
 	}
-	const golden = "testdata/golden.jsonl"
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./sim -run TestGolden -update)", err)
-	}
-	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
-		t.Errorf("results differ from %s (-want +got):\n%s", golden, diff)
-	}
+	golden.Check(t, "testdata/golden.jsonl", buf.Bytes())
 }
 
 func checkInvariants(t *testing.T, r Result) {

@@ -16,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/testcluster"
+
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/usagefacts"
+
 	"github.com/gpupack/gpupack/internal/cli"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
 	"github.com/gpupack/gpupack/usage"
@@ -47,6 +52,11 @@ func TestReportMatchesTruth(t *testing.T) {
 		}
 		t.Skip("prometheus not installed (apt-get install -y prometheus); set GPUPACK_E2E=1 to make this a failure")
 	}
+	// The nodes of the scenario also exist in a real Kubernetes cluster, whose
+	// node labels report --kubeconfig reads to select price rules.
+	kc := testcluster.Start(t, testcluster.Options{})
+	kc.AddGPUNode("e2e-a", testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 3})
+	kc.AddGPUNode("e2e-b", testcluster.GPUNode{Product: "NVIDIA-L4", MemoryMiB: 23034, GPUs: 2, Labels: map[string]string{"pool": "spot"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -143,6 +153,51 @@ func TestReportMatchesTruth(t *testing.T) {
 			continue
 		}
 		check(t, pt.Namespace+"/"+pt.Pod+" active", got.ActiveGPUSeconds.Value, float64(pt.ActiveGPUSeconds))
+	}
+
+	// With the live cluster's node labels, the spot rule prices e2e-b's pods
+	// at 0.5 per GPU-hour and leaves e2e-a's at the catalogue's price.
+	write(t, filepath.Join(dir, "prices.yaml"), "currency: EUR\nprices: {L4: 0.70}\nnodeRules:\n  - labels: {pool: spot}\n    perHour: 0.5\n")
+	out.Reset()
+	root = cli.NewRoot(ctx)
+	root.SetOut(&out)
+	root.SetArgs([]string{"report", "--prometheus", promURL, "--kubeconfig", kc.Kubeconfig(), "--prices", filepath.Join(dir, "prices.yaml"),
+		"--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("report --kubeconfig: %v", err)
+	}
+	var priced usage.Report
+	if err := json.Unmarshal(out.Bytes(), &priced); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	for _, key := range [][2]string{{"lab", "notebook"}, {"serve", "ts-1"}, {"train", "busy"}} {
+		p, ok := priced.Pod(key[0], key[1])
+		if !ok || !p.Cost.Known {
+			t.Fatalf("%s/%s: no cost in the priced report", key[0], key[1])
+		}
+		perHour := 0.5
+		if p.Node == "e2e-a" {
+			perHour = gpu.Default().MustLookup("H100-80GB").PricePerHour
+		}
+		check(t, key[0]+"/"+key[1]+" cost", p.Cost.Value, float64(p.AllocatedGPUSeconds)/3600*perHour)
+	}
+
+	// The same measurement as usage facts, as plan --prometheus and
+	// report --format podusage produce them for diagnose and plan.
+	facts, err := usagefacts.FromPrometheus(ctx, promURL, usage.Window{Start: start, End: end, Step: time.Second}, usage.Pricing{Catalogue: gpu.Default()}, nil)
+	if err != nil {
+		t.Fatalf("usage facts: %v", err)
+	}
+	file := usagefacts.File(facts)
+	u, err := file.Usage()
+	if err != nil {
+		t.Fatalf("usage facts do not validate: %v", err)
+	}
+	if f := u.Pods["lab/notebook"]; f.Pattern != "idle-held" || !f.IdleHeldMeasured || f.IdleHeldRatio < 0.95 {
+		t.Errorf("lab/notebook facts = %+v, want idle-held for (nearly) all of its time", f)
+	}
+	if f := u.Pods["train/busy"]; !f.IdleHeldMeasured || f.IdleHeldRatio > 0.05 || f.Pattern == "idle-held" {
+		t.Errorf("train/busy facts = %+v, want never idle", f)
 	}
 }
 

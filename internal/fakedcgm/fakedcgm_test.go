@@ -1,13 +1,13 @@
 package fakedcgm
 
 import (
-	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpupack/gpupack/internal/golden"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -35,7 +35,7 @@ func TestExpositionParses(t *testing.T) {
 	if err := s.WriteMetrics(&b, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "small-5s.txt", []byte(b.String()))
+	check(t, "small-5s.txt", []byte(b.String()))
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(b.String()))
 	if err != nil {
@@ -98,28 +98,9 @@ func TestAccountingMatchesTruth(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// golden compares a whole scrape with testdata/name, as node_exporter does.
-func golden(t *testing.T, name string, got []byte) {
+func check(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v; run go test ./internal/fakedcgm -update to create it", err)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s differs; run with -update if the change is intended:\n%s", path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6+1e-9*math.Abs(want) }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/gpupack/gpupack/internal/kube"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,23 +21,23 @@ const (
 	kwokNodeAnnotationValue = "fake"
 )
 
-// Resource and label names of NVIDIA's device plugin and GPU feature discovery.
+// Resource and label names of NVIDIA's device plugin and GPU feature
+// discovery, as internal/kube reads them.
 const (
-	ResourceGPU             corev1.ResourceName = "nvidia.com/gpu"
-	resourceMIGPrefix                           = "nvidia.com/mig-"
-	LabelGPUProduct                             = "nvidia.com/gpu.product"
-	LabelGPUMemory                              = "nvidia.com/gpu.memory" // MiB of one GPU
-	LabelGPUCount                               = "nvidia.com/gpu.count"
-	LabelGPUReplicas                            = "nvidia.com/gpu.replicas"
-	LabelGPUSharingStrategy                     = "nvidia.com/gpu.sharing-strategy"
-	LabelMIGConfig                              = "nvidia.com/mig.config"
-	LabelMIGStrategy                            = "nvidia.com/mig.strategy"
+	ResourceGPU             = kube.ResourceGPU
+	LabelGPUProduct         = kube.LabelGPUProduct
+	LabelGPUMemory          = kube.LabelGPUMemory
+	LabelGPUCount           = kube.LabelGPUCount
+	LabelGPUReplicas        = kube.LabelGPUReplicas
+	LabelGPUSharingStrategy = kube.LabelGPUSharingStrategy
+	LabelMIGConfig          = kube.LabelMIGConfig
+	LabelMIGStrategy        = kube.LabelMIGStrategy
 )
 
 // ResourceMIG returns the resource name of a MIG profile under the mixed
 // strategy, e.g. nvidia.com/mig-1g.10gb for "1g.10gb".
 func ResourceMIG(profile string) corev1.ResourceName {
-	return corev1.ResourceName(resourceMIGPrefix + profile)
+	return corev1.ResourceName(kube.ResourceMIGPrefix + profile)
 }
 
 // SharingStrategy is the value of the nvidia.com/gpu.sharing-strategy label.

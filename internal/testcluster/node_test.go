@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpupack/gpupack/internal/kube"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -89,7 +90,7 @@ func TestGPUNodeNode(t *testing.T) {
 			for _, list := range []corev1.ResourceList{node.Status.Capacity, node.Status.Allocatable} {
 				gotGPU := map[corev1.ResourceName]string{}
 				for resourceName, q := range list {
-					if resourceName == ResourceGPU || strings.HasPrefix(string(resourceName), resourceMIGPrefix) {
+					if resourceName == ResourceGPU || strings.HasPrefix(string(resourceName), kube.ResourceMIGPrefix) {
 						gotGPU[resourceName] = q.String()
 					}
 				}

@@ -16,10 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
-	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/source"
 	"github.com/gpupack/gpupack/internal/kube"
 )
 
@@ -31,12 +30,11 @@ var (
 )
 
 type options struct {
-	kubeconfig string
-	live       bool
-	snapshot   string
-	usage      string
-	pod        string
-	format     string
+	cluster  source.Cluster
+	snapshot string
+	usage    string
+	pod      string
+	format   string
 }
 
 // NewCommand returns the diagnose command.
@@ -71,9 +69,7 @@ FailedScheduling message and whether gpupack's cause is one the message implies.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
-	f.BoolVar(&o.live, "live", false, "diagnose the live cluster, found as --kubeconfig says when it is not given")
-	f.StringVar(&o.snapshot, "snapshot", "", "cluster snapshot file (YAML or JSON); the embedded demo when empty")
+	o.cluster.AddFlags(f, "diagnose")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage); with the demo, the demo's usage")
 	f.StringVar(&o.pod, "pod", "", "diagnose only this pending pod (namespace/name)")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
@@ -84,40 +80,25 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
-	live := o.live || o.kubeconfig != ""
-	if live && o.snapshot != "" {
-		return fmt.Errorf("--snapshot and --kubeconfig/--live both name a cluster; give one")
-	}
-	snapData, snapName, usageData, usageName := demoCluster, "demo/cluster.yaml", []byte(nil), ""
-	if o.snapshot == "" && o.usage == "" && !live {
+	live := o.cluster.IsLive()
+	usageData, usageName := []byte(nil), ""
+	if o.cluster.IsDemo() && o.usage == "" {
 		usageData, usageName = demoUsage, "demo/usage.yaml"
 	}
 	var err error
-	if o.snapshot != "" {
-		if snapData, err = os.ReadFile(o.snapshot); err != nil {
-			return fmt.Errorf("--snapshot: %w", err)
-		}
-		snapName = o.snapshot
-	}
 	if o.usage != "" {
 		if usageData, err = os.ReadFile(o.usage); err != nil {
 			return fmt.Errorf("--usage: %w", err)
 		}
 		usageName = o.usage
 	}
-	var s *cluster.Snapshot
-	var failures map[string]kube.SchedulingFailure
-	if live {
-		st, err := kube.LoadFrom(ctx, o.kubeconfig, gpu.Default())
-		if err != nil {
-			return err
-		}
-		for _, w := range st.Warnings {
-			fmt.Fprintln(stderr, "warning:", w)
-		}
-		s, failures, snapName = st.Snapshot, st.SchedulingFailures, "the live cluster"
-	} else if s, err = cluster.ParseFile(snapData, snapName, gpu.Default()); err != nil {
+	s, st, err := o.cluster.Load(ctx, demoCluster, "demo/cluster.yaml", stderr)
+	if err != nil {
 		return err
+	}
+	var failures map[string]kube.SchedulingFailure
+	if st != nil {
+		failures = st.SchedulingFailures
 	}
 	var u *diagnose.Usage
 	if usageData != nil {
@@ -137,7 +118,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			}
 		}
 		if len(keep) == 0 {
-			return fmt.Errorf("--pod %s: no pending pod of that name in %s (%d pending)", o.pod, snapName, rep.Pending)
+			return fmt.Errorf("--pod %s: no pending pod of that name in %s (%d pending)", o.pod, o.cluster.Name("demo/cluster.yaml"), rep.Pending)
 		}
 		rep.Findings = keep
 	}
@@ -284,7 +265,11 @@ func evidenceLines(f diagnose.Finding) []string {
 		}
 		out = append(out, line)
 	case diagnose.Placement:
-		out = append(out, fmt.Sprintf("evidence: %d %s GPUs on %s have room, but the pod's rules exclude them", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes))
+		if ev.RulesExcludeHeld {
+			out = append(out, fmt.Sprintf("evidence: %d %s GPUs on %s could run it, but the pod's rules exclude them, and they are fully allocated", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes))
+		} else {
+			out = append(out, fmt.Sprintf("evidence: %d %s GPUs on %s have room, but the pod's rules exclude them", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes))
+		}
 		for _, r := range ev.Rules {
 			rule := r.Rule
 			if r.Message != r.Rule {

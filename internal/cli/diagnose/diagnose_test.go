@@ -3,24 +3,23 @@ package diagnose
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-)
+	"github.com/gpupack/gpupack/internal/golden"
 
-var update = flag.Bool("update", false, "rewrite the golden files")
+	"github.com/gpupack/gpupack/internal/cli/source"
+)
 
 func TestGolden(t *testing.T) {
 	cases := map[string]options{
 		"demo.table":     {format: "table"},
 		"demo.json":      {format: "json"},
 		"demo-pod.table": {format: "table", pod: "ml/train-7b"},
-		"no-usage.table": {format: "table", snapshot: "demo/cluster.yaml"},
+		"no-usage.table": {format: "table", cluster: source.Cluster{Snapshot: "demo/cluster.yaml"}},
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -28,19 +27,7 @@ func TestGolden(t *testing.T) {
 			if err := run(context.Background(), &o, &out, io.Discard); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), out.String()); diff != "" {
-				t.Errorf("output differs from %s (-want +got):\n%s", path, diff)
-			}
+			golden.Check(t, filepath.Join("testdata", name+".golden"), out.Bytes())
 		})
 	}
 }
@@ -59,13 +46,13 @@ func TestBadInput(t *testing.T) {
 		o    options
 		want string
 	}{
-		"unknown field":  {options{snapshot: write("a.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpu: 3}]")}, `a.yaml: error unmarshaling JSON: while decoding JSON: json: unknown field "gpu"`},
-		"missing node":   {options{snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}, `b.yaml: pod "p" is bound to node "m", which is not in the snapshot`},
-		"impossible qty": {options{snapshot: write("c.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpus: [{model: H100, count: 100}]}]")}, "c.yaml: nodes[0]: gpus[0]: count: 100"},
+		"unknown field":  {options{cluster: source.Cluster{Snapshot: write("a.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpu: 3}]")}}, `a.yaml: error unmarshaling JSON: while decoding JSON: json: unknown field "gpu"`},
+		"missing node":   {options{cluster: source.Cluster{Snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}}, `b.yaml: pod "p" is bound to node "m", which is not in the snapshot`},
+		"impossible qty": {options{cluster: source.Cluster{Snapshot: write("c.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpus: [{model: H100, count: 100}]}]")}}, "c.yaml: nodes[0]: gpus[0]: count: 100"},
 		"bad usage":      {options{usage: write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, activity: 5, pattern: busy}]")}, "u.yaml: pods[0]: activity: 5 is not a ratio"},
 		"no such pod":    {options{pod: "ml/nope"}, "--pod ml/nope: no pending pod"},
 		"bad format":     {options{format: "xml"}, `--format "xml"`},
-		"two clusters":   {options{snapshot: "a.yaml", kubeconfig: "k"}, "--snapshot and --kubeconfig/--live both name a cluster"},
+		"two clusters":   {options{cluster: source.Cluster{Snapshot: "a.yaml", Kubeconfig: "k"}}, "--snapshot and --kubeconfig/--live both name a cluster"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

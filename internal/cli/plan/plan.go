@@ -17,6 +17,10 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/gpupack/gpupack/internal/usagefacts"
+	"github.com/gpupack/gpupack/usage"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +28,7 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/source"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -35,7 +40,7 @@ var (
 )
 
 type options struct {
-	snapshot   string
+	cluster    source.Cluster
 	usage      string
 	prometheus string
 	window     string
@@ -69,16 +74,17 @@ that suits spot capacity.
 With no flags it runs on an embedded demo cluster and a week of its usage.`,
 		Example: `  gpupack plan
   gpupack plan --snapshot cluster.yaml --usage usage.yaml --window 7d --out ./plan-out
-  gpupack plan --snapshot cluster.yaml --usage usage.yaml --format json`,
+  gpupack plan --snapshot cluster.yaml --usage usage.yaml --format json
+  gpupack plan --kubeconfig ~/.kube/config --prometheus http://prometheus:9090 --window 7d`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd.Context(), o, cmd.OutOrStdout())
+			return run(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.snapshot, "snapshot", "", "cluster snapshot file (YAML or JSON); the embedded demo when empty")
+	o.cluster.AddFlags(f, "plan")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage, as `gpupack report --format podusage` writes); with the demo, the demo's usage")
-	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from (not yet wired: use --usage)")
+	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
 	f.StringVar(&o.window, "window", "", "the usage window the plan is for, such as 7d or 24h; must match the usage file's (default: the file's)")
 	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests and plan.md to")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
@@ -87,36 +93,34 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	return cmd
 }
 
-func run(_ context.Context, o *options, stdout io.Writer) error {
+func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
-	if o.prometheus != "" {
-		return errors.New("--prometheus is not yet wired into plan; measure with `gpupack report --prometheus URL --format podusage > usage.yaml` and pass --usage usage.yaml")
+	if o.prometheus != "" && o.usage != "" {
+		return errors.New("--prometheus and --usage exclude each other: measure now, or read a measurement")
 	}
-	snapData, snapName, usageData, usageName := demoCluster, "demo/cluster.yaml", []byte(nil), ""
-	if o.snapshot == "" && o.usage == "" {
+	usageData, usageName := []byte(nil), ""
+	if o.cluster.IsDemo() && o.usage == "" && o.prometheus == "" {
 		usageData, usageName = demoUsage, "demo/usage.yaml"
 	}
-	var err error
-	if o.snapshot != "" {
-		if snapData, err = os.ReadFile(o.snapshot); err != nil {
-			return fmt.Errorf("--snapshot: %w", err)
-		}
-		snapName = o.snapshot
-	}
 	if o.usage != "" {
+		var err error
 		if usageData, err = os.ReadFile(o.usage); err != nil {
 			return fmt.Errorf("--usage: %w", err)
 		}
 		usageName = o.usage
 	}
-	s, err := cluster.ParseFile(snapData, snapName, gpu.Default())
+	s, _, err := o.cluster.Load(ctx, demoCluster, "demo/cluster.yaml", stderr)
 	if err != nil {
 		return err
 	}
 	var u *plan.Usage
-	if usageData != nil {
+	if o.prometheus != "" {
+		if u, err = measure(ctx, o.prometheus, o.window); err != nil {
+			return err
+		}
+	} else if usageData != nil {
 		du, err := diagnose.ParseUsage(usageData, usageName)
 		if err != nil {
 			return err
@@ -151,6 +155,30 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 	}
 	writeTable(stdout, p, s)
 	return nil
+}
+
+// measure accounts the window ending now from Prometheus and returns the
+// planner's input; the window defaults to 7 days.
+func measure(ctx context.Context, url, window string) (*plan.Usage, error) {
+	if window == "" {
+		window = "7d"
+	}
+	length, err := diagnose.ParseWindow(window)
+	if err != nil {
+		return nil, fmt.Errorf("--window %w", err)
+	}
+	step := usagefacts.Step(length)
+	end := time.Now().UTC().Truncate(step)
+	r, err := usagefacts.FromPrometheus(ctx, url, usage.Window{Start: end.Add(-length), End: end, Step: step}, usage.Pricing{Catalogue: gpu.Default()}, nil)
+	if err != nil {
+		return nil, err
+	}
+	f := usagefacts.File(r)
+	du, err := f.Usage()
+	if err != nil {
+		return nil, fmt.Errorf("usage measured from %s: %w", url, err)
+	}
+	return observations(du), nil
 }
 
 // observations converts diagnose's usage facts into the planner's input.

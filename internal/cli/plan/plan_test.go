@@ -3,35 +3,21 @@ package plan
 import (
 	"bytes"
 	"context"
-	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/gpupack/gpupack/internal/golden"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-func golden(t *testing.T, name string, got []byte) {
+func check(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("output differs from %s (-want +got):\n%s", path, diff)
-	}
+	golden.Check(t, filepath.Join("testdata", name+".golden"), got)
 }
 
 func defaults() options { return options{format: "table", reclaim: 0.8, headroom: 0.2} }
@@ -40,17 +26,17 @@ func TestGolden(t *testing.T) {
 	cases := map[string]func(o *options){
 		"demo.table":     func(*options) {},
 		"demo.json":      func(o *options) { o.format = "json" },
-		"no-usage.table": func(o *options) { o.snapshot = "demo/cluster.yaml" },
+		"no-usage.table": func(o *options) { o.cluster.Snapshot = "demo/cluster.yaml" },
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {
 			o := defaults()
 			set(&o)
 			var out bytes.Buffer
-			if err := run(context.Background(), &o, &out); err != nil {
+			if err := run(context.Background(), &o, &out, io.Discard); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, name, out.Bytes())
+			check(t, name, out.Bytes())
 		})
 	}
 }
@@ -62,7 +48,7 @@ func TestOutFiles(t *testing.T) {
 	o := defaults()
 	o.out = dir
 	o.window = "7d"
-	if err := run(context.Background(), &o, &bytes.Buffer{}); err != nil {
+	if err := run(context.Background(), &o, &bytes.Buffer{}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{fileDevicePlugin, fileMIGParted, fileNodeLabels, fileRequests, fileSummary} {
@@ -70,7 +56,7 @@ func TestOutFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "out-"+name, b)
+		check(t, "out-"+name, b)
 	}
 	labels, _ := os.ReadFile(filepath.Join(dir, fileNodeLabels))
 	dp, _ := os.ReadFile(filepath.Join(dir, fileDevicePlugin))
@@ -99,15 +85,16 @@ func TestBadInput(t *testing.T) {
 		set  func(o *options)
 		want string
 	}{
-		"prometheus":     {func(o *options) { o.prometheus = "http://prom:9090" }, "--prometheus is not yet wired"},
-		"window differs": {func(o *options) { o.window = "24h" }, "--window 24h, but demo/usage.yaml covers 168h0m0s"},
-		"bad window":     {func(o *options) { o.window = "a week" }, `--window "a week"`},
-		"bad reclaim":    {func(o *options) { o.reclaim = 80 }, "reclaim threshold 80"},
+		"prometheus down":      {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, "prometheus http://127.0.0.1:1: query"},
+		"prometheus and usage": {func(o *options) { o.prometheus, o.usage = "http://127.0.0.1:1", "u.yaml" }, "exclude each other"},
+		"window differs":       {func(o *options) { o.window = "24h" }, "--window 24h, but demo/usage.yaml covers 168h0m0s"},
+		"bad window":           {func(o *options) { o.window = "a week" }, `--window "a week"`},
+		"bad reclaim":          {func(o *options) { o.reclaim = 80 }, "reclaim threshold 80"},
 		"bad usage": {func(o *options) {
 			o.usage = write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, idleHeldRatio: 2}]")
 		}, "u.yaml: pods[0]: idleHeldRatio: 2"},
 		"bad snapshot": {func(o *options) {
-			o.snapshot = write("c.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n}]")
+			o.cluster.Snapshot = write("c.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n}]")
 		}, "c.yaml: nodes[0]: cpu"},
 		"bad format": {func(o *options) { o.format = "xml" }, `--format "xml"`},
 	}
@@ -115,7 +102,7 @@ func TestBadInput(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := defaults()
 			tc.set(&o)
-			err := run(context.Background(), &o, &bytes.Buffer{})
+			err := run(context.Background(), &o, &bytes.Buffer{}, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one containing %q", err, tc.want)
 			}

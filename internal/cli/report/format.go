@@ -10,11 +10,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpupack/gpupack/internal/usagefacts"
+
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
-	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -184,33 +183,8 @@ func writeCSV(out io.Writer, r *usage.Report) error {
 	return w.Error()
 }
 
-// diagnosePatterns are the usage patterns that diagnose understands.
-var diagnosePatterns = map[usage.PatternName]bool{
-	usage.IdleHeld: true, usage.Bursty: true, usage.FlatLow: true, usage.MemoryBound: true, usage.Busy: true,
-}
-
-// writePodUsage writes the measured pods as diagnose's usage side file, so
-// that `gpupack diagnose --usage FILE` can tell idle holders from busy ones.
 func writePodUsage(out io.Writer, r *usage.Report) error {
-	f := diagnose.UsageFile{APIVersion: diagnose.UsageAPIVersion, Kind: diagnose.UsageKind, Window: r.End.Sub(r.Start).String()}
-	for _, p := range r.Pods {
-		e := diagnose.UsageFilePod{Pod: p.Key()}
-		if m := p.Pattern.MeanActivity; m.Known {
-			v := m.Value
-			e.Activity = &v
-		}
-		if diagnosePatterns[p.Pattern.Name] {
-			e.Pattern = string(p.Pattern.Name)
-		}
-		if v := p.VRAMUsedMiB.P95; v.Known && v.Value >= 1 {
-			e.VRAMUsedP95 = cluster.FormatMemory(gpu.MiB(v.Value))
-		}
-		if e.Activity == nil && e.VRAMUsedP95 == "" {
-			continue
-		}
-		f.Pods = append(f.Pods, e)
-	}
-	b, err := yaml.Marshal(f)
+	b, err := yaml.Marshal(usagefacts.File(r))
 	if err != nil {
 		return err
 	}

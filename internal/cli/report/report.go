@@ -18,6 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/usagefacts"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -25,7 +28,6 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
-	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -40,10 +42,10 @@ type options struct {
 	top        int
 	app        []string
 	serve      string
+	kubeconfig string
+	live       bool
+	stderr     io.Writer
 }
-
-// maxPoints is the most points Prometheus returns per series of a range query.
-const maxPoints = 11000
 
 // demoStart is where the demo's day begins, fixed so that outputs are stable.
 var demoStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -69,9 +71,11 @@ gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
 		Example: `  gpupack report --demo
   gpupack report --prometheus http://prometheus:9090 --window 24h --format json
   gpupack report --prometheus http://prometheus:9090 --app-metric tokens='sum by (namespace, pod) (rate(vllm:generation_tokens_total[5m]))'
-  gpupack report --prometheus http://prometheus:9090 --serve :9401`,
+  gpupack report --prometheus http://prometheus:9090 --serve :9401
+  gpupack report --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config --prices prices.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.stderr = cmd.ErrOrStderr()
 			return run(ctx, opts, cmd.OutOrStdout())
 		},
 	}
@@ -86,6 +90,8 @@ gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
 	f.IntVar(&opts.top, "top", 10, "number of worst offenders listed per namespace and per pod")
 	f.StringArrayVar(&opts.app, "app-metric", nil, "NAME=PROMQL application metric shown beside the pods it names (repeatable)")
 	f.StringVar(&opts.serve, "serve", "", "also serve the figures as Prometheus metrics on this address until interrupted")
+	f.StringVar(&opts.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage+"; its node labels then select --prices' nodeRules")
+	f.BoolVar(&opts.live, "live", false, "read node labels from the live cluster, found as --kubeconfig says when it is not given")
 	return cmd
 }
 
@@ -99,12 +105,20 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if opts.window <= 0 || opts.step <= 0 || opts.step > opts.window {
 		return fmt.Errorf("--window %s and --step %s: want a positive step no longer than the window", opts.window, opts.step)
 	}
-	if points := int64(opts.window / opts.step); opts.prometheus != "" && points > maxPoints {
-		return fmt.Errorf("--window %s at --step %s is %d points per series, more than Prometheus' %d; use --step %s or more", opts.window, opts.step, points, maxPoints, (opts.window/maxPoints).Round(time.Second)+time.Second)
+	if points := int64(opts.window / opts.step); opts.prometheus != "" && points > usagefacts.MaxPoints {
+		return fmt.Errorf("--window %s at --step %s is %d points per series, more than Prometheus' %d; use --step %s or more", opts.window, opts.step, points, usagefacts.MaxPoints, usagefacts.Step(opts.window).Round(time.Second)+time.Second)
 	}
 	pricing, err := loadPricing(opts.prices)
 	if err != nil {
 		return err
+	}
+	if opts.live || opts.kubeconfig != "" {
+		if opts.prometheus == "" {
+			return errors.New("--kubeconfig/--live read the node labels of the cluster that --prometheus measures; give --prometheus too")
+		}
+		if pricing.NodeLabels, err = liveNodeLabels(ctx, opts.kubeconfig, opts.stderr); err != nil {
+			return err
+		}
 	}
 	apps := map[string]string{}
 	for _, a := range opts.app {
@@ -127,23 +141,11 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		}
 	}
 	account := func(w usage.Window) (*usage.Report, error) {
-		in := usage.Input{Window: w, Pricing: pricing}
-		if opts.prometheus == "" {
-			s := fakedcgm.Demo(gpu.Default())
-			in.Series, in.App, in.Pods = s.Series(demoStart, w), s.AppSeries(demoStart, w), s.Events(demoStart)
-		} else {
-			src, err := promsource.New(opts.prometheus)
-			if err != nil {
-				return nil, err
-			}
-			d, err := src.Load(ctx, w, apps)
-			if err != nil {
-				return nil, err
-			}
-			in.Series, in.App, in.Pods = d.Series, d.App, d.Pods
-			in.Pricing.NodeLabels = d.NodeLabels
+		if opts.prometheus != "" {
+			return usagefacts.FromPrometheus(ctx, opts.prometheus, w, pricing, apps)
 		}
-		return usage.Account(in)
+		s := fakedcgm.Demo(gpu.Default())
+		return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: s.Series(demoStart, w), App: s.AppSeries(demoStart, w), Pods: s.Events(demoStart)})
 	}
 	w := usage.Window{Start: end.Add(-opts.window), End: end, Step: opts.step}
 	r, err := account(w)
@@ -196,4 +198,23 @@ func serve(ctx context.Context, addr string, latest func() (*usage.Report, error
 		return nil
 	}
 	return err
+}
+
+// liveNodeLabels reads every node's labels from the live cluster, so that
+// price rules match nodes even where Prometheus has no kube_node_labels.
+func liveNodeLabels(ctx context.Context, kubeconfig string, stderr io.Writer) (map[string]map[string]string, error) {
+	st, err := kube.LoadFrom(ctx, kubeconfig, gpu.Default())
+	if err != nil {
+		return nil, err
+	}
+	if stderr != nil {
+		for _, w := range st.Warnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+	}
+	labels := make(map[string]map[string]string, len(st.Snapshot.Nodes))
+	for _, n := range st.Snapshot.Nodes {
+		labels[n.Name] = n.Labels
+	}
+	return labels, nil
 }

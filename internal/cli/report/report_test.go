@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/gpupack/gpupack/internal/golden"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -23,27 +23,9 @@ import (
 	"github.com/gpupack/gpupack/usage"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-func golden(t *testing.T, name string, got []byte) {
+func check(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v; run go test ./internal/cli/report -update to create it", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got); run with -update if the change is intended:\n%s", path, diff)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 func defaults() *options {
@@ -59,7 +41,7 @@ func TestDemoGolden(t *testing.T) {
 			if err := run(context.Background(), opts, &b); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "demo."+format, b.Bytes())
+			check(t, "demo."+format, b.Bytes())
 			if format == "podusage" {
 				if _, err := diagnose.ParseUsage(b.Bytes(), "demo.podusage"); err != nil {
 					t.Errorf("diagnose cannot read the podusage output: %v", err)
@@ -85,7 +67,7 @@ func TestMetricsGolden(t *testing.T) {
 	if _, err := io.Copy(&b, resp.Body); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "metrics.txt", b.Bytes())
+	check(t, "metrics.txt", b.Bytes())
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("GPUPACK_E2E") == "1" {

@@ -50,8 +50,8 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(svg), "<polyline"); n != 3 || !strings.HasSuffix(strings.TrimSpace(string(svg)), "</svg>") {
-		t.Errorf("curve.svg has %d curves, want 3, and must be complete", n)
+	if n := strings.Count(string(svg), "<polyline"); n != 2*3 || !strings.HasSuffix(strings.TrimSpace(string(svg)), "</svg>") {
+		t.Errorf("curve.svg has %d curves, want 3 in each of its 2 panels, and must be complete", n)
 	}
 }
 

@@ -3,16 +3,12 @@ package vram
 import (
 	"bytes"
 	"context"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/gpupack/gpupack/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 func TestGolden(t *testing.T) {
 	cases := map[string]options{
@@ -26,19 +22,7 @@ func TestGolden(t *testing.T) {
 			if err := run(context.Background(), &o, &out); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), out.String()); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
+			golden.Check(t, filepath.Join("testdata", name+".golden"), out.Bytes())
 		})
 	}
 }

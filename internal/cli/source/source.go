@@ -1,0 +1,78 @@
+// Package source is the one way gpupack's verbs are told which cluster to
+// read: a snapshot file (--snapshot), the live cluster (--kubeconfig or
+// --live), or the verb's embedded demo. It is an edge package.
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/kube"
+)
+
+// Cluster holds the flags that name a cluster.
+type Cluster struct {
+	Snapshot   string
+	Kubeconfig string
+	Live       bool
+}
+
+// AddFlags registers --snapshot, --kubeconfig and --live; verb names the
+// command in the help ("diagnose", "plan").
+func (c *Cluster) AddFlags(f *pflag.FlagSet, verb string) {
+	f.StringVar(&c.Snapshot, "snapshot", "", "cluster snapshot file (YAML or JSON); the embedded demo when no cluster is named")
+	f.StringVar(&c.Kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
+	f.BoolVar(&c.Live, "live", false, verb+" the live cluster, found as --kubeconfig says when it is not given")
+}
+
+// IsLive reports whether the live cluster was named.
+func (c *Cluster) IsLive() bool { return c.Live || c.Kubeconfig != "" }
+
+// IsDemo reports whether no cluster was named, so the demo runs.
+func (c *Cluster) IsDemo() bool { return c.Snapshot == "" && !c.IsLive() }
+
+// Name says which cluster was read, for messages.
+func (c *Cluster) Name(demoName string) string {
+	switch {
+	case c.IsLive():
+		return "the live cluster"
+	case c.Snapshot != "":
+		return c.Snapshot
+	}
+	return demoName
+}
+
+// Load reads the named cluster: the live one (its warnings go to stderr and
+// its state is returned too), the snapshot file, or the demo document.
+func (c *Cluster) Load(ctx context.Context, demo []byte, demoName string, stderr io.Writer) (*cluster.Snapshot, *kube.State, error) {
+	switch {
+	case c.IsLive() && c.Snapshot != "":
+		return nil, nil, errors.New("--snapshot and --kubeconfig/--live both name a cluster; give one")
+	case c.IsLive():
+		st, err := kube.LoadFrom(ctx, c.Kubeconfig, gpu.Default())
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, w := range st.Warnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+		return st.Snapshot, st, nil
+	case c.Snapshot != "":
+		data, err := os.ReadFile(c.Snapshot)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--snapshot: %w", err)
+		}
+		s, err := cluster.ParseFile(data, c.Snapshot, gpu.Default())
+		return s, nil, err
+	}
+	s, err := cluster.ParseFile(demo, demoName, gpu.Default())
+	return s, nil, err
+}
