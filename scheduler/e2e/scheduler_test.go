@@ -98,7 +98,7 @@ func SchedulerConfig(t *testing.T, kubeconfig, pluginArgs string) string {
 	if err := yaml.Unmarshal([]byte(text), &config); err != nil {
 		t.Fatalf("deploy/scheduler.yaml: scheduler-config.yaml: %v", err)
 	}
-	config["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 200, "burst": 400}
+	config["clientConnection"] = map[string]any{"kubeconfig": kubeconfig, "qps": 1000, "burst": 2000}
 	config["leaderElection"] = map[string]any{"leaderElect": false}
 	if pluginArgs != "" {
 		var args any
