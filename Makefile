@@ -7,7 +7,7 @@
 
 GO ?= go
 
-.PHONY: build test unit deps bins bench fuzz vet
+.PHONY: build test unit deps bins scheduler bench fuzz vet
 
 build:
 	$(GO) build -o bin/gpupack ./cmd/gpupack
@@ -17,22 +17,30 @@ build:
 # run one at a time (-p 1): the end-to-end packages each start their own
 # apiserver, etcd and Prometheus, and on 2 cores they must not race each
 # other for CPU and ports.
-test: deps bins vet
+test: deps bins scheduler vet
 	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 60m ./...
+	cd scheduler && GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash ../hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 30m ./...
 
 # The fast tier: no external components, no 40-run comparison.
 unit:
 	$(GO) test -short ./...
+	cd scheduler && $(GO) test -short ./...
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	cd scheduler && $(GO) vet ./...
 
 deps:
 	bash hack/deps.sh
 
 bins:
 	bash hack/k8s-bins.sh
+
+# gpupack-scheduler: the upstream kube-scheduler with the GPUPack plugin, a
+# module of its own (scheduler/), cached by source hash.
+scheduler:
+	bash hack/build-scheduler.sh
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem -count 5 ./...
