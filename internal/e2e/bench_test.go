@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func BenchmarkLoad(b *testing.B) {
 
 	start := time.Now()
 	spec := testcluster.GPUNode{Product: h100Product, MemoryMiB: 81559, GPUs: gpusPerNode}
-	parallel(b, nodes, func(i int) error {
+	testcluster.Parallel(b, nodes, func(i int) error {
 		node, err := spec.Object(fmt.Sprintf("h100-%04d", i))
 		if err != nil {
 			return err
@@ -45,7 +44,7 @@ func BenchmarkLoad(b *testing.B) {
 		_, err = client.CoreV1().Nodes().Create(b.Context(), node, metav1.CreateOptions{})
 		return err
 	})
-	parallel(b, pods, func(i int) error {
+	testcluster.Parallel(b, pods, func(i int) error {
 		pod := makePod(ns, fmt.Sprintf("job-%05d", i)).gpus(testcluster.ResourceGPU, 1).node(fmt.Sprintf("h100-%04d", i%nodes)).obj()
 		_, err := client.CoreV1().Pods(ns).Create(b.Context(), pod, metav1.CreateOptions{})
 		return err
@@ -74,30 +73,4 @@ func BenchmarkLoad(b *testing.B) {
 	slices.Sort(times)
 	b.ReportMetric(times[len(times)/2].Seconds(), "median-s")
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
-}
-
-// parallel runs create(0..n-1) on 32 workers and fails on the first error.
-func parallel(b *testing.B, n int, create func(i int) error) {
-	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 32 {
-		wg.Go(func() {
-			for i := range next {
-				if err := create(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
 }

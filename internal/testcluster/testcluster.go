@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -419,4 +420,31 @@ func mkdir(t testing.TB, dir, name string) string {
 		t.Fatalf("testcluster: %v", err)
 	}
 	return path
+}
+
+// Parallel runs create(0..n-1) on 32 goroutines, for tests and benchmarks
+// that fill the cluster with many objects, and fails t on the first error.
+func Parallel(t testing.TB, n int, create func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				if err := create(i); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -197,7 +196,7 @@ func TestStorm(t *testing.T) {
 		kind := []string{"h100", "mig", "l4ts"}[i%3]
 		names = append(names, fmt.Sprintf("%s-%03d", kind, i))
 	}
-	parallel(t, len(names), func(i int) error {
+	testcluster.Parallel(t, len(names), func(i int) error {
 		kind, _, _ := strings.Cut(names[i], "-")
 		n, err := specs[kind].Object(names[i])
 		if err != nil {
@@ -215,7 +214,7 @@ func TestStorm(t *testing.T) {
 		{"nvidia.com/gpu": 4},
 	}
 	start := time.Now()
-	parallel(t, pods, func(i int) error {
+	testcluster.Parallel(t, pods, func(i int) error {
 		_, err := cs.CoreV1().Pods("storm").Create(ctx, gpuPod("storm", fmt.Sprintf("p-%04d", i), shapes[i%len(shapes)]), metav1.CreateOptions{})
 		return err
 	})
@@ -345,31 +344,4 @@ func checkNoOverAllocation(t *testing.T, nodes []corev1.Node, pods []corev1.Pod)
 		}
 	}
 	return bound
-}
-
-// parallel runs f(0..n-1) on 32 goroutines and fails the test on the
-// first error.
-func parallel(t *testing.T, n int, f func(i int) error) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 32 {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
 }

@@ -33,7 +33,7 @@ func TestThroughput(t *testing.T) {
 	ctx := t.Context()
 	const nodes, pods = 1000, 1000
 	spec := testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 8}
-	parallel(t, nodes, func(i int) error {
+	testcluster.Parallel(t, nodes, func(i int) error {
 		n, err := spec.Object(fmt.Sprintf("h100-%04d", i))
 		if err != nil {
 			return err
@@ -45,7 +45,7 @@ func TestThroughput(t *testing.T) {
 	rate := func(profile, config string) float64 {
 		t.Helper()
 		c.CreateNamespace(profile)
-		parallel(t, pods, func(i int) error {
+		testcluster.Parallel(t, pods, func(i int) error {
 			p := gpuPod(profile, fmt.Sprintf("p-%04d", i), map[string]int64{"nvidia.com/gpu": 1})
 			p.Spec.SchedulerName = profile
 			_, err := cs.CoreV1().Pods(profile).Create(ctx, p, metav1.CreateOptions{})
