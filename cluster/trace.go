@@ -114,6 +114,20 @@ func (t *csvTable) int(col string, limit int64) (int64, error) {
 	return v, nil
 }
 
+// cpuAndMemory reads the cpu_milli and memory_mib columns that node and pod
+// lists share.
+func (t *csvTable) cpuAndMemory() (gpu.CPUMilli, gpu.MiB, error) {
+	cpu, err := t.int("cpu_milli", int64(maxTraceCPU))
+	if err != nil {
+		return 0, 0, err
+	}
+	mem, err := t.int("memory_mib", int64(maxTraceMemory))
+	if err != nil {
+		return 0, 0, err
+	}
+	return gpu.CPUMilli(cpu), gpu.MiB(mem), nil
+}
+
 // isNone reports the trace's ways of writing "no value".
 func isNone(s string) bool {
 	return s == "" || strings.EqualFold(s, "nan") || strings.EqualFold(s, "none")
@@ -145,11 +159,7 @@ func LoadTraceNodes(r io.Reader, file string, c *gpu.Catalogue) ([]*Node, error)
 			return nil, t.errorf("sn", "node %q already listed on line %d", name, prev)
 		}
 		seen[name] = t.line()
-		cpu, err := t.int("cpu_milli", int64(maxTraceCPU))
-		if err != nil {
-			return nil, err
-		}
-		mem, err := t.int("memory_mib", int64(maxTraceMemory))
+		cpu, mem, err := t.cpuAndMemory()
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +167,7 @@ func LoadTraceNodes(r io.Reader, file string, c *gpu.Catalogue) ([]*Node, error)
 		if err != nil {
 			return nil, err
 		}
-		n := &Node{Name: name, CPU: gpu.CPUMilli(cpu), Memory: gpu.MiB(mem)}
+		n := &Node{Name: name, CPU: cpu, Memory: mem}
 		if count > 0 {
 			modelName := t.get("model")
 			if isNone(modelName) {
@@ -210,11 +220,7 @@ func LoadTracePods(r io.Reader, file string, c *gpu.Catalogue) ([]*Pod, error) {
 			return nil, t.errorf("name", "pod %q already listed on line %d", p.Name, prev)
 		}
 		seen[p.Name] = t.line()
-		cpu, err := t.int("cpu_milli", int64(maxTraceCPU))
-		if err != nil {
-			return nil, err
-		}
-		mem, err := t.int("memory_mib", int64(maxTraceMemory))
+		cpu, mem, err := t.cpuAndMemory()
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +232,7 @@ func LoadTracePods(r io.Reader, file string, c *gpu.Catalogue) ([]*Pod, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.CPU, p.Memory = gpu.CPUMilli(cpu), gpu.MiB(mem)
+		p.CPU, p.Memory = cpu, mem
 		switch {
 		case n == 0 && milli == 0:
 		case n == 0:
