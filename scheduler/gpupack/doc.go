@@ -10,7 +10,7 @@
 //   - Score asks the configured placement policy (gpupack's
 //     fragmentation-aware one by default), normalised to 0..100.
 //   - Reserve picks the exact GPUs, MIG slice or replica and records them;
-//     PreBind writes them on the pod (annotation gpupack.io/gpu-devices);
+//     Bind binds the pod with them written on the Binding (annotation gpupack.io/gpu-devices);
 //     Unreserve releases them.
 //   - PostFilter adds gpupack's summary of why the pod fits nowhere to the
 //     scheduler's FailedScheduling event and PodScheduled condition, and

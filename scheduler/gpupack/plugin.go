@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,7 +37,7 @@ var (
 	_ fwk.ScorePlugin      = &Plugin{}
 	_ fwk.ScoreExtensions  = &Plugin{}
 	_ fwk.ReservePlugin    = &Plugin{}
-	_ fwk.PreBindPlugin    = &Plugin{}
+	_ fwk.BindPlugin       = &Plugin{}
 )
 
 // Plugin places GPU pods with package placement. Its methods are safe for
@@ -93,7 +95,7 @@ func (p *Plugin) Name() string { return Name }
 // cycleState is what PreFilter computes once per scheduling cycle.
 type cycleState struct {
 	demand *placement.Demand
-	// devices are what Reserve picked, for PreBind.
+	// devices are what Reserve picked, for Bind.
 	devices []cluster.Device
 }
 
@@ -284,24 +286,24 @@ func (p *Plugin) Unreserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ 
 	p.mu.Unlock()
 }
 
-// PreBindPreFlight asks for PreBind only for pods with reserved devices.
-func (p *Plugin) PreBindPreFlight(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if s, err := readState(cs); err != nil || len(s.devices) == 0 {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	return nil, nil
-}
-
-// PreBind writes the reserved devices on the pod (AnnotationDevices), so
-// that the device accounting survives a restart of the scheduler.
-func (p *Plugin) PreBind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+// Bind binds a pod that holds reserved devices and writes them on the
+// Binding, which the apiserver copies onto the pod (AnnotationDevices): one
+// API call, where a PreBind patch and the default binder would take two. The
+// record lets the device accounting survive a restart of the scheduler. Pods
+// without devices are left to the next bind plugin (DefaultBinder); the
+// profile lists GPUPack before it.
+func (p *Plugin) Bind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s, err := readState(cs)
 	if err != nil || len(s.devices) == 0 {
-		return nil
+		return fwk.NewStatus(fwk.Skip)
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationDevices, FormatDevices(s.devices))
-	if _, err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metaPatchOptions); err != nil {
-		return fwk.AsStatus(fmt.Errorf("%s: annotating pod %s/%s with its GPU devices: %w", Name, pod.Namespace, pod.Name, err))
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			Annotations: map[string]string{AnnotationDevices: FormatDevices(s.devices)}},
+		Target: v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	if err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{FieldManager: "gpupack-scheduler"}); err != nil {
+		return fwk.AsStatus(fmt.Errorf("%s: binding pod %s/%s to %s with its GPU devices: %w", Name, pod.Namespace, pod.Name, nodeName, err))
 	}
 	return nil
 }

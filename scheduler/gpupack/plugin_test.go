@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	k8stesting "k8s.io/client-go/testing"
+
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -137,8 +139,8 @@ func newPlugin(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, pending ...*v1.Po
 
 // schedule runs the plugin's cycle for pod over every node of the snapshot,
 // as the framework would: PreFilter, Filter, Score on the feasible nodes,
-// Reserve and PreBind on the best. It returns the node and the devices
-// written, or the per-node Filter messages.
+// Reserve and Bind on the best. It returns the node and the devices
+// written on the Binding, or the per-node Filter messages.
 func schedule(t *testing.T, pl *Plugin, client *fake.Clientset, pod *v1.Pod) (string, string, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
@@ -181,17 +183,25 @@ func schedule(t *testing.T, pl *Plugin, client *fake.Clientset, pod *v1.Pod) (st
 	if st := pl.Reserve(ctx, cs, pod, best.Name); !st.IsSuccess() {
 		t.Fatalf("Reserve: %v", st)
 	}
-	if _, st := pl.PreBindPreFlight(ctx, cs, pod, best.Name); !st.IsSuccess() {
-		t.Fatalf("PreBindPreFlight: %v", st)
+	client.ClearActions()
+	st := pl.Bind(ctx, cs, pod, best.Name)
+	if st.IsSkip() {
+		return best.Name, "", failures
 	}
-	if st := pl.PreBind(ctx, cs, pod, best.Name); !st.IsSuccess() {
-		t.Fatalf("PreBind: %v", st)
+	if !st.IsSuccess() {
+		t.Fatalf("Bind: %v", st)
 	}
-	got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, a := range client.Actions() {
+		if c, ok := a.(k8stesting.CreateAction); ok && a.GetSubresource() == "binding" {
+			b := c.GetObject().(*v1.Binding)
+			if b.Target.Name != best.Name {
+				t.Errorf("bound to %s, want %s", b.Target.Name, best.Name)
+			}
+			return best.Name, b.Annotations[AnnotationDevices], failures
+		}
 	}
-	return best.Name, got.Annotations[AnnotationDevices], failures
+	t.Fatalf("Bind made no binding: %v", client.Actions())
+	return "", "", nil
 }
 
 func TestPlugin(t *testing.T) {

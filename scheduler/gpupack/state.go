@@ -4,7 +4,6 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -14,8 +13,6 @@ import (
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/placement"
 )
-
-var metaPatchOptions = metav1.PatchOptions{FieldManager: "gpupack-scheduler"}
 
 // nodeState is the node's placement state as the NodeInfo shows it, built
 // once per NodeInfo generation (which changes with every pod added, removed
