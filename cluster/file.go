@@ -320,15 +320,7 @@ func (r *FileGPURequest) request(c *gpu.Catalogue) (Request, error) {
 		if r.Count != 0 || r.Milli != 0 || r.Memory != "" {
 			return Request{}, fmt.Errorf("mig: a MIG request cannot also ask for count, milli or memory")
 		}
-		found := false
-		for _, m := range c.Models() {
-			if m.MIG != nil {
-				if _, ok := m.MIG.Profile(r.MIG); ok {
-					found = true
-				}
-			}
-		}
-		if !found {
+		if _, ok := c.MIGProfile(r.MIG); !ok {
 			return Request{}, fmt.Errorf("mig: no GPU in the catalogue has a MIG profile %q", r.MIG)
 		}
 		return Request{Kind: MIGSlice, Profile: r.MIG}, nil

@@ -449,7 +449,7 @@ func memoryNeed(p *cluster.Pod, facts PodFacts, c *gpu.Catalogue) need {
 	var n need
 	switch {
 	case p.GPU.Kind == cluster.MIGSlice:
-		n.perDevice, n.Source = migProfileMemory(c, p.GPU.Profile), "mig-profile"
+		n.perDevice, n.Source = migMemory(c, p.GPU.Profile), "mig-profile"
 	case p.GPU.Memory > 0:
 		n.perDevice, n.Source = p.GPU.Memory, "request"
 	}
@@ -467,20 +467,9 @@ func memoryNeed(p *cluster.Pod, facts PodFacts, c *gpu.Catalogue) need {
 		}
 	}
 	if p.GPU.Kind == cluster.MIGSlice {
-		n.perDevice, n.Source = migProfileMemory(c, p.GPU.Profile), "mig-profile"
+		n.perDevice, n.Source = migMemory(c, p.GPU.Profile), "mig-profile"
 	}
 	return n
-}
-
-func migProfileMemory(c *gpu.Catalogue, profile string) gpu.MiB {
-	for _, m := range c.Models() {
-		if m.MIG != nil {
-			if pr, ok := m.MIG.Profile(profile); ok {
-				return pr.Memory
-			}
-		}
-	}
-	return 0
 }
 
 // nodesOf lists the nodes of the classes in snapshot order.
@@ -539,4 +528,10 @@ func JoinNames(names []string, total int) string {
 		s += fmt.Sprintf(" and %d more", total-len(names))
 	}
 	return s
+}
+
+// migMemory is the memory of a MIG profile, 0 when no model has it.
+func migMemory(c *gpu.Catalogue, profile string) gpu.MiB {
+	p, _ := c.MIGProfile(profile)
+	return p.Memory
 }

@@ -152,6 +152,19 @@ func (c *Catalogue) clone() *Catalogue {
 	return newCatalogue(c.Currency, models)
 }
 
+// MIGProfile finds a MIG profile by name on any model of the catalogue
+// (profiles of one name have one memory size on every model that has them).
+func (c *Catalogue) MIGProfile(name string) (Profile, bool) {
+	for _, m := range c.models {
+		if m.MIG != nil {
+			if p, ok := m.MIG.Profile(name); ok {
+				return p, true
+			}
+		}
+	}
+	return Profile{}, false
+}
+
 // SortedByMemory returns the models with known memory, smallest first.
 func (c *Catalogue) SortedByMemory() []*Model {
 	var out []*Model

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -87,7 +88,7 @@ func appendMIGGroup(groups []MIGDeviceConfig, j int, l gpu.Layout) []MIGDeviceCo
 func (pl *Plan) addMIGConfig(pool string, groups []MIGDeviceConfig) string {
 	prefix := configName(pool, "mig")
 	n := 0
-	for _, name := range sortedKeys(pl.MIGParted) {
+	for _, name := range slices.Sorted(maps.Keys(pl.MIGParted)) {
 		if !strings.HasPrefix(name, prefix+"-") {
 			continue
 		}

@@ -2,8 +2,10 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -228,7 +230,7 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		}
 		pp.MIGGPUs, pp.MIGLowerBound, pp.MIGAreaBound, pp.MIGFirstFit, pp.MIGOptimal = len(packing.Layouts), packing.LowerBound, packing.AreaBound, packing.FirstFitDecreasing, packing.Optimal
 	}
-	for _, t := range sortedKeys(tsBins) {
+	for _, t := range slices.Sorted(maps.Keys(tsBins)) {
 		for _, b := range tsBins[t] {
 			pp.TimeSlicingGPUs++
 			pp.TimeSlicingReplicas = max(pp.TimeSlicingReplicas, b.pods, 2)
@@ -417,7 +419,7 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 		}
 	}
 	var sharedConfigs []string
-	for _, name := range sortedKeys(pl.DevicePlugin) {
+	for _, name := range slices.Sorted(maps.Keys(pl.DevicePlugin)) {
 		if pl.DevicePlugin[name].Sharing != nil {
 			sharedConfigs = append(sharedConfigs, name)
 		}
@@ -539,7 +541,7 @@ func after(p *cluster.Pod, d *Decision, sharedConfigs []string) {
 func placeOrder(c *gpu.Catalogue, p *cluster.Pod) float64 {
 	switch p.GPU.Kind {
 	case cluster.MIGSlice:
-		return 3e12 + float64(profileMemory(c, p.GPU.Profile))
+		return 3e12 + float64(migMemoryOf(c, p.GPU.Profile))
 	case cluster.WholeGPUs:
 		if p.GPU.Memory > 0 && p.GPU.Count == 1 && p.Isolation == cluster.ShareTenant {
 			return 1e12 + float64(p.GPU.Memory)
@@ -549,17 +551,6 @@ func placeOrder(c *gpu.Catalogue, p *cluster.Pod) float64 {
 		return 0
 	}
 	return 1e12
-}
-
-func profileMemory(c *gpu.Catalogue, name string) gpu.MiB {
-	for _, m := range c.Models() {
-		if m.MIG != nil {
-			if p, ok := m.MIG.Profile(name); ok {
-				return p.Memory
-			}
-		}
-	}
-	return 0
 }
 
 func inUse(states []*placement.NodeState) (gpus, nodes int) {
@@ -610,7 +601,7 @@ func (pl *Plan) reserve() {
 			}
 		}
 	}
-	for _, m := range sortedKeys(byModel) {
+	for _, m := range slices.Sorted(maps.Keys(byModel)) {
 		r := byModel[m]
 		if r.Workloads == 0 {
 			continue
@@ -637,4 +628,10 @@ func footprint(d *Decision, pp PoolPlan) float64 {
 		return 1 / float64(max(1, pp.MPSClients))
 	}
 	return float64(max(1, d.w.Request.Count))
+}
+
+// migMemoryOf is the memory of a MIG profile, 0 when no model has it.
+func migMemoryOf(c *gpu.Catalogue, profile string) gpu.MiB {
+	p, _ := c.MIGProfile(profile)
+	return p.Memory
 }

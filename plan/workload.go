@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"sort"
 	"strings"
 	"time"
 
@@ -228,14 +227,4 @@ func roleOf(p *cluster.Pod, owner string) Role {
 		}
 	}
 	return Unknown
-}
-
-// sortedKeys is the keys of a map in order, for deterministic output.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -2,7 +2,9 @@ package usage
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -600,14 +602,14 @@ func Account(in Input) (*Report, error) {
 		events[e.Namespace+"/"+e.Pod] = e
 	}
 	appFirst := map[string]int64{}
-	podKeys := sortedKeys(pods)
+	podKeys := slices.Sorted(maps.Keys(pods))
 	namespaces := map[string]*acc{}
 	nsPods := map[string]int{}
 	for _, key := range podKeys {
 		ps := pods[key]
 		u := &ps.usage
-		u.Devices = sortedKeys(ps.devices)
-		u.ActivitySources = sortedKeys(ps.sources)
+		u.Devices = slices.Sorted(maps.Keys(ps.devices))
+		u.ActivitySources = slices.Sorted(maps.Keys(ps.sources))
 		u.Totals = ps.acc.totals()
 		u.VRAMUsedMiB = percentiles(ps.vram)
 		u.Activity = percentiles(ps.activity)
@@ -618,7 +620,7 @@ func Account(in Input) (*Report, error) {
 			u.PowerWatts = Known(ps.powerSum / float64(ps.powerN))
 		}
 		u.Pattern = classify(ps.activity, u.DRAMActive, u.VRAMUsedMiB)
-		for _, c := range sortedKeys(ps.containers) {
+		for _, c := range slices.Sorted(maps.Keys(ps.containers)) {
 			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c}, Totals: ps.containers[c].totals()})
 		}
 		na := namespaces[u.Namespace]
@@ -669,7 +671,7 @@ func Account(in Input) (*Report, error) {
 	}
 	appUsage := func(aggs map[string]*appAgg, cost Amount) []AppUsage {
 		var out []AppUsage
-		for _, name := range sortedKeys(aggs) {
+		for _, name := range slices.Sorted(maps.Keys(aggs)) {
 			ag := aggs[name]
 			au := AppUsage{Name: name}
 			if ag.n > 0 {
@@ -710,11 +712,11 @@ func Account(in Input) (*Report, error) {
 		st.FirstUseToReadySeconds = between(st.FirstGPUUse, st.AppReady)
 		r.Pods = append(r.Pods, *u)
 	}
-	for _, ns := range sortedKeys(namespaces) {
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
 		t := namespaces[ns].totals()
 		r.Namespaces = append(r.Namespaces, GroupUsage{Name: ns, Pods: nsPods[ns], Totals: t, App: appUsage(nsApps[ns], t.Cost)})
 	}
-	for _, n := range sortedKeys(nodes) {
+	for _, n := range slices.Sorted(maps.Keys(nodes)) {
 		r.Nodes = append(r.Nodes, GroupUsage{Name: n, Pods: len(nodePods[n]), Totals: nodes[n].totals()})
 	}
 	return r, nil
@@ -792,13 +794,4 @@ func between(a, b *time.Time) Amount {
 		return Unknown
 	}
 	return Known(b.Sub(*a).Seconds())
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

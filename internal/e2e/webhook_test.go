@@ -47,7 +47,7 @@ func TestWebhook(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testcluster.FreePort(t)
 	certDir := filepath.Join(dir, "certs")
 	hook := c.Run("gpupack-webhook", bin, "webhook", "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		"--cert-dir", certDir, "--self-signed", "127.0.0.1", "--requests", requests)
@@ -172,14 +172,4 @@ func register(t *testing.T, cs kubernetes.Interface, url string, caBundle []byte
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(t.Context(), cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -116,7 +116,9 @@ func (p *process) logTail() string {
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t testing.TB) int {
+// FreePort returns a loopback port that was free a moment ago, for
+// components a test starts itself.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -103,8 +103,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	}
 
-	etcdURL := "http://" + hostPort(freePort(t))
-	peerURL := "http://" + hostPort(freePort(t))
+	etcdURL := "http://" + hostPort(FreePort(t))
+	peerURL := "http://" + hostPort(FreePort(t))
 	etcd := start("etcd", etcdBinary,
 		"--name=testcluster",
 		"--data-dir="+filepath.Join(dir, "etcd"),
@@ -122,7 +122,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	tokenFile := writeFile(t, dir, "tokens.csv", token+`,admin,admin,"system:masters"`+"\n")
 	saKey, saPub := serviceAccountKeyPair(t, dir)
 	apiserverCerts := mkdir(t, dir, "apiserver-certs")
-	apiserverPort := freePort(t)
+	apiserverPort := FreePort(t)
 	apiserver := start("kube-apiserver", apiserverBinary,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
@@ -158,7 +158,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	})
 
 	schedulerCerts := mkdir(t, dir, "scheduler-certs")
-	schedulerPort := freePort(t)
+	schedulerPort := FreePort(t)
 	scheduler := start("kube-scheduler", schedulerBinary,
 		"--kubeconfig="+kubeconfig,
 		"--authentication-kubeconfig="+kubeconfig,
@@ -186,7 +186,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		return httpProbe(schedulerHTTP, "https://"+hostPort(schedulerPort)+"/readyz")(ctx)
 	})
 
-	kwokAddress := hostPort(freePort(t))
+	kwokAddress := hostPort(FreePort(t))
 	kwok := start("kwok", kwokBinary,
 		"--kubeconfig="+kubeconfig,
 		"--config="+filepath.Join(bins, kwokStagesFile),
