@@ -61,6 +61,10 @@ type FileGPUGroup struct {
 	Replicas int      `json:"replicas,omitempty"` // time-slicing and mps
 	MIG      []string `json:"mig,omitempty"`      // profiles on each GPU, for sharing: mig
 	Memory   string   `json:"memory,omitempty"`   // overrides the model's framebuffer
+
+	// SharedResource: the replicas are offered as nvidia.com/gpu.shared
+	// (the device plugin's renameByDefault); time-slicing and mps only.
+	SharedResource bool `json:"sharedResource,omitempty"`
 }
 
 // FilePod is a pod in the snapshot file.
@@ -89,6 +93,8 @@ type FileGPURequest struct {
 	Milli  int64  `json:"milli,omitempty"`
 	Memory string `json:"memory,omitempty"`
 	MIG    string `json:"mig,omitempty"`
+	// Shared: the count is of replicas asked for as nvidia.com/gpu.shared.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // FileDevice records which GPU (and MIG slice) a bound pod holds.
@@ -210,7 +216,7 @@ func (g *FileGPUGroup) gpus(c *gpu.Catalogue, first int) ([]GPU, error) {
 			return nil, fmt.Errorf("memory: %w", err)
 		}
 	}
-	proto := GPU{Model: m, Memory: mem, Sharing: sharing, Replicas: g.Replicas}
+	proto := GPU{Model: m, Memory: mem, Sharing: sharing, Replicas: g.Replicas, SharedResource: g.SharedResource}
 	switch sharing {
 	case TimeSliced, MPS:
 		if g.Replicas < 1 || g.Replicas > 48*4 {
@@ -235,6 +241,9 @@ func (g *FileGPUGroup) gpus(c *gpu.Catalogue, first int) ([]GPU, error) {
 		if g.Replicas != 0 {
 			return nil, fmt.Errorf("replicas: only time-slicing and mps GPUs have replicas")
 		}
+	}
+	if g.SharedResource && sharing != TimeSliced && sharing != MPS {
+		return nil, fmt.Errorf("sharedResource: only time-slicing and mps GPUs offer the shared resource; sharing is %s", sharing)
 	}
 	if sharing != MIG && len(g.MIG) > 0 {
 		return nil, fmt.Errorf("mig: profiles given but sharing is %s; set sharing: mig", sharing)
@@ -316,6 +325,8 @@ func (r *FileGPURequest) request(c *gpu.Catalogue) (Request, error) {
 		}
 	}
 	switch {
+	case r.Shared && (r.Count == 0 || r.Milli != 0 || r.MIG != ""):
+		return Request{}, fmt.Errorf("shared: a shared request asks for count replicas; give count and no milli or mig")
 	case r.MIG != "":
 		if r.Count != 0 || r.Milli != 0 || r.Memory != "" {
 			return Request{}, fmt.Errorf("mig: a MIG request cannot also ask for count, milli or memory")
@@ -339,7 +350,7 @@ func (r *FileGPURequest) request(c *gpu.Catalogue) (Request, error) {
 		if r.Count < 0 || r.Count > 64 {
 			return Request{}, fmt.Errorf("count: %d (want 1..64)", r.Count)
 		}
-		return Request{Kind: WholeGPUs, Count: r.Count, Memory: mem}, nil
+		return Request{Kind: WholeGPUs, Count: r.Count, Memory: mem, SharedResource: r.Shared}, nil
 	case mem > 0:
 		return Request{Kind: GPUMemory, Memory: mem}, nil
 	}
@@ -353,7 +364,7 @@ func ToFile(s *Snapshot) *File {
 	for _, n := range s.Nodes {
 		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable}
 		for _, g := range n.GPUs {
-			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas}
+			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas, SharedResource: g.SharedResource}
 			if g.Sharing != Exclusive {
 				grp.Sharing = g.Sharing.String()
 			}
@@ -384,7 +395,7 @@ func ToFile(s *Snapshot) *File {
 			fp.Isolation = p.Isolation.String()
 		}
 		if p.GPU.Kind != NoGPU {
-			r := &FileGPURequest{Count: p.GPU.Count, Milli: int64(p.GPU.Milli), MIG: p.GPU.Profile}
+			r := &FileGPURequest{Count: p.GPU.Count, Milli: int64(p.GPU.Milli), MIG: p.GPU.Profile, Shared: p.GPU.SharedResource}
 			if p.GPU.Memory > 0 {
 				r.Memory = FormatMemory(p.GPU.Memory)
 			}
@@ -404,7 +415,7 @@ func ToFile(s *Snapshot) *File {
 }
 
 func sameGroup(a, b FileGPUGroup) bool {
-	if a.Model != b.Model || a.Sharing != b.Sharing || a.Replicas != b.Replicas || a.Memory != b.Memory || len(a.MIG) != len(b.MIG) {
+	if a.Model != b.Model || a.Sharing != b.Sharing || a.Replicas != b.Replicas || a.SharedResource != b.SharedResource || a.Memory != b.Memory || len(a.MIG) != len(b.MIG) {
 		return false
 	}
 	x, y := append([]string(nil), a.MIG...), append([]string(nil), b.MIG...)

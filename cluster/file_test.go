@@ -19,8 +19,11 @@ func TestParseFileRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.GPUCount(); got != 12 {
-		t.Errorf("GPUCount = %d, want 12", got)
+	if got := s.GPUCount(); got != 14 {
+		t.Errorf("GPUCount = %d, want 14", got)
+	}
+	if t4, _ := s.Node("t4-1"); !t4.GPUs[1].SharedResource || t4.GPUs[1].Sharing != MPS {
+		t.Errorf("t4-1 GPU 1 = %+v, want MPS offered as the shared resource", t4.GPUs[1])
 	}
 	n, _ := s.Node("h100-1")
 	if got, want := n.GPUs[7].Layout.String(), "2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4"; got != want {
@@ -50,22 +53,24 @@ func TestParseFileErrors(t *testing.T) {
 	head := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\n"
 	node := "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1}]}\n"
 	cases := map[string]struct{ doc, want string }{
-		"unknown field":   {head + node + "extra: 1\n", "unknown field"},
-		"wrong version":   {"apiVersion: v0\nkind: ClusterSnapshot\n", "apiVersion"},
-		"unknown model":   {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: RTX-9999, count: 1}]}\n", "nodes[0]: gpus[0]: model: unknown GPU model"},
-		"bad cpu":         {head + "nodes:\n- {name: n, cpu: lots, memory: 8Gi}\n", "nodes[0]: cpu"},
-		"negative memory": {head + "nodes:\n- {name: n, cpu: \"1\", memory: -5Gi}\n", "nodes[0]: memory"},
-		"mig on t4":       {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 1, sharing: mig, mig: [1g.5gb]}]}\n", "does not support MIG"},
-		"bad mig layout":  {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: A100-40GB, count: 1, sharing: mig, mig: [4g.20gb, 4g.20gb]}]}\n", "gpus[0]: mig"},
-		"missing node":    {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: ghost}\n", "not in the snapshot"},
-		"bad fraction":    {head + node + "pods:\n- {name: p, gpu: {milli: 1500}}\n", "pods[0] (p): gpu: milli"},
-		"contradictory":   {head + node + "pods:\n- {name: p, gpu: {mig: 1g.10gb, count: 1}}\n", "cannot also ask"},
-		"empty request":   {head + node + "pods:\n- {name: p, gpu: {}}\n", "empty GPU request"},
-		"device range":    {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: n, devices: [{gpu: 3}]}\n", "pods[0].devices[0].gpu"},
-		"duplicate pod":   {head + node + "pods:\n- {name: p}\n- {name: p}\n", "listed twice"},
-		"bad taint":       {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, taints: [{key: a, effect: Never}]}\n", "taints[0].effect"},
-		"mps clients":     {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharing: mps, replicas: 64}]}\n", "at most 48"},
-		"not yaml":        {"nodes: [\n", "small.yaml"},
+		"unknown field":    {head + node + "extra: 1\n", "unknown field"},
+		"wrong version":    {"apiVersion: v0\nkind: ClusterSnapshot\n", "apiVersion"},
+		"unknown model":    {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: RTX-9999, count: 1}]}\n", "nodes[0]: gpus[0]: model: unknown GPU model"},
+		"bad cpu":          {head + "nodes:\n- {name: n, cpu: lots, memory: 8Gi}\n", "nodes[0]: cpu"},
+		"negative memory":  {head + "nodes:\n- {name: n, cpu: \"1\", memory: -5Gi}\n", "nodes[0]: memory"},
+		"mig on t4":        {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 1, sharing: mig, mig: [1g.5gb]}]}\n", "does not support MIG"},
+		"bad mig layout":   {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: A100-40GB, count: 1, sharing: mig, mig: [4g.20gb, 4g.20gb]}]}\n", "gpus[0]: mig"},
+		"missing node":     {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: ghost}\n", "not in the snapshot"},
+		"bad fraction":     {head + node + "pods:\n- {name: p, gpu: {milli: 1500}}\n", "pods[0] (p): gpu: milli"},
+		"contradictory":    {head + node + "pods:\n- {name: p, gpu: {mig: 1g.10gb, count: 1}}\n", "cannot also ask"},
+		"empty request":    {head + node + "pods:\n- {name: p, gpu: {}}\n", "empty GPU request"},
+		"device range":     {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: n, devices: [{gpu: 3}]}\n", "pods[0].devices[0].gpu"},
+		"duplicate pod":    {head + node + "pods:\n- {name: p}\n- {name: p}\n", "listed twice"},
+		"bad taint":        {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, taints: [{key: a, effect: Never}]}\n", "taints[0].effect"},
+		"mps clients":      {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharing: mps, replicas: 64}]}\n", "at most 48"},
+		"not yaml":         {"nodes: [\n", "small.yaml"},
+		"shared exclusive": {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharedResource: true}]}\n", "gpus[0]: sharedResource"},
+		"shared no count":  {head + node + "pods:\n- {name: p, gpu: {milli: 500, shared: true}}\n", "gpu: shared"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -56,6 +56,11 @@ type GPU struct {
 	Sharing Sharing
 	// Replicas is the number of time slices or MPS clients (TimeSliced, MPS).
 	Replicas int
+	// SharedResource (TimeSliced, MPS) says that the device plugin offers
+	// the replicas under the shared resource name (renameByDefault:
+	// nvidia.com/gpu.shared), so that only requests by that name
+	// (Request.SharedResource) get them, and whole-GPU requests do not.
+	SharedResource bool
 	// Layout is the MIG layout (MIG only).
 	Layout gpu.Layout
 }
@@ -177,11 +182,18 @@ const (
 
 // Request is a pod's GPU request.
 type Request struct {
-	Kind    RequestKind
-	Count   int       // WholeGPUs
-	Milli   gpu.Milli // Fraction
-	Memory  gpu.MiB   // GPUMemory
-	Profile string    // MIGSlice
+	Kind  RequestKind
+	Count int       // WholeGPUs
+	Milli gpu.Milli // Fraction
+	// Memory is the framebuffer asked for: of one GPU (GPUMemory), or that
+	// each GPU must have for the pod (WholeGPUs, Fraction), counted against
+	// time-sliced GPUs, which do not partition it.
+	Memory  gpu.MiB
+	Profile string // MIGSlice
+	// SharedResource (WholeGPUs) asks for Count replicas by the shared
+	// resource name (nvidia.com/gpu.shared), which only GPUs with
+	// GPU.SharedResource offer.
+	SharedResource bool
 }
 
 // GPUMilli is the GPU compute the request stands for, in milli-GPU: a whole
@@ -200,6 +212,9 @@ func (r Request) GPUMilli() gpu.Milli {
 func (r Request) String() string {
 	switch r.Kind {
 	case WholeGPUs:
+		if r.SharedResource {
+			return fmt.Sprintf("%d shared GPU", r.Count)
+		}
 		return fmt.Sprintf("%d GPU", r.Count)
 	case Fraction:
 		return fmt.Sprintf("%s GPU", r.Milli)

@@ -458,6 +458,9 @@ func resourceOf(d *Demand, s *NodeState) (string, string) {
 	case cluster.GPUMemory:
 		return "gpu-memory", "MiB"
 	}
+	if d.GPU.SharedResource {
+		return "nvidia.com/gpu.shared", "replicas"
+	}
 	if len(s.Node.GPUs) > 0 {
 		if m := s.Node.GPUs[0].Sharing; m == cluster.TimeSliced || m == cluster.MPS {
 			return "nvidia.com/gpu", "replicas"
@@ -467,12 +470,16 @@ func resourceOf(d *Demand, s *NodeState) (string, string) {
 }
 
 func modesOf(n *cluster.Node) string {
-	seen := map[cluster.Sharing]bool{}
+	seen := map[string]bool{}
 	var out []string
 	for _, g := range n.GPUs {
-		if !seen[g.Sharing] {
-			seen[g.Sharing] = true
-			out = append(out, g.Sharing.String())
+		mode := g.Sharing.String()
+		if g.SharedResource {
+			mode += " as nvidia.com/gpu.shared"
+		}
+		if !seen[mode] {
+			seen[mode] = true
+			out = append(out, mode)
 		}
 	}
 	return strings.Join(out, "/")
@@ -484,6 +491,11 @@ func unitFits(d *Demand, g *cluster.GPU, st *GPUState) stage {
 		return failModel
 	}
 	need := d.GPU.Memory
+	// A request by the shared resource name gets only replicas offered
+	// under it, and those go to nobody else.
+	if d.GPU.SharedResource != (g.SharedResource && (g.Sharing == cluster.TimeSliced || g.Sharing == cluster.MPS)) {
+		return failMode
+	}
 	switch g.Sharing {
 	case cluster.Exclusive:
 		if d.GPU.Kind != cluster.WholeGPUs {

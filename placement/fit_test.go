@@ -31,6 +31,14 @@ func (b *nodeBuilder) gpus(model string, count int, sharing cluster.Sharing, rep
 	}
 	return b
 }
+
+// renamed offers the node's replicas as nvidia.com/gpu.shared.
+func (b *nodeBuilder) renamed() *nodeBuilder {
+	for i := range b.n.GPUs {
+		b.n.GPUs[i].SharedResource = true
+	}
+	return b
+}
 func (b *nodeBuilder) label(k, v string) *nodeBuilder { b.n.Labels[k] = v; return b }
 func (b *nodeBuilder) taint(k, v string) *nodeBuilder {
 	b.n.Taints = append(b.n.Taints, cluster.Taint{Key: k, Value: v, Effect: cluster.NoSchedule})
@@ -50,6 +58,10 @@ func (b *podBuilder) whole(n int) *podBuilder {
 }
 func (b *podBuilder) milli(m gpu.Milli) *podBuilder {
 	b.p.GPU = cluster.Request{Kind: cluster.Fraction, Milli: m}
+	return b
+}
+func (b *podBuilder) shared(n int) *podBuilder {
+	b.p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: n, SharedResource: true}
 	return b
 }
 func (b *podBuilder) vram(m gpu.MiB) *podBuilder { b.p.GPU.Memory = m; return b }
@@ -104,6 +116,7 @@ func TestFitReasons(t *testing.T) {
 	a100mig := makeNode("a100").gpus("A100-80GB", 1, cluster.MIG, 0, "3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb").obj()
 	l4ts := makeNode("l4").gpus("L4", 1, cluster.TimeSliced, 2).obj()
 	l4mps := makeNode("l4mps").gpus("L4", 1, cluster.MPS, 4).obj()
+	l4shared := makeNode("l4shared").gpus("L4", 2, cluster.TimeSliced, 2).renamed().obj()
 	t4frac := makeNode("t4").gpus("T4", 2, cluster.Fractional, 0).obj()
 	tainted := makeNode("tainted").gpus("H100-80GB", 8, cluster.Exclusive, 0).taint("dedicated", "infer").obj()
 	cpuOnly := makeNode("cpu").obj()
@@ -151,6 +164,18 @@ func TestFitReasons(t *testing.T) {
 			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 8192, Free: 4096, Capacity: 24576, Unit: "MiB"}}},
 		"mps client limit": {state: place(t, l4mps), pod: makePod("p").whole(1).vram(8 * 1024).obj(), want: []Reason{
 			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 8192, Free: 24576, Capacity: 6144, Unit: "MiB"}}},
+		"shared replica":                   {state: place(t, l4shared, makePod("a").shared(1).obj()), pod: makePod("p").shared(1).obj(), gpus: []int{0}},
+		"shared replicas on distinct gpus": {state: place(t, l4shared), pod: makePod("p").shared(2).obj(), gpus: []int{0, 1}},
+		"shared replicas used up": {state: place(t, l4shared, makePod("a").shared(2).obj(), makePod("b").shared(2).obj()), pod: makePod("p").shared(1).obj(), want: []Reason{
+			{Code: InsufficientGPU, Resource: "nvidia.com/gpu.shared", Requested: 1, Free: 0, Capacity: 4, Unit: "replicas"}}},
+		"shared replica vram": {state: place(t, l4shared, makePod("a").shared(1).vram(16*1024).obj(), makePod("b").shared(1).vram(16*1024).obj()), pod: makePod("p").shared(1).vram(10 * 1024).obj(), want: []Reason{
+			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 10240, Free: 8192, Capacity: 24576, Unit: "MiB"}}},
+		"whole gpu on renamed shared gpus": {state: place(t, l4shared), pod: makePod("p").whole(1).obj(), want: []Reason{
+			{Code: SharingModeMismatch, Resource: "nvidia.com/gpu", Requested: 1, Capacity: 2}}},
+		"shared request on exclusive gpus": {state: place(t, h100), pod: makePod("p").shared(1).obj(), want: []Reason{
+			{Code: SharingModeMismatch, Resource: "nvidia.com/gpu.shared", Requested: 1, Capacity: 8}}},
+		"shared request on time slices not renamed": {state: place(t, l4ts), pod: makePod("p").shared(1).obj(), want: []Reason{
+			{Code: SharingModeMismatch, Resource: "nvidia.com/gpu.shared", Requested: 1, Capacity: 1}}},
 		"fraction best fit": {state: place(t, t4frac, makePod("a").milli(500).obj()), pod: makePod("p").milli(400).obj(), gpus: []int{0}},
 		"fraction too big": {state: place(t, t4frac, makePod("a").milli(700).obj(), makePod("b").milli(700).obj()), pod: makePod("p").milli(400).obj(), want: []Reason{
 			{Code: InsufficientGPU, Resource: "nvidia.com/gpu", Requested: 400, Free: 300, Capacity: 1000, Unit: "milli-GPU"}}},
@@ -211,6 +236,7 @@ func TestAssignNeverOvercommits(t *testing.T) {
 	nodes := []*cluster.Node{
 		makeNode("frac").gpus("T4", 4, cluster.Fractional, 0).obj(),
 		makeNode("ts").gpus("L4", 2, cluster.TimeSliced, 3).obj(),
+		makeNode("renamed").gpus("L4", 2, cluster.MPS, 3).renamed().obj(),
 		makeNode("mps").gpus("L4", 2, cluster.MPS, 4).obj(),
 		makeNode("mig").gpus("H100-80GB", 2, cluster.MIG, 0, "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "3g.40gb").obj(),
 		makeNode("excl").gpus("H100-80GB", 4, cluster.Exclusive, 0).obj(),
@@ -218,6 +244,7 @@ func TestAssignNeverOvercommits(t *testing.T) {
 	pods := []*cluster.Pod{
 		makePod("a").milli(300).obj(), makePod("b").whole(1).obj(), makePod("c").mig("1g.10gb").obj(),
 		makePod("d").memOnly(3000).obj(), makePod("e").whole(2).obj(), makePod("f").mig("3g.40gb").obj(),
+		makePod("g").shared(1).obj(),
 	}
 	for _, n := range nodes {
 		s := NewNodeState(n)

@@ -3,7 +3,8 @@
 // gpupack-scheduler (schedulerName: gpupack) and rewrites a workload's GPU
 // request to what the plan says it should request (workload-requests.yaml:
 // nvidia.com/gpu: 1 to nvidia.com/mig-<profile>: 1 or to the shared
-// resource), recording what it changed in an annotation so that it is
+// resource, with the VRAM the plan sized it for in gpupack.io/gpu-memory),
+// recording what it changed in an annotation so that it is
 // visible and reversible. Pods that ask for whole GPUs and MIG slices at once
 // are rejected, never silently altered.
 //
@@ -25,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/plan"
 )
@@ -49,6 +51,10 @@ type Changes struct {
 	// Containers are the containers whose GPU resources changed, with the
 	// resources before and after (requests and limits alike).
 	Containers []ContainerChange `json:"containers,omitempty"`
+	// GPUMemory is the annotation gpupack.io/gpu-memory that Mutate added
+	// to a pod moved to a shared GPU: the VRAM the plan sized it for, which
+	// gpupack-scheduler keeps within each time-sliced GPU.
+	GPUMemory string `json:"gpuMemory,omitempty"`
 }
 
 // ContainerChange is one container's GPU resources before and after.
@@ -109,6 +115,9 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 			}
 			ch.Containers = append(ch.Containers, ContainerChange{Name: c.Name, Before: before, After: gpuResources(c)})
 		}
+		if _, stated := pod.Annotations[kube.AnnotationGPUMemory]; len(ch.Containers) > 0 && !stated && after == kube.ResourceGPUShared && r.After.VRAMLimit > 0 {
+			ch.GPUMemory = cluster.FormatMemory(r.After.VRAMLimit)
+		}
 	}
 	record, err := json.Marshal(ch)
 	if err != nil {
@@ -118,6 +127,9 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[AnnotationChanges] = string(record)
+	if ch.GPUMemory != "" {
+		pod.Annotations[kube.AnnotationGPUMemory] = ch.GPUMemory
+	}
 	return ch, nil
 }
 
@@ -154,6 +166,9 @@ func Revert(pod *corev1.Pod) error {
 				}
 			}
 		}
+	}
+	if ch.GPUMemory != "" {
+		delete(pod.Annotations, kube.AnnotationGPUMemory)
 	}
 	delete(pod.Annotations, AnnotationChanges)
 	return nil

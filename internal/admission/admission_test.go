@@ -47,12 +47,32 @@ func TestMutate(t *testing.T) {
 		wantResources map[string]string // of container main, limits
 		wantScheduler string
 		wantChanged   bool
+		wantGPUMemory string // annotation gpupack.io/gpu-memory after Mutate
 		wantErr       string
 	}{
 		"planned workload onto its MIG slice": {
 			pod:           pod("ranker-0", ranker, map[string]string{"nvidia.com/gpu": "1", "cpu": "2"}),
 			wantResources: map[string]string{"nvidia.com/mig-2g.20gb": "1", "cpu": "2"},
 			wantScheduler: SchedulerName, wantChanged: true,
+		},
+		"planned workload onto a shared GPU, with the VRAM it was sized for": {
+			pod: func() *corev1.Pod {
+				p := pod("notebook-ana-0", map[string]string{"app": "notebook-ana"}, map[string]string{"nvidia.com/gpu": "1"})
+				p.Namespace = "ml"
+				return p
+			}(),
+			wantResources: map[string]string{"nvidia.com/gpu.shared": "1"},
+			wantScheduler: SchedulerName, wantChanged: true, wantGPUMemory: "7373Mi",
+		},
+		"a VRAM annotation of the user's own is kept": {
+			pod: func() *corev1.Pod {
+				p := pod("notebook-ana-0", map[string]string{"app": "notebook-ana"}, map[string]string{"nvidia.com/gpu": "1"})
+				p.Namespace = "ml"
+				p.Annotations = map[string]string{"gpupack.io/gpu-memory": "12Gi"}
+				return p
+			}(),
+			wantResources: map[string]string{"nvidia.com/gpu.shared": "1"},
+			wantScheduler: SchedulerName, wantChanged: true, wantGPUMemory: "12Gi",
 		},
 		"pod of a Deployment, named by generateName": {
 			pod: func() *corev1.Pod {
@@ -107,6 +127,9 @@ func TestMutate(t *testing.T) {
 			}
 			if diff := cmp.Diff(c.wantResources, got); diff != "" {
 				t.Errorf("limits (-want +got):\n%s", diff)
+			}
+			if got := c.pod.Annotations["gpupack.io/gpu-memory"]; got != c.wantGPUMemory {
+				t.Errorf("annotation gpupack.io/gpu-memory = %q, want %q", got, c.wantGPUMemory)
 			}
 			if c.pod.Spec.SchedulerName != c.wantScheduler {
 				t.Errorf("schedulerName = %q, want %q", c.pod.Spec.SchedulerName, c.wantScheduler)

@@ -94,6 +94,25 @@ func TestBuildNodeGPUs(t *testing.T) {
 			want:         repeat(cluster.GPU{Model: l4, Memory: 23034, Sharing: cluster.MPS, Replicas: 4}, 2),
 			wantWarnings: []string{"node l: allocatable nvidia.com/gpu 9 is not a multiple of 4 replicas"},
 		},
+		"time-slicing renamed to nvidia.com/gpu.shared": {
+			node: makeNode("l").gfd("NVIDIA-L4", "23034", "2").label(LabelGPUSharingStrategy, "time-slicing").
+				label(LabelGPUReplicas, "4").alloc(ResourceGPUShared, "8").obj(),
+			want: repeat(cluster.GPU{Model: l4, Memory: 23034, Sharing: cluster.TimeSliced, Replicas: 4, SharedResource: true}, 2),
+		},
+		"MPS renamed, beside a whole GPU": {
+			node: makeNode("l").gfd("NVIDIA-L4", "23034", "3").label(LabelGPUSharingStrategy, "mps").
+				label(LabelGPUReplicas, "2").alloc(ResourceGPU, "1").alloc(ResourceGPUShared, "4").obj(),
+			want: []cluster.GPU{
+				{Index: 0, Model: l4, Memory: 23034},
+				{Index: 1, Model: l4, Memory: 23034, Sharing: cluster.MPS, Replicas: 2, SharedResource: true},
+				{Index: 2, Model: l4, Memory: 23034, Sharing: cluster.MPS, Replicas: 2, SharedResource: true},
+			},
+		},
+		"renamed replicas without a strategy label are time slices": {
+			node:         makeNode("l").gfd("NVIDIA-L4", "23034", "2").label(LabelGPUReplicas, "4").alloc(ResourceGPUShared, "7").obj(),
+			want:         repeat(cluster.GPU{Model: l4, Memory: 23034, Sharing: cluster.TimeSliced, Replicas: 4, SharedResource: true}, 1),
+			wantWarnings: []string{"node l: allocatable nvidia.com/gpu.shared 7 is not a multiple of 4 replicas"},
+		},
 		"MIG mixed, all-balanced: one 4g and one 3g on each GPU": {
 			node: makeNode("m").gfd("NVIDIA-H100-80GB-HBM3", "81559", "8").label(LabelMIGStrategy, "mixed").
 				alloc(ResourceMIGPrefix+"3g.40gb", "8").alloc(ResourceMIGPrefix+"4g.40gb", "8").obj(),
@@ -277,6 +296,40 @@ func TestBuildPods(t *testing.T) {
 			pod:          makePod("p").limit(ResourceMIGPrefix+"1g.10gb", "2").obj(),
 			want:         cluster.Pod{GPU: cluster.Request{Kind: cluster.MIGSlice, Profile: "1g.10gb"}},
 			wantWarnings: []string{"pod ml/p: asks for MIG devices map[1g.10gb:2]; gpupack models one MIG slice per pod"},
+		},
+		"a shared GPU": {
+			pod:  makePod("p").limit(ResourceGPUShared, "1").obj(),
+			want: cluster.Pod{GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1, SharedResource: true}},
+		},
+		"a shared GPU with its VRAM annotated": {
+			pod: func() *corev1.Pod {
+				p := makePod("p").limit(ResourceGPUShared, "1").obj()
+				p.Annotations = map[string]string{AnnotationGPUMemory: "10Gi"}
+				return p
+			}(),
+			want: cluster.Pod{GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1, SharedResource: true, Memory: 10240}},
+		},
+		"VRAM annotation rounds up to MiB": {
+			pod: func() *corev1.Pod {
+				p := makePod("p").limit(ResourceGPU, "2").obj()
+				p.Annotations = map[string]string{AnnotationGPUMemory: "20G"}
+				return p
+			}(),
+			want: cluster.Pod{GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 2, Memory: 19074}},
+		},
+		"malformed and absurd VRAM annotations are ignored": {
+			pod: func() *corev1.Pod {
+				p := makePod("p").limit(ResourceGPU, "1").obj()
+				p.Annotations = map[string]string{AnnotationGPUMemory: "1e40"}
+				return p
+			}(),
+			want:         cluster.Pod{GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1}},
+			wantWarnings: []string{`pod ml/p: annotation gpupack.io/gpu-memory="1e40" is not a quantity between 1 and 1Pi`},
+		},
+		"whole and shared GPUs count the whole": {
+			pod:          makePod("p").limit(ResourceGPU, "1").limit(ResourceGPUShared, "1").obj(),
+			want:         cluster.Pod{GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1}},
+			wantWarnings: []string{"pod ml/p: asks for nvidia.com/gpu and other GPU resources (nvidia.com/gpu.shared 1"},
 		},
 		"selector, affinity and tolerations": {
 			pod: func() *corev1.Pod {

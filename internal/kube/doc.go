@@ -13,7 +13,10 @@
 //     nvidia.com/mig.strategy, .config). A node without a product label the
 //     catalogue knows keeps its CPU and memory but no GPUs, with a warning.
 //   - Time-slicing and MPS: allocatable nvidia.com/gpu is GPUs x replicas, so
-//     the node has allocatable/replicas GPUs with Replicas each.
+//     the node has allocatable/replicas GPUs with Replicas each. Under the
+//     device plugin's renameByDefault the replicas are nvidia.com/gpu.shared
+//     instead: such GPUs (cluster.GPU.SharedResource) serve only pods that
+//     ask for nvidia.com/gpu.shared, and pods asking for it get only them.
 //   - MIG, mixed strategy: the per-profile counts of the whole node are laid
 //     out on its MIG GPUs (nvidia.com/gpu.count less the whole GPUs still
 //     advertised as nvidia.com/gpu) by first-fit decreasing, each GPU's set
@@ -25,7 +28,9 @@
 //   - Pods: requests, with limits standing in for missing requests as the
 //     apiserver defaults them; containers summed, init containers by their
 //     maximum, sidecars and pod overhead added. nvidia.com/gpu: 0 is no GPU;
-//     other extended resources are ignored. Succeeded and Failed pods hold
+//     other extended resources are ignored. The annotation
+//     gpupack.io/gpu-memory states the VRAM a pod needs on each GPU, which
+//     counts against time-sliced GPUs (they do not partition VRAM). Succeeded and Failed pods hold
 //     nothing and are skipped.
 //
 // Dynamic Resource Allocation (ResourceSlices, ResourceClaims) is not read:

@@ -15,7 +15,10 @@ import (
 
 // Resource and label names of NVIDIA's device plugin and GPU feature discovery.
 const (
-	ResourceGPU       corev1.ResourceName = "nvidia.com/gpu"
+	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+	// ResourceGPUShared is the replicas of time-sliced or MPS GPUs when the
+	// device plugin renames them (sharing.*.renameByDefault).
+	ResourceGPUShared corev1.ResourceName = "nvidia.com/gpu.shared"
 	ResourceMIGPrefix                     = "nvidia.com/mig-"
 
 	LabelGPUProduct         = "nvidia.com/gpu.product"
@@ -58,13 +61,14 @@ func convertNode(n *corev1.Node, c *gpu.Catalogue) (*cluster.Node, []string) {
 // nodeGPUs reads the node's GPUs from its allocatable resources and labels.
 func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
 	whole := quantity(n.Status.Allocatable, ResourceGPU)
+	shared := quantity(n.Status.Allocatable, ResourceGPUShared)
 	mig := map[string]int64{}
 	for name, q := range n.Status.Allocatable {
 		if profile, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
 			mig[profile] = q.Value()
 		}
 	}
-	if whole == 0 && len(mig) == 0 {
+	if whole == 0 && shared == 0 && len(mig) == 0 {
 		return nil, nil
 	}
 	warn := func(format string, args ...any) []string {
@@ -92,8 +96,15 @@ func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
 
 	var gpus []cluster.GPU
 	var warnings []string
-	if whole > 0 {
-		proto, count, w := sharedGPUs(n, model, memory, whole, labelCount)
+	switch {
+	case shared > 0:
+		// Renamed replicas: the sharing labels describe them, and any
+		// nvidia.com/gpu left on the node is whole GPUs.
+		proto, count, w := sharedGPUs(n, model, memory, ResourceGPUShared, shared, labelCount)
+		gpus = append(repeatGPU(cluster.GPU{Model: model, Memory: memory, Sharing: cluster.Exclusive}, int(whole)), repeatGPU(proto, count)...)
+		warnings = append(warnings, w...)
+	case whole > 0:
+		proto, count, w := sharedGPUs(n, model, memory, ResourceGPU, whole, labelCount)
 		gpus = repeatGPU(proto, count)
 		warnings = append(warnings, w...)
 	}
@@ -113,17 +124,22 @@ func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
 	return gpus, warnings
 }
 
-// sharedGPUs reads whole GPUs, shared by time-slicing or MPS when the labels
-// say so: allocatable nvidia.com/gpu is GPUs x replicas.
-func sharedGPUs(n *corev1.Node, model *gpu.Model, memory gpu.MiB, whole int64, labelCount int) (cluster.GPU, int, []string) {
-	proto := cluster.GPU{Model: model, Memory: memory, Sharing: cluster.Exclusive}
+// sharedGPUs reads the GPUs behind allocatable resource (nvidia.com/gpu or
+// nvidia.com/gpu.shared), shared by time-slicing or MPS when the labels say
+// so: the allocatable count is GPUs x replicas. The renamed resource is
+// always shared; without a strategy label it is taken as time-slicing.
+func sharedGPUs(n *corev1.Node, model *gpu.Model, memory gpu.MiB, resource corev1.ResourceName, whole int64, labelCount int) (cluster.GPU, int, []string) {
+	proto := cluster.GPU{Model: model, Memory: memory, Sharing: cluster.Exclusive, SharedResource: resource == ResourceGPUShared}
 	switch n.Labels[LabelGPUSharingStrategy] {
 	case "time-slicing":
 		proto.Sharing = cluster.TimeSliced
 	case "mps":
 		proto.Sharing = cluster.MPS
 	default:
-		return proto, int(whole), nil
+		if !proto.SharedResource {
+			return proto, int(whole), nil
+		}
+		proto.Sharing = cluster.TimeSliced
 	}
 	replicas, err := strconv.ParseInt(n.Labels[LabelGPUReplicas], 10, 64)
 	if err != nil || replicas < 1 {
@@ -136,7 +152,7 @@ func sharedGPUs(n *corev1.Node, model *gpu.Model, memory gpu.MiB, whole int64, l
 	count := whole / replicas
 	var warnings []string
 	if rest := whole % replicas; rest != 0 {
-		warnings = append(warnings, fmt.Sprintf("node %s: allocatable %s %d is not a multiple of %d replicas; the %d extra replicas are left out", n.Name, ResourceGPU, whole, replicas, rest))
+		warnings = append(warnings, fmt.Sprintf("node %s: allocatable %s %d is not a multiple of %d replicas; the %d extra replicas are left out", n.Name, resource, whole, replicas, rest))
 	}
 	return proto, int(count), warnings
 }

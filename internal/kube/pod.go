@@ -7,10 +7,22 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 )
+
+// AnnotationGPUMemory states on a pod the GPU memory (VRAM) it needs on
+// each of its GPUs, as a Kubernetes quantity ("10Gi"). gpupack counts it
+// against time-sliced GPUs, which do not partition VRAM, and keeps pods off
+// GPUs too small for it; gpupack's webhook sets it from the plan when it
+// moves a pod to a shared GPU.
+const AnnotationGPUMemory = "gpupack.io/gpu-memory"
+
+// maxGPUMemory bounds AnnotationGPUMemory far above any GPU, so that a
+// hostile value cannot overflow the MiB count.
+var maxGPUMemory = resource.MustParse("1Pi")
 
 // holdsResources reports whether the pod can hold node resources: every pod
 // but those that have finished.
@@ -40,7 +52,7 @@ func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
 		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
 	}
 
-	whole := quantity(req, ResourceGPU)
+	whole, shared := quantity(req, ResourceGPU), quantity(req, ResourceGPUShared)
 	mig := map[string]int64{}
 	for name, q := range req {
 		if profile, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
@@ -50,14 +62,27 @@ func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
 	switch {
 	case whole > 0:
 		out.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: int(whole)}
+		if len(mig) > 0 || shared > 0 {
+			warn("asks for %s and other GPU resources (%s %d, MIG devices %v); gpupack counts only the %d whole GPUs", ResourceGPU, ResourceGPUShared, shared, mig, whole)
+		}
+	case shared > 0:
+		out.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: int(shared), SharedResource: true}
 		if len(mig) > 0 {
-			warn("asks for %s and MIG devices %v; gpupack counts only the %d whole GPUs", ResourceGPU, mig, whole)
+			warn("asks for %s and MIG devices %v; gpupack counts only the %d shared GPUs", ResourceGPUShared, mig, shared)
 		}
 	case len(mig) > 0:
 		profiles := slices.Sorted(maps.Keys(mig))
 		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: profiles[0]}
 		if len(profiles) > 1 || mig[profiles[0]] > 1 {
 			warn("asks for MIG devices %v; gpupack models one MIG slice per pod and counts one %s", mig, profiles[0])
+		}
+	}
+
+	if text, ok := p.Annotations[AnnotationGPUMemory]; ok && out.GPU.Kind == cluster.WholeGPUs {
+		if q, err := resource.ParseQuantity(text); err != nil || q.Sign() <= 0 || q.Cmp(maxGPUMemory) > 0 {
+			warn("annotation %s=%q is not a quantity between 1 and %s such as 10Gi; it is ignored", AnnotationGPUMemory, text, maxGPUMemory.String())
+		} else {
+			out.GPU.Memory = gpu.MiB((q.Value() + mib - 1) / mib)
 		}
 	}
 

@@ -25,6 +25,7 @@ const (
 // discovery, as internal/kube reads them.
 const (
 	ResourceGPU             = kube.ResourceGPU
+	ResourceGPUShared       = kube.ResourceGPUShared
 	LabelGPUProduct         = kube.LabelGPUProduct
 	LabelGPUMemory          = kube.LabelGPUMemory
 	LabelGPUCount           = kube.LabelGPUCount
@@ -86,6 +87,10 @@ type GPUNode struct {
 	// as one nvidia.com/gpu; zero means 1. Above 1 it needs a Sharing
 	// strategy other than none.
 	Replicas int64
+	// RenameByDefault advertises the replicas as nvidia.com/gpu.shared
+	// instead, as the device plugin's sharing.*.renameByDefault does; it
+	// needs a Sharing strategy other than none.
+	RenameByDefault bool
 	// MIG is the number of MIG devices of each profile on the whole node,
 	// e.g. {"1g.10gb": 56} for eight H100s in all-1g.10gb. When set, every
 	// GPU is in MIG mode, so no whole nvidia.com/gpu is advertised.
@@ -159,8 +164,13 @@ func (spec GPUNode) Object(name string) (*corev1.Node, error) {
 		migConfig = "all-disabled"
 	}
 
+	if spec.RenameByDefault && (sharing == SharingNone || len(spec.MIG) > 0) {
+		return nil, fmt.Errorf("RenameByDefault renames the replicas of shared whole GPUs: it needs a sharing strategy and no MIG devices")
+	}
 	capacity := nodeBaseCapacity.DeepCopy()
 	switch {
+	case spec.RenameByDefault:
+		capacity[ResourceGPUShared] = *resource.NewQuantity(spec.GPUs*replicas, resource.DecimalSI)
 	case migStrategy != MIGNone && migStrategy != MIGSingle && migStrategy != MIGMixed:
 		return nil, fmt.Errorf("unknown MIG strategy %q", migStrategy)
 	case len(spec.MIG) == 0:

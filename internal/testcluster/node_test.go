@@ -33,6 +33,18 @@ func TestGPUNodeNode(t *testing.T) {
 				LabelGPUReplicas: "4", LabelGPUSharingStrategy: "time-slicing", LabelMIGStrategy: "none", LabelMIGConfig: "all-disabled",
 			},
 		},
+		"MPS renamed to nvidia.com/gpu.shared": {
+			spec:    GPUNode{Product: "NVIDIA-L4", MemoryMiB: 23034, GPUs: 2, Sharing: SharingMPS, Replicas: 3, RenameByDefault: true},
+			wantGPU: map[corev1.ResourceName]string{ResourceGPUShared: "6"},
+			wantLabels: map[string]string{
+				LabelGPUProduct: "NVIDIA-L4", LabelGPUMemory: "23034", LabelGPUCount: "2",
+				LabelGPUReplicas: "3", LabelGPUSharingStrategy: "mps", LabelMIGStrategy: "none", LabelMIGConfig: "all-disabled",
+			},
+		},
+		"renamed without sharing": {
+			spec:    func() GPUNode { s := h100; s.RenameByDefault = true; return s }(),
+			wantErr: true,
+		},
 		"MIG mixed": {
 			spec: func() GPUNode {
 				s := h100
@@ -90,7 +102,7 @@ func TestGPUNodeNode(t *testing.T) {
 			for _, list := range []corev1.ResourceList{node.Status.Capacity, node.Status.Allocatable} {
 				gotGPU := map[corev1.ResourceName]string{}
 				for resourceName, q := range list {
-					if resourceName == ResourceGPU || strings.HasPrefix(string(resourceName), kube.ResourceMIGPrefix) {
+					if resourceName == ResourceGPU || resourceName == ResourceGPUShared || strings.HasPrefix(string(resourceName), kube.ResourceMIGPrefix) {
 						gotGPU[resourceName] = q.String()
 					}
 				}

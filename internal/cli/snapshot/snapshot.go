@@ -36,8 +36,9 @@ read offline.
 GPUs come from each node's allocatable nvidia.com/gpu and nvidia.com/mig-<profile>
 and GPU feature discovery's labels (nvidia.com/gpu.product, .memory, .count,
 .replicas, .sharing-strategy, nvidia.com/mig.strategy); time-slicing and MPS
-nodes have allocatable/replicas GPUs; MIG mixed-strategy counts are laid out per
-GPU. GPUs offered only through Dynamic Resource Allocation are not read.
+nodes have allocatable/replicas GPUs (nvidia.com/gpu.shared under the device
+plugin's renameByDefault: sharedResource: true); MIG mixed-strategy counts are
+laid out per GPU. A pod's annotation gpupack.io/gpu-memory is its VRAM per GPU. GPUs offered only through Dynamic Resource Allocation are not read.
 What cannot be represented is reported as a warning on stderr.
 
 The file (YAML):
@@ -52,12 +53,18 @@ The file (YAML):
     gpus:
     - {model: H100-80GB, count: 4}
     - {model: H100-80GB, count: 4, sharing: mig, mig: [3g.40gb, 4g.40gb]}
+  - name: l4-1
+    cpu: "32"
+    memory: 128Gi
+    gpus:
+    - {model: L4, count: 2, sharing: time-slicing, replicas: 4, sharedResource: true}
   pods:
   - namespace: ml
     name: train-0
     cpu: "8"
     memory: 64Gi
-    gpu: {count: 1}            # or {milli: 250}, {memory: 20Gi}, {mig: 1g.10gb}
+    gpu: {count: 1}            # or {milli: 250}, {memory: 20Gi}, {mig: 1g.10gb},
+                               # {count: 1, shared: true, memory: 8Gi}
     node: gpu-a-1              # omitted while pending`,
 		Example: `  gpupack snapshot -o cluster.yaml
   gpupack snapshot --kubeconfig ~/.kube/prod -o prod.yaml
