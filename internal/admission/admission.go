@@ -31,6 +31,9 @@ import (
 	"github.com/gpupack/gpupack/plan"
 )
 
+// Path is the URL path on which gpupack's webhook serves Mutate.
+const Path = "/mutate-pods"
+
 // SchedulerName is the profile of gpupack-scheduler.
 const SchedulerName = "gpupack"
 

@@ -3,23 +3,16 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupack/gpupack/internal/admission"
-	"github.com/gpupack/gpupack/internal/cli/webhook"
 	"github.com/gpupack/gpupack/internal/testcluster"
 )
 
@@ -34,10 +27,6 @@ func TestWebhook(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 
-	bin := filepath.Join(dir, "gpupack")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/gpupack").CombinedOutput(); err != nil {
-		t.Fatalf("go build gpupack: %v\n%s", err, out)
-	}
 	requests := filepath.Join(dir, "workload-requests.yaml")
 	if err := os.WriteFile(requests, []byte(`workloads:
 - workload: packed/ranker
@@ -47,38 +36,11 @@ func TestWebhook(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := testcluster.FreePort(t)
-	certDir := filepath.Join(dir, "certs")
-	hook := c.Run("gpupack-webhook", bin, "webhook", "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		"--cert-dir", certDir, "--self-signed", "127.0.0.1", "--requests", requests)
-	var caBundle []byte
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		if err := hook.Exited(); err != nil {
-			return false, err
-		}
-		conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			return false, nil
-		}
-		conn.Close()
-		caBundle, err = os.ReadFile(filepath.Join(certDir, "ca.crt"))
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("webhook not serving: %v", err)
-	}
-	register(t, cs, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), caBundle)
+	hook := c.StartWebhook(testcluster.Webhook{Binary: testcluster.BuildGpupack(t), Args: []string{"--requests", requests}, Path: admission.Path, NamespaceLabel: admission.NamespaceLabel})
 
 	c.CreateNamespace("packed")
 	c.CreateNamespace("plain")
-	ns, err := cs.CoreV1().Namespaces().Get(ctx, "packed", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Labels[admission.NamespaceLabel] = "enabled"
-	if _, err := cs.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.LabelNamespace("packed", admission.NamespaceLabel, "enabled")
 
 	ranker := func(namespace, name string) *corev1.Pod {
 		p := makePod(namespace, name).gpus("nvidia.com/gpu", 1).obj()
@@ -146,30 +108,5 @@ func TestWebhook(t *testing.T) {
 	}
 	if err := hook.Exited(); err == nil {
 		t.Error("the webhook is still running after Stop")
-	}
-}
-
-// register creates the MutatingWebhookConfiguration of deploy/webhook.yaml,
-// with a URL client config for a webhook on loopback.
-func register(t *testing.T, cs kubernetes.Interface, url string, caBundle []byte) {
-	t.Helper()
-	ignore := admissionregistrationv1.Ignore
-	none := admissionregistrationv1.SideEffectClassNone
-	timeout := int32(2)
-	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpupack"},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "pods.gpupack.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{admission.NamespaceLabel: "enabled"}},
-			FailurePolicy:           &ignore,
-			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(t.Context(), cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -45,31 +45,22 @@ func binDir(t testing.TB) string {
 	return ""
 }
 
-// locateBinDir returns $GPUPACK_K8S_BINDIR, or asks hack/k8s-bins.sh, found
-// by walking up from the working directory to the repository root (the
-// first directory holding it, so that tests of nested modules such as
-// scheduler/ find it too).
+// locateBinDir returns $GPUPACK_K8S_BINDIR, or asks the repository's
+// hack/k8s-bins.sh (see repoRoot).
 func locateBinDir() (string, error) {
 	if dir := os.Getenv(envBinDir); dir != "" {
 		return dir, nil
 	}
-	wd, err := os.Getwd()
+	root, err := repoRoot()
 	if err != nil {
-		return "", fmt.Errorf("%s is unset and the working directory is unknown: %w", envBinDir, err)
+		return "", fmt.Errorf("%s is unset and %w", envBinDir, err)
 	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		script := filepath.Join(dir, "hack", "k8s-bins.sh")
-		if _, err := os.Stat(script); err == nil {
-			out, err := exec.Command("bash", script, "--print-dir").Output()
-			if err != nil {
-				return "", fmt.Errorf("%s is unset and %s --print-dir failed: %w", envBinDir, script, err)
-			}
-			return strings.TrimSpace(string(out)), nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("%s is unset and no hack/k8s-bins.sh lies above %s", envBinDir, wd)
-		}
+	script := filepath.Join(root, "hack", "k8s-bins.sh")
+	out, err := exec.Command("bash", script, "--print-dir").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s is unset and %s --print-dir failed: %w", envBinDir, script, err)
 	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // checkBinDir reports the first file of the component set missing from dir.

@@ -55,22 +55,29 @@ func schedulerBinary(t *testing.T) string {
 // the profile "gpupack" and leader election off.
 func startGpupackScheduler(t *testing.T, c *testcluster.Cluster, pluginArgs string) *testcluster.Process {
 	t.Helper()
+	return runScheduler(t, c, "gpupack-scheduler", SchedulerConfig(t, c.Kubeconfig(), pluginArgs), "--v=2")
+}
+
+// runScheduler runs gpupack-scheduler (whose profiles may be the stock
+// ones) as name with the KubeSchedulerConfiguration config, serving no
+// port.
+func runScheduler(t *testing.T, c *testcluster.Cluster, name, config string, args ...string) *testcluster.Process {
+	t.Helper()
 	bin := schedulerBinary(t)
 	dir := t.TempDir()
-	config := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(config, []byte(SchedulerConfig(t, c.Kubeconfig(), pluginArgs)), 0o600); err != nil {
+	file := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return c.Run("gpupack-scheduler", bin,
-		"--config="+config,
-		"--authentication-kubeconfig="+c.Kubeconfig(),
-		"--authorization-kubeconfig="+c.Kubeconfig(),
+	return c.Run(name, bin, append([]string{
+		"--config=" + file,
+		"--authentication-kubeconfig=" + c.Kubeconfig(),
+		"--authorization-kubeconfig=" + c.Kubeconfig(),
 		"--authentication-skip-lookup",
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
-		"--cert-dir="+dir,
-		"--v=2",
-	)
+		"--cert-dir=" + dir,
+	}, args...)...)
 }
 
 // SchedulerConfig is the KubeSchedulerConfiguration of deploy/scheduler.yaml
@@ -279,8 +286,8 @@ func explained(p *corev1.Pod) bool {
 }
 
 // checkNoOverAllocation checks every device of every node against the
-// devices the bound pods' annotations record, and returns how many pods
-// are bound.
+// devices the bound GPU pods' annotations record (shares, and the VRAM
+// stated on time-sliced GPUs), and returns how many pods are bound.
 func checkNoOverAllocation(t *testing.T, nodes []corev1.Node, pods []corev1.Pod) int {
 	t.Helper()
 	byName := map[string]*cluster.Node{}
@@ -293,6 +300,7 @@ func checkNoOverAllocation(t *testing.T, nodes []corev1.Node, pods []corev1.Pod)
 		gpu, slice int
 	}
 	holders := map[share][]string{}
+	vram := map[share]gpu.MiB{} // stated VRAM on each time-sliced GPU
 	bound := 0
 	for i := range pods {
 		p := &pods[i]
@@ -302,6 +310,9 @@ func checkNoOverAllocation(t *testing.T, nodes []corev1.Node, pods []corev1.Pod)
 		bound++
 		n := byName[p.Spec.NodeName]
 		cp, _ := kube.ConvertPod(p)
+		if !cp.WantsGPU() {
+			continue
+		}
 		devices, err := gpupack.ParseDevices(p.Annotations[gpupack.AnnotationDevices])
 		if err != nil {
 			t.Errorf("pod %s on %s: %v", p.Name, n.Name, err)
@@ -331,6 +342,9 @@ func checkNoOverAllocation(t *testing.T, nodes []corev1.Node, pods []corev1.Pod)
 				}
 			}
 			holders[share{n.Name, d.GPU, d.Slice}] = append(holders[share{n.Name, d.GPU, d.Slice}], p.Name)
+			if g.Sharing == cluster.TimeSliced {
+				vram[share{n.Name, d.GPU, d.Slice}] += cp.GPU.Memory
+			}
 		}
 	}
 	for s, hs := range holders {
@@ -341,6 +355,9 @@ func checkNoOverAllocation(t *testing.T, nodes []corev1.Node, pods []corev1.Pod)
 		}
 		if len(hs) > limit {
 			t.Errorf("%s GPU %d slice %d (%s) is held by %d pods, limit %d: %v", s.node, s.gpu, s.slice, g.Sharing, len(hs), limit, hs)
+		}
+		if vram[s] > g.Memory {
+			t.Errorf("%s GPU %d (%s) holds pods stating %d MiB of VRAM, more than its %d MiB: %v", s.node, s.gpu, g.Sharing, vram[s], g.Memory, hs)
 		}
 	}
 	return bound

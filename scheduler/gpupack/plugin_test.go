@@ -22,6 +22,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
+	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
 )
 
@@ -90,8 +91,18 @@ func (b *podBuilder) req(name string, n int64) *podBuilder {
 func (b *podBuilder) on(node, devices string) *podBuilder {
 	b.p.Spec.NodeName = node
 	if devices != "" {
-		b.p.Annotations = map[string]string{AnnotationDevices: devices}
+		if b.p.Annotations == nil {
+			b.p.Annotations = map[string]string{}
+		}
+		b.p.Annotations[AnnotationDevices] = devices
 	}
+	return b
+}
+func (b *podBuilder) vram(q string) *podBuilder {
+	if b.p.Annotations == nil {
+		b.p.Annotations = map[string]string{}
+	}
+	b.p.Annotations[kube.AnnotationGPUMemory] = q
 	return b
 }
 func (b *podBuilder) obj() *v1.Pod { p := b.p; return &p }
@@ -111,6 +122,8 @@ var (
 	h100MIG = testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 1,
 		MIG: map[string]int64{"3g.40gb": 1, "1g.10gb": 2}, MIGConfig: "custom"}
 	l4Shared = testcluster.GPUNode{Product: "NVIDIA-L4", MemoryMiB: 23034, GPUs: 1, Sharing: testcluster.SharingTimeSlicing, Replicas: 2}
+	// l4Renamed offers its time slices as nvidia.com/gpu.shared.
+	l4Renamed = testcluster.GPUNode{Product: "NVIDIA-L4", MemoryMiB: 23034, GPUs: 2, Sharing: testcluster.SharingTimeSlicing, Replicas: 4, RenameByDefault: true}
 )
 
 // newPlugin returns the plugin over a snapshot of the given objects, with
@@ -246,6 +259,29 @@ func TestPlugin(t *testing.T) {
 			held:     []*v1.Pod{makePod("old").req("nvidia.com/gpu", 1).on("l4-2", "0").obj()},
 			pod:      makePod("new").req("nvidia.com/gpu", 1).obj(),
 			wantNode: "l4-2", wantDevices: "0",
+		},
+		"a renamed time slice goes where its VRAM fits": {
+			nodes: []*v1.Node{node(t, "l4", l4Renamed)},
+			held: []*v1.Pod{
+				makePod("big").req("nvidia.com/gpu.shared", 1).vram("16Gi").on("l4", "0").obj(),
+				makePod("small").req("nvidia.com/gpu.shared", 1).vram("4Gi").on("l4", "1").obj(),
+			},
+			pod:      makePod("new").req("nvidia.com/gpu.shared", 1).vram("12Gi").obj(),
+			wantNode: "l4", wantDevices: "1",
+		},
+		"renamed time slices whose VRAM is taken": {
+			nodes: []*v1.Node{node(t, "l4", l4Renamed)},
+			held: []*v1.Pod{
+				makePod("x").req("nvidia.com/gpu.shared", 1).vram("16Gi").on("l4", "0").obj(),
+				makePod("y").req("nvidia.com/gpu.shared", 1).vram("16Gi").on("l4", "1").obj(),
+			},
+			pod:         makePod("new").req("nvidia.com/gpu.shared", 1).vram("12Gi").obj(),
+			wantFailure: map[string]string{"l4": "Insufficient GPU memory"},
+		},
+		"a whole GPU does not take a renamed time slice": {
+			nodes:       []*v1.Node{node(t, "l4", l4Renamed)},
+			pod:         makePod("new").req("nvidia.com/gpu", 1).obj(),
+			wantFailure: map[string]string{"l4": "node(s) didn't offer nvidia.com/gpu"},
 		},
 		"two GPUs do not fit one free": {
 			nodes:       []*v1.Node{node(t, "a", h100x2)},

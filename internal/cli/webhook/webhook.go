@@ -37,7 +37,7 @@ import (
 )
 
 // Path is where the webhook serves pod admission.
-const Path = "/mutate-pods"
+const Path = admission.Path
 
 type options struct {
 	listen     string
