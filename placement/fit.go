@@ -34,9 +34,14 @@ func Fit(d *Demand, s *NodeState) (Assignment, []Reason) {
 
 // Fits is Fit without reasons or assignment, for hot loops.
 func Fits(d *Demand, s *NodeState) bool {
-	if !nodeFits(d, s) {
-		return false
-	}
+	return nodeFits(d, s) && FitsGPUs(d, s)
+}
+
+// FitsGPUs is the GPU half of Fits: whether the node has GPUs for the
+// demand, leaving out the node-level checks (unschedulable, selector,
+// affinity, taints, CPU, memory) for a caller that has made them already,
+// as the kube-scheduler's own filters do before the scheduler plugin's.
+func FitsGPUs(d *Demand, s *NodeState) bool {
 	if d.Devices == 0 {
 		return true
 	}

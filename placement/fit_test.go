@@ -199,6 +199,9 @@ func TestFitReasons(t *testing.T) {
 			if Fits(d, tc.state) != (len(tc.want) == 0) {
 				t.Errorf("Fits disagrees with Fit")
 			}
+			if len(nodeReasons(d, tc.state)) == 0 && FitsGPUs(d, tc.state) != (len(tc.want) == 0) {
+				t.Errorf("FitsGPUs disagrees with Fit on a node that passes the node-level checks")
+			}
 			if len(tc.want) == 0 {
 				var gpus []int
 				for _, dev := range a.Devices {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/internal/testcluster"
@@ -102,10 +104,19 @@ type binds struct {
 }
 
 // watchBinds starts watching the namespace's pods; call it before the
-// scheduler starts.
+// scheduler starts. The watch resumes from the last event seen if the
+// apiserver closes it.
 func watchBinds(t *testing.T, cs kubernetes.Interface, namespace string) *binds {
 	t.Helper()
-	w, err := cs.CoreV1().Pods(namespace).Watch(t.Context(), metav1.ListOptions{})
+	list, err := cs.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(t.Context(), list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().Pods(namespace).Watch(ctx, options)
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +154,7 @@ func (b *binds) wait(t *testing.T, want int, proc *testcluster.Process) (first, 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
-		t.Fatalf("%d of %d pods bound: %v", len(b.at), want, err)
+		t.Fatalf("%d of %d pods seen bound: %v", len(b.at), want, err)
 	}
 	for _, at := range b.at {
 		if first.IsZero() || at.Before(first) {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -48,8 +49,12 @@ type Plugin struct {
 	args      Args
 
 	// mu guards nodes and reserved.
-	mu    sync.Mutex
-	nodes map[string]nodeEntry
+	mu sync.Mutex
+	// nodes caches each node's placement state by the scheduler snapshot's
+	// NodeInfo, which the scheduler keeps for the node's life: a pointer
+	// key is cheaper to look up than the node's name, twice per node per
+	// cycle.
+	nodes map[fwk.NodeInfo]nodeEntry
 	// reserved holds the devices Reserve picked for pods whose annotation
 	// is not yet on the pod the framework shows.
 	reserved map[types.UID]reservation
@@ -62,6 +67,7 @@ type Plugin struct {
 }
 
 type nodeEntry struct {
+	name       string
 	generation int64
 	state      *placement.NodeState
 }
@@ -82,7 +88,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		handle:    h,
 		catalogue: gpu.Default(),
 		args:      args,
-		nodes:     map[string]nodeEntry{},
+		nodes:     map[fwk.NodeInfo]nodeEntry{},
 		reserved:  map[types.UID]reservation{},
 		workload:  workloadWindow{limit: args.WorkloadPods, seen: map[types.UID]bool{}},
 	}
@@ -143,12 +149,22 @@ func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 // Filter says whether the pod fits the node with placement.Fit, and why
 // not in the scheduler's words. Reasons that no change short of new
 // hardware can cure make the node unresolvable, so preemption skips it.
+// The profile's default filters (NodeUnschedulable, NodeAffinity,
+// TaintToleration, NodeResourcesFit) run before it and have passed the
+// node-level half of Fit, so a node that fits is found with
+// placement.FitsGPUs, the GPU half without reasons or assignment, which
+// this hot path would only throw away; Fit words the reasons when it does
+// not fit.
 func (p *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	s, err := readState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	_, reasons := placement.Fit(s.demand, p.nodeState(ctx, ni))
+	st := p.nodeState(ctx, ni)
+	if placement.FitsGPUs(s.demand, st) {
+		return nil
+	}
+	_, reasons := placement.Fit(s.demand, st)
 	return statusOf(reasons)
 }
 
@@ -302,7 +318,8 @@ func (p *Plugin) Bind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeN
 			Annotations: map[string]string{AnnotationDevices: FormatDevices(s.devices)}},
 		Target: v1.ObjectReference{Kind: "Node", Name: nodeName},
 	}
-	if err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{FieldManager: "gpupack-scheduler"}); err != nil {
+	// The default binder's call, retries on transient errors included.
+	if err := schedutil.BindPod(ctx, p.handle.ClientSet(), binding); err != nil {
 		return fwk.AsStatus(fmt.Errorf("%s: binding pod %s/%s to %s with its GPU devices: %w", Name, pod.Namespace, pod.Name, nodeName, err))
 	}
 	return nil

@@ -16,21 +16,47 @@ import (
 
 // nodeState is the node's placement state as the NodeInfo shows it, built
 // once per NodeInfo generation (which changes with every pod added, removed
-// or updated, and with the node). The state is shared: callers must not
-// change it.
+// or updated, and with the node; the scheduler's copies of a NodeInfo keep
+// its generation). The state is shared: callers must not change it. Only
+// the snapshot's own NodeInfos are cached; the copies the scheduler makes
+// for one evaluation (nominated pods, preemption) are built each time.
 func (p *Plugin) nodeState(ctx context.Context, ni fwk.NodeInfo) *placement.NodeState {
-	name, gen := ni.Node().Name, ni.GetGeneration()
+	gen := ni.GetGeneration()
 	p.mu.Lock()
-	e, ok := p.nodes[name]
+	e, ok := p.nodes[ni]
 	p.mu.Unlock()
 	if ok && e.generation == gen {
 		return e.state
 	}
 	st := p.buildState(ctx, ni)
-	p.mu.Lock()
-	p.nodes[name] = nodeEntry{generation: gen, state: st}
-	p.mu.Unlock()
+	name := ni.Node().Name
+	if lister := p.handle.SnapshotSharedLister(); lister != nil {
+		if current, err := lister.NodeInfos().Get(name); err == nil && current == ni {
+			p.mu.Lock()
+			p.nodes[ni] = nodeEntry{name: name, generation: gen, state: st}
+			p.forgetGoneLocked(lister.NodeInfos())
+			p.mu.Unlock()
+		}
+	}
 	return st
+}
+
+// forgetGoneLocked drops the entries of NodeInfos that the snapshot no
+// longer holds (deleted nodes) once they outnumber the live ones; p.mu is
+// held.
+func (p *Plugin) forgetGoneLocked(infos fwk.NodeInfoLister) {
+	if len(p.nodes) < 64 {
+		return
+	}
+	list, err := infos.List()
+	if err != nil || len(p.nodes) <= 2*len(list) {
+		return
+	}
+	for ni, e := range p.nodes {
+		if current, err := infos.Get(e.name); err != nil || current != ni {
+			delete(p.nodes, ni)
+		}
+	}
 }
 
 // buildState converts the node and takes what each of its pods holds: pods
