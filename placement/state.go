@@ -85,6 +85,28 @@ func NewDemand(p *cluster.Pod, c *gpu.Catalogue) (*Demand, error) {
 	return d, nil
 }
 
+// DemandKey is what GPU fitting and scoring read of a demand. Two demands
+// with equal keys get the same FitsGPUs answer on a node state and, from
+// every policy but random, the same Score, so a caller may keep both until
+// the state changes. The node-level constraints (selector, affinity,
+// tolerations), which Fits checks and FitsGPUs leaves out, are not in it.
+type DemandKey struct {
+	cpu         gpu.CPUMilli
+	memory      gpu.MiB
+	request     cluster.Request
+	perGPUMilli gpu.Milli
+	devices     int
+	models      string
+	isolation   cluster.Isolation
+	tenant      string
+}
+
+// Key returns the demand's DemandKey.
+func (d *Demand) Key() DemandKey {
+	return DemandKey{cpu: d.CPU, memory: d.Memory, request: d.GPU, perGPUMilli: d.PerGPUMilli, devices: d.Devices,
+		models: modelsKey(d), isolation: d.Pod.Isolation, tenant: d.Pod.TenantName()}
+}
+
 // GPUState is what is taken of one GPU.
 type GPUState struct {
 	FreeMilli    gpu.Milli // compute not held (1000 when idle)

@@ -209,6 +209,19 @@ func (p *Process) Stop() { p.p.stop() }
 // Exited returns an error naming the process if it is no longer running.
 func (p *Process) Exited() error { return p.p.exitedEarly() }
 
+// CPUTime is the user and system CPU time the process used, once it has
+// exited (after Stop); zero before.
+func (p *Process) CPUTime() time.Duration {
+	select {
+	case <-p.p.exited:
+		if st := p.p.cmd.ProcessState; st != nil {
+			return st.UserTime() + st.SystemTime()
+		}
+	default:
+	}
+	return 0
+}
+
 // Run starts binary with args beside the control plane (a second scheduler,
 // a webhook server), as the components are started: in its own process
 // group, HOME set to an empty directory, its log kept with theirs and

@@ -5,10 +5,16 @@
 //   - PreFilter converts the pod once (internal/kube) into a placement.Demand
 //     and keeps it in the CycleState.
 //   - Filter calls placement.Fit against the node's placement.NodeState and
-//     returns its reasons in the scheduler's words. A node's state is built
-//     from the framework's NodeInfo and cached by the NodeInfo's generation.
+//     returns its reasons in the scheduler's words; on its hot path, a node
+//     that fits, it asks only placement.FitsGPUs, since the profile's
+//     default filters have made the node-level checks. A node's state is
+//     built from the framework's NodeInfo and cached by the NodeInfo's
+//     generation.
 //   - Score asks the configured placement policy (gpupack's
 //     fragmentation-aware one by default), normalised to 0..100.
+//   - Both remember their answer on the node's state for the demand's
+//     placement.DemandKey (and the policy's epoch), so that a node
+//     unchanged since the last pod of the same shape costs a lookup.
 //   - Reserve picks the exact GPUs, MIG slice or replica and records them;
 //     Bind binds the pod with them written on the Binding (annotation gpupack.io/gpu-devices);
 //     Unreserve releases them.

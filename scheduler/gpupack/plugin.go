@@ -54,22 +54,43 @@ type Plugin struct {
 	// NodeInfo, which the scheduler keeps for the node's life: a pointer
 	// key is cheaper to look up than the node's name, twice per node per
 	// cycle.
-	nodes map[fwk.NodeInfo]nodeEntry
+	nodes map[fwk.NodeInfo]*nodeEntry
 	// reserved holds the devices Reserve picked for pods whose annotation
 	// is not yet on the pod the framework shows.
 	reserved map[types.UID]reservation
 
-	// policyMu guards the policy (its memo is not safe for concurrent use)
-	// and the workload window it was built from.
+	// policyMu guards the policy (its memo is not safe for concurrent use),
+	// the workload window it was built from, and its epoch, which counts
+	// the policies built so far, so that a score remembered under one is
+	// not taken for another's.
 	policyMu sync.Mutex
 	policy   placement.Policy
+	epoch    int
 	workload workloadWindow
+	// memoScores says whether a node's score may be remembered until the
+	// node changes: for every policy but random.
+	memoScores bool
 }
 
+// nodeEntry is a node's placement state for one NodeInfo generation, with
+// what the plugin computed on it for the last demand key (guarded by
+// Plugin.mu): the scheduler evaluates every node for pod after pod, and
+// all but the nodes that changed still hold the same answer for pods of
+// one shape.
 type nodeEntry struct {
 	name       string
 	generation int64
 	state      *placement.NodeState
+	memo       nodeMemo
+}
+
+type nodeMemo struct {
+	key       placement.DemandKey
+	fitsKnown bool
+	fits      bool
+	epoch     int // of the policy that gave score; 0: none
+	score     float64
+	gpu       int
 }
 
 type reservation struct {
@@ -88,9 +109,11 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		handle:    h,
 		catalogue: gpu.Default(),
 		args:      args,
-		nodes:     map[fwk.NodeInfo]nodeEntry{},
+		nodes:     map[fwk.NodeInfo]*nodeEntry{},
 		reserved:  map[types.UID]reservation{},
 		workload:  workloadWindow{limit: args.WorkloadPods, seen: map[types.UID]bool{}},
+		// The random policy draws anew for every score.
+		memoScores: args.Policy != "random",
 	}
 	return p, nil
 }
@@ -101,6 +124,7 @@ func (p *Plugin) Name() string { return Name }
 // cycleState is what PreFilter computes once per scheduling cycle.
 type cycleState struct {
 	demand *placement.Demand
+	key    placement.DemandKey
 	// devices are what Reserve picked, for Bind.
 	devices []cluster.Device
 }
@@ -137,7 +161,7 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	cs.Write(stateKey, &cycleState{demand: d})
+	cs.Write(stateKey, &cycleState{demand: d, key: d.Key()})
 	p.observe(pod.UID, d)
 	return nil, nil
 }
@@ -160,11 +184,11 @@ func (p *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni 
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	st := p.nodeState(ctx, ni)
-	if placement.FitsGPUs(s.demand, st) {
+	e := p.nodeState(ctx, ni)
+	if p.fitsGPUs(e, s) {
 		return nil
 	}
-	_, reasons := placement.Fit(s.demand, st)
+	_, reasons := placement.Fit(s.demand, e.state)
 	return statusOf(reasons)
 }
 
@@ -198,7 +222,7 @@ func (p *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	perNode := make([][]placement.Reason, 0, len(infos))
 	var closest *placement.Reason
 	for _, ni := range infos {
-		_, reasons := placement.Fit(s.demand, p.nodeState(ctx, ni))
+		_, reasons := placement.Fit(s.demand, p.nodeState(ctx, ni).state)
 		perNode = append(perNode, reasons)
 		for i := range reasons {
 			if r := &reasons[i]; r.Code == placement.InsufficientGPU || r.Code == placement.InsufficientVRAM {
@@ -236,7 +260,7 @@ func (p *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni f
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	score, _ := p.score(s.demand, p.nodeState(ctx, ni))
+	score, _ := p.score(p.nodeState(ctx, ni), s)
 	return int64(math.Round(score * scoreScale)), nil
 }
 
@@ -274,14 +298,14 @@ func (p *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	st := p.nodeState(ctx, ni)
-	a, reasons := placement.Fit(s.demand, st)
+	e := p.nodeState(ctx, ni)
+	a, reasons := placement.Fit(s.demand, e.state)
 	if len(reasons) > 0 {
 		return statusOf(reasons)
 	}
 	if s.demand.Devices == 1 {
-		if _, g := p.score(s.demand, st); g >= 0 {
-			a = placement.AssignmentOn(s.demand, st, []int{g})
+		if _, g := p.score(e, s); g >= 0 {
+			a = placement.AssignmentOn(s.demand, e.state, []int{g})
 		}
 	}
 	s.devices = a.ClusterDevices()

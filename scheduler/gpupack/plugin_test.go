@@ -2,6 +2,7 @@ package gpupack
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -330,7 +331,7 @@ func TestReserveUntilAnnotated(t *testing.T) {
 	assumed.Spec.NodeName = "a"
 	ni := framework.NewNodeInfo(assumed)
 	ni.SetNode(n)
-	st := pl.nodeState(ctx, ni)
+	st := pl.nodeState(ctx, ni).state
 	taken := 0
 	for _, g := range st.GPUs {
 		if !g.Idle() {
@@ -366,21 +367,77 @@ func TestPostFilterExplains(t *testing.T) {
 	}
 }
 
-func BenchmarkFilterScore(b *testing.B) {
-	t := &testing.T{}
-	n := node(t, "a", testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 8})
-	held := []*v1.Pod{makePod("x").req("nvidia.com/gpu", 1).on("a", "0").obj(), makePod("y").req("nvidia.com/gpu", 2).on("a", "3,4").obj()}
-	pod := makePod("new").req("nvidia.com/gpu", 1).obj()
-	pl, _ := newPlugin(t, []*v1.Node{n}, held, pod)
+// TestMemoFollowsDemand: what Filter and Score remember on a node is for
+// one demand key; pods of another shape get their own answer, and pods of
+// the same shape the same one.
+func TestMemoFollowsDemand(t *testing.T) {
+	n := node(t, "a", h100x2)
+	held := []*v1.Pod{makePod("x").req("nvidia.com/gpu", 1).on("a", "0").obj()}
+	one, two, again := makePod("one").req("nvidia.com/gpu", 1).obj(), makePod("two").req("nvidia.com/gpu", 2).obj(), makePod("again").req("nvidia.com/gpu", 1).obj()
+	pl, _ := newPlugin(t, []*v1.Node{n}, held, one, two, again)
 	ctx := context.Background()
-	cs := framework.NewCycleState()
-	pl.PreFilter(ctx, cs, pod, nil)
-	ni, _ := pl.handle.SnapshotSharedLister().NodeInfos().Get("a")
-	b.ReportAllocs()
-	for b.Loop() {
-		if st := pl.Filter(ctx, cs, pod, ni); !st.IsSuccess() {
-			b.Fatal(st)
+	ni, err := pl.handle.SnapshotSharedLister().NodeInfos().Get("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		pod  *v1.Pod
+		fits bool
+	}{{one, true}, {two, false}, {again, true}, {two, false}} {
+		cs := framework.NewCycleState()
+		if _, st := pl.PreFilter(ctx, cs, c.pod, nil); !st.IsSuccess() {
+			t.Fatal(st)
 		}
-		pl.Score(ctx, cs, pod, ni)
+		if st := pl.Filter(ctx, cs, c.pod, ni); st.IsSuccess() != c.fits {
+			t.Errorf("%s: Filter = %v, want fits %v", c.pod.Name, st, c.fits)
+		}
+		if c.fits {
+			if _, st := pl.Score(ctx, cs, c.pod, ni); !st.IsSuccess() {
+				t.Errorf("%s: Score = %v", c.pod.Name, st)
+			}
+		}
+	}
+	if e := pl.nodeState(ctx, ni); !e.memo.fitsKnown || e.memo.fits {
+		t.Errorf("memo after the last pod = %+v, want the two-GPU pod's answer (no fit)", e.memo)
+	}
+}
+
+// BenchmarkFilterScore is Filter and Score of one pod on one 8-GPU node:
+// "unchanged node" is the common case, a node evaluated again for a pod of
+// the shape it last answered for; "other shape" alternates two shapes, so
+// that every call computes.
+func BenchmarkFilterScore(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		shapes []int64
+	}{{"unchanged node", []int64{1}}, {"other shape", []int64{1, 2}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			t := &testing.T{}
+			n := node(t, "a", testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 8})
+			held := []*v1.Pod{makePod("x").req("nvidia.com/gpu", 1).on("a", "0").obj(), makePod("y").req("nvidia.com/gpu", 2).on("a", "3,4").obj()}
+			var pods []*v1.Pod
+			var states []fwk.CycleState
+			for i, gpus := range bc.shapes {
+				pods = append(pods, makePod(fmt.Sprintf("new-%d", i)).req("nvidia.com/gpu", gpus).obj())
+			}
+			pl, _ := newPlugin(t, []*v1.Node{n}, held, pods...)
+			ctx := context.Background()
+			for _, pod := range pods {
+				cs := framework.NewCycleState()
+				pl.PreFilter(ctx, cs, pod, nil)
+				states = append(states, cs)
+			}
+			ni, _ := pl.handle.SnapshotSharedLister().NodeInfos().Get("a")
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				k := i % len(pods)
+				i++
+				if st := pl.Filter(ctx, states[k], pods[k], ni); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+				pl.Score(ctx, states[k], pods[k], ni)
+			}
+		})
 	}
 }

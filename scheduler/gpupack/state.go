@@ -20,25 +20,43 @@ import (
 // its generation). The state is shared: callers must not change it. Only
 // the snapshot's own NodeInfos are cached; the copies the scheduler makes
 // for one evaluation (nominated pods, preemption) are built each time.
-func (p *Plugin) nodeState(ctx context.Context, ni fwk.NodeInfo) *placement.NodeState {
+func (p *Plugin) nodeState(ctx context.Context, ni fwk.NodeInfo) *nodeEntry {
 	gen := ni.GetGeneration()
 	p.mu.Lock()
 	e, ok := p.nodes[ni]
 	p.mu.Unlock()
 	if ok && e.generation == gen {
-		return e.state
+		return e
 	}
-	st := p.buildState(ctx, ni)
-	name := ni.Node().Name
+	e = &nodeEntry{name: ni.Node().Name, generation: gen, state: p.buildState(ctx, ni)}
 	if lister := p.handle.SnapshotSharedLister(); lister != nil {
-		if current, err := lister.NodeInfos().Get(name); err == nil && current == ni {
+		if current, err := lister.NodeInfos().Get(e.name); err == nil && current == ni {
 			p.mu.Lock()
-			p.nodes[ni] = nodeEntry{name: name, generation: gen, state: st}
+			p.nodes[ni] = e
 			p.forgetGoneLocked(lister.NodeInfos())
 			p.mu.Unlock()
 		}
 	}
-	return st
+	return e
+}
+
+// fitsGPUs is placement.FitsGPUs of the cycle's demand on the entry's
+// state, remembered for the demand's key.
+func (p *Plugin) fitsGPUs(e *nodeEntry, s *cycleState) bool {
+	p.mu.Lock()
+	m := e.memo
+	p.mu.Unlock()
+	if m.key == s.key && m.fitsKnown {
+		return m.fits
+	}
+	fits := placement.FitsGPUs(s.demand, e.state)
+	p.mu.Lock()
+	if e.memo.key != s.key {
+		e.memo = nodeMemo{key: s.key}
+	}
+	e.memo.fitsKnown, e.memo.fits = true, fits
+	p.mu.Unlock()
+	return fits
 }
 
 // forgetGoneLocked drops the entries of NodeInfos that the snapshot no
@@ -202,8 +220,10 @@ func (p *Plugin) noteNode(n *cluster.Node) {
 	}
 }
 
-// score is the policy's score, rebuilding a stale policy first.
-func (p *Plugin) score(d *placement.Demand, st *placement.NodeState) (float64, int) {
+// score is the policy's score of the cycle's demand on the entry's state,
+// rebuilding a stale policy first; it is remembered for the demand's key
+// and the policy's epoch.
+func (p *Plugin) score(e *nodeEntry, s *cycleState) (float64, int) {
 	p.policyMu.Lock()
 	defer p.policyMu.Unlock()
 	if w := &p.workload; w.stale || p.policy == nil {
@@ -214,7 +234,25 @@ func (p *Plugin) score(d *placement.Demand, st *placement.NodeState) (float64, i
 		})
 		if err == nil { // the name was validated in New
 			p.policy, w.builtAt, w.builtShapes, w.stale = policy, len(w.demands), len(w.shapes), false
+			p.epoch++
 		}
 	}
-	return p.policy.Score(d, st)
+	if p.memoScores {
+		p.mu.Lock()
+		m := e.memo
+		p.mu.Unlock()
+		if m.key == s.key && m.epoch == p.epoch {
+			return m.score, m.gpu
+		}
+	}
+	score, g := p.policy.Score(s.demand, e.state)
+	if p.memoScores {
+		p.mu.Lock()
+		if e.memo.key != s.key {
+			e.memo = nodeMemo{key: s.key}
+		}
+		e.memo.epoch, e.memo.score, e.memo.gpu = p.epoch, score, g
+		p.mu.Unlock()
+	}
+	return score, g
 }
