@@ -75,11 +75,7 @@ func TestThroughput(t *testing.T) {
 		t.Logf("round %d, %s profile: %.1f pods/s from start, %.1f pods/s steady, %.0f us of scheduler CPU per pod",
 			round, profile, fromStart[profile][len(fromStart[profile])-1], steady[profile][len(steady[profile])-1], cpu[profile][len(cpu[profile])-1])
 
-		zero := int64(0)
-		if err := cs.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		waitDeleted(t, cs, namespace)
+		deletePods(t, cs, namespace)
 	}
 	for _, rates := range []struct {
 		name string
@@ -191,19 +187,27 @@ func stockConfig(t *testing.T, kubeconfig string) string {
 	return string(out)
 }
 
-// waitDeleted waits until the namespace has no pods left.
-func waitDeleted(t *testing.T, cs kubernetes.Interface, namespace string) {
+// deletePods deletes the namespace's pods at once (grace period 0) and
+// waits until none is left, deleting again what a timed-out or failed
+// call left behind.
+func deletePods(t *testing.T, cs kubernetes.Interface, namespace string) {
 	t.Helper()
-	left := 0
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	zero := int64(0)
+	left := -1
+	var lastErr error
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if left != 0 {
+			lastErr = cs.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		}
 		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, err
+			lastErr = err
+			return false, nil
 		}
 		left = len(list.Items)
 		return left == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: %d pods left after deletion: %v", namespace, left, err)
+		t.Fatalf("%s: %d pods left after deletion: %v (last error: %v)", namespace, left, err, lastErr)
 	}
 }
