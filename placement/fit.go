@@ -497,8 +497,9 @@ func unitFits(d *Demand, g *cluster.GPU, st *GPUState) stage {
 	}
 	need := d.GPU.Memory
 	// A request by the shared resource name gets only replicas offered
-	// under it, and those go to nobody else.
-	if d.GPU.SharedResource != (g.SharedResource && (g.Sharing == cluster.TimeSliced || g.Sharing == cluster.MPS)) {
+	// under it, and those go to nobody else (the loaders set SharedResource
+	// on time-sliced and MPS GPUs only).
+	if d.GPU.SharedResource != g.SharedResource {
 		return failMode
 	}
 	switch g.Sharing {
