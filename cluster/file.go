@@ -3,10 +3,12 @@ package cluster
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/yamldoc"
 )
 
 // FileAPIVersion and FileKind identify gpupack's snapshot file format.
@@ -29,7 +31,7 @@ const (
 //	  - {model: H100-80GB, count: 4}
 //	  - {model: H100-80GB, count: 4, sharing: mig, mig: [3g.40gb, 3g.40gb]}
 //	pods:
-//	- namespace: ml
+//	- namespace: ml            # omitted: "default", as kubectl does
 //	  name: train-0
 //	  cpu: "8"
 //	  memory: 64Gi
@@ -103,12 +105,19 @@ type FileDevice struct {
 	Slice *int `json:"slice,omitempty"`
 }
 
-// ParseFile reads a snapshot file. source names it in errors, which give the
-// path of the offending field ("nodes[2].gpus[0].model").
+// DefaultNamespace is the namespace of a snapshot file's pod that names
+// none, as kubectl defaults it.
+const DefaultNamespace = "default"
+
+// ParseFile reads a snapshot file: exactly one YAML or JSON document.
+// source names it in errors, which give the path of the offending field
+// ("nodes[2]: gpus[0]: model"), and for wrong types, unknown fields and
+// numbers out of range also the line ("c.yaml:7:
+// nodes[0].gpus[0].count: "8" is a string; want an integer").
 func ParseFile(data []byte, source string, c *gpu.Catalogue) (*Snapshot, error) {
 	var f File
-	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("%s: %v (see `gpupack snapshot --help` for the format)", source, err)
+	if _, err := yamldoc.Decode(data, source, &f); err != nil {
+		return nil, err
 	}
 	s, err := f.Snapshot(c)
 	if err != nil {
@@ -260,7 +269,16 @@ func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
 	if fp.Name == "" {
 		return nil, fmt.Errorf("name: missing")
 	}
-	p := &Pod{Namespace: fp.Namespace, Name: fp.Name, GPUModels: fp.GPUModels, NodeSelector: fp.NodeSelector,
+	ns := fp.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	for _, f := range [][2]string{{"namespace", ns}, {"name", fp.Name}} {
+		if strings.ContainsAny(f[1], "/ \t\n") {
+			return nil, fmt.Errorf("%s: %q: a Kubernetes name has no slash or space", f[0], f[1])
+		}
+	}
+	p := &Pod{Namespace: ns, Name: fp.Name, GPUModels: fp.GPUModels, NodeSelector: fp.NodeSelector,
 		RequiredAffinity: fp.Affinity, Tolerations: fp.Tolerations, Tenant: fp.Tenant, Labels: fp.Labels, NodeName: fp.Node}
 	var err error
 	if fp.CPU != "" {

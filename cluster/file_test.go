@@ -71,6 +71,17 @@ func TestParseFileErrors(t *testing.T) {
 		"not yaml":         {"nodes: [\n", "small.yaml"},
 		"shared exclusive": {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharedResource: true}]}\n", "gpus[0]: sharedResource"},
 		"shared no count":  {head + node + "pods:\n- {name: p, gpu: {milli: 500, shared: true}}\n", "gpu: shared"},
+		"count as string":  {head + "nodes:\n- name: n\n  cpu: \"8\"\n  memory: 8Gi\n  gpus:\n  - {model: T4, count: \"8\"}\n", `small.yaml:8: nodes[0].gpus[0].count: "8" is a string; want an integer`},
+		"fraction count":   {head + node + "pods:\n- {name: p, gpu: {count: 1.5}}\n", "small.yaml:6: pods[0].gpu.count: 1.5 is not a whole number; want an integer"},
+		"count overflow":   {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 99999999999999999999}]}\n", "small.yaml:4: nodes[0].gpus[0].count: 99999999999999999999 is out of range"},
+		"nodes a mapping":  {head + "nodes: {n: 1}\n", "small.yaml:3: nodes: a mapping; want a list"},
+		"json type":        {`{"apiVersion": "gpupack.io/v1alpha1", "kind": "ClusterSnapshot",` + "\n" + `"nodes": [{"name": "n", "cpu": "1", "memory": "1Gi", "unschedulable": "yes"}]}`, `small.yaml:2: nodes[0].unschedulable: "yes" is a string; want true or false`},
+		"unknown, line":    {head + node + "pods:\n- {name: p, nodeName: n}\n", `small.yaml:6: pods[0]: unknown field "nodeName"`},
+		"case differs":     {head + node + "pods:\n- {Name: p}\n", `unknown field "Name"`},
+		"second document":  {head + node + "---\n" + head + "nodes: []\n", "small.yaml:5: a second document"},
+		"trailing garbage": {`{"apiVersion": "gpupack.io/v1alpha1", "kind": "ClusterSnapshot", "nodes": []} ]`, "text after the end of the document"},
+		"repeated field":   {head + node + "nodes: []\n", "small.yaml:5: nodes: given twice (first at line 3)"},
+		"slash in name":    {head + node + "pods:\n- {namespace: ml/x, name: p}\n", `pods[0] (p): namespace: "ml/x"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -82,10 +93,37 @@ func TestParseFileErrors(t *testing.T) {
 	}
 }
 
+func TestParseFileDefaultNamespace(t *testing.T) {
+	doc := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: []\npods: [{name: p}, {namespace: ml, name: p}]\n"
+	s, err := ParseFile([]byte(doc), "c.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range s.Pods {
+		got = append(got, p.Key())
+	}
+	if diff := cmp.Diff([]string{"default/p", "ml/p"}, got); diff != "" {
+		t.Errorf("pod keys (-want +got):\n%s", diff)
+	}
+}
+
 func FuzzParseFile(f *testing.F) {
 	data, _ := os.ReadFile("testdata/small.yaml")
 	f.Add(data)
 	f.Add([]byte("apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n, cpu: 1, memory: 1Gi}]\n"))
+	head := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\n"
+	for _, seed := range []string{
+		head + "nodes: [{name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: \"8\"}]}]\n",
+		head + "nodes: [{name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: -1}]}]\n",
+		head + "nodes: [{name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 99999999999999999999}]}]\n",
+		head + "nodes: []\n---\n" + head + "nodes: []\n",
+		`{"apiVersion": "gpupack.io/v1alpha1", "kind": "ClusterSnapshot", "nodes": []} garbage`,
+		head + "nodes: [&n {name: n, cpu: \"1\", memory: 1Gi}]\npods: [{name: p, node: n, <<: {gpu: {count: 1}}}, *n]\n",
+		head + "nodes: []\npods: [{name: p, gpu: {count: 1.5}}]\n",
+	} {
+		f.Add([]byte(seed))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseFile(data, "fuzz", gpu.Default())
 		if err != nil {
