@@ -13,5 +13,7 @@
 //
 // diagnose is a pure package: it must not import client-go, net/http or any
 // CLI library, nor the usage package's internals (usage facts come in as
-// the small Usage struct defined here).
+// the small Usage struct defined here; the usage file's patterns are
+// checked against usage.MeanActivityRange, the classification's own
+// thresholds).
 package diagnose

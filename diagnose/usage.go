@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/yamldoc"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // Pattern names how a pod uses the GPUs it holds over a window, as the
@@ -121,14 +121,16 @@ type UsageFileModel struct {
 	Hidden  int    `json:"hidden,omitempty"`
 }
 
-// ParseUsage reads a usage file. source names it in errors, which give the
-// path of the offending field ("pods[2].activity"). Unknown fields,
-// duplicate pods, ratios outside 0..1, unknown patterns and impossible
-// quantities are rejected.
+// ParseUsage reads a usage file: exactly one YAML or JSON document. source
+// names it in errors, which give the path of the offending field
+// ("pods[2]: activity"), and for wrong types, unknown fields and numbers out
+// of range also the line. Unknown fields, duplicate pods, ratios outside
+// 0..1, unknown patterns, a pattern that its activity contradicts and
+// impossible quantities are rejected.
 func ParseUsage(data []byte, source string) (*Usage, error) {
 	var f UsageFile
-	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("%s: %v (see the UsageFile doc: apiVersion, kind, window, pods)", source, err)
+	if _, err := yamldoc.Decode(data, source, &f); err != nil {
+		return nil, err
 	}
 	u, err := f.Usage()
 	if err != nil {
@@ -212,6 +214,11 @@ func (p *UsageFilePod) facts(windowHours int) (PodFacts, error) {
 		if !validPattern(Pattern(p.Pattern)) {
 			return facts, fmt.Errorf("pattern: %q (want one of %s)", p.Pattern, patternNames())
 		}
+		lo, hi, _ := usage.MeanActivityRange(usage.PatternName(p.Pattern))
+		if a := facts.ActiveRatio; a < lo-roundingSlack || a > hi+roundingSlack {
+			return facts, fmt.Errorf("pattern: %s contradicts activity %v: the mean activity of %s pods is %v..%v; correct one of them, or write the file from a measurement with `gpupack report --format podusage`",
+				p.Pattern, a, p.Pattern, lo, hi)
+		}
 		facts.Pattern = Pattern(p.Pattern)
 	}
 	var err error
@@ -249,6 +256,27 @@ func (p *UsageFilePod) facts(windowHours int) (PodFacts, error) {
 		return facts, fmt.Errorf("no facts: give activity and pattern, vramUsedP95, gpuMemory, model, idleHeldRatio or hourlyActivity")
 	}
 	return facts, nil
+}
+
+// roundingSlack allows for the 4 decimals that usage files carry.
+const roundingSlack = 5e-5
+
+// Unmatched lists, sorted, the usage entries that name no pod of s: pods
+// that ended since the measurement, a typo, or the usage of another
+// cluster. Their facts reach no finding.
+func (u *Usage) Unmatched(s *cluster.Snapshot) []string {
+	known := make(map[string]bool, len(s.Pods))
+	for _, p := range s.Pods {
+		known[p.Key()] = true
+	}
+	var out []string
+	for key := range u.Pods {
+		if !known[key] {
+			out = append(out, key)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // maxGPUMemory bounds memory figures: 64 GPUs of 1 TiB is already absurd.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 )
 
@@ -81,7 +82,15 @@ func TestParseUsageErrors(t *testing.T) {
 		"unknown field":      {usageHeader + "pods: [{pod: ml/a, activity: 0.1, pattern: busy, gpu: 1}]", `unknown field "gpu"`},
 		"wrong kind":         {"apiVersion: gpupack.io/v1alpha1\nkind: Usage\npods: []", `kind "Usage"`},
 		"percent":            {usageHeader + "pods: [{pod: ml/a, activity: 4, pattern: busy}]", "pods[0]: activity: 4 is not a ratio"},
-		"nan":                {usageHeader + "pods: [{pod: ml/a, activity: .nan, pattern: busy}]", "NaN"},
+		"nan":                {usageHeader + "pods: [{pod: ml/a, activity: .nan, pattern: busy}]", "u.yaml:3: pods[0].activity: .nan is not a finite number"},
+		"activity a string":  {usageHeader + "pods:\n- pod: ml/a\n  activity: \"0.5\"\n  pattern: moderate\n", `u.yaml:5: pods[0].activity: "0.5" is a string; want a number`},
+		"hourly a mapping":   {usageHeader + "pods: [{pod: ml/a, hourlyActivity: {a: 1}}]", "u.yaml:3: pods[0].hourlyActivity: a mapping; want a list"},
+		"context a string":   {usageHeader + "pods: [{pod: ml/a, model: {params: 7B, dtype: fp16, context: 4k}}]", `u.yaml:3: pods[0].model.context: "4k" is a string; want an integer`},
+		"idle-held but busy": {usageHeader + "pods: [{pod: ml/a, activity: 0.9, pattern: idle-held}]", "pods[0]: pattern: idle-held contradicts activity 0.9: the mean activity of idle-held pods is 0..0.0975"},
+		"busy but idle":      {usageHeader + "pods: [{pod: ml/a, activity: 0.01, pattern: busy}]", "pods[0]: pattern: busy contradicts activity 0.01"},
+		"flat-low at 0":      {usageHeader + "pods: [{pod: ml/a, activity: 0, pattern: flat-low}]", "pods[0]: pattern: flat-low contradicts activity 0"},
+		"second document":    {usageHeader + "pods: []\n---\n" + usageHeader + "pods: [{pod: ml/a, gpuMemory: 1Gi}]", "u.yaml:4: a second document"},
+		"trailing garbage":   {`{"apiVersion": "gpupack.io/v1alpha1", "kind": "PodUsage", "pods": []}}`, "u.yaml: text after the end of the document"},
 		"no pattern":         {usageHeader + "pods: [{pod: ml/a, activity: 0.1}]", "pods[0]: pattern: missing"},
 		"pattern alone":      {usageHeader + "pods: [{pod: ml/a, pattern: busy}]", "pods[0]: activity: missing"},
 		"bad pattern":        {usageHeader + "pods: [{pod: ml/a, activity: 0.1, pattern: lazy}]", `pods[0]: pattern: "lazy"`},
@@ -102,10 +111,24 @@ func TestParseUsageErrors(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseUsage([]byte(tc.doc), "u.yaml")
-			if err == nil || !strings.HasPrefix(err.Error(), "u.yaml: ") || !strings.Contains(err.Error(), tc.want) {
+			if err == nil || !strings.HasPrefix(err.Error(), "u.yaml") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one starting with the file and containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestUsageUnmatched(t *testing.T) {
+	s, err := cluster.ParseFile([]byte("apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: []\npods: [{namespace: ml, name: a}, {name: b}]\n"), "c.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := ParseUsage([]byte(usageHeader+"pods: [{pod: ml/z, gpuMemory: 1Gi}, {pod: ml/a, gpuMemory: 1Gi}, {pod: default/b, gpuMemory: 1Gi}, {pod: ml/b, gpuMemory: 1Gi}]"), "u.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ml/b", "ml/z"}, u.Unmatched(s)); diff != "" {
+		t.Errorf("Unmatched (-want +got):\n%s", diff)
 	}
 }
 
@@ -114,10 +137,14 @@ func FuzzParseUsage(f *testing.F) {
 	f.Add([]byte(usageHeader + "pods: [{pod: ml/llm, model: {params: 70B, dtype: fp16, layers: 80, hidden: 8192}}]"))
 	f.Add([]byte(`{"apiVersion":"gpupack.io/v1alpha1","kind":"PodUsage","pods":[{"pod":"a/b","gpuMemory":"1e3Mi"}]}`))
 	f.Add([]byte(usageHeader + "window: 2d\npods: [{pod: ml/a, idleHeldRatio: 0.9, hourlyActivity: [0.1, 0]}]"))
+	f.Add([]byte(usageHeader + "pods: [{pod: ml/a, activity: 0.9, pattern: idle-held}]"))
+	f.Add([]byte(usageHeader + "pods: [{pod: ml/a, activity: \"0.5\", pattern: moderate, model: {params: 7B, dtype: fp16, context: 1e3}}]"))
+	f.Add([]byte(usageHeader + "pods: []\n---\n" + usageHeader + "pods: [{pod: ml/a, gpuMemory: 1Gi}]"))
+	f.Add([]byte(`{"apiVersion": "gpupack.io/v1alpha1", "kind": "PodUsage", "pods": [{"pod": "a/b", "activity": 1e400}]} x`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		u, err := ParseUsage(data, "fuzz")
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "fuzz: ") {
+			if !strings.HasPrefix(err.Error(), "fuzz:") {
 				t.Fatalf("error does not name the file: %v", err)
 			}
 			return

@@ -106,3 +106,33 @@ func classify(activity []float64, dram Amount, vram Percentiles) Pattern {
 }
 
 func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
+
+// tailShare is the largest share of samples above the 95th percentile.
+const tailShare = 0.05
+
+// MeanActivityRange is the range, inclusive, of mean activity that a pod
+// classified as the pattern can have by the thresholds above: an idle-held
+// pod's 95th percentile is below the idle floor, so its mean is below
+// 0.95 x floor + 0.05; a busy one's mean is at least 0.6, and so on. A
+// usage file whose activity lies outside its pattern's range contradicts
+// itself. ok is false for a name that is not a pattern, or unknown.
+func MeanActivityRange(name PatternName) (lo, hi float64, ok bool) {
+	// Every pattern but idle-held has a 95th percentile at the idle floor
+	// or above, so at least a tail share of its samples are there.
+	notIdle := tailShare * idleHeldP95
+	switch name {
+	case IdleHeld:
+		return 0, (1-tailShare)*idleHeldP95 + tailShare, true
+	case Busy:
+		return busyMeanActivity, 1, true
+	case MemoryBound:
+		return notIdle, busyMeanActivity, true
+	case Bursty:
+		return tailShare * burstyP95Activity, busyMeanActivity, true
+	case FlatLow:
+		return notIdle, flatLowMeanBelow, true
+	case Moderate:
+		return flatLowMeanBelow, busyMeanActivity, true
+	}
+	return 0, 0, false
+}

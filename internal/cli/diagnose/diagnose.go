@@ -102,7 +102,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 	var u *diagnose.Usage
 	if usageData != nil {
-		if u, err = diagnose.ParseUsage(usageData, usageName); err != nil {
+		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name("demo/cluster.yaml"), stderr); err != nil {
 			return err
 		}
 	}

@@ -32,6 +32,24 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestUsageNamesUnknownPods: usage entries that name no pod of the cluster
+// are named in a warning, and the diagnosis goes on with the others.
+func TestUsageNamesUnknownPods(t *testing.T) {
+	u := filepath.Join(t.TempDir(), "u.yaml")
+	doc := "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/gone, gpuMemory: 1Gi}, {pod: ml/train-7b, gpuMemory: 1Gi}]"
+	if err := os.WriteFile(u, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if err := run(context.Background(), &options{usage: u, format: "table"}, io.Discard, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	want := "warning: " + u + ": 1 of its 2 pods are not in demo/cluster.yaml, so their facts are not used: ml/gone\n"
+	if got := stderr.String(); got != want {
+		t.Errorf("stderr = %q, want %q", got, want)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, doc string) string {
@@ -46,11 +64,12 @@ func TestBadInput(t *testing.T) {
 		o    options
 		want string
 	}{
-		"unknown field":  {options{cluster: source.Cluster{Snapshot: write("a.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpu: 3}]")}}, `a.yaml: error unmarshaling JSON: while decoding JSON: json: unknown field "gpu"`},
-		"missing node":   {options{cluster: source.Cluster{Snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}}, `b.yaml: pod "p" is bound to node "m", which is not in the snapshot`},
+		"unknown field":  {options{cluster: source.Cluster{Snapshot: write("a.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpu: 3}]")}}, `a.yaml:3: nodes[0]: unknown field "gpu"; want one of cpu, gpus,`},
+		"missing node":   {options{cluster: source.Cluster{Snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}}, `b.yaml: pod "default/p" is bound to node "m", which is not in the snapshot`},
 		"impossible qty": {options{cluster: source.Cluster{Snapshot: write("c.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpus: [{model: H100, count: 100}]}]")}}, "c.yaml: nodes[0]: gpus[0]: count: 100"},
 		"bad usage":      {options{usage: write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, activity: 5, pattern: busy}]")}, "u.yaml: pods[0]: activity: 5 is not a ratio"},
 		"no such pod":    {options{pod: "ml/nope"}, "--pod ml/nope: no pending pod"},
+		"other cluster":  {options{usage: write("v.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, gpuMemory: 1Gi}, {pod: ml/b, gpuMemory: 1Gi}]")}, "v.yaml: none of its 2 pods is in demo/cluster.yaml (ml/a, ml/b): it describes another cluster"},
 		"bad format":     {options{format: "xml"}, `--format "xml"`},
 		"two clusters":   {options{cluster: source.Cluster{Snapshot: "a.yaml", Kubeconfig: "k"}}, "--snapshot and --kubeconfig/--live both name a cluster"},
 	}

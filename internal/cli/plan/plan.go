@@ -121,7 +121,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else if usageData != nil {
-		du, err := diagnose.ParseUsage(usageData, usageName)
+		du, err := source.ReadUsage(usageData, usageName, s, o.cluster.Name("demo/cluster.yaml"), stderr)
 		if err != nil {
 			return err
 		}

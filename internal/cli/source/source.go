@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/kube"
@@ -75,4 +77,36 @@ func (c *Cluster) Load(ctx context.Context, demo []byte, demoName string, stderr
 	}
 	s, err := cluster.ParseFile(demo, demoName, gpu.Default())
 	return s, nil, err
+}
+
+// ReadUsage parses the usage file name (its content data) and checks it
+// against s, the cluster clusterName that it is to describe. Entries that
+// name no pod of s (pods that ended since the measurement, or typos) are
+// named in a warning on stderr; a file of which no entry names a pod of s
+// describes another cluster and is refused.
+func ReadUsage(data []byte, name string, s *cluster.Snapshot, clusterName string, stderr io.Writer) (*diagnose.Usage, error) {
+	u, err := diagnose.ParseUsage(data, name)
+	if err != nil {
+		return nil, err
+	}
+	unmatched := u.Unmatched(s)
+	switch {
+	case len(unmatched) == 0:
+	case len(unmatched) == len(u.Pods):
+		return nil, fmt.Errorf("%s: none of its %d pods is in %s (%s): it describes another cluster; give the usage measured on this one (gpupack report --format podusage), or leave out --usage",
+			name, len(u.Pods), clusterName, listKeys(unmatched))
+	default:
+		fmt.Fprintf(stderr, "warning: %s: %d of its %d pods are not in %s, so their facts are not used: %s\n",
+			name, len(unmatched), len(u.Pods), clusterName, listKeys(unmatched))
+	}
+	return u, nil
+}
+
+// listKeys joins pod keys for a message, the first ten of them.
+func listKeys(keys []string) string {
+	const most = 10
+	if len(keys) <= most {
+		return strings.Join(keys, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(keys[:most], ", "), len(keys)-most)
 }

@@ -2,11 +2,17 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
 )
 
 const demo = "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: demo-node, cpu: '1', memory: 1Gi}]\n"
@@ -46,6 +52,50 @@ func TestLoad(t *testing.T) {
 			}
 			if got := tc.c.Name("demo.yaml"); got != tc.name {
 				t.Errorf("Name = %s, want %s", got, tc.name)
+			}
+		})
+	}
+}
+
+func TestReadUsage(t *testing.T) {
+	var pods, entries []string
+	for i := range 12 {
+		pods = append(pods, fmt.Sprintf("{namespace: ml, name: p%d}", i))
+	}
+	for i := range 14 {
+		entries = append(entries, fmt.Sprintf("{pod: ml/p%d, gpuMemory: 1Gi}", i+2))
+	}
+	s, err := cluster.ParseFile([]byte(demo+"pods: ["+strings.Join(pods, ", ")+"]\n"), "c.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: "
+	cases := map[string]struct{ doc, wantWarning, wantErr string }{
+		"all known": {doc: head + "[{pod: ml/p0, gpuMemory: 1Gi}]"},
+		"empty":     {doc: head + "[]"},
+		"some unknown": {doc: head + "[{pod: ml/p0, gpuMemory: 1Gi}, {pod: ml/x, gpuMemory: 1Gi}]",
+			wantWarning: "warning: u.yaml: 1 of its 2 pods are not in c.yaml, so their facts are not used: ml/x\n"},
+		"many unknown": {doc: head + "[" + strings.Join(entries, ", ") + "]",
+			wantWarning: "warning: u.yaml: 4 of its 14 pods are not in c.yaml, so their facts are not used: ml/p12, ml/p13, ml/p14, ml/p15\n"},
+		"none known": {doc: head + "[{pod: web/a, gpuMemory: 1Gi}, {pod: web/b, gpuMemory: 1Gi}]",
+			wantErr: "u.yaml: none of its 2 pods is in c.yaml (web/a, web/b): it describes another cluster"},
+		"bad file": {doc: head + "[{pod: web/a, gpuMemory: [1]}]", wantErr: "u.yaml:3: pods[0].gpuMemory: a list; want a string"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var stderr strings.Builder
+			_, err := ReadUsage([]byte(tc.doc), "u.yaml", s, "c.yaml", &stderr)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantWarning, stderr.String()); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
 		})
 	}
