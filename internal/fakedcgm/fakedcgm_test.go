@@ -117,8 +117,31 @@ func TestParseErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		"unknown field": {"duration: 1m\nnodez: []\n", "line 2"},
-		"bad duration":  {"duration: soon\n", `line 1: "soon" is not a duration`},
+		"unknown field": {"duration: 1m\nnodez: []\n", `s.yaml:2: unknown field "nodez"; want one of duration, nodes, pods`},
+		"bad duration":  {"duration: soon\n", `s.yaml:1: duration: "soon" is not a duration`},
+		"gpus a string": {"duration: 1m\nnodes: [{name: n, model: L4, gpus: \"2\"}]\n", `s.yaml:2: nodes[0].gpus: "2" is a string; want an integer`},
+		"memory a string": {`duration: 1m
+nodes: [{name: n, model: L4, gpus: 1}]
+pods:
+  - {namespace: a, name: p, node: n, gpu: 0, memoryMiB: 30GiB, activity: {pattern: idle}}
+`, `s.yaml:4: pods[0].memoryMiB: "30GiB" is a string; want a number`},
+		"second document": {"duration: 1m\n---\nduration: 2m\n", "s.yaml:2: a second document"},
+		"memory beyond the GPU": {`duration: 1m
+nodes: [{name: n, model: L4, gpus: 1}]
+pods:
+  - {namespace: a, name: p, node: n, gpu: 0, memoryMiB: 100000, activity: {pattern: idle}}
+`, "s.yaml:4: pods[0].memoryMiB: 100000 MiB, more than the "},
+		"memory beyond the slice": {`duration: 1m
+nodes: [{name: n, model: A30, gpus: 1, mig: {"0": [2g.12gb, 2g.12gb]}}]
+pods:
+  - {namespace: a, name: p, node: n, gpu: 0, slice: 1, memoryMiB: 20000, activity: {pattern: idle}}
+`, "s.yaml:4: pods[0].memoryMiB: 20000 MiB, more than the "},
+		"memory beyond the GPU together": {`duration: 1m
+nodes: [{name: n, model: L4, gpus: 1}]
+pods:
+  - {namespace: a, name: p, node: n, gpu: 0, memoryMiB: 15000, activity: {pattern: idle}}
+  - {namespace: a, name: q, node: n, gpu: 0, memoryMiB: 15000, from: 10s, activity: {pattern: idle}}
+`, "s.yaml:5: pods[1].memoryMiB: 15000 MiB beside the 15000 MiB of a/p on GPU 0 on n at 10s: more than its "},
 		"unknown node": {`duration: 1m
 nodes: [{name: n, model: L4, gpus: 1}]
 pods:
@@ -156,10 +179,23 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(small))
 	f.Add(demoYAML)
 	f.Add([]byte("duration: 1m\nnodes: [{name: n, model: A30, gpus: 1, mig: {\"0\": [4g.24gb]}}]\npods: [{namespace: a, name: p, node: n, gpu: 0, slice: 0, activity: {pattern: square, on: 1s, off: 1s}}]"))
+	f.Add([]byte("duration: 1m\nnodes: [{name: n, model: L4, gpus: \"1\"}]\npods: [{namespace: a, name: p, node: n, gpu: 0, memoryMiB: 100000, activity: {pattern: idle}}]"))
+	f.Add([]byte("duration: 1m\nnodes: [{name: n, model: L4, gpus: 1}]\npods: [{namespace: a, name: p, node: n, gpu: 0, memoryMiB: 15000, activity: {pattern: idle}}, {namespace: a, name: q, node: n, gpu: 0, memoryMiB: 15000, from: 10s, to: 20s, activity: {pattern: constant, level: 1}}]\n---\nduration: 2m\n"))
+	f.Add([]byte(`{"duration": "1m", "nodes": [{"name": "n", "model": "L4", "gpus": 1}], "pods": []} ]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data, "fuzz.yaml", gpu.Default())
 		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
 			return
+		}
+		for _, at := range []time.Duration{0, s.Duration.D() / 2} {
+			for _, r := range s.at(at) {
+				if r.fbFree < 0 {
+					t.Fatalf("accepted a scenario whose pods use more than the memory of %+v at %s: %v MiB used", r.device, at, r.fbUsed)
+				}
+			}
 		}
 		if s.Duration > Duration(time.Hour) {
 			return

@@ -1,18 +1,16 @@
 package fakedcgm
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/yamldoc"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // Scenario is a scripted cluster of GPU nodes and pods. In YAML:
@@ -41,71 +39,71 @@ import (
 // from the pod's from. Patterns: constant (level), idle (0), square (level
 // for on, then low for off, repeating).
 type Scenario struct {
-	Duration Duration `yaml:"duration"`
-	Nodes    []Node   `yaml:"nodes"`
-	Pods     []Pod    `yaml:"pods"`
+	Duration Duration `json:"duration"`
+	Nodes    []Node   `json:"nodes"`
+	Pods     []Pod    `json:"pods"`
 
 	models map[string]*gpu.Model
 }
 
 // Node is a scripted GPU node.
 type Node struct {
-	Name  string              `yaml:"name"`
-	Model string              `yaml:"model"`
-	GPUs  int                 `yaml:"gpus"`
-	MIG   map[string][]string `yaml:"mig"`
+	Name  string              `json:"name"`
+	Model string              `json:"model"`
+	GPUs  int                 `json:"gpus"`
+	MIG   map[string][]string `json:"mig"`
 }
 
 // Pod is a scripted pod holding one GPU or MIG slice.
 type Pod struct {
-	Namespace string   `yaml:"namespace"`
-	Name      string   `yaml:"name"`
-	Container string   `yaml:"container"`
-	Node      string   `yaml:"node"`
-	GPU       int      `yaml:"gpu"`
-	Slice     *int     `yaml:"slice"`
-	From      Duration `yaml:"from"`
-	To        Duration `yaml:"to"`
-	MemoryMiB float64  `yaml:"memoryMiB"`
-	DRAM      float64  `yaml:"dram"`
-	Activity  Activity `yaml:"activity"`
-	Startup   Startup  `yaml:"startup"`
-	App       *App     `yaml:"app"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Container string   `json:"container"`
+	Node      string   `json:"node"`
+	GPU       int      `json:"gpu"`
+	Slice     *int     `json:"slice"`
+	From      Duration `json:"from"`
+	To        Duration `json:"to"`
+	MemoryMiB float64  `json:"memoryMiB"`
+	DRAM      float64  `json:"dram"`
+	Activity  Activity `json:"activity"`
+	Startup   Startup  `json:"startup"`
+	App       *App     `json:"app"`
 }
 
 // App scripts an application metric proportional to the pod's activity,
 // such as tokens per second, for the in-process demo.
 type App struct {
-	Name            string  `yaml:"name"`
-	PerActiveSecond float64 `yaml:"perActiveSecond"`
+	Name            string  `json:"name"`
+	PerActiveSecond float64 `json:"perActiveSecond"`
 }
 
 // Activity is a pod's activity pattern, ratios 0..1.
 type Activity struct {
-	Pattern string   `yaml:"pattern"`
-	Level   float64  `yaml:"level"`
-	Low     float64  `yaml:"low"`
-	On      Duration `yaml:"on"`
-	Off     Duration `yaml:"off"`
+	Pattern string   `json:"pattern"`
+	Level   float64  `json:"level"`
+	Low     float64  `json:"low"`
+	On      Duration `json:"on"`
+	Off     Duration `json:"off"`
 }
 
 // Startup holds a pod's Kubernetes life-cycle times relative to its from;
 // nil means not scripted.
 type Startup struct {
-	Created         *Duration `yaml:"created"`
-	Scheduled       *Duration `yaml:"scheduled"`
-	ContainersReady *Duration `yaml:"containersReady"`
-	Ready           *Duration `yaml:"ready"`
+	Created         *Duration `json:"created"`
+	Scheduled       *Duration `json:"scheduled"`
+	ContainersReady *Duration `json:"containersReady"`
+	Ready           *Duration `json:"ready"`
 }
 
-// Duration is a time.Duration written as "90s" or "1h30m" in YAML.
+// Duration is a time.Duration written as "90s" or "1h30m".
 type Duration time.Duration
 
-// UnmarshalYAML reads a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil || n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: %q is not a duration; write one such as 30s, 5m or 1h30m", n.Line, n.Value)
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration; write one such as 30s, 5m or 1h30m", b)
 	}
 	*d = Duration(v)
 	return nil
@@ -114,23 +112,19 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // D is the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// Parse reads and validates a scenario. source names the file in errors,
-// which say the line, the field path and what to do.
+// Parse reads and validates a scenario: exactly one YAML or JSON document.
+// source names the file in errors, which say the line, the field path and
+// what to do.
 func Parse(data []byte, source string, c *gpu.Catalogue) (*Scenario, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%s: %v; the scenario must be YAML", source, cleanYAMLError(err))
+	var s Scenario
+	doc, err := yamldoc.Decode(data, source, &s)
+	if err != nil {
+		return nil, err
 	}
-	if root.Kind == 0 || len(root.Content) == 0 {
+	if doc.Empty() {
 		return nil, fmt.Errorf("%s: empty scenario; give at least duration, nodes and pods", source)
 	}
-	var s Scenario
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %v; see the fields in `gpupack fake-dcgm --help`", source, cleanYAMLError(err))
-	}
-	v := validator{source: source, root: root.Content[0]}
+	v := validator{doc: doc}
 	s.validate(&v, c)
 	if len(v.errs) > 0 {
 		return nil, errors.Join(v.errs...)
@@ -138,66 +132,16 @@ func Parse(data []byte, source string, c *gpu.Catalogue) (*Scenario, error) {
 	return &s, nil
 }
 
-func cleanYAMLError(err error) string {
-	return strings.TrimPrefix(err.Error(), "yaml: ")
-}
-
 type validator struct {
-	source string
-	root   *yaml.Node
-	errs   []error
+	doc  *yamldoc.Doc
+	errs []error
 }
 
 // fail records an error at the field path, e.g. ("pods", 2, "node").
 func (v *validator) fail(path []any, format string, args ...any) {
-	if len(v.errs) >= 20 {
-		return
+	if len(v.errs) < 20 {
+		v.errs = append(v.errs, v.doc.Errorf(path, format, args...))
 	}
-	line := v.line(path)
-	var b strings.Builder
-	for i, p := range path {
-		switch p := p.(type) {
-		case int:
-			fmt.Fprintf(&b, "[%d]", p)
-		default:
-			if i > 0 {
-				b.WriteByte('.')
-			}
-			fmt.Fprint(&b, p)
-		}
-	}
-	v.errs = append(v.errs, fmt.Errorf("%s:%d: %s: %s", v.source, line, b.String(), fmt.Sprintf(format, args...)))
-}
-
-// line finds the line of the deepest node on path that exists.
-func (v *validator) line(path []any) int {
-	n := v.root
-	line := n.Line
-	for _, p := range path {
-		var next *yaml.Node
-		switch p := p.(type) {
-		case int:
-			if n.Kind == yaml.SequenceNode && p < len(n.Content) {
-				next = n.Content[p]
-			}
-		case string:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == p {
-						next = n.Content[i+1]
-						line = n.Content[i].Line
-						break
-					}
-				}
-			}
-		}
-		if next == nil {
-			return line
-		}
-		n = next
-		line = n.Line
-	}
-	return line
 }
 
 func path(p ...any) []any { return p }
@@ -314,6 +258,52 @@ func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
 			s.Pods[i].To = s.Duration
 		}
 	}
+	s.validateMemory(v)
+}
+
+// validateMemory refuses framebuffer use beyond the device's memory: a
+// pod's own, and that of the pods holding one device at once (checked as
+// each starts, when the sum can only have grown).
+func (s *Scenario) validateMemory(v *validator) {
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		d := s.device(p)
+		mem := s.memory(d)
+		if p.MemoryMiB > mem {
+			v.fail(path("pods", i, "memoryMiB"), "%v MiB, more than the %v MiB of %s", p.MemoryMiB, mem, describeDevice(d))
+			continue
+		}
+		used, others := 0.0, []string(nil)
+		for j := range s.Pods {
+			q := &s.Pods[j]
+			if j != i && s.holds(q, d, p.From.D()) {
+				used += q.MemoryMiB
+				others = append(others, q.Namespace+"/"+q.Name)
+			}
+		}
+		if used+p.MemoryMiB > mem {
+			v.fail(path("pods", i, "memoryMiB"), "%v MiB beside the %v MiB of %s on %s at %s: more than its %v MiB",
+				p.MemoryMiB, used, strings.Join(others, ", "), describeDevice(d), p.From.D(), mem)
+		}
+	}
+}
+
+// device is the GPU or MIG slice that a validated pod holds.
+func (s *Scenario) device(p *Pod) usage.Device {
+	d := usage.Device{Node: p.Node, GPU: strconv.Itoa(p.GPU)}
+	if p.Slice != nil {
+		node, _ := s.node(p.Node)
+		d.MIGProfile = node.MIG[d.GPU][*p.Slice]
+		d.MIGInstance = strconv.Itoa(*p.Slice + 1)
+	}
+	return d
+}
+
+func describeDevice(d usage.Device) string {
+	if d.MIGProfile != "" {
+		return fmt.Sprintf("MIG slice %s (%s) of GPU %s on %s", d.MIGInstance, d.MIGProfile, d.GPU, d.Node)
+	}
+	return fmt.Sprintf("GPU %s on %s", d.GPU, d.Node)
 }
 
 func (s *Scenario) node(name string) (*Node, bool) {

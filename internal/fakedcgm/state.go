@@ -97,9 +97,7 @@ func (s *Scenario) at(t time.Duration) []reading {
 		}
 		r.activity = math.Min(1, r.activity)
 		r.dram = math.Min(1, r.dram)
-		mem := s.memory(d)
-		r.fbUsed = math.Min(mem, r.fbUsed)
-		r.fbFree = mem - r.fbUsed
+		r.fbFree = s.memory(d) - r.fbUsed // Parse refuses more than the device has
 		r.powerW = idleWatts + (peakWatts-idleWatts)*r.activity
 		r.energyMJ = s.energy(d, t)
 		out[i] = r

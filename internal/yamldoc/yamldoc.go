@@ -124,6 +124,12 @@ func cleanYAMLError(err error) string {
 	return strings.TrimPrefix(err.Error(), "yaml: ")
 }
 
+// Empty reports whether the document holds nothing (no text, or only
+// comments).
+func (d *Doc) Empty() bool {
+	return d.root == nil || d.root.Kind == yaml.ScalarNode && d.root.ShortTag() == "!!null"
+}
+
 // Errorf returns an *Error at the field path, given as names and indices
 // ("pods", 2, "node"), with the line of the deepest part of the path the
 // document has.
