@@ -10,8 +10,23 @@ if [ ${#need[@]} -eq 0 ]; then
 fi
 echo "[deps] installing: ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# The package would start a system service on :9090; tests run their own
+# server. Debian's policy-rc.d mechanism keeps the package from starting it
+# (exit 101: action forbidden); a policy the machine already has is kept.
+ours=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+	chmod +x /usr/sbin/policy-rc.d
+	ours=1
+fi
+trap 'if [ -n "$ours" ]; then rm -f /usr/sbin/policy-rc.d; fi' EXIT
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${need[@]}"
-# The package starts a system service on :9090; tests run their own server.
-if command -v systemctl >/dev/null 2>&1; then systemctl stop prometheus 2>/dev/null || true; fi
-pkill -x prometheus 2>/dev/null || true
+# Where a policy of the machine's own let the service start anyway, stop
+# that one service through its manager (its PID file), never by name: a
+# Prometheus the user runs is not ours to end.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+	systemctl stop prometheus || true
+elif [ -s /run/prometheus/prometheus.pid ] && [ -x /etc/init.d/prometheus ]; then
+	/etc/init.d/prometheus stop || true
+fi
