@@ -95,9 +95,10 @@ type Evidence struct {
 type HolderStats struct {
 	Pods int `json:"pods"`
 	// Measured is how many holders have usage facts; MeanActiveRatio and
-	// IdleHeld are over those.
+	// IdleHeld are over those. MeanActiveRatio is nil (null in JSON) when
+	// no holder is measured; a measured 0 is 0.
 	Measured        int      `json:"measured"`
-	MeanActiveRatio float64  `json:"meanActiveRatio"`
+	MeanActiveRatio *float64 `json:"meanActiveRatio"`
 	IdleHeld        int      `json:"idleHeld"`
 	Window          string   `json:"window,omitempty"`
 	Listed          []Holder `json:"listed,omitempty"` // least active first
@@ -108,13 +109,15 @@ type HolderStats struct {
 
 // Holder is one pod holding GPUs.
 type Holder struct {
-	Pod         string  `json:"pod"`
-	Node        string  `json:"node"`
-	Request     string  `json:"request"`
-	Measured    bool    `json:"measured"`
-	ActiveRatio float64 `json:"activeRatio,omitempty"`
-	Pattern     Pattern `json:"pattern,omitempty"`
-	VRAMUsedP95 gpu.MiB `json:"vramUsedP95MiB,omitempty"`
+	Pod      string `json:"pod"`
+	Node     string `json:"node"`
+	Request  string `json:"request"`
+	Measured bool   `json:"measured"`
+	// ActiveRatio is nil (null in JSON) for a holder without usage facts;
+	// a measured 0 is 0.
+	ActiveRatio *float64 `json:"activeRatio"`
+	Pattern     Pattern  `json:"pattern,omitempty"`
+	VRAMUsedP95 gpu.MiB  `json:"vramUsedP95MiB,omitempty"`
 }
 
 // MemoryFacts is the GPU memory side of a finding.

@@ -38,7 +38,7 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 	case h.Measured == 0:
 		f.Fix = append(f.Fix, "measure the holders (give --usage) to find idle ones; where holders use a sliver, share their GPUs with time-slicing, MPS or MIG")
 	default:
-		f.Fix = append(f.Fix, fmt.Sprintf("the holders are busy (mean activity %s): the GPUs are used; add %s GPUs or wait", pct(h.MeanActiveRatio), strings.Join(f.Evidence.GPUModels, "/")))
+		f.Fix = append(f.Fix, fmt.Sprintf("the holders are busy (mean activity %s): the GPUs are used; add %s GPUs or wait", pct(*h.MeanActiveRatio), strings.Join(f.Evidence.GPUModels, "/")))
 	}
 }
 
@@ -64,7 +64,7 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 			h.Pods++
 			x := Holder{Pod: q.Key(), Node: node.Name, Request: q.GPU.String()}
 			if facts, ok := e.usage.Pods[q.Key()]; ok && facts.Measured {
-				x.Measured, x.ActiveRatio, x.Pattern, x.VRAMUsedP95 = true, facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95
+				x.Measured, x.ActiveRatio, x.Pattern, x.VRAMUsedP95 = true, &facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95
 				h.Measured++
 				sum += facts.ActiveRatio
 				if facts.Pattern == IdleHeld {
@@ -78,7 +78,8 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 		}
 	}
 	if h.Measured > 0 {
-		h.MeanActiveRatio = sum / float64(h.Measured)
+		mean := sum / float64(h.Measured)
+		h.MeanActiveRatio = &mean
 	}
 	sort.SliceStable(all, func(a, b int) bool {
 		x, y := all[a], all[b]
@@ -88,7 +89,7 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 		if (x.Pattern == IdleHeld) != (y.Pattern == IdleHeld) {
 			return x.Pattern == IdleHeld
 		}
-		return x.ActiveRatio < y.ActiveRatio
+		return x.Measured && *x.ActiveRatio < *y.ActiveRatio
 	})
 	h.Listed = all[:min(len(all), MaxListed)]
 	sort.SliceStable(cands, func(a, b int) bool { return cands[a].ratio < cands[b].ratio })

@@ -241,13 +241,13 @@ func evidenceLines(f diagnose.Finding) []string {
 		h := ev.Holders
 		line := fmt.Sprintf("evidence: all %d %s GPUs on %s are held by %d pods", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes, h.Pods)
 		if h.Measured > 0 {
-			line += fmt.Sprintf("; mean activity of the holders over %s: %s; %d of them are idle-held", h.Window, pct(h.MeanActiveRatio), h.IdleHeld)
+			line += fmt.Sprintf("; mean activity of the holders over %s: %s; %d of them are idle-held", h.Window, pct(*h.MeanActiveRatio), h.IdleHeld)
 		}
 		out = append(out, line)
 		var hs []string
 		for _, x := range h.Listed {
 			if x.Measured {
-				hs = append(hs, fmt.Sprintf("%s %s %s", x.Pod, x.Pattern, pct(x.ActiveRatio)))
+				hs = append(hs, fmt.Sprintf("%s %s %s", x.Pod, x.Pattern, pct(*x.ActiveRatio)))
 			} else {
 				hs = append(hs, x.Pod)
 			}

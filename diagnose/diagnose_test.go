@@ -1,0 +1,38 @@
+package diagnose
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A measured 0 is written as 0 and a value nobody measured as null, so a
+// script reading the JSON can tell an idle holder from an unmeasured one.
+func TestHolderJSONKeepsMeasuredZero(t *testing.T) {
+	zero := 0.0
+	cases := map[string]struct {
+		v    any
+		want string
+	}{
+		"measured idle holder": {Holder{Pod: "ml/a", Node: "n", Request: "1 GPU", Measured: true, ActiveRatio: &zero, Pattern: IdleHeld},
+			`{"pod":"ml/a","node":"n","request":"1 GPU","measured":true,"activeRatio":0,"pattern":"idle-held"}`},
+		"unmeasured holder": {Holder{Pod: "ml/b", Node: "n", Request: "1 GPU"},
+			`{"pod":"ml/b","node":"n","request":"1 GPU","measured":false,"activeRatio":null}`},
+		"no holder measured": {HolderStats{Pods: 2},
+			`{"pods":2,"measured":0,"meanActiveRatio":null,"idleHeld":0}`},
+		"holders measured idle": {HolderStats{Pods: 1, Measured: 1, MeanActiveRatio: &zero, IdleHeld: 1},
+			`{"pods":1,"measured":1,"meanActiveRatio":0,"idleHeld":1}`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.Marshal(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, string(got)); diff != "" {
+				t.Errorf("JSON (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
