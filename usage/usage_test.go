@@ -214,3 +214,39 @@ func TestBadWindow(t *testing.T) {
 		t.Error("an empty window was accepted")
 	}
 }
+
+func TestUninstantiatedMIGSlices(t *testing.T) {
+	// An H100 (7 compute slices) with a 3g and a 2g instance: 2/7 of it has
+	// no instance. The 3g is held for the whole window, the 2g is free and
+	// sampled for half of it.
+	r := account(t,
+		makeSeries(GREngineActive).mig("3g.40gb", "1").pod("a", "p").at(0, repeat(0.5, 10)...).obj(),
+		makeSeries(GREngineActive).mig("2g.20gb", "2").at(0, repeat(0, 5)...).obj(),
+	)
+	price := gpu.Default().MustLookup("H100-80GB").PricePerHour
+	type row struct {
+		Uninstantiated                            bool
+		Share                                     float64
+		Capacity, Allocated, Unallocated, Unsampl float64
+		UnallocatedCost                           float64
+	}
+	round := func(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+	var got []row
+	for _, d := range r.Devices {
+		got = append(got, row{d.Uninstantiated, round(d.Share), round(float64(d.CapacityGPUSeconds)), round(float64(d.AllocatedGPUSeconds)),
+			round(float64(d.UnallocatedGPUSeconds)), round(float64(d.UnsampledGPUSeconds)), round(d.UnallocatedCost.Value)})
+	}
+	c := r.Cluster
+	got = append(got, row{false, 1, round(float64(c.CapacityGPUSeconds)), round(float64(c.AllocatedGPUSeconds)),
+		round(float64(c.UnallocatedGPUSeconds)), round(float64(c.UnsampledGPUSeconds)), round(c.UnallocatedCost.Value)})
+	sev := 100.0 / 7
+	want := []row{
+		{false, round(3.0 / 7), round(3 * sev), round(3 * sev), 0, 0, 0},
+		{false, round(2.0 / 7), round(2 * sev), 0, round(sev), round(sev), round(sev * price / 3600)},
+		{true, round(2.0 / 7), round(2 * sev), 0, round(2 * sev), 0, round(2 * sev * price / 3600)},
+		{false, 1, 100, round(3 * sev), round(3 * sev), round(sev), round(3 * sev * price / 3600)},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("devices and cluster (-want +got):\n%s", diff)
+	}
+}

@@ -15,7 +15,7 @@ var (
 	idleDesc = prometheus.NewDesc("gpupack_gpu_idle_allocated_seconds_total",
 		"GPU-seconds allocated to the pod while its GPUs were idle; absent when activity is unknown.", []string{"namespace", "pod"}, nil)
 	unallocatedDesc = prometheus.NewDesc("gpupack_gpu_unallocated_seconds_total",
-		"GPU-seconds of the node's GPUs held by no pod.", []string{"node"}, nil)
+		"GPU-seconds of the node's GPUs held by no pod, the MIG slices that no instance covers included.", []string{"node"}, nil)
 	costDesc = prometheus.NewDesc("gpupack_gpu_cost_total",
 		"Cost of the GPU time allocated to the pod, in the currency of the label.", []string{"namespace", "pod", "currency"}, nil)
 )
