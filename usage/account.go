@@ -401,13 +401,14 @@ type podState struct {
 
 // Account integrates the series over the window. It never fails on bad
 // samples: NaN, out-of-window samples, gaps and counter resets are counted
-// in Quality. It fails only on a window it cannot divide into steps.
+// in Quality. It fails only on a window it cannot divide into steps or
+// that has more than MaxSteps, before it allocates anything.
 func Account(in Input) (*Report, error) {
 	w := in.Window
-	slots := w.Slots()
-	if slots == 0 {
-		return nil, fmt.Errorf("window %s..%s with step %s has no steps; give an end after the start and a positive step", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), w.Step)
+	if err := w.Check(); err != nil {
+		return nil, err
 	}
+	slots := w.Slots()
 	startMs, stepMs := w.Start.UnixMilli(), w.Step.Milliseconds()
 	if stepMs <= 0 {
 		return nil, fmt.Errorf("step %s is shorter than a millisecond; use a step of at least 1s", w.Step)

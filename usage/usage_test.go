@@ -2,6 +2,7 @@ package usage
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,8 +211,26 @@ func TestCost(t *testing.T) {
 }
 
 func TestBadWindow(t *testing.T) {
-	if _, err := Account(Input{Window: Window{Start: t0, End: t0, Step: time.Second}}); err == nil {
-		t.Error("an empty window was accepted")
+	cases := map[string]struct {
+		w    Window
+		want string
+	}{
+		"empty":           {Window{Start: t0, End: t0, Step: time.Second}, "has no steps"},
+		"no step":         {Window{Start: t0, End: t0.Add(time.Hour)}, "has no steps"},
+		"one step over":   {Window{Start: t0, End: t0.Add((MaxSteps + 1) * time.Second), Step: time.Second}, "has 11001 steps, more than the 11000 one window may have; use a step of 2s or more"},
+		"a nanosecond":    {Window{Start: t0, End: t0.Add(24 * time.Hour), Step: time.Nanosecond}, "use a step of 8s or more"},
+		"100000 h at 30s": {Window{Start: t0, End: t0.Add(100000 * time.Hour), Step: 30 * time.Second}, "has 12000000 steps"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Account(Input{Window: tc.w})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Account(Input{Window: Window{Start: t0, End: t0.Add(MaxSteps * time.Second), Step: time.Second}}); err != nil {
+		t.Errorf("a window of exactly MaxSteps steps was refused: %v", err)
 	}
 }
 

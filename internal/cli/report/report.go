@@ -105,8 +105,10 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if opts.window <= 0 || opts.step <= 0 || opts.step > opts.window {
 		return fmt.Errorf("--window %s and --step %s: want a positive step no longer than the window", opts.window, opts.step)
 	}
-	if points := int64(opts.window / opts.step); opts.prometheus != "" && points > usagefacts.MaxPoints {
-		return fmt.Errorf("--window %s at --step %s is %d points per series, more than Prometheus' %d; use --step %s or more", opts.window, opts.step, points, usagefacts.MaxPoints, usagefacts.Step(opts.window).Round(time.Second)+time.Second)
+	// Every source, the demo included, is bounded before anything is read
+	// or allocated.
+	if steps := opts.window / opts.step; steps >= usage.MaxSteps && (steps > usage.MaxSteps || opts.window%opts.step != 0) {
+		return fmt.Errorf("--window %s at --step %s is more than %d steps per series, the most that report accounts (and that one Prometheus query returns); use --step %s or more, or a shorter --window", opts.window, opts.step, usage.MaxSteps, usage.MinStep(opts.window))
 	}
 	pricing, err := loadPricing(opts.prices)
 	if err != nil {

@@ -101,8 +101,11 @@ func TestBadInput(t *testing.T) {
 		mutate func(o *options)
 		want   string
 	}{
-		"format":      {func(o *options) { o.format = "xml" }, `--format "xml"`},
-		"resolution":  {func(o *options) { o.prometheus = "http://127.0.0.1:1"; o.window = 7 * 24 * time.Hour }, "use --step 56s or more"},
+		"format":     {func(o *options) { o.format = "xml" }, `--format "xml"`},
+		"resolution": {func(o *options) { o.prometheus = "http://127.0.0.1:1"; o.window = 7 * 24 * time.Hour }, "use --step 55s or more"},
+		// The demo is bounded as Prometheus is: these ate all memory.
+		"demo window": {func(o *options) { o.window = 100000 * time.Hour }, "--window 100000h0m0s at --step 30s is more than 11000 steps per series, the most that report accounts (and that one Prometheus query returns); use --step 9h5m28s or more, or a shorter --window"},
+		"demo step":   {func(o *options) { o.step = time.Nanosecond }, "use --step 8s or more"},
 		"unreachable": {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, `prometheus http://127.0.0.1:1: query "DCGM_FI_PROF_GR_ENGINE_ACTIVE"`},
 		"app metric":  {func(o *options) { o.app = []string{"tokens"} }, "want NAME=PROMQL"},
 		"prices":      {func(o *options) { o.prices = "testdata/nope.yaml" }, "--prices"},
