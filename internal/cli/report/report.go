@@ -67,7 +67,8 @@ it runs on an embedded one-day demo scenario in-process.
 With --serve ADDR it also serves the figures as Prometheus counters on
 ADDR/metrics (gpupack_gpu_allocated_seconds_total, ..._active_seconds_total,
 ..._idle_allocated_seconds_total, ..._unallocated_seconds_total and
-gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
+gpupack_gpu_cost_total), counted from the window's start: each scrape
+queries only the time since the previous one and adds it.`,
 		Example: `  gpupack report --demo
   gpupack report --prometheus http://prometheus:9090 --window 24h --format json
   gpupack report --prometheus http://prometheus:9090 --app-metric tokens='sum by (namespace, pod) (rate(vllm:generation_tokens_total[5m]))'
@@ -160,23 +161,18 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if opts.serve == "" {
 		return nil
 	}
-	// Counters from the window's start to each scrape; the demo's are fixed.
-	latest := func() (*usage.Report, error) {
-		if opts.prometheus == "" {
-			return r, nil
-		}
-		now := time.Now().UTC().Truncate(opts.step)
-		if !now.After(w.Start) {
-			return r, nil
-		}
-		return account(usage.Window{Start: w.Start, End: now, Step: opts.step})
+	// Counters from the window's start on, each scrape adding only the
+	// span since the last; the demo's stay as they are.
+	next := account
+	if opts.prometheus == "" {
+		next = nil
 	}
-	return serve(ctx, opts.serve, latest)
+	return serve(ctx, opts.serve, newTally(r, next, time.Now, opts.step))
 }
 
-func serve(ctx context.Context, addr string, latest func() (*usage.Report, error)) error {
+func serve(ctx context.Context, addr string, t *tally) error {
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{latest: latest})
+	reg.MustRegister(&collector{tally: t})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
 	ln, err := net.Listen("tcp", addr)
