@@ -410,9 +410,6 @@ func Account(in Input) (*Report, error) {
 	}
 	slots := w.Slots()
 	startMs, stepMs := w.Start.UnixMilli(), w.Step.Milliseconds()
-	if stepMs <= 0 {
-		return nil, fmt.Errorf("step %s is shorter than a millisecond; use a step of at least 1s", w.Step)
-	}
 	endMs := w.End.UnixMilli()
 	slotSeconds := func(k int) float64 {
 		t := startMs + int64(k)*stepMs

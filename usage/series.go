@@ -127,6 +127,9 @@ func (w Window) Check() error {
 	if slots == 0 {
 		return fmt.Errorf("window %s..%s with step %s has no steps; give an end after the start and a positive step", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), w.Step)
 	}
+	if w.Step%time.Millisecond != 0 {
+		return fmt.Errorf("window step %s is not a whole number of milliseconds, the resolution of samples; use a step such as 30s", w.Step)
+	}
 	if slots > MaxSteps {
 		return fmt.Errorf("window %s..%s with step %s has %d steps, more than the %d one window may have; use a step of %s or more, or a shorter window", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), w.Step, slots, MaxSteps, MinStep(w.End.Sub(w.Start)))
 	}

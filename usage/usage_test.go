@@ -218,7 +218,9 @@ func TestBadWindow(t *testing.T) {
 		"empty":           {Window{Start: t0, End: t0, Step: time.Second}, "has no steps"},
 		"no step":         {Window{Start: t0, End: t0.Add(time.Hour)}, "has no steps"},
 		"one step over":   {Window{Start: t0, End: t0.Add((MaxSteps + 1) * time.Second), Step: time.Second}, "has 11001 steps, more than the 11000 one window may have; use a step of 2s or more"},
-		"a nanosecond":    {Window{Start: t0, End: t0.Add(24 * time.Hour), Step: time.Nanosecond}, "use a step of 8s or more"},
+		"a nanosecond":    {Window{Start: t0, End: t0.Add(24 * time.Hour), Step: time.Nanosecond}, "not a whole number of milliseconds"},
+		"a millisecond":   {Window{Start: t0, End: t0.Add(24 * time.Hour), Step: time.Millisecond}, "use a step of 8s or more"},
+		"1.5 ms":          {Window{Start: t0, End: t0.Add(time.Second), Step: 1500 * time.Microsecond}, "not a whole number of milliseconds"},
 		"100000 h at 30s": {Window{Start: t0, End: t0.Add(100000 * time.Hour), Step: 30 * time.Second}, "has 12000000 steps"},
 	}
 	for name, tc := range cases {

@@ -108,10 +108,20 @@ func TestBadInput(t *testing.T) {
 		"resolution": {func(o *options) { o.prometheus = "http://127.0.0.1:1"; o.window = 7 * 24 * time.Hour }, "use --step 55s or more"},
 		// The demo is bounded as Prometheus is: these ate all memory.
 		"demo window": {func(o *options) { o.window = 100000 * time.Hour }, "--window 100000h0m0s at --step 30s is more than 11000 steps per series, the most that report accounts (and that one Prometheus query returns); use --step 9h5m28s or more, or a shorter --window"},
-		"demo step":   {func(o *options) { o.step = time.Nanosecond }, "use --step 8s or more"},
-		"unreachable": {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, `prometheus http://127.0.0.1:1: query "DCGM_FI_PROF_GR_ENGINE_ACTIVE"`},
-		"app metric":  {func(o *options) { o.app = []string{"tokens"} }, "want NAME=PROMQL"},
-		"prices":      {func(o *options) { o.prices = "testdata/nope.yaml" }, "--prices"},
+		"demo step":   {func(o *options) { o.step = time.Nanosecond }, "--step 1ns: want a whole number of milliseconds"},
+		"tiny step":   {func(o *options) { o.step = time.Millisecond }, "use --step 8s or more"},
+		// Nonsense flag values, accepted silently before.
+		"negative top":   {func(o *options) { o.top = -1 }, "--top -1: want 0 or more"},
+		"zero step":      {func(o *options) { o.step = 0 }, "--step 0s: want a positive step"},
+		"negative step":  {func(o *options) { o.step = -time.Second }, "--step -1s: want a positive step"},
+		"zero window":    {func(o *options) { o.window = 0 }, "--window 0s: want a positive length"},
+		"step > window":  {func(o *options) { o.step = 2 * time.Hour; o.window = time.Hour }, "--step 2h0m0s is longer than --window 1h0m0s"},
+		"odd step":       {func(o *options) { o.step = 1500 * time.Microsecond; o.window = time.Second }, "--step 1.5ms: want a whole number of milliseconds"},
+		"app name twice": {func(o *options) { o.app = []string{"tokens=a", "tokens=b"} }, "--app-metric tokens is given twice"},
+		"app on demo":    {func(o *options) { o.app = []string{"tokens=a"} }, "--app-metric queries the Prometheus that --prometheus names"},
+		"unreachable":    {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, `prometheus http://127.0.0.1:1: query "DCGM_FI_PROF_GR_ENGINE_ACTIVE"`},
+		"app metric":     {func(o *options) { o.app = []string{"tokens"} }, "want NAME=PROMQL"},
+		"prices":         {func(o *options) { o.prices = "testdata/nope.yaml" }, "--prices"},
 	}
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
