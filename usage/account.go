@@ -68,8 +68,11 @@ type Totals struct {
 	Cost                    Amount `json:"cost"`
 	IdleCost                Amount `json:"idleCost"`
 	CostPerAllocatedGPUHour Amount `json:"costPerAllocatedGPUHour"`
-	CostPerActiveGPUHour    Amount `json:"costPerActiveGPUHour"`
-	EnergyJoules            Amount `json:"energyJoules"`
+	// CostPerActiveGPUHour is unknown where nothing was active: there is
+	// no active hour to divide by. Every money figure is unknown where
+	// some allocated time has no price.
+	CostPerActiveGPUHour Amount `json:"costPerActiveGPUHour"`
+	EnergyJoules         Amount `json:"energyJoules"`
 }
 
 // Capacity is the GPU time that a device, a node or the cluster offered
@@ -251,6 +254,7 @@ func (r *Report) Pod(namespace, name string) (*PodUsage, bool) {
 type acc struct {
 	alloc, activeKnownAlloc, active        float64
 	cost, costActiveKnown, priceKnownAlloc float64
+	allocUnpriced                          float64
 	idleCost                               float64
 	energy                                 float64
 	energyKnown                            bool
@@ -271,6 +275,7 @@ func (a *acc) add(b *acc) {
 	a.cost += b.cost
 	a.costActiveKnown += b.costActiveKnown
 	a.priceKnownAlloc += b.priceKnownAlloc
+	a.allocUnpriced += b.allocUnpriced
 	a.idleCost += b.idleCost
 	a.energy += b.energy
 	a.energyKnown = a.energyKnown || b.energyKnown
@@ -284,6 +289,8 @@ func (a *acc) hold(gpuSeconds, activity, price float64) {
 	if priceKnown {
 		a.priceKnownAlloc += gpuSeconds
 		a.cost += gpuSeconds * price / 3600
+	} else {
+		a.allocUnpriced += gpuSeconds
 	}
 	if math.IsNaN(activity) {
 		return
@@ -333,7 +340,9 @@ func (a *acc) totals() Totals {
 	} else if a.alloc == 0 {
 		t.ActiveGPUSeconds, t.IdleAllocatedGPUSeconds = Known(0), Known(0)
 	}
-	if a.priceKnownAlloc > 0 || a.alloc == 0 {
+	// Money is known only where every allocated GPU-second has a price: a
+	// sum over the priced part alone would pass for the whole.
+	if a.allocUnpriced == 0 {
 		t.Cost = Known(a.cost)
 		if a.priceKnownAlloc > 0 {
 			t.CostPerAllocatedGPUHour = Known(a.cost / (a.priceKnownAlloc / 3600))

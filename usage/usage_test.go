@@ -1,7 +1,9 @@
 package usage
 
 import (
+	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +271,60 @@ func TestUninstantiatedMIGSlices(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("devices and cluster (-want +got):\n%s", diff)
+	}
+}
+
+// TestZeroIsNotNull checks that a measured 0 encodes as 0 and only what is
+// unknown as null, and that money over partly unpriced time is unknown
+// rather than the sum of the priced part.
+func TestZeroIsNotNull(t *testing.T) {
+	mystery := makeSeries(GREngineActive).gpu("1", "GPU-2").pod("b", "unpriced").at(0, repeat(0.5, 10)...).obj()
+	mystery.Device.Model = "Mystery GPU"
+	r := account(t,
+		makeSeries(GREngineActive).pod("a", "idle").at(0, repeat(0, 10)...).obj(),
+		makeSeries(FBUsed).pod("a", "idle").at(0, repeat(0, 10)...).obj(),
+		makeSeries(FBUsed).gpu("2", "GPU-3").pod("a", "noactivity").at(0, repeat(500, 10)...).obj(),
+		mystery,
+	)
+	field := func(v any, name string) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return string(m[name])
+	}
+	idle, _ := r.Pod("a", "idle")
+	noActivity, _ := r.Pod("a", "noactivity")
+	unpriced, _ := r.Pod("b", "unpriced")
+	got := map[string]string{
+		"idle active":          field(idle, "activeGPUSeconds"),
+		"idle mean activity":   field(idle.Pattern, "meanActivity"),
+		"idle vram p95":        field(idle.VRAMUsedMiB, "p95"),
+		"idle per active hour": field(idle, "costPerActiveGPUHour"),
+		"no activity active":   field(noActivity, "activeGPUSeconds"),
+		"no activity unknown":  field(noActivity, "activityUnknownGPUSeconds"),
+		"unpriced cost":        field(unpriced, "cost"),
+		"namespace a cost":     strconv.FormatBool(field(r.Namespaces[0], "cost") != "null"),
+		"cluster cost":         field(r.Cluster, "cost"),
+		"cluster unsampled":    field(r.Cluster, "unsampledGPUSeconds"),
+	}
+	want := map[string]string{
+		"idle active":          "0",
+		"idle mean activity":   "0",
+		"idle vram p95":        "0",
+		"idle per active hour": "null", // nothing active to divide by
+		"no activity active":   "null",
+		"no activity unknown":  "100",
+		"unpriced cost":        "null",
+		"namespace a cost":     "true",
+		"cluster cost":         "null", // part of it has no price
+		"cluster unsampled":    "0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("JSON figures (-want +got):\n%s", diff)
 	}
 }

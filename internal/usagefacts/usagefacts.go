@@ -53,7 +53,8 @@ func File(r *usage.Report) diagnose.UsageFile {
 			e.Activity = &v
 			e.Pattern = string(p.Pattern.Name)
 		}
-		if v := p.VRAMUsedMiB.P95; v.Known && v.Value >= 1 {
+		// A measured 0 MiB is written as 0Mi; only an unknown p95 is left out.
+		if v := p.VRAMUsedMiB.P95; v.Known {
 			e.VRAMUsedP95 = cluster.FormatMemory(gpu.MiB(v.Value))
 		}
 		if idle := p.Pattern.IdleRatio; idle.Known {
