@@ -57,16 +57,41 @@ type Totals struct {
 	ActiveGPUSeconds Amount `json:"activeGPUSeconds"`
 	// IdleAllocatedGPUSeconds is allocated minus active, over the same
 	// covered time.
-	IdleAllocatedGPUSeconds Amount  `json:"idleAllocatedGPUSeconds"`
-	UnallocatedGPUSeconds   Seconds `json:"unallocatedGPUSeconds"`
+	IdleAllocatedGPUSeconds Amount `json:"idleAllocatedGPUSeconds"`
+	// ActivityUnknownGPUSeconds is the allocated time without an activity
+	// sample: AllocatedGPUSeconds = ActiveGPUSeconds +
+	// IdleAllocatedGPUSeconds + ActivityUnknownGPUSeconds.
+	ActivityUnknownGPUSeconds Seconds `json:"activityUnknownGPUSeconds"`
 	// ActivityCoverage is the ratio (0..1) of allocated GPU-seconds that
 	// had an activity sample.
 	ActivityCoverage        Amount `json:"activityCoverage"`
 	Cost                    Amount `json:"cost"`
 	IdleCost                Amount `json:"idleCost"`
 	CostPerAllocatedGPUHour Amount `json:"costPerAllocatedGPUHour"`
-	CostPerActiveGPUHour    Amount `json:"costPerActiveGPUHour"`
-	EnergyJoules            Amount `json:"energyJoules"`
+	// CostPerActiveGPUHour is unknown where nothing was active: there is
+	// no active hour to divide by. Every money figure is unknown where
+	// some allocated time has no price.
+	CostPerActiveGPUHour Amount `json:"costPerActiveGPUHour"`
+	EnergyJoules         Amount `json:"energyJoules"`
+}
+
+// Capacity is the GPU time that a device, a node or the cluster offered
+// over the window and where it went: CapacityGPUSeconds =
+// AllocatedGPUSeconds + UnallocatedGPUSeconds + UnsampledGPUSeconds. Pods,
+// containers and namespaces hold capacity but own none, so they have no
+// Capacity.
+type Capacity struct {
+	// CapacityGPUSeconds is the device's share of a GPU times the window.
+	CapacityGPUSeconds Seconds `json:"capacityGPUSeconds"`
+	// UnallocatedGPUSeconds were sampled and held by no pod, the compute
+	// slices that a MIG layout leaves uninstantiated included.
+	UnallocatedGPUSeconds Seconds `json:"unallocatedGPUSeconds"`
+	// UnsampledGPUSeconds had no sample at all: whether a pod held them is
+	// unknown.
+	UnsampledGPUSeconds Seconds `json:"unsampledGPUSeconds"`
+	// UnallocatedCost is what the unallocated GPU-seconds cost; unknown
+	// when some of them have no price.
+	UnallocatedCost Amount `json:"unallocatedCost"`
 }
 
 // Percentiles of a quantity over the samples of the window.
@@ -76,9 +101,15 @@ type Percentiles struct {
 	Max Amount `json:"max"`
 }
 
-// DeviceUsage is the accounting of one GPU or MIG slice.
+// DeviceUsage is the accounting of one GPU or MIG slice, or of the compute
+// slices of a MIG GPU that no instance covers.
 type DeviceUsage struct {
 	Device
+	// Uninstantiated marks the compute slices of a MIG GPU that its layout
+	// leaves without an instance (1g of a 3g+2g+1g H100): never allocated,
+	// still paid for. It has no series of its own; it counts as sampled
+	// whenever an instance of its GPU was.
+	Uninstantiated bool `json:"uninstantiated"`
 	// Share is the fraction of a whole GPU the device stands for.
 	Share float64 `json:"share"`
 	// ActivitySource is the metric activity was read from, "" if none.
@@ -90,6 +121,7 @@ type DeviceUsage struct {
 	VRAMFreeMiB  Percentiles `json:"vramFreeMiB"`
 	PowerWatts   Amount      `json:"powerWattsMean"`
 	Totals
+	Capacity
 }
 
 // ContainerUsage is the accounting of one container.
@@ -125,6 +157,19 @@ type GroupUsage struct {
 	Pods int        `json:"pods"`
 	App  []AppUsage `json:"app,omitempty"`
 	Totals
+}
+
+// NodeUsage is the accounting of a node: its pods' totals and its GPUs'
+// capacity.
+type NodeUsage struct {
+	GroupUsage
+	Capacity
+}
+
+// ClusterUsage is the accounting of the whole cluster.
+type ClusterUsage struct {
+	Totals
+	Capacity
 }
 
 // AppUsage is an application metric beside the GPU figures.
@@ -186,12 +231,12 @@ type Report struct {
 	End        time.Time        `json:"end"`
 	StepSecond Seconds          `json:"stepSeconds"`
 	Currency   string           `json:"currency"`
-	Cluster    Totals           `json:"cluster"`
+	Cluster    ClusterUsage     `json:"cluster"`
 	Devices    []DeviceUsage    `json:"devices"`
 	Containers []ContainerUsage `json:"containers"`
 	Pods       []PodUsage       `json:"pods"`
 	Namespaces []GroupUsage     `json:"namespaces"`
-	Nodes      []GroupUsage     `json:"nodes"`
+	Nodes      []NodeUsage      `json:"nodes"`
 	Quality    Quality          `json:"quality"`
 }
 
@@ -205,23 +250,32 @@ func (r *Report) Pod(namespace, name string) (*PodUsage, bool) {
 	return nil, false
 }
 
-// acc accumulates Totals.
+// acc accumulates Totals and Capacity.
 type acc struct {
-	alloc, activeKnownAlloc, active, unalloc float64
-	cost, costActiveKnown, priceKnownAlloc   float64
-	idleCost                                 float64
-	energy                                   float64
-	energyKnown                              bool
+	alloc, activeKnownAlloc, active        float64
+	cost, costActiveKnown, priceKnownAlloc float64
+	allocUnpriced                          float64
+	idleCost                               float64
+	energy                                 float64
+	energyKnown                            bool
+	// Capacity: unallocUnpriced is the unallocated time without a price.
+	capacity, unalloc, unsampled float64
+	unallocCost, unallocUnpriced float64
 }
 
 func (a *acc) add(b *acc) {
 	a.alloc += b.alloc
 	a.activeKnownAlloc += b.activeKnownAlloc
 	a.active += b.active
+	a.capacity += b.capacity
 	a.unalloc += b.unalloc
+	a.unsampled += b.unsampled
+	a.unallocCost += b.unallocCost
+	a.unallocUnpriced += b.unallocUnpriced
 	a.cost += b.cost
 	a.costActiveKnown += b.costActiveKnown
 	a.priceKnownAlloc += b.priceKnownAlloc
+	a.allocUnpriced += b.allocUnpriced
 	a.idleCost += b.idleCost
 	a.energy += b.energy
 	a.energyKnown = a.energyKnown || b.energyKnown
@@ -235,6 +289,8 @@ func (a *acc) hold(gpuSeconds, activity, price float64) {
 	if priceKnown {
 		a.priceKnownAlloc += gpuSeconds
 		a.cost += gpuSeconds * price / 3600
+	} else {
+		a.allocUnpriced += gpuSeconds
 	}
 	if math.IsNaN(activity) {
 		return
@@ -247,8 +303,34 @@ func (a *acc) hold(gpuSeconds, activity, price float64) {
 	}
 }
 
+// free credits gpuSeconds of capacity that was sampled and held by no pod,
+// at price p per GPU-hour (NaN if unknown).
+func (a *acc) free(gpuSeconds, price float64) {
+	a.capacity += gpuSeconds
+	a.unalloc += gpuSeconds
+	if math.IsNaN(price) {
+		a.unallocUnpriced += gpuSeconds
+		return
+	}
+	a.unallocCost += gpuSeconds * price / 3600
+}
+
+// unseen credits gpuSeconds of capacity that had no sample.
+func (a *acc) unseen(gpuSeconds float64) {
+	a.capacity += gpuSeconds
+	a.unsampled += gpuSeconds
+}
+
+func (a *acc) capacityTotals() Capacity {
+	c := Capacity{CapacityGPUSeconds: Seconds(a.capacity), UnallocatedGPUSeconds: Seconds(a.unalloc), UnsampledGPUSeconds: Seconds(a.unsampled)}
+	if a.unallocUnpriced == 0 {
+		c.UnallocatedCost = Known(a.unallocCost)
+	}
+	return c
+}
+
 func (a *acc) totals() Totals {
-	t := Totals{AllocatedGPUSeconds: Seconds(a.alloc), UnallocatedGPUSeconds: Seconds(a.unalloc)}
+	t := Totals{AllocatedGPUSeconds: Seconds(a.alloc), ActivityUnknownGPUSeconds: Seconds(a.alloc - a.activeKnownAlloc)}
 	if a.alloc > 0 {
 		t.ActivityCoverage = Known(a.activeKnownAlloc / a.alloc)
 	}
@@ -258,7 +340,9 @@ func (a *acc) totals() Totals {
 	} else if a.alloc == 0 {
 		t.ActiveGPUSeconds, t.IdleAllocatedGPUSeconds = Known(0), Known(0)
 	}
-	if a.priceKnownAlloc > 0 || a.alloc == 0 {
+	// Money is known only where every allocated GPU-second has a price: a
+	// sum over the priced part alone would pass for the whole.
+	if a.allocUnpriced == 0 {
 		t.Cost = Known(a.cost)
 		if a.priceKnownAlloc > 0 {
 			t.CostPerAllocatedGPUHour = Known(a.cost / (a.priceKnownAlloc / 3600))
@@ -326,17 +410,15 @@ type podState struct {
 
 // Account integrates the series over the window. It never fails on bad
 // samples: NaN, out-of-window samples, gaps and counter resets are counted
-// in Quality. It fails only on a window it cannot divide into steps.
+// in Quality. It fails only on a window it cannot divide into steps or
+// that has more than MaxSteps, before it allocates anything.
 func Account(in Input) (*Report, error) {
 	w := in.Window
+	if err := w.Check(); err != nil {
+		return nil, err
+	}
 	slots := w.Slots()
-	if slots == 0 {
-		return nil, fmt.Errorf("window %s..%s with step %s has no steps; give an end after the start and a positive step", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), w.Step)
-	}
 	startMs, stepMs := w.Start.UnixMilli(), w.Step.Milliseconds()
-	if stepMs <= 0 {
-		return nil, fmt.Errorf("step %s is shorter than a millisecond; use a step of at least 1s", w.Step)
-	}
 	endMs := w.End.UnixMilli()
 	slotSeconds := func(k int) float64 {
 		t := startMs + int64(k)*stepMs
@@ -391,7 +473,53 @@ func Account(in Input) (*Report, error) {
 	// next device.
 	var vram, vramFree []float64
 
+	addDevice := func(du DeviceUsage, dev *acc) {
+		r.Devices = append(r.Devices, du)
+		cluster.add(dev)
+		na := nodes[du.Node]
+		if na == nil {
+			na = &acc{}
+			nodes[du.Node] = na
+		}
+		na.add(dev)
+	}
+	// The MIG GPU whose instances are being accounted; when the devices
+	// move past it, the compute slices its instances leave uncovered are
+	// accounted as one more device, unallocated whenever an instance was
+	// sampled.
+	mig := migGPU{sampled: make([]bool, slots)}
+	flushUninstantiated := func() {
+		rest := 1 - mig.shares
+		if mig.instances == 0 || rest <= 1e-9 {
+			mig.reset()
+			return
+		}
+		price := math.NaN()
+		if mig.price.Known {
+			price = mig.price.Value
+		}
+		var dev acc
+		var covered float64
+		for k := 0; k < slots; k++ {
+			sec := slotSeconds(k)
+			if !mig.sampled[k] {
+				dev.unseen(sec * rest)
+				continue
+			}
+			covered += sec
+			dev.free(sec*rest, price)
+		}
+		du := DeviceUsage{Device: Device{Node: mig.device.Node, GPU: mig.device.GPU, UUID: mig.device.UUID, Model: mig.device.Model},
+			Uninstantiated: true, Share: rest, PricePerHour: mig.price, Coverage: Known(covered / w.End.Sub(w.Start).Seconds()),
+			Totals: dev.totals(), Capacity: dev.capacityTotals()}
+		addDevice(du, &dev)
+		mig.reset()
+	}
+
 	for _, d := range devs {
+		if d.device.MIGInstance == "" || !mig.same(d.device) {
+			flushUninstantiated()
+		}
 		for m := range vals {
 			v := vals[m]
 			for k := range v {
@@ -472,6 +600,7 @@ func Account(in Input) (*Report, error) {
 			sec := slotSeconds(k)
 			windowDeviceSeconds += sec * share
 			if !sampled[k] {
+				dev.unseen(sec * share)
 				if wasPresent {
 					inGap = true
 				}
@@ -531,9 +660,10 @@ func Account(in Input) (*Report, error) {
 				}
 			}
 			if len(present) == 0 {
-				dev.unalloc += sec * share
+				dev.free(sec*share, price)
 				continue
 			}
+			dev.capacity += sec * share
 			each := share / float64(len(present))
 			for _, o := range present {
 				gs := sec * each
@@ -582,20 +712,17 @@ func Account(in Input) (*Report, error) {
 		if powerN > 0 {
 			du.PowerWatts = Known(powerSum / float64(powerN))
 		}
-		du.Totals = dev.totals()
-		r.Devices = append(r.Devices, du)
-		cluster.add(&dev)
-		na := nodes[d.device.Node]
-		if na == nil {
-			na = &acc{}
-			nodes[d.device.Node] = na
+		du.Totals, du.Capacity = dev.totals(), dev.capacityTotals()
+		addDevice(du, &dev)
+		if d.device.MIGInstance != "" {
+			mig.addInstance(d.device, share, pa, sampled)
 		}
-		na.add(&dev)
 	}
+	flushUninstantiated()
 	if windowDeviceSeconds > 0 {
 		q.Coverage = Known(coveredDeviceSeconds / windowDeviceSeconds)
 	}
-	r.Cluster = cluster.totals()
+	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
 
 	events := map[string]PodEvents{}
 	for _, e := range in.Pods {
@@ -717,9 +844,39 @@ func Account(in Input) (*Report, error) {
 		r.Namespaces = append(r.Namespaces, GroupUsage{Name: ns, Pods: nsPods[ns], Totals: t, App: appUsage(nsApps[ns], t.Cost)})
 	}
 	for _, n := range slices.Sorted(maps.Keys(nodes)) {
-		r.Nodes = append(r.Nodes, GroupUsage{Name: n, Pods: len(nodePods[n]), Totals: nodes[n].totals()})
+		r.Nodes = append(r.Nodes, NodeUsage{GroupUsage: GroupUsage{Name: n, Pods: len(nodePods[n]), Totals: nodes[n].totals()}, Capacity: nodes[n].capacityTotals()})
 	}
 	return r, nil
+}
+
+// migGPU collects the instances of one MIG GPU: their shares and the
+// slots in which any of them was sampled.
+type migGPU struct {
+	device    Device
+	instances int
+	shares    float64
+	price     Amount
+	sampled   []bool
+}
+
+func (g *migGPU) same(d Device) bool {
+	return g.instances > 0 && g.device.Node == d.Node && g.device.GPU == d.GPU && g.device.UUID == d.UUID
+}
+
+func (g *migGPU) addInstance(d Device, share float64, price Amount, sampled []bool) {
+	if g.instances == 0 {
+		g.device, g.price = d, price
+	}
+	g.instances++
+	g.shares += share
+	for k, s := range sampled {
+		g.sampled[k] = g.sampled[k] || s
+	}
+}
+
+func (g *migGPU) reset() {
+	g.instances, g.shares = 0, 0
+	clear(g.sampled)
 }
 
 // resolveOwner finds or makes the pod state and container accumulator of

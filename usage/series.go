@@ -2,6 +2,7 @@ package usage
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"time"
 )
@@ -98,12 +99,41 @@ type Window struct {
 	Step  time.Duration
 }
 
+// MaxSteps is the most steps one Window may have, whatever the source:
+// Account keeps several values per step of every device, and a Prometheus
+// range query returns at most 11,000 points per series. A longer window
+// needs a longer step (MinStep).
+const MaxSteps = 11000
+
+// MinStep is the shortest whole-second step that keeps a window of this
+// length within MaxSteps.
+func MinStep(length time.Duration) time.Duration {
+	step := (length + MaxSteps - 1) / MaxSteps
+	return (step + time.Second - 1).Truncate(time.Second)
+}
+
 // Slots is the number of steps in the window, the last possibly partial.
 func (w Window) Slots() int {
 	if w.Step <= 0 || !w.End.After(w.Start) {
 		return 0
 	}
 	return int((w.End.Sub(w.Start) + w.Step - 1) / w.Step)
+}
+
+// Check says why the window cannot be accounted: it has no steps, or more
+// than MaxSteps. Sources call it before they read or allocate anything.
+func (w Window) Check() error {
+	slots := w.Slots()
+	if slots == 0 {
+		return fmt.Errorf("window %s..%s with step %s has no steps; give an end after the start and a positive step", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), w.Step)
+	}
+	if w.Step%time.Millisecond != 0 {
+		return fmt.Errorf("window step %s is not a whole number of milliseconds, the resolution of samples; use a step such as 30s", w.Step)
+	}
+	if slots > MaxSteps {
+		return fmt.Errorf("window %s..%s with step %s has %d steps, more than the %d one window may have; use a step of %s or more, or a shorter window", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), w.Step, slots, MaxSteps, MinStep(w.End.Sub(w.Start)))
+	}
+	return nil
 }
 
 // Amount is a number that may be unknown. Unknown prints as "unknown" and

@@ -1,7 +1,10 @@
 package usage
 
 import (
+	"encoding/json"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,7 +213,118 @@ func TestCost(t *testing.T) {
 }
 
 func TestBadWindow(t *testing.T) {
-	if _, err := Account(Input{Window: Window{Start: t0, End: t0, Step: time.Second}}); err == nil {
-		t.Error("an empty window was accepted")
+	cases := map[string]struct {
+		w    Window
+		want string
+	}{
+		"empty":           {Window{Start: t0, End: t0, Step: time.Second}, "has no steps"},
+		"no step":         {Window{Start: t0, End: t0.Add(time.Hour)}, "has no steps"},
+		"one step over":   {Window{Start: t0, End: t0.Add((MaxSteps + 1) * time.Second), Step: time.Second}, "has 11001 steps, more than the 11000 one window may have; use a step of 2s or more"},
+		"a nanosecond":    {Window{Start: t0, End: t0.Add(24 * time.Hour), Step: time.Nanosecond}, "not a whole number of milliseconds"},
+		"a millisecond":   {Window{Start: t0, End: t0.Add(24 * time.Hour), Step: time.Millisecond}, "use a step of 8s or more"},
+		"1.5 ms":          {Window{Start: t0, End: t0.Add(time.Second), Step: 1500 * time.Microsecond}, "not a whole number of milliseconds"},
+		"100000 h at 30s": {Window{Start: t0, End: t0.Add(100000 * time.Hour), Step: 30 * time.Second}, "has 12000000 steps"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Account(Input{Window: tc.w})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Account(Input{Window: Window{Start: t0, End: t0.Add(MaxSteps * time.Second), Step: time.Second}}); err != nil {
+		t.Errorf("a window of exactly MaxSteps steps was refused: %v", err)
+	}
+}
+
+func TestUninstantiatedMIGSlices(t *testing.T) {
+	// An H100 (7 compute slices) with a 3g and a 2g instance: 2/7 of it has
+	// no instance. The 3g is held for the whole window, the 2g is free and
+	// sampled for half of it.
+	r := account(t,
+		makeSeries(GREngineActive).mig("3g.40gb", "1").pod("a", "p").at(0, repeat(0.5, 10)...).obj(),
+		makeSeries(GREngineActive).mig("2g.20gb", "2").at(0, repeat(0, 5)...).obj(),
+	)
+	price := gpu.Default().MustLookup("H100-80GB").PricePerHour
+	type row struct {
+		Uninstantiated                            bool
+		Share                                     float64
+		Capacity, Allocated, Unallocated, Unsampl float64
+		UnallocatedCost                           float64
+	}
+	round := func(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+	var got []row
+	for _, d := range r.Devices {
+		got = append(got, row{d.Uninstantiated, round(d.Share), round(float64(d.CapacityGPUSeconds)), round(float64(d.AllocatedGPUSeconds)),
+			round(float64(d.UnallocatedGPUSeconds)), round(float64(d.UnsampledGPUSeconds)), round(d.UnallocatedCost.Value)})
+	}
+	c := r.Cluster
+	got = append(got, row{false, 1, round(float64(c.CapacityGPUSeconds)), round(float64(c.AllocatedGPUSeconds)),
+		round(float64(c.UnallocatedGPUSeconds)), round(float64(c.UnsampledGPUSeconds)), round(c.UnallocatedCost.Value)})
+	sev := 100.0 / 7
+	want := []row{
+		{false, round(3.0 / 7), round(3 * sev), round(3 * sev), 0, 0, 0},
+		{false, round(2.0 / 7), round(2 * sev), 0, round(sev), round(sev), round(sev * price / 3600)},
+		{true, round(2.0 / 7), round(2 * sev), 0, round(2 * sev), 0, round(2 * sev * price / 3600)},
+		{false, 1, 100, round(3 * sev), round(3 * sev), round(sev), round(3 * sev * price / 3600)},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("devices and cluster (-want +got):\n%s", diff)
+	}
+}
+
+// TestZeroIsNotNull checks that a measured 0 encodes as 0 and only what is
+// unknown as null, and that money over partly unpriced time is unknown
+// rather than the sum of the priced part.
+func TestZeroIsNotNull(t *testing.T) {
+	mystery := makeSeries(GREngineActive).gpu("1", "GPU-2").pod("b", "unpriced").at(0, repeat(0.5, 10)...).obj()
+	mystery.Device.Model = "Mystery GPU"
+	r := account(t,
+		makeSeries(GREngineActive).pod("a", "idle").at(0, repeat(0, 10)...).obj(),
+		makeSeries(FBUsed).pod("a", "idle").at(0, repeat(0, 10)...).obj(),
+		makeSeries(FBUsed).gpu("2", "GPU-3").pod("a", "noactivity").at(0, repeat(500, 10)...).obj(),
+		mystery,
+	)
+	field := func(v any, name string) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return string(m[name])
+	}
+	idle, _ := r.Pod("a", "idle")
+	noActivity, _ := r.Pod("a", "noactivity")
+	unpriced, _ := r.Pod("b", "unpriced")
+	got := map[string]string{
+		"idle active":          field(idle, "activeGPUSeconds"),
+		"idle mean activity":   field(idle.Pattern, "meanActivity"),
+		"idle vram p95":        field(idle.VRAMUsedMiB, "p95"),
+		"idle per active hour": field(idle, "costPerActiveGPUHour"),
+		"no activity active":   field(noActivity, "activeGPUSeconds"),
+		"no activity unknown":  field(noActivity, "activityUnknownGPUSeconds"),
+		"unpriced cost":        field(unpriced, "cost"),
+		"namespace a cost":     strconv.FormatBool(field(r.Namespaces[0], "cost") != "null"),
+		"cluster cost":         field(r.Cluster, "cost"),
+		"cluster unsampled":    field(r.Cluster, "unsampledGPUSeconds"),
+	}
+	want := map[string]string{
+		"idle active":          "0",
+		"idle mean activity":   "0",
+		"idle vram p95":        "0",
+		"idle per active hour": "null", // nothing active to divide by
+		"no activity active":   "null",
+		"no activity unknown":  "100",
+		"unpriced cost":        "null",
+		"namespace a cost":     "true",
+		"cluster cost":         "null", // part of it has no price
+		"cluster unsampled":    "0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("JSON figures (-want +got):\n%s", diff)
 	}
 }

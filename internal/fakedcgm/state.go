@@ -206,7 +206,10 @@ func (s *Scenario) Series(start time.Time, w usage.Window) []usage.Series {
 	}
 	index := map[key]int{}
 	var out []usage.Series
-	for ts := w.Start; ts.Before(w.End); ts = ts.Add(w.Step) {
+	// usage.Account refuses a window of more than MaxSteps steps, so no
+	// more are ever sampled.
+	for k := range min(w.Slots(), usage.MaxSteps) {
+		ts := w.Start.Add(time.Duration(k) * w.Step)
 		t := ts.Sub(start)
 		if t < 0 {
 			continue

@@ -109,7 +109,8 @@ func (s *Scenario) AppSeries(start time.Time, w usage.Window) []usage.AppSeries 
 			continue
 		}
 		as := usage.AppSeries{Name: p.App.Name, Namespace: p.Namespace, Pod: p.Name}
-		for ts := w.Start; ts.Before(w.End); ts = ts.Add(w.Step) {
+		for k := range min(w.Slots(), usage.MaxSteps) { // as in Series
+			ts := w.Start.Add(time.Duration(k) * w.Step)
 			t := ts.Sub(start)
 			if t >= p.From.D() && t < p.To.D() {
 				as.Samples = append(as.Samples, usage.Sample{TimeMs: ts.UnixMilli(), Value: p.Activity.level(t-p.From.D()) * p.App.PerActiveSecond})

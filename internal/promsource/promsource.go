@@ -48,7 +48,11 @@ type Data struct {
 // life-cycle times from kube-state-metrics where present, and each
 // application metric (name -> PromQL; results are matched to pods by their
 // namespace and pod labels, to a namespace when they have no pod label).
+// A window that usage.Window.Check refuses is refused before any query.
 func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string) (*Data, error) {
+	if err := w.Check(); err != nil {
+		return nil, err
+	}
 	r := v1.Range{Start: w.Start, End: w.End.Add(-time.Millisecond), Step: w.Step}
 	d := &Data{}
 	for _, metric := range usage.Metrics {

@@ -65,3 +65,20 @@ func TestLoad(t *testing.T) {
 		t.Errorf("node labels (-want +got):\n%s", diff)
 	}
 }
+
+// TestLoadRefusesLongWindow checks that a window usage would refuse sends
+// no query at all.
+func TestLoadRefusesLongWindow(t *testing.T) {
+	queried := false
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { queried = true }))
+	defer srv.Close()
+	src, err := New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	_, err = src.Load(context.Background(), usage.Window{Start: start, End: start.Add(24 * time.Hour), Step: time.Second}, nil)
+	if err == nil || !strings.Contains(err.Error(), "more than the 11000 one window may have") || queried {
+		t.Errorf("error = %v, queried %v; want the window refused before any query", err, queried)
+	}
+}

@@ -35,17 +35,10 @@ func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usa
 	return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: d.Series, App: d.App, Pods: d.Pods})
 }
 
-// MaxPoints is the most points per series one Prometheus range query returns.
-const MaxPoints = 11000
-
-// Step is the query step for a window: 30 s, or the smallest whole number
-// of seconds that keeps the window within MaxPoints.
+// Step is the query step for a window: 30 s, or the shortest whole number
+// of seconds that keeps the window within usage.MaxSteps.
 func Step(window time.Duration) time.Duration {
-	step := 30 * time.Second
-	if min := window / MaxPoints; min >= step {
-		step = min.Truncate(time.Second) + time.Second
-	}
-	return step
+	return max(30*time.Second, usage.MinStep(window))
 }
 
 // File converts an accounting report into the usage file: per pod, its mean
@@ -60,7 +53,8 @@ func File(r *usage.Report) diagnose.UsageFile {
 			e.Activity = &v
 			e.Pattern = string(p.Pattern.Name)
 		}
-		if v := p.VRAMUsedMiB.P95; v.Known && v.Value >= 1 {
+		// A measured 0 MiB is written as 0Mi; only an unknown p95 is left out.
+		if v := p.VRAMUsedMiB.P95; v.Known {
 			e.VRAMUsedP95 = cluster.FormatMemory(gpu.MiB(v.Value))
 		}
 		if idle := p.Pattern.IdleRatio; idle.Known {

@@ -74,12 +74,15 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "GPU usage %s .. %s (step %gs), from %s\n\n", r.Start.Format("2006-01-02T15:04:05Z"), r.End.Format("2006-01-02T15:04:05Z"), float64(r.StepSecond), source)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "GPU-hours capacity\t%s\t(allocated + unallocated + unsampled)\n", hours(c.CapacityGPUSeconds))
 	fmt.Fprintf(tw, "GPU-hours allocated\t%s\n", hours(c.AllocatedGPUSeconds))
 	fmt.Fprintf(tw, "GPU-hours active\t%s\t(%s of allocated; activity known for %s)\n", amountHours(c.ActiveGPUSeconds), ratio(div(c.ActiveGPUSeconds, float64(c.AllocatedGPUSeconds))), ratio(c.ActivityCoverage))
 	fmt.Fprintf(tw, "GPU-hours idle while allocated\t%s\n", amountHours(c.IdleAllocatedGPUSeconds))
-	fmt.Fprintf(tw, "GPU-hours unallocated\t%s\n", hours(c.UnallocatedGPUSeconds))
+	fmt.Fprintf(tw, "GPU-hours unallocated\t%s\t(%s of them MIG slices no instance covers)\n", hours(c.UnallocatedGPUSeconds), hours(uninstantiated(r)))
+	fmt.Fprintf(tw, "GPU-hours unsampled\t%s\t(no sample: allocation unknown)\n", hours(c.UnsampledGPUSeconds))
 	fmt.Fprintf(tw, "cost of allocation (%s)\t%s\n", cur, money(c.Cost))
 	fmt.Fprintf(tw, "cost of idle allocation (%s)\t%s\n", cur, money(c.IdleCost))
+	fmt.Fprintf(tw, "cost of unallocated capacity (%s)\t%s\n", cur, money(c.UnallocatedCost))
 	fmt.Fprintf(tw, "%s per allocated GPU-hour\t%s\n", cur, money(c.CostPerAllocatedGPUHour))
 	fmt.Fprintf(tw, "%s per active GPU-hour\t%s\n", cur, money(c.CostPerActiveGPUHour))
 	tw.Flush()
@@ -139,6 +142,18 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	}
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// uninstantiated sums the unallocated GPU-seconds of the compute slices
+// that MIG layouts leave without an instance.
+func uninstantiated(r *usage.Report) usage.Seconds {
+	var s usage.Seconds
+	for _, d := range r.Devices {
+		if d.Uninstantiated {
+			s += d.UnallocatedGPUSeconds
+		}
+	}
+	return s
 }
 
 func num(a usage.Amount) string {

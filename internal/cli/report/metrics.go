@@ -1,6 +1,12 @@
 package report
 
 import (
+	"cmp"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpupack/gpupack/usage"
@@ -15,14 +21,94 @@ var (
 	idleDesc = prometheus.NewDesc("gpupack_gpu_idle_allocated_seconds_total",
 		"GPU-seconds allocated to the pod while its GPUs were idle; absent when activity is unknown.", []string{"namespace", "pod"}, nil)
 	unallocatedDesc = prometheus.NewDesc("gpupack_gpu_unallocated_seconds_total",
-		"GPU-seconds of the node's GPUs held by no pod.", []string{"node"}, nil)
+		"GPU-seconds of the node's GPUs held by no pod, the MIG slices that no instance covers included.", []string{"node"}, nil)
 	costDesc = prometheus.NewDesc("gpupack_gpu_cost_total",
 		"Cost of the GPU time allocated to the pod, in the currency of the label.", []string{"namespace", "pod", "currency"}, nil)
 )
 
-// collector serves the latest report as counters.
+// tally keeps the counters that --serve exposes. It starts from the first
+// report and, at each scrape, accounts only the span since the last one, in
+// windows of at most usage.MaxSteps steps, and adds it: the counters grow
+// monotonically and no query grows with the time served. A pod or node once
+// counted keeps its counters after it goes.
+type tally struct {
+	// account reads one window; nil for a source that does not move on
+	// (the demo).
+	account func(usage.Window) (*usage.Report, error)
+	now     func() time.Time
+	step    time.Duration
+
+	mu       sync.Mutex
+	end      time.Time // where the counted time ends
+	currency string
+	pods     map[usage.Owner]*podCounters
+	nodes    map[string]float64 // unallocated GPU-seconds
+}
+
+// podCounters are one pod's counters; active and idle are the sums over
+// the spans whose activity was known, cost over those with a price.
+type podCounters struct {
+	allocated, active, idle, cost float64
+	activityKnown, costKnown      bool
+}
+
+func newTally(first *usage.Report, account func(usage.Window) (*usage.Report, error), now func() time.Time, step time.Duration) *tally {
+	t := &tally{account: account, now: now, step: step, end: first.End, pods: map[usage.Owner]*podCounters{}, nodes: map[string]float64{}}
+	t.add(first)
+	return t
+}
+
+func (t *tally) add(r *usage.Report) {
+	t.currency = r.Currency
+	for _, p := range r.Pods {
+		k := usage.Owner{Namespace: p.Namespace, Pod: p.Pod}
+		c := t.pods[k]
+		if c == nil {
+			c = &podCounters{}
+			t.pods[k] = c
+		}
+		c.allocated += float64(p.AllocatedGPUSeconds)
+		if p.ActiveGPUSeconds.Known && p.IdleAllocatedGPUSeconds.Known {
+			c.active += p.ActiveGPUSeconds.Value
+			c.idle += p.IdleAllocatedGPUSeconds.Value
+			c.activityKnown = true
+		}
+		if p.Cost.Known {
+			c.cost += p.Cost.Value
+			c.costKnown = true
+		}
+	}
+	for _, n := range r.Nodes {
+		t.nodes[n.Name] += float64(n.UnallocatedGPUSeconds)
+	}
+}
+
+// catchUp accounts the time from the counted end to now, MaxSteps steps
+// at a time. A failed window leaves the counters where the last good one
+// put them, to be retried at the next scrape.
+func (t *tally) catchUp() error {
+	if t.account == nil {
+		return nil
+	}
+	now := t.now().UTC().Truncate(t.step)
+	for t.end.Before(now) {
+		w := usage.Window{Start: t.end, End: now, Step: t.step}
+		if w.Slots() > usage.MaxSteps {
+			w.End = w.Start.Add(usage.MaxSteps * t.step)
+		}
+		r, err := t.account(w)
+		if err != nil {
+			return err
+		}
+		t.add(r)
+		t.end = w.End
+	}
+	return nil
+}
+
+// collector serves a tally as counters.
 type collector struct {
-	latest func() (*usage.Report, error)
+	tally *tally
 }
 
 var _ prometheus.Collector = &collector{}
@@ -34,22 +120,25 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	r, err := c.latest()
-	if err != nil {
+	t := c.tally
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.catchUp(); err != nil {
 		ch <- prometheus.NewInvalidMetric(allocatedDesc, err)
 		return
 	}
-	for _, p := range r.Pods {
-		ch <- prometheus.MustNewConstMetric(allocatedDesc, prometheus.CounterValue, float64(p.AllocatedGPUSeconds), p.Namespace, p.Pod)
-		if p.ActiveGPUSeconds.Known {
-			ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.CounterValue, p.ActiveGPUSeconds.Value, p.Namespace, p.Pod)
-			ch <- prometheus.MustNewConstMetric(idleDesc, prometheus.CounterValue, p.IdleAllocatedGPUSeconds.Value, p.Namespace, p.Pod)
+	for _, k := range slices.SortedFunc(maps.Keys(t.pods), func(a, b usage.Owner) int { return cmp.Compare(a.PodKey(), b.PodKey()) }) {
+		p := t.pods[k]
+		ch <- prometheus.MustNewConstMetric(allocatedDesc, prometheus.CounterValue, p.allocated, k.Namespace, k.Pod)
+		if p.activityKnown {
+			ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.CounterValue, p.active, k.Namespace, k.Pod)
+			ch <- prometheus.MustNewConstMetric(idleDesc, prometheus.CounterValue, p.idle, k.Namespace, k.Pod)
 		}
-		if p.Cost.Known {
-			ch <- prometheus.MustNewConstMetric(costDesc, prometheus.CounterValue, p.Cost.Value, p.Namespace, p.Pod, r.Currency)
+		if p.costKnown {
+			ch <- prometheus.MustNewConstMetric(costDesc, prometheus.CounterValue, p.cost, k.Namespace, k.Pod, t.currency)
 		}
 	}
-	for _, n := range r.Nodes {
-		ch <- prometheus.MustNewConstMetric(unallocatedDesc, prometheus.CounterValue, float64(n.UnallocatedGPUSeconds), n.Name)
+	for _, n := range slices.Sorted(maps.Keys(t.nodes)) {
+		ch <- prometheus.MustNewConstMetric(unallocatedDesc, prometheus.CounterValue, t.nodes[n], n)
 	}
 }

@@ -67,7 +67,8 @@ it runs on an embedded one-day demo scenario in-process.
 With --serve ADDR it also serves the figures as Prometheus counters on
 ADDR/metrics (gpupack_gpu_allocated_seconds_total, ..._active_seconds_total,
 ..._idle_allocated_seconds_total, ..._unallocated_seconds_total and
-gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
+gpupack_gpu_cost_total), counted from the window's start: each scrape
+queries only the time since the previous one and adds it.`,
 		Example: `  gpupack report --demo
   gpupack report --prometheus http://prometheus:9090 --window 24h --format json
   gpupack report --prometheus http://prometheus:9090 --app-metric tokens='sum by (namespace, pod) (rate(vllm:generation_tokens_total[5m]))'
@@ -87,7 +88,7 @@ gpupack_gpu_cost_total), recounted from the window's start at each scrape.`,
 	f.StringVar(&opts.prices, "prices", "", "price file (YAML: currency, prices per model, nodeRules per node label)")
 	f.StringVar(&opts.format, "format", "table", "output format: table, json, csv, or podusage (the usage file of gpupack diagnose --usage)")
 	f.BoolVar(&opts.demo, "demo", false, "run on the embedded demo scenario (the default without --prometheus)")
-	f.IntVar(&opts.top, "top", 10, "number of worst offenders listed per namespace and per pod")
+	f.IntVar(&opts.top, "top", 10, "number of worst offenders listed per namespace and per pod (0 lists none)")
 	f.StringArrayVar(&opts.app, "app-metric", nil, "NAME=PROMQL application metric shown beside the pods it names (repeatable)")
 	f.StringVar(&opts.serve, "serve", "", "also serve the figures as Prometheus metrics on this address until interrupted")
 	f.StringVar(&opts.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage+"; its node labels then select --prices' nodeRules")
@@ -102,11 +103,11 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if err := clio.CheckFormat(opts.format, "table", "json", "csv", "podusage"); err != nil {
 		return err
 	}
-	if opts.window <= 0 || opts.step <= 0 || opts.step > opts.window {
-		return fmt.Errorf("--window %s and --step %s: want a positive step no longer than the window", opts.window, opts.step)
+	if err := opts.checkWindow(); err != nil {
+		return err
 	}
-	if points := int64(opts.window / opts.step); opts.prometheus != "" && points > usagefacts.MaxPoints {
-		return fmt.Errorf("--window %s at --step %s is %d points per series, more than Prometheus' %d; use --step %s or more", opts.window, opts.step, points, usagefacts.MaxPoints, usagefacts.Step(opts.window).Round(time.Second)+time.Second)
+	if opts.top < 0 {
+		return fmt.Errorf("--top %d: want 0 or more worst offenders to list", opts.top)
 	}
 	pricing, err := loadPricing(opts.prices)
 	if err != nil {
@@ -126,7 +127,13 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		if !ok || name == "" || query == "" {
 			return fmt.Errorf("--app-metric %q: want NAME=PROMQL, e.g. tokens='sum by (namespace, pod) (rate(tokens_total[5m]))'", a)
 		}
+		if _, twice := apps[name]; twice {
+			return fmt.Errorf("--app-metric %s is given twice; give each name once", name)
+		}
 		apps[name] = query
+	}
+	if len(apps) > 0 && opts.prometheus == "" {
+		return errors.New("--app-metric queries the Prometheus that --prometheus names; the demo has its own application metric: give --prometheus or drop --app-metric")
 	}
 	end := time.Now().UTC().Truncate(opts.step)
 	source := "demo scenario (embedded)"
@@ -158,23 +165,37 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if opts.serve == "" {
 		return nil
 	}
-	// Counters from the window's start to each scrape; the demo's are fixed.
-	latest := func() (*usage.Report, error) {
-		if opts.prometheus == "" {
-			return r, nil
-		}
-		now := time.Now().UTC().Truncate(opts.step)
-		if !now.After(w.Start) {
-			return r, nil
-		}
-		return account(usage.Window{Start: w.Start, End: now, Step: opts.step})
+	// Counters from the window's start on, each scrape adding only the
+	// span since the last; the demo's stay as they are.
+	next := account
+	if opts.prometheus == "" {
+		next = nil
 	}
-	return serve(ctx, opts.serve, latest)
+	return serve(ctx, opts.serve, newTally(r, next, time.Now, opts.step))
 }
 
-func serve(ctx context.Context, addr string, latest func() (*usage.Report, error)) error {
+// checkWindow refuses a window and step that cannot be accounted, for
+// every source, the demo included, before anything is read or allocated.
+func (o *options) checkWindow() error {
+	switch {
+	case o.window <= 0:
+		return fmt.Errorf("--window %s: want a positive length such as 24h", o.window)
+	case o.step <= 0:
+		return fmt.Errorf("--step %s: want a positive step such as 30s", o.step)
+	case o.step%time.Millisecond != 0:
+		return fmt.Errorf("--step %s: want a whole number of milliseconds (Prometheus' resolution), such as 30s", o.step)
+	case o.step > o.window:
+		return fmt.Errorf("--step %s is longer than --window %s; want a step no longer than the window", o.step, o.window)
+	}
+	if steps := o.window / o.step; steps >= usage.MaxSteps && (steps > usage.MaxSteps || o.window%o.step != 0) {
+		return fmt.Errorf("--window %s at --step %s is more than %d steps per series, the most that report accounts (and that one Prometheus query returns); use --step %s or more, or a shorter --window", o.window, o.step, usage.MaxSteps, usage.MinStep(o.window))
+	}
+	return nil
+}
+
+func serve(ctx context.Context, addr string, t *tally) error {
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{latest: latest})
+	reg.MustRegister(&collector{tally: t})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
 	ln, err := net.Listen("tcp", addr)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/gpupack/gpupack/internal/golden"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -56,7 +59,7 @@ func TestMetricsGolden(t *testing.T) {
 	opts := defaults()
 	r := demoReport(t, opts)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{latest: func() (*usage.Report, error) { return r, nil }})
+	reg.MustRegister(&collector{tally: newTally(r, nil, nil, opts.step)})
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
@@ -101,11 +104,24 @@ func TestBadInput(t *testing.T) {
 		mutate func(o *options)
 		want   string
 	}{
-		"format":      {func(o *options) { o.format = "xml" }, `--format "xml"`},
-		"resolution":  {func(o *options) { o.prometheus = "http://127.0.0.1:1"; o.window = 7 * 24 * time.Hour }, "use --step 56s or more"},
-		"unreachable": {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, `prometheus http://127.0.0.1:1: query "DCGM_FI_PROF_GR_ENGINE_ACTIVE"`},
-		"app metric":  {func(o *options) { o.app = []string{"tokens"} }, "want NAME=PROMQL"},
-		"prices":      {func(o *options) { o.prices = "testdata/nope.yaml" }, "--prices"},
+		"format":     {func(o *options) { o.format = "xml" }, `--format "xml"`},
+		"resolution": {func(o *options) { o.prometheus = "http://127.0.0.1:1"; o.window = 7 * 24 * time.Hour }, "use --step 55s or more"},
+		// The demo is bounded as Prometheus is: these ate all memory.
+		"demo window": {func(o *options) { o.window = 100000 * time.Hour }, "--window 100000h0m0s at --step 30s is more than 11000 steps per series, the most that report accounts (and that one Prometheus query returns); use --step 9h5m28s or more, or a shorter --window"},
+		"demo step":   {func(o *options) { o.step = time.Nanosecond }, "--step 1ns: want a whole number of milliseconds"},
+		"tiny step":   {func(o *options) { o.step = time.Millisecond }, "use --step 8s or more"},
+		// Nonsense flag values, accepted silently before.
+		"negative top":   {func(o *options) { o.top = -1 }, "--top -1: want 0 or more"},
+		"zero step":      {func(o *options) { o.step = 0 }, "--step 0s: want a positive step"},
+		"negative step":  {func(o *options) { o.step = -time.Second }, "--step -1s: want a positive step"},
+		"zero window":    {func(o *options) { o.window = 0 }, "--window 0s: want a positive length"},
+		"step > window":  {func(o *options) { o.step = 2 * time.Hour; o.window = time.Hour }, "--step 2h0m0s is longer than --window 1h0m0s"},
+		"odd step":       {func(o *options) { o.step = 1500 * time.Microsecond; o.window = time.Second }, "--step 1.5ms: want a whole number of milliseconds"},
+		"app name twice": {func(o *options) { o.app = []string{"tokens=a", "tokens=b"} }, "--app-metric tokens is given twice"},
+		"app on demo":    {func(o *options) { o.app = []string{"tokens=a"} }, "--app-metric queries the Prometheus that --prometheus names"},
+		"unreachable":    {func(o *options) { o.prometheus = "http://127.0.0.1:1" }, `prometheus http://127.0.0.1:1: query "DCGM_FI_PROF_GR_ENGINE_ACTIVE"`},
+		"app metric":     {func(o *options) { o.app = []string{"tokens"} }, "want NAME=PROMQL"},
+		"prices":         {func(o *options) { o.prices = "testdata/nope.yaml" }, "--prices"},
 	}
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -145,5 +161,76 @@ func TestPriceFile(t *testing.T) {
 	p.NodeLabels = map[string]map[string]string{"n": {"node-pool": "spot"}}
 	if got := p.PerHour(usage.Device{Node: "n", Model: "NVIDIA L40S"}); got != usage.Known(1) {
 		t.Errorf("spot L40S price %+v, want 1", got)
+	}
+}
+
+// TestServeAccountsOnlyNewSpans scrapes --serve's counters over 25,000
+// steps, more than one Prometheus query may span (11,000 points), against a
+// fake source that refuses such a query as Prometheus does. Re-querying
+// from the window's start failed at the third scrape; the tally queries
+// only each new span, and its counters add up to the whole time.
+func TestServeAccountsOnlyNewSpans(t *testing.T) {
+	const step = 30 * time.Second
+	start := demoStart
+	var asked []usage.Window
+	// Pod a/p holds a GPU throughout at half activity; node n is idle.
+	account := func(w usage.Window) (*usage.Report, error) {
+		if n := w.Slots(); n > usage.MaxSteps {
+			return nil, fmt.Errorf("bad_data: exceeded maximum resolution of 11,000 points per timeseries (%d)", n)
+		}
+		asked = append(asked, w)
+		secs := w.End.Sub(w.Start).Seconds()
+		r := &usage.Report{Start: w.Start, End: w.End, Currency: "EUR"}
+		r.Pods = []usage.PodUsage{{Namespace: "a", Pod: "p", Totals: usage.Totals{AllocatedGPUSeconds: usage.Seconds(secs),
+			ActiveGPUSeconds: usage.Known(secs / 2), IdleAllocatedGPUSeconds: usage.Known(secs / 2), Cost: usage.Known(secs / 3600)}}}
+		r.Nodes = []usage.NodeUsage{{GroupUsage: usage.GroupUsage{Name: "n"}, Capacity: usage.Capacity{UnallocatedGPUSeconds: usage.Seconds(secs)}}}
+		return r, nil
+	}
+	first, err := account(usage.Window{Start: start, End: start.Add(time.Hour), Step: step})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := start.Add(time.Hour)
+	tl := newTally(first, account, func() time.Time { return clock }, step)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&collector{tally: tl})
+	var last map[string]float64
+	for scrape := 1; scrape <= 5; scrape++ {
+		clock = clock.Add(5000 * step)
+		if scrape == 4 {
+			clock = clock.Add(7000 * step) // a long pause between scrapes
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatalf("scrape %d: %v", scrape, err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				got[mf.GetName()] = m.GetCounter().GetValue()
+			}
+		}
+		for name, v := range last {
+			if got[name] < v {
+				t.Errorf("scrape %d: %s went down from %v to %v", scrape, name, v, got[name])
+			}
+		}
+		last = got
+	}
+	total := clock.Sub(start).Seconds()
+	want := map[string]float64{
+		"gpupack_gpu_allocated_seconds_total":      total,
+		"gpupack_gpu_active_seconds_total":         total / 2,
+		"gpupack_gpu_idle_allocated_seconds_total": total / 2,
+		"gpupack_gpu_unallocated_seconds_total":    total,
+		"gpupack_gpu_cost_total":                   total / 3600,
+	}
+	if diff := cmp.Diff(want, last, cmpopts.EquateApprox(1e-12, 0)); diff != "" {
+		t.Errorf("counters after 32,000 steps (-want +got):\n%s", diff)
+	}
+	for i, w := range asked[1:] {
+		if w.Start != asked[i].End || w.Slots() > usage.MaxSteps {
+			t.Errorf("query %d spans %s..%s (%d steps) after one that ended %s; want contiguous spans of at most %d steps", i+1, w.Start, w.End, w.Slots(), asked[i].End, usage.MaxSteps)
+		}
 	}
 }
