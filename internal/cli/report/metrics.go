@@ -29,8 +29,9 @@ var (
 // tally keeps the counters that --serve exposes. It starts from the first
 // report and, at each scrape, accounts only the span since the last one, in
 // windows of at most usage.MaxSteps steps, and adds it: the counters grow
-// monotonically and no query grows with the time served. A pod or node once
-// counted keeps its counters after it goes.
+// monotonically and no query grows with the time served. A pod or node keeps
+// its counters for forgetAfter after it was last seen, then its series ends,
+// so that churn over days cannot grow the tally without bound.
 type tally struct {
 	// account reads one window; nil for a source that does not move on
 	// (the demo).
@@ -42,18 +43,30 @@ type tally struct {
 	end      time.Time // where the counted time ends
 	currency string
 	pods     map[usage.Owner]*podCounters
-	nodes    map[string]float64 // unallocated GPU-seconds
+	nodes    map[string]*nodeCounters
 }
 
+// forgetAfter is how long a pod or node that no report names any more
+// keeps its counters: long enough for Prometheus to scrape its last values.
+const forgetAfter = time.Hour
+
 // podCounters are one pod's counters; active and idle are the sums over
-// the spans whose activity was known, cost over those with a price.
+// the spans whose activity was known, cost over those with a price. seen
+// is the end of the last report that named the pod.
 type podCounters struct {
 	allocated, active, idle, cost float64
 	activityKnown, costKnown      bool
+	seen                          time.Time
+}
+
+// nodeCounters are one node's counter and when a report last named it.
+type nodeCounters struct {
+	unallocated float64 // GPU-seconds
+	seen        time.Time
 }
 
 func newTally(first *usage.Report, account func(usage.Window) (*usage.Report, error), now func() time.Time, step time.Duration) *tally {
-	t := &tally{account: account, now: now, step: step, end: first.End, pods: map[usage.Owner]*podCounters{}, nodes: map[string]float64{}}
+	t := &tally{account: account, now: now, step: step, end: first.End, pods: map[usage.Owner]*podCounters{}, nodes: map[string]*nodeCounters{}}
 	t.add(first)
 	return t
 }
@@ -68,6 +81,7 @@ func (t *tally) add(r *usage.Report) {
 			t.pods[k] = c
 		}
 		c.allocated += float64(p.AllocatedGPUSeconds)
+		c.seen = r.End
 		if p.ActiveGPUSeconds.Known && p.IdleAllocatedGPUSeconds.Known {
 			c.active += p.ActiveGPUSeconds.Value
 			c.idle += p.IdleAllocatedGPUSeconds.Value
@@ -79,8 +93,17 @@ func (t *tally) add(r *usage.Report) {
 		}
 	}
 	for _, n := range r.Nodes {
-		t.nodes[n.Name] += float64(n.UnallocatedGPUSeconds)
+		c := t.nodes[n.Name]
+		if c == nil {
+			c = &nodeCounters{}
+			t.nodes[n.Name] = c
+		}
+		c.unallocated += float64(n.UnallocatedGPUSeconds)
+		c.seen = r.End
 	}
+	forget := r.End.Add(-forgetAfter)
+	maps.DeleteFunc(t.pods, func(_ usage.Owner, c *podCounters) bool { return c.seen.Before(forget) })
+	maps.DeleteFunc(t.nodes, func(_ string, c *nodeCounters) bool { return c.seen.Before(forget) })
 }
 
 // catchUp accounts the time from the counted end to now, MaxSteps steps
@@ -139,6 +162,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(t.nodes)) {
-		ch <- prometheus.MustNewConstMetric(unallocatedDesc, prometheus.CounterValue, t.nodes[n], n)
+		ch <- prometheus.MustNewConstMetric(unallocatedDesc, prometheus.CounterValue, t.nodes[n].unallocated, n)
 	}
 }

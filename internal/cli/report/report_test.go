@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +233,59 @@ func TestServeAccountsOnlyNewSpans(t *testing.T) {
 		if w.Start != asked[i].End || w.Slots() > usage.MaxSteps {
 			t.Errorf("query %d spans %s..%s (%d steps) after one that ended %s; want contiguous spans of at most %d steps", i+1, w.Start, w.End, w.Slots(), asked[i].End, usage.MaxSteps)
 		}
+	}
+}
+
+// TestServeForgetsGonePods serves a pod that runs only in the first hour
+// beside one that runs throughout: the gone pod's series ends forgetAfter
+// after it was last seen, so churn over days cannot grow the tally, and
+// the running pod keeps counting.
+func TestServeForgetsGonePods(t *testing.T) {
+	const step = 30 * time.Second
+	start := demoStart
+	account := func(w usage.Window) (*usage.Report, error) {
+		secs := usage.Seconds(w.End.Sub(w.Start).Seconds())
+		r := &usage.Report{Start: w.Start, End: w.End, Currency: "EUR"}
+		r.Pods = []usage.PodUsage{{Namespace: "a", Pod: "stays", Totals: usage.Totals{AllocatedGPUSeconds: secs}}}
+		r.Nodes = []usage.NodeUsage{{GroupUsage: usage.GroupUsage{Name: "stays"}}}
+		if !w.Start.After(start) {
+			r.Pods = append(r.Pods, usage.PodUsage{Namespace: "a", Pod: "goes", Totals: usage.Totals{AllocatedGPUSeconds: secs}})
+			r.Nodes = append(r.Nodes, usage.NodeUsage{GroupUsage: usage.GroupUsage{Name: "goes"}})
+		}
+		return r, nil
+	}
+	first, err := account(usage.Window{Start: start, End: start.Add(time.Hour), Step: step})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := start.Add(time.Hour)
+	tl := newTally(first, account, func() time.Time { return clock }, step)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(&collector{tally: tl})
+	series := func() []string {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetValue())
+				}
+				got = append(got, mf.GetName()+"{"+strings.Join(ls, ",")+"}")
+			}
+		}
+		return got
+	}
+	clock = clock.Add(30 * time.Minute)
+	if got := series(); !slices.Contains(got, "gpupack_gpu_allocated_seconds_total{a,goes}") || !slices.Contains(got, "gpupack_gpu_unallocated_seconds_total{goes}") {
+		t.Errorf("half an hour after it went, the gone pod's and node's series are missing: %v", got)
+	}
+	clock = clock.Add(forgetAfter)
+	want := []string{"gpupack_gpu_allocated_seconds_total{a,stays}", "gpupack_gpu_unallocated_seconds_total{stays}"}
+	if diff := cmp.Diff(want, series()); diff != "" {
+		t.Errorf("series more than forgetAfter after the pod went (-want +got):\n%s", diff)
 	}
 }
