@@ -22,9 +22,13 @@ type Model struct {
 	Memory MiB
 	// MIG is nil for models that cannot be partitioned.
 	MIG *MIGGeometry
-	// PricePerHour is the default price of one GPU-hour in the catalogue's
-	// currency; 0 means unknown.
+	// PricePerHour is the price of one GPU-hour in the catalogue's
+	// currency, meaningful only when Priced: a priced 0 is free.
 	PricePerHour float64
+	// Priced says whether PricePerHour is known. The built-in table prices
+	// every model but the trace's undisclosed ones; a price file in another
+	// currency leaves unpriced every model it does not name.
+	Priced bool
 	// Index is the model's position in its catalogue, for dense tables.
 	Index int
 }
@@ -37,7 +41,16 @@ type Catalogue struct {
 	Currency string
 	models   []*Model
 	byKey    map[string]*Model
+	// repriced: a price file replaced the currency, so the built-in prices
+	// were dropped and only the file's are known.
+	repriced bool
 }
+
+// Repriced reports whether a price file replaced the catalogue's currency,
+// so that a model without a price from that file has no price at all: a
+// consumer must then refuse to cost such a model rather than leave a gap
+// in its totals unexplained.
+func (c *Catalogue) Repriced() bool { return c.repriced }
 
 // Models lists the catalogue's models in a stable order.
 func (c *Catalogue) Models() []*Model { return c.models }
@@ -149,7 +162,9 @@ func (c *Catalogue) clone() *Catalogue {
 		cp := *m
 		models[i] = &cp
 	}
-	return newCatalogue(c.Currency, models)
+	out := newCatalogue(c.Currency, models)
+	out.repriced = c.repriced
+	return out
 }
 
 // MIGProfile finds a MIG profile by name on any model of the catalogue

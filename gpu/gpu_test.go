@@ -181,11 +181,54 @@ func TestPrices(t *testing.T) {
 		"empty":         "",
 		"not yaml":      "prices: [\n",
 		"string price":  "prices: {T4: cheap}\n",
+		"priced twice":  "prices: {T4: 1, Tesla-T4: 2}\n",
+		"bad currency":  "currency: US Dollar\nprices: {T4: 1}\n",
+		"two docs":      "prices: {T4: 1}\n---\nprices: {T4: 2}\n",
 	}
 	for name, doc := range bad {
 		if _, err := ParsePrices([]byte(doc), "p.yaml", c); err == nil || !strings.HasPrefix(err.Error(), "p.yaml") {
 			t.Errorf("%s: err = %v, want an error naming the file", name, err)
 		}
+	}
+}
+
+// A price file in another currency must not leave the built-in EUR prices
+// in place under its label, and a price of 0 is free, not unknown.
+func TestPricesCurrencyAndFree(t *testing.T) {
+	c := Default()
+	if !c.MustLookup("L4").Priced || c.MustLookup("G1").Priced {
+		t.Fatal("built-in table: L4 must be priced, the undisclosed G1 not")
+	}
+	pf, err := ParsePrices([]byte("currency: usd\nprices: {H100-80GB: 3.1, T4: 0}\n"), "usd.yaml", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usd, err := c.WithPrices(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usd.Currency != "USD" || !usd.Repriced() {
+		t.Errorf("currency %s, repriced %v; want USD, true", usd.Currency, usd.Repriced())
+	}
+	if l4 := usd.MustLookup("L4"); l4.Priced {
+		t.Errorf("L4 keeps its EUR price %v under USD", l4.PricePerHour)
+	}
+	if t4 := usd.MustLookup("T4"); !t4.Priced || t4.PricePerHour != 0 {
+		t.Errorf("T4 priced 0: Priced=%v %v, want free", t4.Priced, t4.PricePerHour)
+	}
+	// The same currency keeps the rest of the table.
+	pf, err = ParsePrices([]byte("currency: EUR\nprices: {T4: 0}\n"), "eur.yaml", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eur, _ := c.WithPrices(pf)
+	if eur.Repriced() || !eur.MustLookup("L4").Priced {
+		t.Error("a file in the catalogue's own currency dropped the other prices")
+	}
+	// Type errors name line and field.
+	_, err = ParsePrices([]byte("prices:\n  T4: 0.3\n  L4: \"x\"\n"), "p.yaml", c)
+	if err == nil || !strings.Contains(err.Error(), "p.yaml:3: prices.L4") {
+		t.Errorf("err = %v, want it placed at p.yaml:3: prices.L4", err)
 	}
 }
 

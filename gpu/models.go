@@ -13,7 +13,13 @@ import (
 // generation. The trace's undisclosed models G1, G2 and G3 have unknown
 // memory and price and are treated as whole-GPU-only.
 func Default() *Catalogue {
-	defaultOnce.Do(func() { defaultCatalogue = newCatalogue("EUR", builtinModels()) })
+	defaultOnce.Do(func() {
+		models := builtinModels()
+		for _, m := range models {
+			m.Priced = m.PricePerHour > 0
+		}
+		defaultCatalogue = newCatalogue("EUR", models)
+	})
 	return defaultCatalogue
 }
 

@@ -1,12 +1,11 @@
 package gpu
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"github.com/gpupack/gpupack/internal/yamldoc"
 )
 
 // PriceFile overrides catalogue prices. In YAML (JSON is accepted too):
@@ -15,56 +14,102 @@ import (
 //	prices:
 //	  H100-80GB: 2.45      # per GPU-hour
 //	  NVIDIA-L4: 0.62      # any alias or product label works
+//	  T4: 0                # free: owned hardware already paid for
+//
+// A currency other than the catalogue's drops every built-in price: the
+// file must then price each model it is used on (consumers name the
+// missing ones), since a EUR price printed as USD is a wrong number.
 type PriceFile struct {
 	Currency string             `json:"currency,omitempty"`
 	Prices   map[string]float64 `json:"prices"`
 }
 
-// ParsePrices reads a price file. source names the file in errors.
-// Unknown fields, unknown models and negative, NaN or absurd prices are
-// rejected.
+// MaxPricePerHour bounds a price per GPU-hour: above it a figure is taken
+// for a typo (a monthly price, a price in cents) and refused.
+const MaxPricePerHour = 1000
+
+// ParsePrices reads a price file: one YAML or JSON document. source names
+// the file in errors, which give the line and field. Unknown fields,
+// unknown models, a model priced twice under two names and negative, NaN
+// or absurd prices are rejected.
 func ParsePrices(data []byte, source string, c *Catalogue) (PriceFile, error) {
 	var pf PriceFile
-	if err := yaml.UnmarshalStrict(data, &pf); err != nil {
-		return PriceFile{}, fmt.Errorf("%s: %v; expected fields currency and prices (model: price per GPU-hour)", source, err)
+	doc, err := yamldoc.Decode(data, source, &pf)
+	if err != nil {
+		return PriceFile{}, err
 	}
 	if len(pf.Prices) == 0 {
-		return PriceFile{}, fmt.Errorf("%s: no prices given; add a prices map such as `prices: {H100-80GB: 2.45}`", source)
+		return PriceFile{}, doc.Errorf(nil, "no prices given; add a prices map such as `prices: {H100-80GB: 2.45}`")
+	}
+	if err := pf.Check(doc, c); err != nil {
+		return PriceFile{}, err
+	}
+	return pf, nil
+}
+
+// Check validates a decoded price file against the catalogue; doc places
+// its errors (file, line, field). It normalises the currency to upper
+// case.
+func (pf *PriceFile) Check(doc *yamldoc.Doc, c *Catalogue) error {
+	if pf.Currency != "" {
+		if !isCurrencyCode(pf.Currency) {
+			return doc.Errorf([]any{"currency"}, "%q is not a currency code; want three letters such as EUR or USD", pf.Currency)
+		}
+		pf.Currency = strings.ToUpper(pf.Currency)
 	}
 	keys := make([]string, 0, len(pf.Prices))
 	for k := range pf.Prices {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	seen := map[*Model]string{}
 	for _, k := range keys {
 		v := pf.Prices[k]
-		if _, ok := c.Lookup(k); !ok {
-			return PriceFile{}, fmt.Errorf("%s: prices.%s: %v", source, k, &UnknownModelError{Name: k, Known: c.Names()})
+		m, ok := c.Lookup(k)
+		if !ok {
+			return doc.Errorf([]any{"prices", k}, "%v", &UnknownModelError{Name: k, Known: c.Names()})
 		}
-		if math.IsNaN(v) || v < 0 || v > 1000 {
-			return PriceFile{}, fmt.Errorf("%s: prices.%s: %v is not a price per GPU-hour (want 0..1000)", source, k, v)
+		if other, twice := seen[m]; twice {
+			return doc.Errorf([]any{"prices", k}, "%s and %s both name %s; price each model once", other, k, m.Name)
+		}
+		seen[m] = k
+		if math.IsNaN(v) || v < 0 || v > MaxPricePerHour {
+			return doc.Errorf([]any{"prices", k}, "%v is not a price per GPU-hour; want 0 (free) to %d", v, MaxPricePerHour)
 		}
 	}
-	if pf.Currency != "" && (len(pf.Currency) > 8 || strings.ContainsAny(pf.Currency, " \t\n")) {
-		return PriceFile{}, fmt.Errorf("%s: currency %q: want a short code such as EUR or USD", source, pf.Currency)
+	return nil
+}
+
+func isCurrencyCode(s string) bool {
+	if len(s) != 3 {
+		return false
 	}
-	return pf, nil
+	for _, r := range s {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z') {
+			return false
+		}
+	}
+	return true
 }
 
 // WithPrices returns a copy of the catalogue with the file's prices and
-// currency applied. A file that changes the currency should price every
-// model it cares about, since the other defaults stay as they are.
+// currency applied. A currency other than the catalogue's drops every
+// price the file does not give (see Repriced).
 func (c *Catalogue) WithPrices(pf PriceFile) (*Catalogue, error) {
 	out := c.clone()
-	if pf.Currency != "" {
-		out.Currency = pf.Currency
+	if pf.Currency != "" && !strings.EqualFold(pf.Currency, c.Currency) {
+		out.Currency = strings.ToUpper(pf.Currency)
+		out.repriced = true
+		for _, m := range out.models {
+			m.PricePerHour, m.Priced = 0, false
+		}
 	}
 	for k, v := range pf.Prices {
 		m, err := out.Resolve(k)
 		if err != nil {
 			return nil, err
 		}
-		m.PricePerHour = v
+		m.PricePerHour, m.Priced = v, true
 	}
 	return out, nil
 }

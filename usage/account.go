@@ -455,6 +455,9 @@ func Account(in Input) (*Report, error) {
 	}
 	sort.Slice(devs, func(i, j int) bool { return devs[i].device.Key() < devs[j].device.Key() })
 	q.MissingMetrics = missingMetrics(seenMetric)
+	if err := in.Pricing.checkPriced(devs); err != nil {
+		return nil, err
+	}
 
 	pods := map[string]*podState{}
 	nodes := map[string]*acc{}

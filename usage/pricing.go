@@ -1,6 +1,8 @@
 package usage
 
 import (
+	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -42,10 +44,64 @@ func (p Pricing) PerHour(d Device) Amount {
 			return Known(r.PerHour)
 		}
 	}
-	if m := p.model(d); m != nil && m.PricePerHour > 0 {
+	if m := p.model(d); m != nil && m.Priced {
 		return Known(m.PricePerHour)
 	}
 	return Unknown
+}
+
+// UnpricedError says that a price file replaced the catalogue's currency
+// but priced none of some models the cluster has, so their cost, and every
+// total above it, cannot be given in that currency.
+type UnpricedError struct {
+	Currency string
+	// Models are the unpriced models' names and Nodes an example node of
+	// each, in the same order.
+	Models, Nodes []string
+}
+
+func (e *UnpricedError) Error() string {
+	var b strings.Builder
+	for i, m := range e.Models {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (on %s)", m, e.Nodes[i])
+	}
+	return fmt.Sprintf("the prices are in %s but give no price for %s; the built-in prices are in another currency and are not mixed in: add each model to prices (0 if free) or match its nodes with a nodeRule", e.Currency, b.String())
+}
+
+// checkPriced refuses a repriced catalogue (a price file in another
+// currency) that leaves a device's model without a price and no node rule
+// covering it. With the catalogue's own currency an unpriced model (the
+// trace's undisclosed ones) stays an honest unknown.
+func (p Pricing) checkPriced(devs []*deviceInput) error {
+	if p.Catalogue == nil || !p.Catalogue.Repriced() {
+		return nil
+	}
+	node := map[string]string{}
+	for _, d := range devs {
+		if p.PerHour(d.device).Known {
+			continue
+		}
+		if m := p.model(d.device); m != nil {
+			if _, seen := node[m.Name]; !seen {
+				node[m.Name] = d.device.Node
+			}
+		}
+	}
+	if len(node) == 0 {
+		return nil
+	}
+	e := &UnpricedError{Currency: p.Currency()}
+	for m := range node {
+		e.Models = append(e.Models, m)
+	}
+	sort.Strings(e.Models)
+	for _, m := range e.Models {
+		e.Nodes = append(e.Nodes, node[m])
+	}
+	return e
 }
 
 func (p Pricing) model(d Device) *gpu.Model {

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/yamldoc"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -17,9 +16,11 @@ import (
 //	nodeRules:
 //	  - labels: {cloud.google.com/gke-spot: "true"}
 //	    perHour: 0.9
+//
+// Rules' prices are in the file's currency, like its model prices.
 type priceFile struct {
-	gpu.PriceFile `json:",inline"`
-	NodeRules     []usage.PriceRule `json:"nodeRules,omitempty"`
+	gpu.PriceFile
+	NodeRules []usage.PriceRule `json:"nodeRules,omitempty"`
 }
 
 func loadPricing(path string) (usage.Pricing, error) {
@@ -31,35 +32,31 @@ func loadPricing(path string) (usage.Pricing, error) {
 	if err != nil {
 		return usage.Pricing{}, fmt.Errorf("--prices: %v", err)
 	}
-	var pf priceFile
-	if err := yaml.UnmarshalStrict(data, &pf); err != nil {
-		return usage.Pricing{}, fmt.Errorf("%s: %v; expected fields currency, prices (model: price per GPU-hour) and nodeRules", path, err)
-	}
-	for i, r := range pf.NodeRules {
-		if len(r.Labels) == 0 || r.PerHour < 0 || r.PerHour > 1000 {
-			return usage.Pricing{}, fmt.Errorf("%s: nodeRules[%d]: want labels to match and a perHour price of 0..1000", path, i)
-		}
-	}
-	if len(pf.Prices) > 0 {
-		checked, err := gpu.ParsePrices(mustJSON(pf.PriceFile), path, c)
-		if err != nil {
-			return usage.Pricing{}, err
-		}
-		if c, err = c.WithPrices(checked); err != nil {
-			return usage.Pricing{}, fmt.Errorf("%s: %v", path, err)
-		}
-	} else if pf.Currency != "" {
-		if c, err = c.WithPrices(gpu.PriceFile{Currency: pf.Currency}); err != nil {
-			return usage.Pricing{}, err
-		}
-	}
-	return usage.Pricing{Catalogue: c, Rules: pf.NodeRules}, nil
+	return parsePricing(data, path, c)
 }
 
-func mustJSON(pf gpu.PriceFile) []byte {
-	b, err := yaml.Marshal(pf)
+func parsePricing(data []byte, path string, c *gpu.Catalogue) (usage.Pricing, error) {
+	var pf priceFile
+	doc, err := yamldoc.Decode(data, path, &pf)
 	if err != nil {
-		panic(err)
+		return usage.Pricing{}, err
 	}
-	return b
+	if len(pf.Prices) == 0 && len(pf.NodeRules) == 0 {
+		return usage.Pricing{}, doc.Errorf(nil, "no prices given; add prices per model (`prices: {H100-80GB: 2.45}`) or nodeRules per node label")
+	}
+	for i, r := range pf.NodeRules {
+		if len(r.Labels) == 0 {
+			return usage.Pricing{}, doc.Errorf([]any{"nodeRules", i}, "no labels to match; want labels such as {cloud.google.com/gke-spot: \"true\"}")
+		}
+		if r.PerHour < 0 || r.PerHour > gpu.MaxPricePerHour {
+			return usage.Pricing{}, doc.Errorf([]any{"nodeRules", i, "perHour"}, "%v is not a price per GPU-hour; want 0 (free) to %d", r.PerHour, gpu.MaxPricePerHour)
+		}
+	}
+	if err := pf.Check(doc, c); err != nil {
+		return usage.Pricing{}, err
+	}
+	if c, err = c.WithPrices(pf.PriceFile); err != nil {
+		return usage.Pricing{}, fmt.Errorf("%s: %v", path, err)
+	}
+	return usage.Pricing{Catalogue: c, Rules: pf.NodeRules}, nil
 }

@@ -157,6 +157,9 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	w := usage.Window{Start: end.Add(-opts.window), End: end, Step: opts.step}
 	r, err := account(w)
 	if err != nil {
+		if _, unpriced := errors.AsType[*usage.UnpricedError](err); unpriced {
+			return fmt.Errorf("--prices %s: %w", opts.prices, err)
+		}
 		return err
 	}
 	if err := write(out, r, opts.format, source, opts.top); err != nil {

@@ -165,6 +165,45 @@ func TestPriceFile(t *testing.T) {
 	}
 }
 
+// TestPriceFileCurrency: a file in USD that prices one model must not
+// print the catalogue's EUR prices as USD; the report names the models it
+// cannot price. A price of 0 is free and costs 0, not unknown.
+func TestPriceFileCurrency(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	opts := defaults()
+	opts.prices = write("usd.yaml", "currency: USD\nprices: {H100-80GB: 3.1}\n")
+	err := run(context.Background(), opts, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "no price for") || !strings.Contains(err.Error(), "usd.yaml: ") || !strings.Contains(err.Error(), "L40S (on ") {
+		t.Fatalf("demo with a USD price for the H100 only: err = %v, want the unpriced models named", err)
+	}
+	// Every demo model free: every cost is a measured 0.
+	opts = defaults()
+	opts.format = "json"
+	opts.prices = write("free.yaml", "currency: USD\nprices: {H100-80GB: 0, A100-80GB: 0, L40S: 0}\n")
+	var out bytes.Buffer
+	if err := run(context.Background(), opts, &out); err != nil {
+		t.Fatal(err)
+	}
+	var r usage.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Currency != "USD" || r.Cluster.Cost != usage.Known(0) {
+		t.Errorf("free GPUs: currency %s, cluster cost %+v; want USD and a known 0", r.Currency, r.Cluster.Cost)
+	}
+	// Type errors are placed.
+	if _, err := loadPricing(write("bad.yaml", "prices:\n  T4: 0.3\nnodeRules:\n  - labels: {a: b}\n    perHour: \"1\"\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:5: nodeRules[0].perHour") {
+		t.Errorf("err = %v, want it placed at bad.yaml:5: nodeRules[0].perHour", err)
+	}
+}
+
 // TestServeAccountsOnlyNewSpans scrapes --serve's counters over 25,000
 // steps, more than one Prometheus query may span (11,000 points), against a
 // fake source that refuses such a query as Prometheus does. Re-querying
