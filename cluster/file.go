@@ -219,7 +219,7 @@ func (g *FileGPUGroup) gpus(c *gpu.Catalogue, first int) ([]GPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sharing: %w", err)
 	}
-	mem := m.Memory
+	mem := m.Usable
 	if g.Memory != "" {
 		if mem, err = ParseMemory(g.Memory); err != nil {
 			return nil, fmt.Errorf("memory: %w", err)
@@ -386,7 +386,7 @@ func ToFile(s *Snapshot) *File {
 			if g.Sharing != Exclusive {
 				grp.Sharing = g.Sharing.String()
 			}
-			if g.Memory != g.Model.Memory {
+			if g.Memory != g.Model.Usable {
 				grp.Memory = FormatMemory(g.Memory)
 			}
 			for _, sl := range g.Layout {

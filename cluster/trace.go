@@ -180,7 +180,7 @@ func LoadTraceNodes(r io.Reader, file string, c *gpu.Catalogue) ([]*Node, error)
 			n.Labels = map[string]string{"nvidia.com/gpu.product": m.Name}
 			n.GPUs = make([]GPU, count)
 			for i := range n.GPUs {
-				n.GPUs[i] = GPU{Index: i, Model: m, Memory: m.Memory, Sharing: Fractional}
+				n.GPUs[i] = GPU{Index: i, Model: m, Memory: m.Usable, Sharing: Fractional}
 			}
 		}
 		nodes = append(nodes, n)

@@ -52,7 +52,7 @@ type GPU struct {
 	Index   int
 	UUID    string
 	Model   *gpu.Model
-	Memory  gpu.MiB // framebuffer; 0 when unknown
+	Memory  gpu.MiB // usable framebuffer, as the driver reports it; 0 when unknown
 	Sharing Sharing
 	// Replicas is the number of time slices or MPS clients (TimeSliced, MPS).
 	Replicas int

@@ -37,7 +37,7 @@ func benchCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) 
 			n.Taints = []cluster.Taint{{Key: "team", Value: "vision", Effect: cluster.NoSchedule}}
 		}
 		for g := 0; g < 8; g++ {
-			gp := cluster.GPU{Index: g, Model: m, Memory: m.Memory, Sharing: k.sharing}
+			gp := cluster.GPU{Index: g, Model: m, Memory: m.Usable, Sharing: k.sharing}
 			if k.extra != nil {
 				k.extra(&gp)
 			}

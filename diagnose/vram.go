@@ -129,30 +129,41 @@ func bytesToMiB(b float64) gpu.MiB { return gpu.MiB(math.Ceil(b / (1 << 20))) }
 type Option struct {
 	Model string `json:"model"`
 	// GPUs is how many GPUs of the model hold the need with tensor
-	// parallelism; 1 when one GPU does.
+	// parallelism, one of TensorParallelDegrees; 1 when one GPU does.
 	GPUs int `json:"gpus"`
 	// MIGProfile is the smallest MIG profile of the model that holds the
 	// need on one slice; "" when none does.
 	MIGProfile string `json:"migProfile,omitempty"`
-	// Memory is the model's framebuffer per GPU.
-	Memory gpu.MiB `json:"memoryMiB"`
+	// Usable is the framebuffer per GPU that the driver reports, the figure
+	// the need is held against.
+	Usable gpu.MiB `json:"usableMiB"`
+	// Nominal is the memory per GPU the model is sold by, for display.
+	Nominal gpu.MiB `json:"nominalMiB"`
 }
 
-// MaxTensorParallel is the largest tensor-parallel group Options offers:
-// the GPUs of one node.
-const MaxTensorParallel = 8
+// TensorParallelDegrees are the tensor-parallel group sizes Options offers,
+// smallest first: the degrees serving stacks (vLLM, TensorRT-LLM, SGLang)
+// run, which must divide the attention heads, up to the GPUs of one node.
+var TensorParallelDegrees = []int{1, 2, 4, 8}
 
 // Options lists, smallest GPU first, the catalogue models that hold need on
-// at most MaxTensorParallel GPUs, with the smallest MIG slice that holds it
-// where one does. Models of unknown memory are left out.
+// one tensor-parallel group of TensorParallelDegrees GPUs (need / GPUs of
+// usable memory on each), with the smallest MIG slice that holds it where one
+// does. Models of unknown memory are left out.
 func Options(c *gpu.Catalogue, need gpu.MiB) []Option {
 	var out []Option
 	for _, m := range c.SortedByMemory() {
-		gpus := int((need + m.Memory - 1) / m.Memory)
-		if gpus > MaxTensorParallel {
+		gpus := 0
+		for _, d := range TensorParallelDegrees {
+			if gpu.MiB(d)*m.Usable >= need {
+				gpus = d
+				break
+			}
+		}
+		if gpus == 0 {
 			continue
 		}
-		o := Option{Model: m.Name, GPUs: max(gpus, 1), Memory: m.Memory}
+		o := Option{Model: m.Name, GPUs: gpus, Usable: m.Usable, Nominal: m.Nominal}
 		if m.MIG != nil {
 			for _, p := range m.MIG.Profiles {
 				if p.Memory >= need && (o.MIGProfile == "" || p.Memory < profileMemory(m.MIG, o.MIGProfile)) {

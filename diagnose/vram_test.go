@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -90,5 +91,38 @@ func TestParseParamsAndDType(t *testing.T) {
 	}
 	if _, err := ParseDType("fp4"); err == nil {
 		t.Error("ParseDType(fp4): want an error")
+	}
+}
+
+// TestOptionsTensorParallelDegrees: tensor-parallel groups are 1, 2, 4 or 8
+// GPUs, the smallest whose usable memory holds the need; never 3, 5, 6 or 7.
+func TestOptionsTensorParallelDegrees(t *testing.T) {
+	c := gpu.Default()
+	for need := gpu.GiB(1); need <= gpu.GiB(1200); need += gpu.GiB(7.5) {
+		for _, o := range Options(c, need) {
+			if !slices.Contains(TensorParallelDegrees, o.GPUs) {
+				t.Fatalf("need %s: %d x %s is not a tensor-parallel degree %v", need, o.GPUs, o.Model, TensorParallelDegrees)
+			}
+			m := c.MustLookup(o.Model)
+			if gpu.MiB(o.GPUs)*m.Usable < need {
+				t.Errorf("need %s: %d x %s holds only %s", need, o.GPUs, o.Model, gpu.MiB(o.GPUs)*m.Usable)
+			}
+			if i := slices.Index(TensorParallelDegrees, o.GPUs); i > 0 && gpu.MiB(TensorParallelDegrees[i-1])*m.Usable >= need {
+				t.Errorf("need %s: %d x %s, but %d would hold it", need, o.GPUs, o.Model, TensorParallelDegrees[i-1])
+			}
+		}
+	}
+	// 144.4GiB (70B in FP16) on 32 GiB V100s: 5 would hold it, and the
+	// degree serving stacks run is 8.
+	for _, o := range Options(c, gpu.GiB(144.4)) {
+		if o.Model == "V100-32GB" && o.GPUs != 8 {
+			t.Errorf("70B fp16 on V100-32GB: %d GPUs, want 8", o.GPUs)
+		}
+	}
+	// 7B in FP16 (15,712 MiB) is more than a T4's 15,360 usable MiB.
+	for _, o := range Options(c, 15712) {
+		if o.Model == "T4" && o.GPUs != 2 {
+			t.Errorf("15712 MiB on T4: %d GPUs, want 2", o.GPUs)
+		}
 	}
 }

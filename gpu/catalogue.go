@@ -17,9 +17,15 @@ type Model struct {
 	// Product is the name NVML reports, as dcgm-exporter's modelName label
 	// shows it ("NVIDIA H100 80GB HBM3", "Tesla T4").
 	Product string
-	// Memory is the framebuffer of one GPU; 0 means unknown (the trace's
+	// Nominal is the memory the model is sold and named by ("L4 24GB"):
+	// for display and for reading product labels, never for a fit.
+	Nominal MiB
+	// Usable is the framebuffer of one GPU as the driver reports it
+	// (nvidia-smi's memory.total, DCGM_FI_DEV_FB_TOTAL, GPU feature
+	// discovery's nvidia.com/gpu.memory label), below Nominal on most
+	// models. Every fit decision uses it. 0 means unknown (the trace's
 	// undisclosed models G1, G2, G3).
-	Memory MiB
+	Usable MiB
 	// MIG is nil for models that cannot be partitioned.
 	MIG *MIGGeometry
 	// PricePerHour is the price of one GPU-hour in the catalogue's
@@ -33,8 +39,8 @@ type Model struct {
 	Index int
 }
 
-// MemoryKnown reports whether the model's framebuffer size is known.
-func (m *Model) MemoryKnown() bool { return m.Memory > 0 }
+// MemoryKnown reports whether the model's usable framebuffer is known.
+func (m *Model) MemoryKnown() bool { return m.Usable > 0 }
 
 // Catalogue is an immutable set of GPU models with prices in one currency.
 type Catalogue struct {
@@ -116,7 +122,7 @@ func (c *Catalogue) lookupProduct(label string) (*Model, bool) {
 			continue
 		}
 		score := len(family)
-		if m.Memory > 0 && strings.Contains(key, fmt.Sprintf("%dGB", int64(m.Memory)/1024)) {
+		if m.Nominal > 0 && strings.Contains(key, fmt.Sprintf("%dGB", int64(m.Nominal)/1024)) {
 			score += 100
 		}
 		if score > bestLen {
@@ -167,8 +173,10 @@ func (c *Catalogue) clone() *Catalogue {
 	return out
 }
 
-// MIGProfile finds a MIG profile by name on any model of the catalogue
-// (profiles of one name have one memory size on every model that has them).
+// MIGProfile finds a MIG profile by name on the first model of the
+// catalogue that has it (profiles of one name have nearly one memory size on
+// every model that has them: the nominal size, capped at the model's share
+// of usable memory).
 func (c *Catalogue) MIGProfile(name string) (Profile, bool) {
 	for _, m := range c.models {
 		if m.MIG != nil {
@@ -180,7 +188,8 @@ func (c *Catalogue) MIGProfile(name string) (Profile, bool) {
 	return Profile{}, false
 }
 
-// SortedByMemory returns the models with known memory, smallest first.
+// SortedByMemory returns the models with known memory, smallest usable
+// memory first.
 func (c *Catalogue) SortedByMemory() []*Model {
 	var out []*Model
 	for _, m := range c.models {
@@ -188,6 +197,6 @@ func (c *Catalogue) SortedByMemory() []*Model {
 			out = append(out, m)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Memory < out[j].Memory })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Usable < out[j].Usable })
 	return out
 }

@@ -246,3 +246,25 @@ func FuzzParsePrices(f *testing.F) {
 		}
 	})
 }
+
+// TestUsableMemory: every model of known memory reports no more usable
+// memory than its nominal size, and no MIG slice claims more than its share
+// of the usable memory.
+func TestUsableMemory(t *testing.T) {
+	for _, m := range Default().Models() {
+		if (m.Usable == 0) != (m.Nominal == 0) {
+			t.Errorf("%s: usable %d MiB, nominal %d MiB: give both or neither", m.Name, m.Usable, m.Nominal)
+		}
+		if m.Usable > m.Nominal {
+			t.Errorf("%s: usable %d MiB above nominal %d MiB", m.Name, m.Usable, m.Nominal)
+		}
+		if m.MIG == nil {
+			continue
+		}
+		for _, p := range m.MIG.Profiles {
+			if share := m.Usable * MiB(p.Slots) / MiB(m.MIG.MemorySlots); p.Memory > share {
+				t.Errorf("%s %s: %d MiB, more than its share %d MiB of %d usable", m.Name, p.Name, p.Memory, share, m.Usable)
+			}
+		}
+	}
+}

@@ -27,7 +27,7 @@ func (b *nodeBuilder) gpus(model string, count int, sharing cluster.Sharing, rep
 		}
 	}
 	for i := 0; i < count; i++ {
-		b.n.GPUs = append(b.n.GPUs, cluster.GPU{Index: len(b.n.GPUs), Model: m, Memory: m.Memory, Sharing: sharing, Replicas: replicas, Layout: layout})
+		b.n.GPUs = append(b.n.GPUs, cluster.GPU{Index: len(b.n.GPUs), Model: m, Memory: m.Usable, Sharing: sharing, Replicas: replicas, Layout: layout})
 	}
 	return b
 }
@@ -121,6 +121,8 @@ func TestFitReasons(t *testing.T) {
 	tainted := makeNode("tainted").gpus("H100-80GB", 8, cluster.Exclusive, 0).taint("dedicated", "infer").obj()
 	cpuOnly := makeNode("cpu").obj()
 	ignore := cmpopts.IgnoreFields(Reason{}, "Detail")
+	// GPUs hold what the driver reports, not the size they are sold by.
+	h100Usable, l4Usable := int64(gpu.Default().MustLookup("H100-80GB").Usable), int64(gpu.Default().MustLookup("L4").Usable)
 
 	cases := map[string]struct {
 		state *NodeState
@@ -143,7 +145,9 @@ func TestFitReasons(t *testing.T) {
 			{Code: InsufficientCPU, Resource: "cpu", Requested: 100000, Free: 63000, Capacity: 64000, Unit: "milli-CPU", Unresolvable: true},
 			{Code: InsufficientGPU, Resource: "nvidia.com/gpu", Requested: 1, Capacity: 8, Unit: "GPUs"}}},
 		"vram too small": {state: place(t, h100), pod: makePod("p").whole(1).vram(100 * 1024).obj(), want: []Reason{
-			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 102400, Free: 81920, Capacity: 81920, Unit: "MiB", Unresolvable: true}}},
+			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 102400, Free: h100Usable, Capacity: h100Usable, Unit: "MiB", Unresolvable: true}}},
+		"vram within nominal but beyond usable": {state: place(t, l4ts), pod: makePod("p").whole(1).vram(23 * 1024).obj(), want: []Reason{
+			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 23 * 1024, Free: l4Usable, Capacity: l4Usable, Unit: "MiB", Unresolvable: true}}},
 		"no gpus on node": {state: place(t, cpuOnly), pod: makePod("p").whole(1).obj(), want: []Reason{
 			{Code: InsufficientGPU, Resource: "nvidia.com/gpu", Requested: 1, Unit: "GPUs", Unresolvable: true}}},
 		"fraction on exclusive": {state: place(t, h100), pod: makePod("p").milli(250).obj(), want: []Reason{
@@ -161,15 +165,15 @@ func TestFitReasons(t *testing.T) {
 		"time slices used up": {state: place(t, l4ts, makePod("a").whole(1).obj(), makePod("b").whole(1).obj()), pod: makePod("p").whole(1).obj(), want: []Reason{
 			{Code: InsufficientGPU, Resource: "nvidia.com/gpu", Requested: 1, Free: 0, Capacity: 2, Unit: "replicas"}}},
 		"time slice free but vram full": {state: place(t, l4ts, makePod("a").whole(1).vram(20*1024).obj()), pod: makePod("p").whole(1).vram(8 * 1024).obj(), want: []Reason{
-			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 8192, Free: 4096, Capacity: 24576, Unit: "MiB"}}},
+			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 8192, Free: l4Usable - 20*1024, Capacity: l4Usable, Unit: "MiB"}}},
 		"mps client limit": {state: place(t, l4mps), pod: makePod("p").whole(1).vram(8 * 1024).obj(), want: []Reason{
-			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 8192, Free: 24576, Capacity: 6144, Unit: "MiB"}}},
+			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 8192, Free: l4Usable, Capacity: l4Usable / 4, Unit: "MiB"}}},
 		"shared replica":                   {state: place(t, l4shared, makePod("a").shared(1).obj()), pod: makePod("p").shared(1).obj(), gpus: []int{0}},
 		"shared replicas on distinct gpus": {state: place(t, l4shared), pod: makePod("p").shared(2).obj(), gpus: []int{0, 1}},
 		"shared replicas used up": {state: place(t, l4shared, makePod("a").shared(2).obj(), makePod("b").shared(2).obj()), pod: makePod("p").shared(1).obj(), want: []Reason{
 			{Code: InsufficientGPU, Resource: "nvidia.com/gpu.shared", Requested: 1, Free: 0, Capacity: 4, Unit: "replicas"}}},
 		"shared replica vram": {state: place(t, l4shared, makePod("a").shared(1).vram(16*1024).obj(), makePod("b").shared(1).vram(16*1024).obj()), pod: makePod("p").shared(1).vram(10 * 1024).obj(), want: []Reason{
-			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 10240, Free: 8192, Capacity: 24576, Unit: "MiB"}}},
+			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 10240, Free: l4Usable - 16*1024, Capacity: l4Usable, Unit: "MiB"}}},
 		"whole gpu on renamed shared gpus": {state: place(t, l4shared), pod: makePod("p").whole(1).obj(), want: []Reason{
 			{Code: SharingModeMismatch, Resource: "nvidia.com/gpu", Requested: 1, Capacity: 2}}},
 		"shared request on exclusive gpus": {state: place(t, h100), pod: makePod("p").shared(1).obj(), want: []Reason{

@@ -44,7 +44,7 @@ func TestAppendKey(t *testing.T) {
 	h100 := c.MustLookup("H100-80GB")
 	mk := func(name string, labels map[string]string) *cluster.Node {
 		return &cluster.Node{Name: name, CPU: 8000, Memory: 65536, Labels: labels,
-			GPUs: []cluster.GPU{{Model: h100, Memory: h100.Memory}, {Index: 1, Model: h100, Memory: h100.Memory}}}
+			GPUs: []cluster.GPU{{Model: h100, Memory: h100.Usable}, {Index: 1, Model: h100, Memory: h100.Usable}}}
 	}
 	a, b := NewNodeState(mk("a", map[string]string{"x": "1", "y": "2"})), NewNodeState(mk("b", map[string]string{"y": "2", "x": "1"}))
 	if string(a.AppendKey(nil)) != string(b.AppendKey(nil)) {

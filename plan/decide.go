@@ -172,7 +172,7 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		}
 		return d
 	}
-	fitsOne := d.VRAMNeed <= p.model.Memory && d.ComputeNeed <= 1
+	fitsOne := d.VRAMNeed <= p.model.Usable && d.ComputeNeed <= 1
 	switch {
 	case idle:
 	case w.Request.Kind == cluster.WholeGPUs && w.Request.Count > 1 && !fitsOne:
@@ -181,9 +181,9 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 	case w.Role == Training && !fitsOne:
 		d.keep(TrainingWhole, fmt.Sprintf("training; VRAM need %s and compute %.2f GPU do not fit a share", d.VRAMNeed, d.ComputeNeed))
 		return d
-	case 2*d.VRAMNeed > p.model.Memory || d.ComputeNeed > 0.5:
+	case 2*d.VRAMNeed > p.model.Usable || d.ComputeNeed > 0.5:
 		if p.model.MIG == nil || !d.chooseMIG(p.model) {
-			d.keep(TooBigToShare, fmt.Sprintf("needs %s of %s's %s and %.2f GPU of compute", d.VRAMNeed, p.model.Name, p.model.Memory, d.ComputeNeed))
+			d.keep(TooBigToShare, fmt.Sprintf("needs %s of %s's %s and %.2f GPU of compute", d.VRAMNeed, p.model.Name, p.model.Usable, d.ComputeNeed))
 			return d
 		}
 		d.Action, d.Reason = Share, Reason{TooBigToShare, fmt.Sprintf("needs %s and %.2f GPU: the MIG slice %s holds it with hardware isolation", d.VRAMNeed, d.ComputeNeed, d.Profile)}
@@ -212,11 +212,11 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 	case w.Isolation == cluster.ShareTenant && loneTenant(w) && p.model.MIG != nil && d.chooseMIG(p.model):
 		d.setReason(LoneTenant, fmt.Sprintf("tenant %s has no other pod to time-share with; a MIG slice can sit beside other tenants", w.Tenant), idle, o)
 	case len(w.Pods) >= 2 && w.Role != Interactive && steady && d.chooseMPS(p.model):
-		d.setReason(CooperatingReplicas, fmt.Sprintf("%d steady (%s) replicas of one owner, %s each: %d MPS clients per GPU, %s limit each", len(w.Pods), pattern, d.VRAMNeed, d.clients, p.model.Memory/gpu.MiB(d.clients)), idle, o)
+		d.setReason(CooperatingReplicas, fmt.Sprintf("%d steady (%s) replicas of one owner, %s each: %d MPS clients per GPU, %s limit each", len(w.Pods), pattern, d.VRAMNeed, d.clients, p.model.Usable/gpu.MiB(d.clients)), idle, o)
 		d.addRisks(NoisyNeighbour, MPSFaultDomain)
 	default:
 		d.timeSlice(p.model)
-		d.setReason(OneTrustBoundary, fmt.Sprintf("%s work within tenant %s: time slices of one GPU whose co-located VRAM needs add up to at most %s", strings.TrimPrefix(string(w.Role)+" "+string(pattern), "unknown "), w.Tenant, p.model.Memory), idle, o)
+		d.setReason(OneTrustBoundary, fmt.Sprintf("%s work within tenant %s: time slices of one GPU whose co-located VRAM needs add up to at most %s", strings.TrimPrefix(string(w.Role)+" "+string(pattern), "unknown "), w.Tenant, p.model.Usable), idle, o)
 		d.addRisks(SharedVRAM, NoisyNeighbour)
 	}
 	return d
@@ -277,7 +277,7 @@ const maxMPSClients = 48
 // chooseMPS sizes MPS clients: as many as the memory limit (GPU memory /
 // clients) and the compute needs allow, at most 48, at least 2.
 func (d *Decision) chooseMPS(m *gpu.Model) bool {
-	c := min(maxMPSClients, int(m.Memory/d.VRAMNeed))
+	c := min(maxMPSClients, int(m.Usable/d.VRAMNeed))
 	if d.ComputeNeed > 0 {
 		c = min(c, int(1/d.ComputeNeed))
 	}
@@ -285,6 +285,6 @@ func (d *Decision) chooseMPS(m *gpu.Model) bool {
 		return false
 	}
 	d.clients, d.Method = c, MPS
-	d.After = After{Resource: "nvidia.com/gpu.shared", Count: 1, GPUModel: m.Name, VRAMLimit: m.Memory / gpu.MiB(c)}
+	d.After = After{Resource: "nvidia.com/gpu.shared", Count: 1, GPUModel: m.Name, VRAMLimit: m.Usable / gpu.MiB(c)}
 	return true
 }

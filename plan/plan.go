@@ -238,7 +238,7 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 	}
 	for d, n := range mpsPods {
 		pp.MPSGPUs += ceilDiv(n, clients)
-		d.After.VRAMLimit = p.model.Memory / gpu.MiB(clients)
+		d.After.VRAMLimit = p.model.Usable / gpu.MiB(clients)
 	}
 	pp.MPSClients = clients
 
@@ -323,7 +323,7 @@ func (p *pool) tally(pp *PoolPlan) ([]string, map[string][]sharedBin, map[*Decis
 			case MIG:
 				migProfiles = append(migProfiles, d.Profile)
 			case TimeSlicing:
-				tsBins[d.w.Tenant] = addFirstFit(tsBins[d.w.Tenant], d.VRAMNeed, d.ComputeNeed, p.model.Memory)
+				tsBins[d.w.Tenant] = addFirstFit(tsBins[d.w.Tenant], d.VRAMNeed, d.ComputeNeed, p.model.Usable)
 			case MPS:
 				mpsPods[d]++
 			case Whole:

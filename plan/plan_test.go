@@ -17,7 +17,7 @@ func node(name, model string, n int, sharing cluster.Sharing, labels map[string]
 	m := gpu.Default().MustLookup(model)
 	nd := &cluster.Node{Name: name, CPU: 96000, Memory: gpu.GiB(1024), Labels: labels}
 	for i := range n {
-		g := cluster.GPU{Index: i, Model: m, Memory: m.Memory, Sharing: sharing}
+		g := cluster.GPU{Index: i, Model: m, Memory: m.Usable, Sharing: sharing}
 		if sharing == cluster.TimeSliced {
 			g.Replicas = 4
 		}

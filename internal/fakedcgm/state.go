@@ -65,7 +65,7 @@ func (s *Scenario) memory(d usage.Device) float64 {
 			return float64(p.Memory)
 		}
 	}
-	return float64(m.Memory)
+	return float64(m.Usable)
 }
 
 // holds reports whether the pod holds device d at t.

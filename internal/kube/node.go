@@ -82,7 +82,7 @@ func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
 	if !ok || !model.MemoryKnown() {
 		return nil, warn("GPU product %q (label %s) is not in gpupack's catalogue; its GPUs are left out", product, LabelGPUProduct)
 	}
-	memory := model.Memory
+	memory := model.Usable
 	if v, err := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64); err == nil && v > 0 {
 		memory = gpu.MiB(v)
 	}

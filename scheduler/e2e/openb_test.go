@@ -196,7 +196,7 @@ func productLabel(m *gpu.Model) string { return strings.ReplaceAll(m.Product, " 
 func openbNode(t *testing.T, c *gpu.Catalogue, n *cluster.Node, name, pool string) *corev1.Node {
 	t.Helper()
 	m := n.GPUModel()
-	spec := testcluster.GPUNode{Product: productLabel(m), MemoryMiB: int64(m.Memory), GPUs: int64(len(n.GPUs)), Labels: map[string]string{poolLabel: pool}}
+	spec := testcluster.GPUNode{Product: productLabel(m), MemoryMiB: int64(m.Usable), GPUs: int64(len(n.GPUs)), Labels: map[string]string{poolLabel: pool}}
 	node, err := spec.Object(name)
 	if err != nil {
 		t.Fatalf("trace node %s: %v", n.Name, err)

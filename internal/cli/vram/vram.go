@@ -36,8 +36,10 @@ func NewCommand(ctx context.Context) *cobra.Command {
   weights   parameters x bytes per parameter (FP32 4, FP16/BF16 2, FP8/INT8 1, INT4 0.5)
   KV cache  layers x 2 x hidden x context x batch x bytes (with --layers and --hidden)
   overhead  1 GiB of CUDA context and runtime plus 10% of weights and KV cache
-and lists the catalogue's GPUs (with tensor parallelism across up to 8) and
-the smallest MIG profile of each model that hold it.`,
+and lists the catalogue's GPUs that hold it, judged on the memory the driver
+reports (USABLE, below the NOMINAL size the GPU is sold by), on one GPU or
+with tensor parallelism across 2, 4 or 8, and the smallest MIG profile of
+each model that holds it.`,
 		Example: `  gpupack vram --params 70B --dtype fp16
   gpupack vram --params 7B --dtype int4
   gpupack vram --params 8B --dtype bf16 --context 8192 --batch 4 --layers 32 --hidden 4096`,
@@ -75,6 +77,14 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--dtype: %w", err)
 	}
+	// ModelSpec reads 0 as "not given"; a flag is always given, so 0 is a
+	// mistake, not a request for the default.
+	if o.batch < 1 {
+		return fmt.Errorf("--batch %d: want at least 1 sequence served at once", o.batch)
+	}
+	if o.context < 1 {
+		return fmt.Errorf("--context %d: want at least 1 token (the default is %d)", o.context, diagnose.DefaultContext)
+	}
 	spec := diagnose.ModelSpec{Params: params, DType: dt, Context: o.context, Batch: o.batch, Layers: o.layers, Hidden: o.hidden}
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("--%w", err)
@@ -96,13 +106,13 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  overhead  %10s\n", e.Overhead)
 	fmt.Fprintf(stdout, "  total     %10s  (%.1f GB)\n\n", e.Total, gb(e.Total))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GPU\tMEMORY\tGPUS NEEDED\tSMALLEST MIG PROFILE")
+	fmt.Fprintln(tw, "GPU\tNOMINAL\tUSABLE\tGPUS NEEDED\tSMALLEST MIG PROFILE")
 	for _, op := range opts {
 		mig := "-"
 		if op.MIGProfile != "" {
 			mig = op.MIGProfile
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", op.Model, op.Memory, op.GPUs, mig)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", op.Model, op.Nominal, op.Usable, op.GPUs, mig)
 	}
 	return tw.Flush()
 }

@@ -14,6 +14,7 @@ func TestGolden(t *testing.T) {
 	cases := map[string]options{
 		"70b-fp16":   {params: "70B", dtype: "fp16", context: 4096, batch: 1, format: "table"},
 		"7b-int4":    {params: "7B", dtype: "int4", context: 4096, batch: 1, format: "table"},
+		"7b-fp16":    {params: "7B", dtype: "fp16", context: 4096, batch: 1, format: "table"},
 		"8b-kv.json": {params: "8B", dtype: "bf16", context: 8192, batch: 4, layers: 32, hidden: 4096, format: "json"},
 	}
 	for name, o := range cases {
@@ -32,9 +33,12 @@ func TestBadFlags(t *testing.T) {
 		o    options
 		want string
 	}{
-		"params": {options{params: "huge", dtype: "fp16", format: "table"}, "--params"},
-		"dtype":  {options{params: "7B", dtype: "fp4", format: "table"}, "--dtype"},
-		"layers": {options{params: "7B", dtype: "fp16", layers: 32, format: "table"}, "--layers and hidden"},
+		"params":         {options{params: "huge", dtype: "fp16", format: "table"}, "--params"},
+		"dtype":          {options{params: "7B", dtype: "fp4", format: "table"}, "--dtype"},
+		"layers":         {options{params: "7B", dtype: "fp16", context: 4096, batch: 1, layers: 32, format: "table"}, "--layers and hidden"},
+		"batch 0":        {options{params: "7B", dtype: "fp16", context: 4096, batch: 0, format: "table"}, "--batch 0"},
+		"batch negative": {options{params: "7B", dtype: "fp16", context: 4096, batch: -2, format: "table"}, "--batch -2"},
+		"context 0":      {options{params: "7B", dtype: "fp16", context: 0, batch: 1, format: "table"}, "--context 0"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -43,5 +47,24 @@ func TestBadFlags(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFitsOnUsableMemory: 7B in FP16 needs 15,712 MiB by the estimate, more
+// than the 15,360 MiB a T4's driver reports, though less than its nominal
+// 16 GiB; vram must not call it a one-GPU fit.
+func TestFitsOnUsableMemory(t *testing.T) {
+	var out bytes.Buffer
+	o := options{params: "7B", dtype: "fp16", context: 4096, batch: 1, format: "table"}
+	if err := run(context.Background(), &o, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "T4" && f[3] != "2" {
+			t.Errorf("T4 row %q: want 2 GPUs needed (15,712 MiB > 15,360 MiB usable)", line)
+		}
+	}
+	if !strings.Contains(out.String(), "15.3GiB") {
+		t.Errorf("total is not 15.3GiB (15,712 MiB) any more; the test's premise changed:\n%s", out.String())
 	}
 }
