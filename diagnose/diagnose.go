@@ -58,13 +58,29 @@ type Finding struct {
 	Cause Cause `json:"cause,omitempty"`
 	// Also lists the later causes of the order that hold too.
 	Also []Cause `json:"also,omitempty"`
-	// Summary is the scheduler's line for the pod's request as it stands:
-	// "0/N nodes are available: ...".
-	Summary  string   `json:"summary,omitempty"`
-	Evidence Evidence `json:"evidence"`
+	// Summary is the FailedScheduling message that the stock kube-scheduler
+	// gives for the pod's request as it stands, in its own format and words
+	// (FitErrorMessage): "0/N nodes are available: ... preemption: ...".
+	// It is empty when the stock filters pass on some node (the scheduler
+	// would bind the pod) or cannot count the request; StockNote says which.
+	Summary   string `json:"summary,omitempty"`
+	StockNote string `json:"stockNote,omitempty"`
+	// Fit is gpupack's own verdict on every node, in groups of nodes with
+	// the same reasons: what gpupack knows beyond the scheduler (the VRAM
+	// the pod needs, isolation, MIG layouts, GPU models).
+	Fit      []NodeGroup `json:"fit"`
+	Evidence Evidence    `json:"evidence"`
 	// Fix lists what would let the pod run, the nearest change first.
 	Fix  []string `json:"fix,omitempty"`
 	Note string   `json:"note,omitempty"`
+}
+
+// NodeGroup is nodes on which gpupack's fit finds the same reasons; no
+// reasons: the pod fits them now.
+type NodeGroup struct {
+	Nodes     []string           `json:"nodes"`
+	NodeCount int                `json:"nodeCount"`
+	Reasons   []placement.Reason `json:"reasons"`
 }
 
 // MaxListed bounds the names listed in evidence; counts stay exact.
@@ -278,7 +294,8 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		return f, err
 	}
 	verdicts := make([]classVerdict, len(e.classes))
-	groups := make([]placement.NodeReasons, len(e.classes))
+	stock := make([]statusGroup, len(e.classes))
+	stockOK := true
 	var fitsNow, allocK, memK, placeK, placeHeldK []int
 	for k := range e.classes {
 		v := &verdicts[k]
@@ -288,7 +305,9 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		if full != d {
 			_, v.sched = placement.Fit(d, cur)
 		}
-		groups[k] = placement.NodeReasons{Nodes: len(e.classes[k].nodes), Reasons: v.sched}
+		st, ok := stockStatus(p, cur, v.sched)
+		stockOK = stockOK && ok
+		stock[k] = statusGroup{nodes: len(e.classes[k].nodes), NodeStatus: st}
 		if len(v.now) == 0 {
 			fitsNow = append(fitsNow, k)
 			continue
@@ -316,7 +335,7 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 			memK = append(memK, k)
 		}
 	}
-	f.Summary = placement.SummaryOf(len(e.s.Nodes), groups)
+	e.summarize(&f, p, stock, stockOK, verdicts)
 	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
 
 	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0}

@@ -20,6 +20,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/placement"
 )
 
 var (
@@ -190,7 +191,16 @@ func writeTable(w io.Writer, rep *diagnose.Report, views map[string]schedulerVie
 			cause += " (also " + strings.Join(also, ", ") + ")"
 		}
 		fmt.Fprintf(w, "%s (%s): %s\n", f.Pod, f.Request, cause)
-		fmt.Fprintf(w, "  scheduler: %s\n", f.Summary)
+		if f.Summary != "" {
+			fmt.Fprintf(w, "  scheduler: %s\n", f.Summary)
+		}
+		for i, line := range gpupackLines(f, rep.Nodes) {
+			label := "  gpupack:   "
+			if i > 0 {
+				label = "             "
+			}
+			fmt.Fprintf(w, "%s%s\n", label, line)
+		}
 		if views != nil {
 			for _, line := range schedulerLines(f, views) {
 				fmt.Fprintf(w, "  %s\n", line)
@@ -230,6 +240,58 @@ func schedulerLines(f diagnose.Finding, views map[string]schedulerView) []string
 		lines = append(lines, fmt.Sprintf("agreement: NO (the message implies %s; gpupack finds %s)", strings.Join(implies, " or "), f.Cause))
 	}
 	return lines
+}
+
+// gpupackLines are gpupack's own view of the nodes, apart from the stock
+// scheduler's message: why there is no stock message, if there is none,
+// then per group of nodes what gpupack's fit finds, in gpupack's words.
+func gpupackLines(f diagnose.Finding, nodes int) []string {
+	first := ""
+	if f.StockNote != "" {
+		first = "no scheduler message: " + f.StockNote + "; "
+	}
+	fits := 0
+	var groups []string
+	for _, g := range f.Fit {
+		if len(g.Reasons) == 0 {
+			fits += g.NodeCount
+			continue
+		}
+		why := make([]string, len(g.Reasons))
+		for i, r := range g.Reasons {
+			why[i] = reasonText(r)
+		}
+		groups = append(groups, diagnose.JoinNames(g.Nodes, g.NodeCount)+": "+strings.Join(why, ", "))
+	}
+	lines := []string{first + fmt.Sprintf("fits %d of %d nodes now", fits, nodes)}
+	if len(groups) > diagnose.MaxListed {
+		rest := len(groups) - diagnose.MaxListed
+		groups = append(groups[:diagnose.MaxListed], fmt.Sprintf("and %d more groups of nodes", rest))
+	}
+	return append(lines, groups...)
+}
+
+// reasonText words one of gpupack's reasons for the gpupack line.
+func reasonText(r placement.Reason) string {
+	switch r.Code {
+	case placement.NodeUnschedulable:
+		return "cordoned"
+	case placement.NodeAffinityMismatch:
+		return r.Detail + " not met"
+	case placement.TaintNotTolerated:
+		return "taint {" + r.Detail + "} not tolerated"
+	case placement.NodeSelectorMismatch, placement.GPUModelMismatch, placement.SharingModeMismatch, placement.IsolationConflict:
+		return r.Detail
+	}
+	resource := r.Resource
+	if resource == "gpu-memory" {
+		resource = "GPU memory"
+	}
+	s := fmt.Sprintf("%s short (requested %d, free %d of %d %s)", resource, r.Requested, r.Free, r.Capacity, r.Unit)
+	if r.Detail != "" {
+		s += ": " + r.Detail
+	}
+	return s
 }
 
 func evidenceLines(f diagnose.Finding) []string {
