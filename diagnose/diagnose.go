@@ -25,8 +25,10 @@ const (
 	// Placement: GPUs are free but the pod's rules (selector, affinity,
 	// tolerations, GPU model) or the node's configuration exclude them.
 	Placement Cause = "placement"
-	// Application: the pod would fit now; its workload underuses its GPUs,
-	// so more GPUs would not help.
+	// Application: the workload underuses its GPUs, so more GPUs would not
+	// help. A pending pod does not get it as its cause: one that fits now
+	// waits for something outside GPU placement (Other) whatever its
+	// workload does, and usage facts only add evidence (Evidence.Usage).
 	Application Cause = "application"
 	// NoSuchHardware: no node could ever run the pod, even empty.
 	NoSuchHardware Cause = "no-such-hardware"
@@ -100,11 +102,24 @@ type Evidence struct {
 	Rules     []Rule       `json:"rules,omitempty"`
 	// RulesExcludeHeld is set for placement when the nodes the rules
 	// exclude are fully allocated too, so changing the rules is not enough.
-	RulesExcludeHeld bool          `json:"rulesExcludeHeld,omitempty"`
-	Usage            *UsageSummary `json:"usage,omitempty"`
-	// Blocking are the distinct reasons that stop the pod, one per
-	// message, for the causes that have no finer evidence.
-	Blocking []placement.Reason `json:"blocking,omitempty"`
+	RulesExcludeHeld bool `json:"rulesExcludeHeld,omitempty"`
+	// Relayouts are MIG GPUs whose layout offers no free slice of the
+	// pod's profile and a re-layout that would (placement: the node's
+	// configuration), keeping the running slices in place where a layout
+	// does.
+	Relayouts []Relayout    `json:"relayouts,omitempty"`
+	Usage     *UsageSummary `json:"usage,omitempty"`
+	// Blocking are the distinct reasons that stop the pod, each with the
+	// nodes where it does, for the causes that have no finer evidence.
+	Blocking []Blocking `json:"blocking,omitempty"`
+}
+
+// Blocking is one reason that stops the pod, with its figures, and the
+// nodes it stops it on (capped at MaxListed; NodeCount is how many).
+type Blocking struct {
+	placement.Reason
+	Nodes     []string `json:"nodes"`
+	NodeCount int      `json:"nodeCount"`
 }
 
 // HolderStats describes the pods holding the GPUs a pod waits for.
@@ -147,9 +162,10 @@ type MemoryFacts struct {
 	// LargestGPU the largest such GPU.
 	LargestFree gpu.MiB `json:"largestFreeMiB"`
 	LargestGPU  gpu.MiB `json:"largestGPUMiB"`
-	// Relayouts are MIG GPUs that could offer the slice after a re-layout
-	// that keeps their used slices.
-	Relayouts []string `json:"relayouts,omitempty"`
+	// LargestGPUNodes are the nodes that have a usable GPU of LargestGPU
+	// (capped at MaxListed); LargestGPUNodeCount is how many there are.
+	LargestGPUNodes     []string `json:"largestGPUNodes,omitempty"`
+	LargestGPUNodeCount int      `json:"largestGPUNodeCount,omitempty"`
 	// Options are the catalogue's GPUs and MIG profiles that hold Need.
 	Options []Option `json:"options,omitempty"`
 }
@@ -296,7 +312,8 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	verdicts := make([]classVerdict, len(e.classes))
 	stock := make([]statusGroup, len(e.classes))
 	stockOK := true
-	var fitsNow, allocK, memK, placeK, placeHeldK []int
+	var fitsNow, allocK, memK, placeK, placeHeldK, layoutK []int
+	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
 	for k := range e.classes {
 		v := &verdicts[k]
 		cur := e.rep(k)
@@ -330,26 +347,29 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 				continue
 			}
 		}
+		if p.GPU.Kind == cluster.MIGSlice && !migTooSmall && len(e.relayouts(e.classes[k].nodes[:1], p)) > 0 {
+			layoutK = append(layoutK, k)
+			continue
+		}
 		if memoryShort(v.now, p) {
 			v.mem = true
 			memK = append(memK, k)
 		}
 	}
 	e.summarize(&f, p, stock, stockOK, verdicts)
-	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
-
-	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0}
+	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0 || len(layoutK) > 0}
 	switch {
 	case len(fitsNow) > 0 && !migTooSmall:
+		e.fitsNow(&f, fitsNow)
 		if facts.Measured && facts.Pattern.Underused() {
-			e.application(&f, facts, fitsNow)
-		} else {
-			e.fitsNow(&f, fitsNow)
+			e.usageOf(&f, facts)
 		}
 	case holds[Allocation]:
 		e.allocation(&f, p, need, allocK)
 	case holds[Memory]:
 		e.memory(&f, p, need, memK, verdicts, migTooSmall)
+	case holds[Placement] && len(placeK) == 0:
+		e.migLayout(&f, p, layoutK)
 	case holds[Placement]:
 		e.placement(&f, p, placeK, verdicts, false)
 	case len(placeHeldK) > 0:
