@@ -98,7 +98,9 @@ func TestCorpus(t *testing.T) {
 		})
 	}
 	for _, c := range Causes() {
-		if !seen[c] {
+		// A pending pod never gets application as its cause (see
+		// Application); usage facts of a pod that fits add evidence only.
+		if !seen[c] && c != Application {
 			t.Errorf("no scenario of cause %s", c)
 		}
 	}

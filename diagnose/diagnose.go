@@ -25,8 +25,10 @@ const (
 	// Placement: GPUs are free but the pod's rules (selector, affinity,
 	// tolerations, GPU model) or the node's configuration exclude them.
 	Placement Cause = "placement"
-	// Application: the pod would fit now; its workload underuses its GPUs,
-	// so more GPUs would not help.
+	// Application: the workload underuses its GPUs, so more GPUs would not
+	// help. A pending pod does not get it as its cause: one that fits now
+	// waits for something outside GPU placement (Other) whatever its
+	// workload does, and usage facts only add evidence (Evidence.Usage).
 	Application Cause = "application"
 	// NoSuchHardware: no node could ever run the pod, even empty.
 	NoSuchHardware Cause = "no-such-hardware"
@@ -58,13 +60,29 @@ type Finding struct {
 	Cause Cause `json:"cause,omitempty"`
 	// Also lists the later causes of the order that hold too.
 	Also []Cause `json:"also,omitempty"`
-	// Summary is the scheduler's line for the pod's request as it stands:
-	// "0/N nodes are available: ...".
-	Summary  string   `json:"summary,omitempty"`
-	Evidence Evidence `json:"evidence"`
+	// Summary is the FailedScheduling message that the stock kube-scheduler
+	// gives for the pod's request as it stands, in its own format and words
+	// (FitErrorMessage): "0/N nodes are available: ... preemption: ...".
+	// It is empty when the stock filters pass on some node (the scheduler
+	// would bind the pod) or cannot count the request; StockNote says which.
+	Summary   string `json:"summary,omitempty"`
+	StockNote string `json:"stockNote,omitempty"`
+	// Fit is gpupack's own verdict on every node, in groups of nodes with
+	// the same reasons: what gpupack knows beyond the scheduler (the VRAM
+	// the pod needs, isolation, MIG layouts, GPU models).
+	Fit      []NodeGroup `json:"fit"`
+	Evidence Evidence    `json:"evidence"`
 	// Fix lists what would let the pod run, the nearest change first.
 	Fix  []string `json:"fix,omitempty"`
 	Note string   `json:"note,omitempty"`
+}
+
+// NodeGroup is nodes on which gpupack's fit finds the same reasons; no
+// reasons: the pod fits them now.
+type NodeGroup struct {
+	Nodes     []string           `json:"nodes"`
+	NodeCount int                `json:"nodeCount"`
+	Reasons   []placement.Reason `json:"reasons"`
 }
 
 // MaxListed bounds the names listed in evidence; counts stay exact.
@@ -84,11 +102,24 @@ type Evidence struct {
 	Rules     []Rule       `json:"rules,omitempty"`
 	// RulesExcludeHeld is set for placement when the nodes the rules
 	// exclude are fully allocated too, so changing the rules is not enough.
-	RulesExcludeHeld bool          `json:"rulesExcludeHeld,omitempty"`
-	Usage            *UsageSummary `json:"usage,omitempty"`
-	// Blocking are the distinct reasons that stop the pod, one per
-	// message, for the causes that have no finer evidence.
-	Blocking []placement.Reason `json:"blocking,omitempty"`
+	RulesExcludeHeld bool `json:"rulesExcludeHeld,omitempty"`
+	// Relayouts are MIG GPUs whose layout offers no free slice of the
+	// pod's profile and a re-layout that would (placement: the node's
+	// configuration), keeping the running slices in place where a layout
+	// does.
+	Relayouts []Relayout    `json:"relayouts,omitempty"`
+	Usage     *UsageSummary `json:"usage,omitempty"`
+	// Blocking are the distinct reasons that stop the pod, each with the
+	// nodes where it does, for the causes that have no finer evidence.
+	Blocking []Blocking `json:"blocking,omitempty"`
+}
+
+// Blocking is one reason that stops the pod, with its figures, and the
+// nodes it stops it on (capped at MaxListed; NodeCount is how many).
+type Blocking struct {
+	placement.Reason
+	Nodes     []string `json:"nodes"`
+	NodeCount int      `json:"nodeCount"`
 }
 
 // HolderStats describes the pods holding the GPUs a pod waits for.
@@ -131,9 +162,10 @@ type MemoryFacts struct {
 	// LargestGPU the largest such GPU.
 	LargestFree gpu.MiB `json:"largestFreeMiB"`
 	LargestGPU  gpu.MiB `json:"largestGPUMiB"`
-	// Relayouts are MIG GPUs that could offer the slice after a re-layout
-	// that keeps their used slices.
-	Relayouts []string `json:"relayouts,omitempty"`
+	// LargestGPUNodes are the nodes that have a usable GPU of LargestGPU
+	// (capped at MaxListed); LargestGPUNodeCount is how many there are.
+	LargestGPUNodes     []string `json:"largestGPUNodes,omitempty"`
+	LargestGPUNodeCount int      `json:"largestGPUNodeCount,omitempty"`
 	// Options are the catalogue's GPUs and MIG profiles that hold Need.
 	Options []Option `json:"options,omitempty"`
 }
@@ -278,8 +310,10 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		return f, err
 	}
 	verdicts := make([]classVerdict, len(e.classes))
-	groups := make([]placement.NodeReasons, len(e.classes))
-	var fitsNow, allocK, memK, placeK, placeHeldK []int
+	stock := make([]statusGroup, len(e.classes))
+	stockOK := true
+	var fitsNow, allocK, memK, placeK, placeHeldK, layoutK []int
+	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
 	for k := range e.classes {
 		v := &verdicts[k]
 		cur := e.rep(k)
@@ -288,7 +322,9 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		if full != d {
 			_, v.sched = placement.Fit(d, cur)
 		}
-		groups[k] = placement.NodeReasons{Nodes: len(e.classes[k].nodes), Reasons: v.sched}
+		st, ok := stockStatus(p, cur, v.sched)
+		stockOK = stockOK && ok
+		stock[k] = statusGroup{nodes: len(e.classes[k].nodes), NodeStatus: st}
 		if len(v.now) == 0 {
 			fitsNow = append(fitsNow, k)
 			continue
@@ -311,26 +347,29 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 				continue
 			}
 		}
+		if p.GPU.Kind == cluster.MIGSlice && !migTooSmall && len(e.relayouts(e.classes[k].nodes[:1], p)) > 0 {
+			layoutK = append(layoutK, k)
+			continue
+		}
 		if memoryShort(v.now, p) {
 			v.mem = true
 			memK = append(memK, k)
 		}
 	}
-	f.Summary = placement.SummaryOf(len(e.s.Nodes), groups)
-	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
-
-	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0}
+	e.summarize(&f, p, stock, stockOK, verdicts)
+	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0 || len(layoutK) > 0}
 	switch {
 	case len(fitsNow) > 0 && !migTooSmall:
+		e.fitsNow(&f, fitsNow)
 		if facts.Measured && facts.Pattern.Underused() {
-			e.application(&f, facts, fitsNow)
-		} else {
-			e.fitsNow(&f, fitsNow)
+			e.usageOf(&f, facts)
 		}
 	case holds[Allocation]:
 		e.allocation(&f, p, need, allocK)
 	case holds[Memory]:
 		e.memory(&f, p, need, memK, verdicts, migTooSmall)
+	case holds[Placement] && len(placeK) == 0:
+		e.migLayout(&f, p, layoutK)
 	case holds[Placement]:
 		e.placement(&f, p, placeK, verdicts, false)
 	case len(placeHeldK) > 0:

@@ -36,3 +36,24 @@ func TestHolderJSONKeepsMeasuredZero(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageDoesNotChangeFitsNowCause: two pods that both fit now get the
+// same cause whether or not one has usage facts; the facts add evidence.
+func TestUsageDoesNotChangeFitsNowCause(t *testing.T) {
+	s, u, _ := loadScenario(t, "testdata/corpus/other-fits-now-bursty.yaml")
+	with, err := Diagnose(s, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := Diagnose(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := with.Findings[0], without.Findings[0]
+	if a.Cause != b.Cause || a.Cause != Other {
+		t.Errorf("cause with usage facts %q, without %q; want %q for both", a.Cause, b.Cause, Other)
+	}
+	if a.Evidence.Usage == nil || b.Evidence.Usage != nil {
+		t.Errorf("usage evidence with facts %v, without %v; want it only with them", a.Evidence.Usage, b.Evidence.Usage)
+	}
+}

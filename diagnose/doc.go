@@ -1,7 +1,9 @@
 // Package diagnose explains every Pending GPU pod of a cluster snapshot: the
 // first cause in the order allocation, memory, placement, application (then
-// no such hardware, and quota/other), with structured evidence, the fix, and
-// the scheduler-style "0/N nodes are available: ..." line.
+// no such hardware, and quota/other), with structured evidence, the fix,
+// the FailedScheduling message the stock kube-scheduler would give
+// (FitErrorMessage: its format and its filters' words, exactly), and apart
+// from it gpupack's own verdict on every node.
 //
 // Every "does it fit, and why not" question, including the what-ifs (the
 // node emptied, the pod's rules relaxed, idle GPUs reconfigured), is put to

@@ -124,7 +124,8 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
 	f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(p, e.nodeList(idx))
 	mf := &MemoryFacts{Need: n.perDevice, Source: n.Source, Estimate: n.estimate}
-	for _, i := range idx {
+	largestOn := make([]gpu.MiB, len(idx)) // each node's largest usable GPU
+	for x, i := range idx {
 		node, st := e.s.Nodes[i], e.states[i]
 		for gi, g := range node.GPUs {
 			if len(p.GPUModels) > 0 && !slices.Contains(p.GPUModels, g.Model.Name) {
@@ -136,13 +137,16 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 				free = min(free, capacity)
 			}
 			mf.LargestFree, mf.LargestGPU = max(mf.LargestFree, free), max(mf.LargestGPU, capacity)
-			if p.GPU.Kind == cluster.MIGSlice && g.Sharing == cluster.MIG && len(mf.Relayouts) < MaxListed {
-				if l, ok := relayout(&g, st.GPUs[gi], p.GPU.Profile); ok {
-					mf.Relayouts = append(mf.Relayouts, fmt.Sprintf("%s/gpu%d: %s -> %s", node.Name, gi, g.Layout, l))
-				}
-			}
+			largestOn[x] = max(largestOn[x], capacity)
 		}
 	}
+	var largest []int
+	for x, i := range idx {
+		if largestOn[x] == mf.LargestGPU && mf.LargestGPU > 0 {
+			largest = append(largest, i)
+		}
+	}
+	mf.LargestGPUNodes, mf.LargestGPUNodeCount = e.names(largest)
 	devices := gpu.MiB(max(p.GPU.Count, 1))
 	total := n.stated * devices
 	if n.stated == 0 || n.Source == "request" {
@@ -160,9 +164,6 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 			}
 		}
 		f.Fix = append(f.Fix, fmt.Sprintf("the pod needs %s but MIG profile %s gives %s: ask for a bigger profile%s, or a whole GPU", n.stated, p.GPU.Profile, n.perDevice, better))
-	}
-	if len(mf.Relayouts) > 0 {
-		f.Fix = append(f.Fix, fmt.Sprintf("re-lay out MIG so that a %s slice exists (drain the GPU first): %s", p.GPU.Profile, strings.Join(mf.Relayouts, "; ")))
 	}
 	if node, ok := e.vramHeldBySharers(ks, verdicts); ok {
 		f.Fix = append(f.Fix, fmt.Sprintf("time-sliced GPUs on %s have replicas free but their VRAM is held by co-tenants (time-slicing does not partition VRAM): move the pod to MIG or MPS, which do, or move a co-tenant", node))
@@ -227,25 +228,6 @@ func (e *engine) vramHeldBySharers(ks []int, verdicts []classVerdict) (string, b
 		}
 	}
 	return "", false
-}
-
-// relayout finds a MIG layout of the GPU that keeps its used slices and
-// adds one of the profile.
-func relayout(g *cluster.GPU, st placement.GPUState, profile string) (gpu.Layout, bool) {
-	if g.Model.MIG == nil {
-		return nil, false
-	}
-	if _, ok := g.Model.MIG.Profile(profile); !ok {
-		return nil, false
-	}
-	keep := []string{profile}
-	for i, sl := range g.Layout {
-		if st.UsedSlices&(1<<i) != 0 {
-			keep = append(keep, sl.Profile)
-		}
-	}
-	l, err := g.Model.MIG.Fit(keep)
-	return l, err == nil
 }
 
 // placement reports the rules that keep the pod off the nodes ks. held says
@@ -340,14 +322,14 @@ func ruleFix(r placement.Reason, n *cluster.Node) string {
 	return r.String()
 }
 
-func (e *engine) application(f *Finding, facts PodFacts, ks []int) {
-	f.Cause = Application
-	idx := e.nodesOf(ks)
-	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
+// usageOf adds what usage facts say of a pod that fits now: evidence, and
+// what to do once it runs. They do not change the cause: the pod fits now,
+// so its wait is outside GPU placement whatever its workload does.
+func (e *engine) usageOf(f *Finding, facts PodFacts) {
 	u := &UsageSummary{Pattern: facts.Pattern, ActiveRatio: facts.ActiveRatio, Window: windowString(e.usage.Window), Suggests: suggestion(facts.Pattern)}
 	f.Evidence.Usage = u
-	f.Fix = append(f.Fix, fmt.Sprintf("not a GPU shortage: it fits %s now, and its workload's GPUs are %s (%s active over %s), so more GPUs would not help; %s",
-		JoinNames(f.Evidence.Nodes, f.Evidence.NodeCount), facts.Pattern, pct(facts.ActiveRatio), u.Window, u.Suggests))
+	f.Fix = append(f.Fix, fmt.Sprintf("once it runs, more GPUs would not help: its workload's GPUs are %s (%s active over %s); %s",
+		facts.Pattern, pct(facts.ActiveRatio), u.Window, u.Suggests))
 }
 
 func suggestion(p Pattern) string {
@@ -399,38 +381,85 @@ func (e *engine) beyond(f *Finding, p *cluster.Pod, full, relaxed *placement.Dem
 		for _, v := range verdicts {
 			rs = append(rs, v.now)
 		}
-		f.Evidence.Blocking = distinct(rs, false)
+		f.Evidence.Blocking = e.distinct(rs, false)
 		f.Fix = append(f.Fix, "no GPU is the limit: free or add the CPU or memory named above on GPU nodes, or lower the pod's request")
 	case vram:
 		e.memory(f, p, n, all, verdicts, false)
 	default:
 		f.Cause = NoSuchHardware
-		f.Evidence.Blocking = distinct(never, true)
+		f.Evidence.Blocking = e.distinct(never, true)
 		idx := e.nodesOf(all)
 		f.Evidence.NodeCount = len(idx)
-		var why []string
-		for _, r := range f.Evidence.Blocking {
-			why = append(why, r.String())
-		}
-		f.Fix = append(f.Fix, fmt.Sprintf("no node of this cluster could run it even empty and reconfigured (%s): change the request, or add hardware that has it", strings.Join(why, "; ")))
+		f.Fix = append(f.Fix, fmt.Sprintf("no node of this cluster could run it even empty and reconfigured (%s): change the request, or add hardware that has it", strings.Join(e.limits(f.Evidence.Blocking, len(idx)), "; ")))
 	}
 }
 
-// distinct lists one reason per message across nodes, GPU and node limits
-// only (not the pod's rules), optionally only the unresolvable ones.
-func distinct(perNode [][]placement.Reason, unresolvable bool) []placement.Reason {
-	seen := map[string]bool{}
-	var out []placement.Reason
-	for _, rs := range perNode {
+// distinct lists the reasons of the classes, GPU and node limits only (not
+// the pod's rules), optionally only the unresolvable ones, each with the
+// nodes it stops the pod on: reasons with the same figures are one, so no
+// node's shortage is told of another.
+func (e *engine) distinct(perClass [][]placement.Reason, unresolvable bool) []Blocking {
+	index := map[string]int{}
+	var out []Blocking
+	var nodes [][]int
+	for k, rs := range perClass {
 		for _, r := range rs {
-			if len(ruleReasons([]placement.Reason{r})) > 0 || (unresolvable && !r.Unresolvable) || seen[r.Message()] {
+			if len(ruleReasons([]placement.Reason{r})) > 0 || (unresolvable && !r.Unresolvable) {
 				continue
 			}
-			seen[r.Message()] = true
-			out = append(out, r)
+			i, ok := index[r.String()]
+			if !ok {
+				i = len(out)
+				index[r.String()] = i
+				out = append(out, Blocking{Reason: r})
+				nodes = append(nodes, nil)
+			}
+			nodes[i] = append(nodes[i], e.classes[k].nodes...)
 		}
 	}
+	for i := range out {
+		slices.Sort(nodes[i])
+		out[i].Nodes, out[i].NodeCount = e.names(nodes[i])
+	}
 	return out
+}
+
+// limits words, per resource, how far the largest node falls short, naming
+// the nodes the figures are of, and whether the resource stops the pod on
+// every node or only on those named.
+func (e *engine) limits(bs []Blocking, nodes int) []string {
+	var order []string
+	by := map[string][]Blocking{}
+	for _, b := range bs {
+		if _, ok := by[b.Resource]; !ok {
+			order = append(order, b.Resource)
+		}
+		by[b.Resource] = append(by[b.Resource], b)
+	}
+	var out []string
+	for _, res := range order {
+		group := by[res]
+		most, count := group[0], 0
+		var names []string
+		for _, b := range group {
+			count += b.NodeCount
+			names = append(names, b.Nodes...)
+			if b.Capacity > most.Capacity {
+				most = b
+			}
+		}
+		if count == nodes {
+			out = append(out, fmt.Sprintf("%s: it asks for %d %s, no node has more than %d (%s)", res, most.Requested, most.Unit, most.Capacity, JoinNames(most.Nodes, most.NodeCount)))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: it asks for %d %s, more than %s have (at most %d)", res, most.Requested, most.Unit, JoinNames(names[:min(len(names), MaxListed)], count), most.Capacity))
+	}
+	return out
+}
+
+// String is the nodes the reason holds on, and the reason with its figures.
+func (b Blocking) String() string {
+	return JoinNames(b.Nodes, b.NodeCount) + ": " + b.Reason.String()
 }
 
 func inCluster(model string, present map[string]bool) string {

@@ -20,6 +20,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/placement"
 )
 
 var (
@@ -42,15 +43,15 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	o := &options{}
 	cmd := &cobra.Command{
 		Use:   "diagnose",
-		Short: "Explain why each Pending GPU pod waits: allocation, memory, placement or application",
+		Short: "Explain why each Pending GPU pod waits: allocation, memory, placement or elsewhere",
 		Long: `diagnose explains every Pending GPU pod of a cluster snapshot with the first
 cause in this order, the evidence and the fix:
   allocation        matching GPUs exist but all are held (names the holders and how active they are)
   memory            the pod's GPU memory need fits no free VRAM or MIG slice
   placement         GPUs are free but the pod's selector, affinity, tolerations or GPU model exclude them
-  application       the pod fits; its workload underuses its GPUs, so more GPUs would not help
   no-such-hardware  no node could run it, even empty
-  quota/other       the cause is outside GPUs (CPU, memory, quota, the queue)
+  quota/other       the cause is outside GPUs (CPU, memory, quota, the queue); a pod that
+                    fits now is here, with its workload's usage as evidence when measured
 
 With no flags it runs on an embedded demo cluster with pending pods of every cause.
 --usage adds per-pod usage facts (activity, pattern, VRAM used, model for a memory estimate).
@@ -190,7 +191,16 @@ func writeTable(w io.Writer, rep *diagnose.Report, views map[string]schedulerVie
 			cause += " (also " + strings.Join(also, ", ") + ")"
 		}
 		fmt.Fprintf(w, "%s (%s): %s\n", f.Pod, f.Request, cause)
-		fmt.Fprintf(w, "  scheduler: %s\n", f.Summary)
+		if f.Summary != "" {
+			fmt.Fprintf(w, "  scheduler: %s\n", f.Summary)
+		}
+		for i, line := range gpupackLines(f, rep.Nodes) {
+			label := "  gpupack:   "
+			if i > 0 {
+				label = "             "
+			}
+			fmt.Fprintf(w, "%s%s\n", label, line)
+		}
 		if views != nil {
 			for _, line := range schedulerLines(f, views) {
 				fmt.Fprintf(w, "  %s\n", line)
@@ -232,6 +242,58 @@ func schedulerLines(f diagnose.Finding, views map[string]schedulerView) []string
 	return lines
 }
 
+// gpupackLines are gpupack's own view of the nodes, apart from the stock
+// scheduler's message: why there is no stock message, if there is none,
+// then per group of nodes what gpupack's fit finds, in gpupack's words.
+func gpupackLines(f diagnose.Finding, nodes int) []string {
+	first := ""
+	if f.StockNote != "" {
+		first = "no scheduler message: " + f.StockNote + "; "
+	}
+	fits := 0
+	var groups []string
+	for _, g := range f.Fit {
+		if len(g.Reasons) == 0 {
+			fits += g.NodeCount
+			continue
+		}
+		why := make([]string, len(g.Reasons))
+		for i, r := range g.Reasons {
+			why[i] = reasonText(r)
+		}
+		groups = append(groups, diagnose.JoinNames(g.Nodes, g.NodeCount)+": "+strings.Join(why, ", "))
+	}
+	lines := []string{first + fmt.Sprintf("fits %d of %d nodes now", fits, nodes)}
+	if len(groups) > diagnose.MaxListed {
+		rest := len(groups) - diagnose.MaxListed
+		groups = append(groups[:diagnose.MaxListed], fmt.Sprintf("and %d more groups of nodes", rest))
+	}
+	return append(lines, groups...)
+}
+
+// reasonText words one of gpupack's reasons for the gpupack line.
+func reasonText(r placement.Reason) string {
+	switch r.Code {
+	case placement.NodeUnschedulable:
+		return "cordoned"
+	case placement.NodeAffinityMismatch:
+		return r.Detail + " not met"
+	case placement.TaintNotTolerated:
+		return "taint {" + r.Detail + "} not tolerated"
+	case placement.NodeSelectorMismatch, placement.GPUModelMismatch, placement.SharingModeMismatch, placement.IsolationConflict:
+		return r.Detail
+	}
+	resource := r.Resource
+	if resource == "gpu-memory" {
+		resource = "GPU memory"
+	}
+	s := fmt.Sprintf("%s short (requested %d, free %d of %d %s)", resource, r.Requested, r.Free, r.Capacity, r.Unit)
+	if r.Detail != "" {
+		s += ": " + r.Detail
+	}
+	return s
+}
+
 func evidenceLines(f diagnose.Finding) []string {
 	ev := f.Evidence
 	var out []string
@@ -260,11 +322,21 @@ func evidenceLines(f diagnose.Finding) []string {
 			line += fmt.Sprintf(" = weights %s + KV cache %s + overhead %s", e.Weights, e.KVCache, e.Overhead)
 		}
 		line += fmt.Sprintf("; the most free on one usable GPU is %s, the largest usable GPU has %s", m.LargestFree, m.LargestGPU)
-		if ev.NodeCount > 0 && len(ev.Nodes) > 0 {
-			line += " (" + nodes + ")"
+		if len(m.LargestGPUNodes) > 0 {
+			line += " (" + diagnose.JoinNames(m.LargestGPUNodes, m.LargestGPUNodeCount) + ")"
 		}
 		out = append(out, line)
 	case diagnose.Placement:
+		for _, r := range ev.Relayouts {
+			line := fmt.Sprintf("evidence: MIG layout %s of %s/gpu%d offers no free %s slice", r.From, r.Node, r.GPU, strings.TrimPrefix(f.Request, "MIG "))
+			if len(r.Keeps) > 0 {
+				line += "; running slices: " + strings.Join(r.Keeps, ", ")
+			}
+			out = append(out, line)
+		}
+		if len(ev.Relayouts) > 0 && len(ev.Rules) == 0 {
+			break
+		}
 		if ev.RulesExcludeHeld {
 			out = append(out, fmt.Sprintf("evidence: %d %s GPUs on %s could run it, but the pod's rules exclude them, and they are fully allocated", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes))
 		} else {
@@ -283,6 +355,9 @@ func evidenceLines(f diagnose.Finding) []string {
 	case diagnose.NoSuchHardware, diagnose.Other:
 		if ev.NodeCount > 0 && len(ev.Nodes) > 0 {
 			out = append(out, "evidence: fits "+nodes+" now")
+		}
+		if u := ev.Usage; u != nil {
+			out = append(out, fmt.Sprintf("usage:    its workload's GPUs are %s, %s active over %s", u.Pattern, pct(u.ActiveRatio), u.Window))
 		}
 		for _, r := range ev.Blocking {
 			out = append(out, "blocking: "+r.String())
