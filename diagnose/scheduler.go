@@ -34,10 +34,13 @@ func SchedulerCauses(message string) []Cause {
 	if !ok {
 		return nil
 	}
-	var gpuShort, ruled, other int
+	var gpuShort, migShort, ruled, other int
 	for _, part := range parts {
 		switch {
-		case strings.HasPrefix(part.words, "Insufficient nvidia.com/gpu"), strings.HasPrefix(part.words, "Insufficient nvidia.com/mig-"):
+		case strings.HasPrefix(part.words, "Insufficient nvidia.com/mig-"):
+			gpuShort += part.nodes
+			migShort += part.nodes
+		case strings.HasPrefix(part.words, "Insufficient nvidia.com/gpu"):
 			gpuShort += part.nodes
 		case isRuleWords(part.words):
 			ruled += part.nodes
@@ -59,6 +62,10 @@ func SchedulerCauses(message string) []Cause {
 		return []Cause{Allocation, Memory}
 	case gpuShort > 0 && ruled > 0:
 		return []Cause{Placement, NoSuchHardware}
+	case migShort > 0:
+		// No GPU's layout offers the profile: the layout (node
+		// configuration) or the hardware, or the slice's memory.
+		return []Cause{Placement, NoSuchHardware, Memory}
 	case gpuShort > 0:
 		return []Cause{NoSuchHardware, Memory}
 	case ruled > 0 && other == 0:

@@ -82,8 +82,9 @@ func TestLiveDiagnosisAgreesWithScheduler(t *testing.T) {
 		"sixteen-gpus": {makePod(ns, "sixteen-gpus").gpus(gpuRes, 16).tolerate("gpu", "reserved").obj(), diagnose.NoSuchHardware},
 		"wrong-model":  {makePod(ns, "wrong-model").gpus(gpuRes, 1).selector(testcluster.LabelGPUProduct, "NVIDIA-A100-SXM4-80GB").obj(), diagnose.Placement},
 		// No layout has a 1g.5gb slice; the scheduler sees no such device,
-		// gpupack sees that a re-layout of the A100s would offer one.
-		"wants-1g": {makePod(ns, "wants-1g").gpus(testcluster.ResourceMIG("1g.5gb"), 1).tolerate("gpu", "reserved").obj(), diagnose.Memory},
+		// gpupack sees that the A100s' layout is the cause: a re-layout
+		// would offer one.
+		"wants-1g": {makePod(ns, "wants-1g").gpus(testcluster.ResourceMIG("1g.5gb"), 1).tolerate("gpu", "reserved").obj(), diagnose.Placement},
 	}
 	pods := c.Client().CoreV1().Pods(ns)
 	for _, p := range fitting {
