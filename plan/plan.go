@@ -131,6 +131,10 @@ func Make(s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	// Figures drawn from a node that holds more than it has are wrong.
+	if err := placement.CheckBound(s); err != nil {
+		return nil, err
+	}
 	pl := &Plan{DevicePlugin: map[string]DevicePluginConfig{}, MIGParted: map[string][]MIGDeviceConfig{}}
 	if u != nil {
 		pl.Window = u.Window

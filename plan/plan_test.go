@@ -152,6 +152,25 @@ func TestConflictingNodeUnchanged(t *testing.T) {
 	}
 }
 
+// TestOvercommitRefused: five 4-GPU pods bound to one 8-GPU node are no
+// cluster to plan; Make names the node, what is bound and what it has.
+func TestOvercommitRefused(t *testing.T) {
+	var pods []*cluster.Pod
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		pods = append(pods, pod("ml", name, "n1", 4, nil))
+	}
+	s, err := cluster.NewSnapshot(gpu.Default(), []*cluster.Node{node("n1", "H100-80GB", 8, cluster.Exclusive, nil)}, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Make(s, nil, DefaultOptions())
+	for _, want := range []string{"node n1 is over-committed", "20 GPU in all", "ml/e (4 GPU)", "8 x H100-80GB (exclusive)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Make: err = %v, want one containing %q", err, want)
+		}
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	for _, o := range []Options{{ReclaimIdleRatio: 0, Headroom: 0.2}, {ReclaimIdleRatio: 1.5, Headroom: 0.2}, {ReclaimIdleRatio: 0.8, Headroom: -1}} {
 		if o.Validate() == nil {
