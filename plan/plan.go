@@ -135,6 +135,9 @@ func Make(s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
 	if err := placement.CheckBound(s); err != nil {
 		return nil, err
 	}
+	if err := checkMeasured(s, u); err != nil {
+		return nil, err
+	}
 	pl := &Plan{DevicePlugin: map[string]DevicePluginConfig{}, MIGParted: map[string][]MIGDeviceConfig{}}
 	if u != nil {
 		pl.Window = u.Window
@@ -189,6 +192,39 @@ func Make(s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
 	}
 	pl.reserve()
 	return pl, nil
+}
+
+// checkMeasured refuses usage that says a running pod used more VRAM than
+// the GPUs it holds have: no sizing can be drawn from it.
+func checkMeasured(s *cluster.Snapshot, u *Usage) error {
+	if u == nil {
+		return nil
+	}
+	for _, p := range s.Pods {
+		o, ok := u.Pods[p.Key()]
+		n, bound := s.Node(p.NodeName)
+		if !ok || !bound || !p.WantsGPU() || o.VRAMUsedP95 == 0 || len(n.GPUs) == 0 {
+			continue
+		}
+		var per gpu.MiB
+		for _, g := range n.GPUs {
+			per = max(per, g.Memory, g.Model.Memory)
+		}
+		held, what := per, fmt.Sprintf("its share of a %s", n.GPUs[0].Model.Name)
+		switch p.GPU.Kind {
+		case cluster.WholeGPUs:
+			held = per * gpu.MiB(max(1, p.GPU.Count))
+			what = fmt.Sprintf("its %d x %s", max(1, p.GPU.Count), n.GPUs[0].Model.Name)
+		case cluster.MIGSlice:
+			if m := migMemoryOf(s.Catalogue, p.GPU.Profile); m > 0 {
+				held, what = m, "its MIG slice "+p.GPU.Profile
+			}
+		}
+		if o.VRAMUsedP95 > held {
+			return fmt.Errorf("usage of pod %s: VRAM p95 %s is more than the %s that %s on node %s has; a pod cannot use more than it holds: measure it again", p.Key(), o.VRAMUsedP95, held, what, n.Name)
+		}
+	}
+	return nil
 }
 
 // shared is the sizing of one pool's time slices and MPS clients.

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,55 @@ func TestOvercommitRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Make: err = %v, want one containing %q", err, want)
 		}
+	}
+}
+
+// TestSizingWithinHardware: headroom over measured use never sizes a pod
+// above the GPUs it holds; the reason says where the cap cut it, and a
+// pod that needs all of its GPU is not moved to a slice of it.
+func TestSizingWithinHardware(t *testing.T) {
+	nodes := []*cluster.Node{node("h1", "H100-80GB", 8, cluster.Exclusive, nil), node("h2", "H100-80GB", 8, cluster.Exclusive, nil)}
+	pods := []*cluster.Pod{pod("ml", "pretrain", "h1", 8, nil), pod("ml", "full", "h2", 1, nil)}
+	s, err := cluster.NewSnapshot(gpu.Default(), nodes, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
+		"ml/pretrain": obs(0.91, diagnose.Busy, 600, 0),
+		"ml/full":     obs(0.5, diagnose.Bursty, 75, 0),
+	}}
+	p, err := Make(s, u, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		Action      Action
+		Method      Method
+		VRAMNeed    gpu.MiB
+		ComputeNeed float64
+	}
+	want := map[string]got{
+		"ml/pretrain": {Keep, Whole, 8 * gpu.GiB(80), 8},
+		"ml/full":     {Keep, Whole, gpu.GiB(80), 0.6},
+	}
+	notes := map[string][]string{
+		"ml/pretrain": {"VRAM p95 600GiB plus 20% headroom is 720GiB, capped at the 640GiB of 8 x H100-80GB", "activity 0.91 plus 20% headroom is 8.74 GPU, capped at its 8 GPUs"},
+		"ml/full":     {"VRAM p95 75GiB plus 20% headroom is 90GiB, capped at the 80GiB of 1 x H100-80GB"},
+	}
+	for _, d := range p.Decisions {
+		if diff := cmp.Diff(want[d.Workload], got{d.Action, d.Method, d.VRAMNeed, math.Round(d.ComputeNeed*100) / 100}); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", d.Workload, diff)
+		}
+		for _, n := range notes[d.Workload] {
+			if !strings.Contains(d.Reason.Detail, n) {
+				t.Errorf("%s: reason %q lacks %q", d.Workload, d.Reason.Detail, n)
+			}
+		}
+	}
+	// A measurement beyond what the pod holds is refused.
+	u.Pods["ml/full"] = obs(0.5, diagnose.Bursty, 90, 0)
+	if _, err := Make(s, u, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "usage of pod ml/full: VRAM p95 90GiB is more than the 80GiB that its 1 x H100-80GB on node h2 has") {
+		t.Errorf("Make with 90GiB used on an 80GiB GPU: err = %v", err)
 	}
 }
 
