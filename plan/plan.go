@@ -64,21 +64,30 @@ type Plan struct {
 
 // PoolPlan is what the plan puts on one node pool.
 type PoolPlan struct {
-	Name                string `json:"name"`
-	Model               string `json:"model"`
-	Nodes               int    `json:"nodes"`
-	GPUs                int    `json:"gpus"`
-	Changed             bool   `json:"changed"`
-	MIGGPUs             int    `json:"migGPUs"`
-	MIGLowerBound       int    `json:"migLowerBound"`
-	MIGAreaBound        int    `json:"migAreaBound"`
-	MIGFirstFit         int    `json:"migFirstFitDecreasing"`
-	MIGOptimal          bool   `json:"migOptimal"`
-	TimeSlicingGPUs     int    `json:"timeSlicingGPUs"`
-	TimeSlicingReplicas int    `json:"timeSlicingReplicas"`
-	MPSGPUs             int    `json:"mpsGPUs"`
-	MPSClients          int    `json:"mpsClients"`
-	WholeGPUs           int    `json:"wholeGPUs"`
+	Name          string `json:"name"`
+	Model         string `json:"model"`
+	Nodes         int    `json:"nodes"`
+	GPUs          int    `json:"gpus"`
+	Changed       bool   `json:"changed"`
+	MIGGPUs       int    `json:"migGPUs"`
+	MIGLowerBound int    `json:"migLowerBound"`
+	MIGAreaBound  int    `json:"migAreaBound"`
+	MIGFirstFit   int    `json:"migFirstFitDecreasing"`
+	MIGOptimal    bool   `json:"migOptimal"`
+	// TimeSlicingGPUs and MPSGPUs are the GPUs the configs share: every
+	// GPU of the TimeSlicingNodes and MPSNodes, since the device plugin
+	// shares all GPUs of a node it configures. The ...Needed counts are
+	// the GPUs of shares the workloads were sized into.
+	TimeSlicingNodes      int `json:"timeSlicingNodes"`
+	TimeSlicingGPUs       int `json:"timeSlicingGPUs"`
+	TimeSlicingGPUsNeeded int `json:"timeSlicingGPUsNeeded"`
+	TimeSlicingReplicas   int `json:"timeSlicingReplicas"`
+	MPSNodes              int `json:"mpsNodes"`
+	MPSGPUs               int `json:"mpsGPUs"`
+	MPSGPUsNeeded         int `json:"mpsGPUsNeeded"`
+	MPSClients            int `json:"mpsClients"`
+	// WholeGPUs is the whole GPUs the pool's kept workloads ask for.
+	WholeGPUs int `json:"wholeGPUs"`
 }
 
 // NodeChange is the configuration one node gets, and the labels that
@@ -272,19 +281,19 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 	}
 	for _, t := range slices.Sorted(maps.Keys(tsBins)) {
 		for _, b := range tsBins[t] {
-			pp.TimeSlicingGPUs++
+			pp.TimeSlicingGPUsNeeded++
 			pp.TimeSlicingReplicas = max(pp.TimeSlicingReplicas, b.pods, 2)
 		}
 	}
 	for d, n := range mpsPods {
-		pp.MPSGPUs += ceilDiv(n, clients)
+		pp.MPSGPUsNeeded += ceilDiv(n, clients)
 		d.After.VRAMLimit = p.model.Memory / gpu.MiB(clients)
 	}
 	pp.MPSClients = clients
 
 	// Give nodes their roles, preferring nodes already in that mode.
 	per := max(1, p.perNode)
-	need := map[Method]int{MIG: ceilDiv(pp.MIGGPUs, per), TimeSlicing: ceilDiv(pp.TimeSlicingGPUs, per), MPS: ceilDiv(pp.MPSGPUs, per)}
+	need := map[Method]int{MIG: ceilDiv(pp.MIGGPUs, per), TimeSlicing: ceilDiv(pp.TimeSlicingGPUsNeeded, per), MPS: ceilDiv(pp.MPSGPUsNeeded, per)}
 	modeOf := map[Method]cluster.Sharing{MIG: cluster.MIG, TimeSlicing: cluster.TimeSliced, MPS: cluster.MPS}
 	free := append([]int(nil), p.nodes...)
 	role := map[int]Method{}
@@ -332,6 +341,14 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 			if m == MIG {
 				nc.Layouts = append(nc.Layouts, ng.Layout.String())
 			}
+		}
+		switch m {
+		case TimeSlicing:
+			pp.TimeSlicingNodes++
+			pp.TimeSlicingGPUs += len(gpus)
+		case MPS:
+			pp.MPSNodes++
+			pp.MPSGPUs += len(gpus)
 		}
 		newGPUs[i] = gpus
 		if p.model.MIG != nil {

@@ -221,6 +221,51 @@ func TestSizingWithinHardware(t *testing.T) {
 	}
 }
 
+// TestSharingConfigsCoverWholeNodes: the device plugin shares every GPU
+// of a node it configures, so the plan counts (and its config states)
+// every GPU of the time-sliced node, not only the one its work needs.
+func TestSharingConfigsCoverWholeNodes(t *testing.T) {
+	nodes := []*cluster.Node{node("h1", "H100-80GB", 8, cluster.Exclusive, nil), node("h2", "H100-80GB", 8, cluster.Exclusive, nil)}
+	pods := []*cluster.Pod{pod("ml", "nb-a", "h1", 1, nil), pod("ml", "nb-b", "h1", 1, nil), pod("ml", "train", "h2", 8, nil)}
+	s, err := cluster.NewSnapshot(gpu.Default(), nodes, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
+		"ml/nb-a": obs(0.05, diagnose.Bursty, 8, 0.3), "ml/nb-b": obs(0.05, diagnose.Bursty, 8, 0.3), "ml/train": obs(0.9, diagnose.Busy, 500, 0)}}
+	p, err := Make(s, u, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := p.Pools[0]
+	type counts struct{ Nodes, GPUs, Needed int }
+	if diff := cmp.Diff(counts{1, 8, 1}, counts{pp.TimeSlicingNodes, pp.TimeSlicingGPUs, pp.TimeSlicingGPUsNeeded}); diff != "" {
+		t.Errorf("time-slicing (-want +got):\n%s", diff)
+	}
+	sliced := 0
+	for _, nc := range p.Nodes {
+		if c := p.DevicePlugin[nc.Labels[DevicePluginConfigLabel]]; c.Sharing != nil && c.Sharing.TimeSlicing != nil {
+			n, _ := s.Node(nc.Node)
+			sliced += len(n.GPUs)
+			for _, r := range c.Sharing.TimeSlicing.Resources {
+				if r.Devices != "all" {
+					t.Errorf("config %s: devices %q, want all (the plugin honours no other)", nc.Labels[DevicePluginConfigLabel], r.Devices)
+				}
+			}
+		}
+	}
+	if sliced != pp.TimeSlicingGPUs {
+		t.Errorf("nodes labelled for time-slicing have %d GPUs; the pool plan says %d", sliced, pp.TimeSlicingGPUs)
+	}
+	cm, err := p.DevicePluginConfigMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cm), "devices: all") {
+		t.Errorf("ConfigMap does not state devices: all:\n%s", cm)
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	for _, o := range []Options{{ReclaimIdleRatio: 0, Headroom: 0.2}, {ReclaimIdleRatio: 1.5, Headroom: 0.2}, {ReclaimIdleRatio: 0.8, Headroom: -1}} {
 		if o.Validate() == nil {
