@@ -83,6 +83,10 @@ type After struct {
 	// VRAMLimit is the memory the pod may use: its need for time slices,
 	// the MPS client limit, the MIG slice's memory.
 	VRAMLimit gpu.MiB `json:"vramLimitMiB,omitempty"`
+	// NodeSelector selects the nodes whose device plugin config offers the
+	// resource as the plan sized it: time slices and MPS clients are both
+	// nvidia.com/gpu.shared, so the config label tells them apart.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 }
 
 // Decision is the plan for one workload.

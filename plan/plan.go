@@ -120,6 +120,8 @@ type Proof struct {
 	Unplaceable   []string `json:"unplaceable"`
 	// Risks counts the workloads that carry each risk after the change.
 	Risks map[Risk]int `json:"risks"`
+	// placed is the node each moved pod was placed on, by pod key.
+	placed map[string]string
 }
 
 // Reservation is the baseline worth reserving for one GPU model.
@@ -329,10 +331,10 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 					ng.Sharing, ng.Layout = cluster.MIG, packing.Layouts[nextLayout]
 					nextLayout++
 				}
-			case TimeSlicing:
-				ng.Sharing, ng.Replicas = cluster.TimeSliced, pp.TimeSlicingReplicas
+			case TimeSlicing: // renameByDefault: offered as nvidia.com/gpu.shared
+				ng.Sharing, ng.Replicas, ng.SharedResource = cluster.TimeSliced, pp.TimeSlicingReplicas, true
 			case MPS:
-				ng.Sharing, ng.Replicas = cluster.MPS, pp.MPSClients
+				ng.Sharing, ng.Replicas, ng.SharedResource = cluster.MPS, pp.MPSClients, true
 			}
 			gpus[j] = ng
 			if p.model.MIG != nil {
@@ -362,6 +364,15 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		}
 		pl.DevicePlugin[configs[m]] = devicePluginConfig(m, pp)
 		pl.Nodes = append(pl.Nodes, nc)
+	}
+	// Time slices and MPS clients are both offered as nvidia.com/gpu.shared
+	// (the plugin renames no resource otherwise), and MIG profiles of one
+	// name exist in several pools, so a rewritten request also selects the
+	// nodes of its own config.
+	for _, d := range p.decisions {
+		if d.Action != Keep && d.Action != Unplaceable && d.Method != Whole {
+			d.After.NodeSelector = map[string]string{DevicePluginConfigLabel: configs[d.Method]}
+		}
 	}
 	return pp, nil
 }
@@ -448,7 +459,7 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 		return err
 	}
 	pr := &pl.Proof
-	pr.Policy, pr.Currency, pr.Risks = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}
+	pr.Policy, pr.Currency, pr.Risks, pr.placed = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}, map[string]string{}
 	for _, d := range pl.Decisions {
 		for _, r := range d.Risks {
 			pr.Risks[r]++
@@ -475,12 +486,6 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 			nodes[i] = &cp
 		}
 	}
-	var sharedConfigs []string
-	for _, name := range slices.Sorted(maps.Keys(pl.DevicePlugin)) {
-		if pl.DevicePlugin[name].Sharing != nil {
-			sharedConfigs = append(sharedConfigs, name)
-		}
-	}
 	decisionOf := map[*cluster.Pod]*Decision{}
 	for _, d := range pl.Decisions {
 		for _, p := range d.w.Pods {
@@ -504,7 +509,7 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 		cp := *p
 		cp.NodeName, cp.Devices = "", nil
 		if d != nil {
-			after(&cp, d, sharedConfigs)
+			after(&cp, d)
 		}
 		pods = append(pods, &cp)
 		moved = append(moved, &cp)
@@ -533,7 +538,11 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 		if err != nil {
 			return err
 		}
-		if n, _ := sim.Place(d, states, policy, rng); n < 0 && p.WantsGPU() {
+		n, _ := sim.Place(d, states, policy, rng)
+		switch {
+		case n >= 0:
+			pr.placed[p.Key()] = states[n].Node.Name
+		case p.WantsGPU():
 			pr.StillPending = append(pr.StillPending, p.Key())
 		}
 	}
@@ -559,38 +568,51 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 	return nil
 }
 
-// after rewrites a moved pod's request as the decision says, with the
-// node affinity that stands for the device plugin's renamed resource:
-// shared requests go to nodes with a sharing config, whole ones avoid them.
-func after(p *cluster.Pod, d *Decision, sharedConfigs []string) {
-	op := "NotIn"
-	switch d.Method {
-	case MIG:
-		p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: d.Profile}
-		if d.After.GPUModel != "" {
-			p.GPUModels = []string{d.After.GPUModel}
-		}
-	case TimeSlicing, MPS:
-		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1, Memory: d.VRAMNeed}
-		p.GPUModels = []string{d.After.GPUModel}
-		p.Isolation = max(p.Isolation, cluster.ShareTenant)
-		if d.Method == MPS {
-			p.Tenant = d.Workload // one owner's clients per GPU
-		}
-		op = "In"
+// after rewrites a moved pod's request as the admission webhook would
+// from workload-requests.yaml: only pods of a workload that the plan
+// changes and that ask for what the plan saw (Before), to the resource it
+// names, with the VRAM annotation it adds for a shared GPU and the node
+// selector of its config. The changed nodes offer what their configs say
+// (renamed shares, MIG layouts, whole GPUs), so placement puts the pod
+// only where its resource is offered.
+//
+// A moved pod whose VRAM was measured also goes only to GPUs that hold
+// what it used (per GPU), so that the proof never moves it where it could
+// not run: a kept 2-GPU trainer leaves reconfigured H100s for H100s, not
+// for L4s.
+func after(p *cluster.Pod, d *Decision) {
+	if p.GPU.Kind == cluster.WholeGPUs && p.GPU.Memory == 0 && d.w.Observed.VRAMUsedP95 > 0 {
+		p.GPU.Memory = d.w.Observed.VRAMUsedP95 / gpu.MiB(max(1, p.GPU.Count))
 	}
-	if len(sharedConfigs) == 0 || p.GPU.Kind == cluster.MIGSlice {
+	if d.Action == Keep || d.Action == Unplaceable || p.GPU.String() != d.Before {
 		return
 	}
-	req := cluster.Requirement{Key: DevicePluginConfigLabel, Operator: op, Values: sharedConfigs}
-	terms := []cluster.Term{{}}
-	if len(p.RequiredAffinity) > 0 {
-		terms = append([]cluster.Term(nil), p.RequiredAffinity...)
+	switch d.After.Resource {
+	case "nvidia.com/gpu":
+		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: d.After.Count, Memory: p.GPU.Memory}
+	case "nvidia.com/gpu.shared":
+		mem := p.GPU.Memory
+		if mem == 0 {
+			mem = d.After.VRAMLimit
+		}
+		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: d.After.Count, Memory: mem, SharedResource: true}
+		// The plan sized shares within one tenant, and MPS clients of
+		// one owner per GPU.
+		p.Isolation = max(p.Isolation, cluster.ShareTenant)
+		if d.Method == MPS {
+			p.Tenant = d.Workload
+		}
+	default:
+		p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: d.Profile}
 	}
-	for k := range terms {
-		terms[k].MatchExpressions = append(append([]cluster.Requirement(nil), terms[k].MatchExpressions...), req)
+	if len(d.After.NodeSelector) > 0 {
+		sel := maps.Clone(p.NodeSelector)
+		if sel == nil {
+			sel = map[string]string{}
+		}
+		maps.Copy(sel, d.After.NodeSelector)
+		p.NodeSelector = sel
 	}
-	p.RequiredAffinity = terms
 }
 
 // placeOrder places the hardest pods first: MIG slices by size, then whole
