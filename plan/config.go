@@ -40,11 +40,19 @@ type ReplicatedResources struct {
 	Resources                  []ReplicatedResource `json:"resources"`
 }
 
-// ReplicatedResource is one replicated resource.
+// ReplicatedResource is one replicated resource. Devices is always "all":
+// the device plugin reads "all", a count or a list of GPUs there, but
+// replaces anything but "all" with "all" (it warns that customizing
+// devices is not yet supported), so a sharing config shares every GPU of
+// the node it labels, and the plan says so.
 type ReplicatedResource struct {
 	Name     string `json:"name"`
+	Devices  string `json:"devices"`
 	Replicas int    `json:"replicas"`
 }
+
+// allDevices is the only device selection the device plugin honours.
+const allDevices = "all"
 
 // MIGDeviceConfig is one device group of a mig-parted configuration.
 type MIGDeviceConfig struct {
@@ -61,10 +69,10 @@ func devicePluginConfig(m Method, pp PoolPlan) DevicePluginConfig {
 		c.Flags.MIGStrategy = "mixed"
 	case TimeSlicing:
 		c.Sharing = &DevicePluginSharing{TimeSlicing: &ReplicatedResources{RenameByDefault: true, FailRequestsGreaterThanOne: true,
-			Resources: []ReplicatedResource{{Name: "nvidia.com/gpu", Replicas: pp.TimeSlicingReplicas}}}}
+			Resources: []ReplicatedResource{{Name: "nvidia.com/gpu", Devices: allDevices, Replicas: pp.TimeSlicingReplicas}}}}
 	case MPS:
 		c.Sharing = &DevicePluginSharing{MPS: &ReplicatedResources{RenameByDefault: true,
-			Resources: []ReplicatedResource{{Name: "nvidia.com/gpu", Replicas: pp.MPSClients}}}}
+			Resources: []ReplicatedResource{{Name: "nvidia.com/gpu", Devices: allDevices, Replicas: pp.MPSClients}}}}
 	}
 	return c
 }

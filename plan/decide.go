@@ -83,27 +83,38 @@ type After struct {
 	// VRAMLimit is the memory the pod may use: its need for time slices,
 	// the MPS client limit, the MIG slice's memory.
 	VRAMLimit gpu.MiB `json:"vramLimitMiB,omitempty"`
+	// NodeSelector selects the nodes whose device plugin config offers the
+	// resource as the plan sized it: time slices and MPS clients are both
+	// nvidia.com/gpu.shared, so the config label tells them apart.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 }
 
 // Decision is the plan for one workload.
 type Decision struct {
-	Workload string  `json:"workload"`
-	Pods     int     `json:"pods"`
-	Role     Role    `json:"role"`
-	Before   string  `json:"before"`
-	Action   Action  `json:"action"`
-	Method   Method  `json:"method"`
-	Profile  string  `json:"migProfile,omitempty"`
-	Pool     string  `json:"pool,omitempty"`
-	VRAMNeed gpu.MiB `json:"vramNeedMiB,omitempty"`
-	// ComputeNeed is the GPU compute the workload's pods each need, in
-	// GPUs (activity plus headroom).
+	Workload string `json:"workload"`
+	Pods     int    `json:"pods"`
+	Role     Role   `json:"role"`
+	Before   string `json:"before"`
+	Action   Action `json:"action"`
+	Method   Method `json:"method"`
+	Profile  string `json:"migProfile,omitempty"`
+	Pool     string `json:"pool,omitempty"`
+	// VRAMNeed and ComputeNeed are what each of the workload's pods needs
+	// over all its GPUs: measured VRAM p95 and activity plus headroom, at
+	// most what those GPUs have (the reason says when the headroom was cut
+	// there). ComputeNeed is in GPUs.
+	VRAMNeed    gpu.MiB `json:"vramNeedMiB,omitempty"`
 	ComputeNeed float64 `json:"computeNeed,omitempty"`
 	Reason      Reason  `json:"reason"`
 	Risks       []Risk  `json:"risks,omitempty"`
 	After       After   `json:"after"`
 	// Spot is true for interruptible work (Jobs, not production).
 	Spot bool `json:"spot"`
+	// full is true when the sizing (use plus headroom) reached the GPUs
+	// the workload holds, so that VRAMNeed and ComputeNeed are capped there
+	// and it needs all of them; capNote says so in the reason.
+	full    bool
+	capNote string
 	// clients is the MPS clients per GPU the workload allows.
 	clients int
 	w       *Workload
@@ -121,6 +132,14 @@ func (d *Decision) keep(code Code, detail string) {
 // on (nil for pending-only workloads); largest is the most VRAM any GPU of
 // the cluster has.
 func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, loneTenant func(*Workload) bool) *Decision {
+	d := decideSized(w, p, largest, o, window, loneTenant)
+	if d.capNote != "" {
+		d.Reason.Detail += "; " + d.capNote
+	}
+	return d
+}
+
+func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, loneTenant func(*Workload) bool) *Decision {
 	d := &Decision{Workload: w.Key, Pods: len(w.Pods), Role: w.Role, Before: w.Request.String(), w: w, pool: p,
 		Spot: w.Job && !w.Production && w.Role != Inference}
 	perPod := max(1, w.Request.Count)
@@ -142,6 +161,7 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		d.Reason = Reason{ExceedsEveryDevice, fmt.Sprintf("needs %s per GPU; the largest GPU of the cluster has %s", need, largest)}
 		return d
 	}
+	d.capAtHardware(w, p, largest, o)
 	d.After = After{Resource: "nvidia.com/gpu", Count: perPod}
 	if w.Request.Kind == cluster.MIGSlice {
 		d.After = After{Resource: "nvidia.com/mig-" + w.Request.Profile, Count: 1}
@@ -172,17 +192,17 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		}
 		return d
 	}
-	fitsOne := d.VRAMNeed <= p.model.Usable && d.ComputeNeed <= 1
+	fitsOne := !d.full && d.VRAMNeed <= p.model.Usable && d.ComputeNeed <= 1
 	switch {
-	case idle:
+	case idle && !d.full:
 	case w.Request.Kind == cluster.WholeGPUs && w.Request.Count > 1 && !fitsOne:
 		d.keep(MultiGPU, fmt.Sprintf("%d GPUs; usage (VRAM need %s, compute %.2f GPU) does not show one suffices", w.Request.Count, d.VRAMNeed, d.ComputeNeed))
 		return d
 	case w.Role == Training && !fitsOne:
 		d.keep(TrainingWhole, fmt.Sprintf("training; VRAM need %s and compute %.2f GPU do not fit a share", d.VRAMNeed, d.ComputeNeed))
 		return d
-	case 2*d.VRAMNeed > p.model.Usable || d.ComputeNeed > 0.5:
-		if p.model.MIG == nil || !d.chooseMIG(p.model) {
+	case d.full || 2*d.VRAMNeed > p.model.Usable || d.ComputeNeed > 0.5:
+		if d.full || p.model.MIG == nil || !d.chooseMIG(p.model) {
 			d.keep(TooBigToShare, fmt.Sprintf("needs %s of %s's %s and %.2f GPU of compute", d.VRAMNeed, p.model.Name, p.model.Usable, d.ComputeNeed))
 			return d
 		}
@@ -220,6 +240,37 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		d.addRisks(SharedVRAM, NoisyNeighbour)
 	}
 	return d
+}
+
+// capAtHardware caps the sizing at the GPUs each pod holds (perPod GPUs of
+// the pool's model, or of the largest GPU when it is in no pool): headroom
+// over measured use cannot make a pod need more than it has. A capped
+// sizing means the pod needs all of them.
+func (d *Decision) capAtHardware(w *Workload, p *pool, largest gpu.MiB, o Options) {
+	perPod := max(1, w.Request.Count)
+	memory, model := largest, "the largest GPU"
+	if p != nil && !p.conflict {
+		memory, model = p.model.Usable, p.model.Name
+	}
+	var notes []string
+	if hw := memory * gpu.MiB(perPod); d.VRAMNeed > hw {
+		notes = append(notes, fmt.Sprintf("VRAM p95 %s plus %.0f%% headroom is %s, capped at the %s of %d x %s", w.Observed.VRAMUsedP95, 100*o.Headroom, d.VRAMNeed, hw, perPod, model))
+		d.VRAMNeed, d.full = hw, true
+	}
+	if hw := float64(perPod); d.ComputeNeed > hw {
+		notes = append(notes, fmt.Sprintf("activity %.2f plus %.0f%% headroom is %.2f GPU, capped at its %s", w.Observed.ActiveRatio, 100*o.Headroom, d.ComputeNeed, gpusText(perPod)))
+		d.ComputeNeed, d.full = hw, true
+	}
+	if len(notes) > 0 {
+		d.capNote = "sized at the hardware: " + strings.Join(notes, "; ")
+	}
+}
+
+func gpusText(n int) string {
+	if n == 1 {
+		return "1 GPU"
+	}
+	return fmt.Sprintf("%d GPUs", n)
 }
 
 // setReason records the sharing reason, or the reclaim reason with the

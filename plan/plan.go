@@ -64,21 +64,30 @@ type Plan struct {
 
 // PoolPlan is what the plan puts on one node pool.
 type PoolPlan struct {
-	Name                string `json:"name"`
-	Model               string `json:"model"`
-	Nodes               int    `json:"nodes"`
-	GPUs                int    `json:"gpus"`
-	Changed             bool   `json:"changed"`
-	MIGGPUs             int    `json:"migGPUs"`
-	MIGLowerBound       int    `json:"migLowerBound"`
-	MIGAreaBound        int    `json:"migAreaBound"`
-	MIGFirstFit         int    `json:"migFirstFitDecreasing"`
-	MIGOptimal          bool   `json:"migOptimal"`
-	TimeSlicingGPUs     int    `json:"timeSlicingGPUs"`
-	TimeSlicingReplicas int    `json:"timeSlicingReplicas"`
-	MPSGPUs             int    `json:"mpsGPUs"`
-	MPSClients          int    `json:"mpsClients"`
-	WholeGPUs           int    `json:"wholeGPUs"`
+	Name          string `json:"name"`
+	Model         string `json:"model"`
+	Nodes         int    `json:"nodes"`
+	GPUs          int    `json:"gpus"`
+	Changed       bool   `json:"changed"`
+	MIGGPUs       int    `json:"migGPUs"`
+	MIGLowerBound int    `json:"migLowerBound"`
+	MIGAreaBound  int    `json:"migAreaBound"`
+	MIGFirstFit   int    `json:"migFirstFitDecreasing"`
+	MIGOptimal    bool   `json:"migOptimal"`
+	// TimeSlicingGPUs and MPSGPUs are the GPUs the configs share: every
+	// GPU of the TimeSlicingNodes and MPSNodes, since the device plugin
+	// shares all GPUs of a node it configures. The ...Needed counts are
+	// the GPUs of shares the workloads were sized into.
+	TimeSlicingNodes      int `json:"timeSlicingNodes"`
+	TimeSlicingGPUs       int `json:"timeSlicingGPUs"`
+	TimeSlicingGPUsNeeded int `json:"timeSlicingGPUsNeeded"`
+	TimeSlicingReplicas   int `json:"timeSlicingReplicas"`
+	MPSNodes              int `json:"mpsNodes"`
+	MPSGPUs               int `json:"mpsGPUs"`
+	MPSGPUsNeeded         int `json:"mpsGPUsNeeded"`
+	MPSClients            int `json:"mpsClients"`
+	// WholeGPUs is the whole GPUs the pool's kept workloads ask for.
+	WholeGPUs int `json:"wholeGPUs"`
 }
 
 // NodeChange is the configuration one node gets, and the labels that
@@ -111,6 +120,8 @@ type Proof struct {
 	Unplaceable   []string `json:"unplaceable"`
 	// Risks counts the workloads that carry each risk after the change.
 	Risks map[Risk]int `json:"risks"`
+	// placed is the node each moved pod was placed on, by pod key.
+	placed map[string]string
 }
 
 // Reservation is the baseline worth reserving for one GPU model.
@@ -129,6 +140,13 @@ type Reservation struct {
 // Make plans the snapshot with the usage (nil when none was measured).
 func Make(s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
 	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	// Figures drawn from a node that holds more than it has are wrong.
+	if err := placement.CheckBound(s); err != nil {
+		return nil, err
+	}
+	if err := checkMeasured(s, u); err != nil {
 		return nil, err
 	}
 	pl := &Plan{DevicePlugin: map[string]DevicePluginConfig{}, MIGParted: map[string][]MIGDeviceConfig{}}
@@ -187,6 +205,39 @@ func Make(s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
 	return pl, nil
 }
 
+// checkMeasured refuses usage that says a running pod used more VRAM than
+// the GPUs it holds have: no sizing can be drawn from it.
+func checkMeasured(s *cluster.Snapshot, u *Usage) error {
+	if u == nil {
+		return nil
+	}
+	for _, p := range s.Pods {
+		o, ok := u.Pods[p.Key()]
+		n, bound := s.Node(p.NodeName)
+		if !ok || !bound || !p.WantsGPU() || o.VRAMUsedP95 == 0 || len(n.GPUs) == 0 {
+			continue
+		}
+		var per gpu.MiB
+		for _, g := range n.GPUs {
+			per = max(per, g.Memory, g.Model.Usable)
+		}
+		held, what := per, fmt.Sprintf("its share of a %s", n.GPUs[0].Model.Name)
+		switch p.GPU.Kind {
+		case cluster.WholeGPUs:
+			held = per * gpu.MiB(max(1, p.GPU.Count))
+			what = fmt.Sprintf("its %d x %s", max(1, p.GPU.Count), n.GPUs[0].Model.Name)
+		case cluster.MIGSlice:
+			if m := migMemoryOf(s.Catalogue, p.GPU.Profile); m > 0 {
+				held, what = m, "its MIG slice "+p.GPU.Profile
+			}
+		}
+		if o.VRAMUsedP95 > held {
+			return fmt.Errorf("usage of pod %s: VRAM p95 %s is more than the %s that %s on node %s has; a pod cannot use more than it holds: measure it again", p.Key(), o.VRAMUsedP95, held, what, n.Name)
+		}
+	}
+	return nil
+}
+
 // shared is the sizing of one pool's time slices and MPS clients.
 type sharedBin struct {
 	vram    gpu.MiB
@@ -232,19 +283,19 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 	}
 	for _, t := range slices.Sorted(maps.Keys(tsBins)) {
 		for _, b := range tsBins[t] {
-			pp.TimeSlicingGPUs++
+			pp.TimeSlicingGPUsNeeded++
 			pp.TimeSlicingReplicas = max(pp.TimeSlicingReplicas, b.pods, 2)
 		}
 	}
 	for d, n := range mpsPods {
-		pp.MPSGPUs += ceilDiv(n, clients)
+		pp.MPSGPUsNeeded += ceilDiv(n, clients)
 		d.After.VRAMLimit = p.model.Usable / gpu.MiB(clients)
 	}
 	pp.MPSClients = clients
 
 	// Give nodes their roles, preferring nodes already in that mode.
 	per := max(1, p.perNode)
-	need := map[Method]int{MIG: ceilDiv(pp.MIGGPUs, per), TimeSlicing: ceilDiv(pp.TimeSlicingGPUs, per), MPS: ceilDiv(pp.MPSGPUs, per)}
+	need := map[Method]int{MIG: ceilDiv(pp.MIGGPUs, per), TimeSlicing: ceilDiv(pp.TimeSlicingGPUsNeeded, per), MPS: ceilDiv(pp.MPSGPUsNeeded, per)}
 	modeOf := map[Method]cluster.Sharing{MIG: cluster.MIG, TimeSlicing: cluster.TimeSliced, MPS: cluster.MPS}
 	free := append([]int(nil), p.nodes...)
 	role := map[int]Method{}
@@ -280,10 +331,10 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 					ng.Sharing, ng.Layout = cluster.MIG, packing.Layouts[nextLayout]
 					nextLayout++
 				}
-			case TimeSlicing:
-				ng.Sharing, ng.Replicas = cluster.TimeSliced, pp.TimeSlicingReplicas
+			case TimeSlicing: // renameByDefault: offered as nvidia.com/gpu.shared
+				ng.Sharing, ng.Replicas, ng.SharedResource = cluster.TimeSliced, pp.TimeSlicingReplicas, true
 			case MPS:
-				ng.Sharing, ng.Replicas = cluster.MPS, pp.MPSClients
+				ng.Sharing, ng.Replicas, ng.SharedResource = cluster.MPS, pp.MPSClients, true
 			}
 			gpus[j] = ng
 			if p.model.MIG != nil {
@@ -292,6 +343,14 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 			if m == MIG {
 				nc.Layouts = append(nc.Layouts, ng.Layout.String())
 			}
+		}
+		switch m {
+		case TimeSlicing:
+			pp.TimeSlicingNodes++
+			pp.TimeSlicingGPUs += len(gpus)
+		case MPS:
+			pp.MPSNodes++
+			pp.MPSGPUs += len(gpus)
 		}
 		newGPUs[i] = gpus
 		if p.model.MIG != nil {
@@ -305,6 +364,15 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		}
 		pl.DevicePlugin[configs[m]] = devicePluginConfig(m, pp)
 		pl.Nodes = append(pl.Nodes, nc)
+	}
+	// Time slices and MPS clients are both offered as nvidia.com/gpu.shared
+	// (the plugin renames no resource otherwise), and MIG profiles of one
+	// name exist in several pools, so a rewritten request also selects the
+	// nodes of its own config.
+	for _, d := range p.decisions {
+		if d.Action != Keep && d.Action != Unplaceable && d.Method != Whole {
+			d.After.NodeSelector = map[string]string{DevicePluginConfigLabel: configs[d.Method]}
+		}
 	}
 	return pp, nil
 }
@@ -391,7 +459,7 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 		return err
 	}
 	pr := &pl.Proof
-	pr.Policy, pr.Currency, pr.Risks = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}
+	pr.Policy, pr.Currency, pr.Risks, pr.placed = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}, map[string]string{}
 	for _, d := range pl.Decisions {
 		for _, r := range d.Risks {
 			pr.Risks[r]++
@@ -418,12 +486,6 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 			nodes[i] = &cp
 		}
 	}
-	var sharedConfigs []string
-	for _, name := range slices.Sorted(maps.Keys(pl.DevicePlugin)) {
-		if pl.DevicePlugin[name].Sharing != nil {
-			sharedConfigs = append(sharedConfigs, name)
-		}
-	}
 	decisionOf := map[*cluster.Pod]*Decision{}
 	for _, d := range pl.Decisions {
 		for _, p := range d.w.Pods {
@@ -447,7 +509,7 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 		cp := *p
 		cp.NodeName, cp.Devices = "", nil
 		if d != nil {
-			after(&cp, d, sharedConfigs)
+			after(&cp, d)
 		}
 		pods = append(pods, &cp)
 		moved = append(moved, &cp)
@@ -476,7 +538,11 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 		if err != nil {
 			return err
 		}
-		if n, _ := sim.Place(d, states, policy, rng); n < 0 && p.WantsGPU() {
+		n, _ := sim.Place(d, states, policy, rng)
+		switch {
+		case n >= 0:
+			pr.placed[p.Key()] = states[n].Node.Name
+		case p.WantsGPU():
 			pr.StillPending = append(pr.StillPending, p.Key())
 		}
 	}
@@ -502,38 +568,51 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 	return nil
 }
 
-// after rewrites a moved pod's request as the decision says, with the
-// node affinity that stands for the device plugin's renamed resource:
-// shared requests go to nodes with a sharing config, whole ones avoid them.
-func after(p *cluster.Pod, d *Decision, sharedConfigs []string) {
-	op := "NotIn"
-	switch d.Method {
-	case MIG:
-		p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: d.Profile}
-		if d.After.GPUModel != "" {
-			p.GPUModels = []string{d.After.GPUModel}
-		}
-	case TimeSlicing, MPS:
-		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1, Memory: d.VRAMNeed}
-		p.GPUModels = []string{d.After.GPUModel}
-		p.Isolation = max(p.Isolation, cluster.ShareTenant)
-		if d.Method == MPS {
-			p.Tenant = d.Workload // one owner's clients per GPU
-		}
-		op = "In"
+// after rewrites a moved pod's request as the admission webhook would
+// from workload-requests.yaml: only pods of a workload that the plan
+// changes and that ask for what the plan saw (Before), to the resource it
+// names, with the VRAM annotation it adds for a shared GPU and the node
+// selector of its config. The changed nodes offer what their configs say
+// (renamed shares, MIG layouts, whole GPUs), so placement puts the pod
+// only where its resource is offered.
+//
+// A moved pod whose VRAM was measured also goes only to GPUs that hold
+// what it used (per GPU), so that the proof never moves it where it could
+// not run: a kept 2-GPU trainer leaves reconfigured H100s for H100s, not
+// for L4s.
+func after(p *cluster.Pod, d *Decision) {
+	if p.GPU.Kind == cluster.WholeGPUs && p.GPU.Memory == 0 && d.w.Observed.VRAMUsedP95 > 0 {
+		p.GPU.Memory = d.w.Observed.VRAMUsedP95 / gpu.MiB(max(1, p.GPU.Count))
 	}
-	if len(sharedConfigs) == 0 || p.GPU.Kind == cluster.MIGSlice {
+	if d.Action == Keep || d.Action == Unplaceable || p.GPU.String() != d.Before {
 		return
 	}
-	req := cluster.Requirement{Key: DevicePluginConfigLabel, Operator: op, Values: sharedConfigs}
-	terms := []cluster.Term{{}}
-	if len(p.RequiredAffinity) > 0 {
-		terms = append([]cluster.Term(nil), p.RequiredAffinity...)
+	switch d.After.Resource {
+	case "nvidia.com/gpu":
+		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: d.After.Count, Memory: p.GPU.Memory}
+	case "nvidia.com/gpu.shared":
+		mem := p.GPU.Memory
+		if mem == 0 {
+			mem = d.After.VRAMLimit
+		}
+		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: d.After.Count, Memory: mem, SharedResource: true}
+		// The plan sized shares within one tenant, and MPS clients of
+		// one owner per GPU.
+		p.Isolation = max(p.Isolation, cluster.ShareTenant)
+		if d.Method == MPS {
+			p.Tenant = d.Workload
+		}
+	default:
+		p.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: d.Profile}
 	}
-	for k := range terms {
-		terms[k].MatchExpressions = append(append([]cluster.Requirement(nil), terms[k].MatchExpressions...), req)
+	if len(d.After.NodeSelector) > 0 {
+		sel := maps.Clone(p.NodeSelector)
+		if sel == nil {
+			sel = map[string]string{}
+		}
+		maps.Copy(sel, d.After.NodeSelector)
+		p.NodeSelector = sel
 	}
-	p.RequiredAffinity = terms
 }
 
 // placeOrder places the hardest pods first: MIG slices by size, then whole

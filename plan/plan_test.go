@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +150,120 @@ func TestConflictingNodeUnchanged(t *testing.T) {
 	}
 	if p.Proof.GPUsBefore != p.Proof.GPUsAfter {
 		t.Errorf("GPUs in use changed on unchanged nodes: %d -> %d", p.Proof.GPUsBefore, p.Proof.GPUsAfter)
+	}
+}
+
+// TestOvercommitRefused: five 4-GPU pods bound to one 8-GPU node are no
+// cluster to plan; Make names the node, what is bound and what it has.
+func TestOvercommitRefused(t *testing.T) {
+	var pods []*cluster.Pod
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		pods = append(pods, pod("ml", name, "n1", 4, nil))
+	}
+	s, err := cluster.NewSnapshot(gpu.Default(), []*cluster.Node{node("n1", "H100-80GB", 8, cluster.Exclusive, nil)}, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Make(s, nil, DefaultOptions())
+	for _, want := range []string{"node n1 is over-committed", "20 GPU in all", "ml/e (4 GPU)", "8 x H100-80GB (exclusive)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Make: err = %v, want one containing %q", err, want)
+		}
+	}
+}
+
+// TestSizingWithinHardware: headroom over measured use never sizes a pod
+// above the GPUs it holds; the reason says where the cap cut it, and a
+// pod that needs all of its GPU is not moved to a slice of it.
+func TestSizingWithinHardware(t *testing.T) {
+	nodes := []*cluster.Node{node("h1", "H100-80GB", 8, cluster.Exclusive, nil), node("h2", "H100-80GB", 8, cluster.Exclusive, nil)}
+	pods := []*cluster.Pod{pod("ml", "pretrain", "h1", 8, nil), pod("ml", "full", "h2", 1, nil)}
+	s, err := cluster.NewSnapshot(gpu.Default(), nodes, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
+		"ml/pretrain": obs(0.91, diagnose.Busy, 600, 0),
+		"ml/full":     obs(0.5, diagnose.Bursty, 75, 0),
+	}}
+	p, err := Make(s, u, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		Action      Action
+		Method      Method
+		VRAMNeed    gpu.MiB
+		ComputeNeed float64
+	}
+	h100 := gpu.Default().MustLookup("H100-80GB")
+	want := map[string]got{
+		"ml/pretrain": {Keep, Whole, 8 * h100.Usable, 8},
+		"ml/full":     {Keep, Whole, h100.Usable, 0.6},
+	}
+	notes := map[string][]string{
+		"ml/pretrain": {"VRAM p95 600GiB plus 20% headroom is 720GiB, capped at the 637.2GiB of 8 x H100-80GB", "activity 0.91 plus 20% headroom is 8.74 GPU, capped at its 8 GPUs"},
+		"ml/full":     {"VRAM p95 75GiB plus 20% headroom is 90GiB, capped at the 79.6GiB of 1 x H100-80GB"},
+	}
+	for _, d := range p.Decisions {
+		if diff := cmp.Diff(want[d.Workload], got{d.Action, d.Method, d.VRAMNeed, math.Round(d.ComputeNeed*100) / 100}); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", d.Workload, diff)
+		}
+		for _, n := range notes[d.Workload] {
+			if !strings.Contains(d.Reason.Detail, n) {
+				t.Errorf("%s: reason %q lacks %q", d.Workload, d.Reason.Detail, n)
+			}
+		}
+	}
+	// A measurement beyond what the pod holds is refused.
+	u.Pods["ml/full"] = obs(0.5, diagnose.Bursty, 90, 0)
+	if _, err := Make(s, u, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "usage of pod ml/full: VRAM p95 90GiB is more than the 79.6GiB that its 1 x H100-80GB on node h2 has") {
+		t.Errorf("Make with 90GiB used on an 80GiB GPU: err = %v", err)
+	}
+}
+
+// TestSharingConfigsCoverWholeNodes: the device plugin shares every GPU
+// of a node it configures, so the plan counts (and its config states)
+// every GPU of the time-sliced node, not only the one its work needs.
+func TestSharingConfigsCoverWholeNodes(t *testing.T) {
+	nodes := []*cluster.Node{node("h1", "H100-80GB", 8, cluster.Exclusive, nil), node("h2", "H100-80GB", 8, cluster.Exclusive, nil)}
+	pods := []*cluster.Pod{pod("ml", "nb-a", "h1", 1, nil), pod("ml", "nb-b", "h1", 1, nil), pod("ml", "train", "h2", 8, nil)}
+	s, err := cluster.NewSnapshot(gpu.Default(), nodes, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
+		"ml/nb-a": obs(0.05, diagnose.Bursty, 8, 0.3), "ml/nb-b": obs(0.05, diagnose.Bursty, 8, 0.3), "ml/train": obs(0.9, diagnose.Busy, 500, 0)}}
+	p, err := Make(s, u, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := p.Pools[0]
+	type counts struct{ Nodes, GPUs, Needed int }
+	if diff := cmp.Diff(counts{1, 8, 1}, counts{pp.TimeSlicingNodes, pp.TimeSlicingGPUs, pp.TimeSlicingGPUsNeeded}); diff != "" {
+		t.Errorf("time-slicing (-want +got):\n%s", diff)
+	}
+	sliced := 0
+	for _, nc := range p.Nodes {
+		if c := p.DevicePlugin[nc.Labels[DevicePluginConfigLabel]]; c.Sharing != nil && c.Sharing.TimeSlicing != nil {
+			n, _ := s.Node(nc.Node)
+			sliced += len(n.GPUs)
+			for _, r := range c.Sharing.TimeSlicing.Resources {
+				if r.Devices != "all" {
+					t.Errorf("config %s: devices %q, want all (the plugin honours no other)", nc.Labels[DevicePluginConfigLabel], r.Devices)
+				}
+			}
+		}
+	}
+	if sliced != pp.TimeSlicingGPUs {
+		t.Errorf("nodes labelled for time-slicing have %d GPUs; the pool plan says %d", sliced, pp.TimeSlicingGPUs)
+	}
+	cm, err := p.DevicePluginConfigMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cm), "devices: all") {
+		t.Errorf("ConfigMap does not state devices: all:\n%s", cm)
 	}
 }
 

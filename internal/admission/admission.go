@@ -3,7 +3,8 @@
 // gpupack-scheduler (schedulerName: gpupack) and rewrites a workload's GPU
 // request to what the plan says it should request (workload-requests.yaml:
 // nvidia.com/gpu: 1 to nvidia.com/mig-<profile>: 1 or to the shared
-// resource, with the VRAM the plan sized it for in gpupack.io/gpu-memory),
+// resource, with the VRAM the plan sized it for in gpupack.io/gpu-memory and
+// the node selector of the device plugin config that offers it),
 // recording what it changed in an annotation so that it is
 // visible and reversible. Pods that ask for whole GPUs and MIG slices at once
 // are rejected, never silently altered.
@@ -58,6 +59,10 @@ type Changes struct {
 	// to a pod moved to a shared GPU: the VRAM the plan sized it for, which
 	// gpupack-scheduler keeps within each time-sliced GPU.
 	GPUMemory string `json:"gpuMemory,omitempty"`
+	// NodeSelector is what Mutate added to the pod's node selector: the
+	// device plugin config that offers the rewritten resource as the plan
+	// sized it (time slices and MPS clients share one resource name).
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 }
 
 // ContainerChange is one container's GPU resources before and after.
@@ -96,7 +101,7 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 		ch.SchedulerName = &s
 		pod.Spec.SchedulerName = SchedulerName
 	}
-	if r, ok := requests[ch.Workload]; ok && r.Action != plan.Keep && r.Before == cp.GPU.String() {
+	if r, ok := requests[ch.Workload]; ok && r.Action != plan.Keep && r.Before == cp.GPU.String() && !pinnedElsewhere(pod, r.After.NodeSelector) {
 		after := corev1.ResourceName(r.After.Resource)
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
@@ -120,6 +125,17 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 		}
 		if _, stated := pod.Annotations[kube.AnnotationGPUMemory]; len(ch.Containers) > 0 && !stated && after == kube.ResourceGPUShared && r.After.VRAMLimit > 0 {
 			ch.GPUMemory = cluster.FormatMemory(r.After.VRAMLimit)
+		}
+		for k, v := range r.After.NodeSelector {
+			if _, set := pod.Spec.NodeSelector[k]; len(ch.Containers) > 0 && !set {
+				if pod.Spec.NodeSelector == nil {
+					pod.Spec.NodeSelector = map[string]string{}
+				}
+				if ch.NodeSelector == nil {
+					ch.NodeSelector = map[string]string{}
+				}
+				pod.Spec.NodeSelector[k], ch.NodeSelector[k] = v, v
+			}
 		}
 	}
 	record, err := json.Marshal(ch)
@@ -173,8 +189,23 @@ func Revert(pod *corev1.Pod) error {
 	if ch.GPUMemory != "" {
 		delete(pod.Annotations, kube.AnnotationGPUMemory)
 	}
+	for k := range ch.NodeSelector {
+		delete(pod.Spec.NodeSelector, k)
+	}
 	delete(pod.Annotations, AnnotationChanges)
 	return nil
+}
+
+// pinnedElsewhere reports whether the pod's own node selector asks for
+// another value of a key the planned request selects by: its request is
+// then kept, since the planned resource is not offered where it must run.
+func pinnedElsewhere(pod *corev1.Pod, sel map[string]string) bool {
+	for k, v := range sel {
+		if own, set := pod.Spec.NodeSelector[k]; set && own != v {
+			return true
+		}
+	}
+	return false
 }
 
 // gpuResources are the container's GPU resources (whole GPUs, MIG slices,

@@ -48,12 +48,38 @@ func TestMutate(t *testing.T) {
 		wantScheduler string
 		wantChanged   bool
 		wantGPUMemory string // annotation gpupack.io/gpu-memory after Mutate
+		wantSelector  map[string]string
 		wantErr       string
 	}{
 		"planned workload onto its MIG slice": {
 			pod:           pod("ranker-0", ranker, map[string]string{"nvidia.com/gpu": "1", "cpu": "2"}),
 			wantResources: map[string]string{"nvidia.com/mig-2g.20gb": "1", "cpu": "2"},
 			wantScheduler: SchedulerName, wantChanged: true,
+			wantSelector: map[string]string{"nvidia.com/device-plugin.config": "h100-mig"},
+		},
+		// Time slices and MPS clients are both nvidia.com/gpu.shared: the
+		// node selector keeps an MPS client on the MPS nodes.
+		"planned MPS client onto the nodes of the MPS config": {
+			pod: func() *corev1.Pod {
+				p := pod("thumbs-0", map[string]string{"app": "thumbs"}, map[string]string{"nvidia.com/gpu": "1"})
+				p.Namespace = "web"
+				p.Spec.NodeSelector = map[string]string{"zone": "a"}
+				return p
+			}(),
+			wantResources: map[string]string{"nvidia.com/gpu.shared": "1"},
+			wantScheduler: SchedulerName, wantChanged: true, wantGPUMemory: "7678Mi",
+			wantSelector: map[string]string{"zone": "a", "nvidia.com/device-plugin.config": "l4-mps"},
+		},
+		"pinned to another config by its own selector: request kept": {
+			pod: func() *corev1.Pod {
+				p := pod("thumbs-0", map[string]string{"app": "thumbs"}, map[string]string{"nvidia.com/gpu": "1"})
+				p.Namespace = "web"
+				p.Spec.NodeSelector = map[string]string{"nvidia.com/device-plugin.config": "l4-exclusive"}
+				return p
+			}(),
+			wantResources: map[string]string{"nvidia.com/gpu": "1"},
+			wantScheduler: SchedulerName, wantChanged: true,
+			wantSelector: map[string]string{"nvidia.com/device-plugin.config": "l4-exclusive"},
 		},
 		"planned workload onto a shared GPU, with the VRAM it was sized for": {
 			pod: func() *corev1.Pod {
@@ -63,6 +89,7 @@ func TestMutate(t *testing.T) {
 			}(),
 			wantResources: map[string]string{"nvidia.com/gpu.shared": "1"},
 			wantScheduler: SchedulerName, wantChanged: true, wantGPUMemory: "7373Mi",
+			wantSelector: map[string]string{"nvidia.com/device-plugin.config": "h100-time-slicing"},
 		},
 		"a VRAM annotation of the user's own is kept": {
 			pod: func() *corev1.Pod {
@@ -73,6 +100,7 @@ func TestMutate(t *testing.T) {
 			}(),
 			wantResources: map[string]string{"nvidia.com/gpu.shared": "1"},
 			wantScheduler: SchedulerName, wantChanged: true, wantGPUMemory: "12Gi",
+			wantSelector: map[string]string{"nvidia.com/device-plugin.config": "h100-time-slicing"},
 		},
 		"pod of a Deployment, named by generateName": {
 			pod: func() *corev1.Pod {
@@ -82,6 +110,7 @@ func TestMutate(t *testing.T) {
 			}(),
 			wantResources: map[string]string{"nvidia.com/mig-2g.20gb": "1"},
 			wantScheduler: SchedulerName, wantChanged: true,
+			wantSelector: map[string]string{"nvidia.com/device-plugin.config": "h100-mig"},
 		},
 		"request other than the planned one is kept": {
 			pod:           pod("ranker-0", ranker, map[string]string{"nvidia.com/gpu": "2"}),
@@ -130,6 +159,9 @@ func TestMutate(t *testing.T) {
 			}
 			if got := c.pod.Annotations["gpupack.io/gpu-memory"]; got != c.wantGPUMemory {
 				t.Errorf("annotation gpupack.io/gpu-memory = %q, want %q", got, c.wantGPUMemory)
+			}
+			if diff := cmp.Diff(c.wantSelector, c.pod.Spec.NodeSelector, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("node selector (-want +got):\n%s", diff)
 			}
 			if c.pod.Spec.SchedulerName != c.wantScheduler {
 				t.Errorf("schedulerName = %q, want %q", c.pod.Spec.SchedulerName, c.wantScheduler)

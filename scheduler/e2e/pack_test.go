@@ -53,6 +53,11 @@ func TestPackUnchangedManifests(t *testing.T) {
 	mig.MIG, mig.MIGConfig = map[string]int64{"3g.40gb": 2, "2g.20gb": 4}, "custom"
 	shared.Sharing, shared.Replicas, shared.RenameByDefault = testcluster.SharingTimeSlicing, 8, true
 	whole.GPUs = 8
+	// Labelled as the plan's node-labels.yaml labels its pools' nodes: the
+	// webhook selects the config that offers each rewritten resource.
+	mig.Labels = map[string]string{"nvidia.com/device-plugin.config": "h100-mig"}
+	shared.Labels = map[string]string{"nvidia.com/device-plugin.config": "h100-time-slicing"}
+	whole.Labels = map[string]string{"nvidia.com/device-plugin.config": "h100-exclusive"}
 	for name, spec := range map[string]testcluster.GPUNode{"h100-mig": mig, "h100-shared": shared, "h100-whole": whole} {
 		c.AddGPUNode(name, spec)
 	}

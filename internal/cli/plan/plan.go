@@ -254,10 +254,14 @@ func writeTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\tunchanged\t\t\t%d\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, pp.WholeGPUs)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d x %d\t%d x %d\t%d\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, migText(pp),
-			pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.MPSGPUs, pp.MPSClients, pp.WholeGPUs)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, migText(pp),
+			sharedText(pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.TimeSlicingNodes, pp.TimeSlicingGPUsNeeded),
+			sharedText(pp.MPSGPUs, pp.MPSClients, pp.MPSNodes, pp.MPSGPUsNeeded), pp.WholeGPUs)
 	}
 	tw.Flush()
+	if note := sharedNote(p); note != "" {
+		fmt.Fprintln(w, note)
+	}
 	fmt.Fprintln(w)
 	for _, line := range proofLines(p) {
 		fmt.Fprintln(w, line)
@@ -284,6 +288,29 @@ func risksText(rs []plan.Risk) string {
 		out[i] = string(r)
 	}
 	return strings.Join(out, ", ")
+}
+
+// sharedText is a pool's time-sliced or MPS GPUs: every GPU of the nodes
+// the config labels, and how many of them the workloads were sized into.
+func sharedText(gpus, replicas, nodes, needed int) string {
+	if nodes == 0 {
+		return "0"
+	}
+	unit := "nodes"
+	if nodes == 1 {
+		unit = "node"
+	}
+	return fmt.Sprintf("%d x %d (%d %s, %d needed)", gpus, replicas, nodes, unit, needed)
+}
+
+// sharedNote says why a pool shares more GPUs than it needs, when one does.
+func sharedNote(p *plan.Plan) string {
+	for _, pp := range p.Pools {
+		if pp.TimeSlicingGPUs > pp.TimeSlicingGPUsNeeded || pp.MPSGPUs > pp.MPSGPUsNeeded {
+			return "time-slicing and MPS share every GPU of the nodes they configure (the device plugin cannot share only some of a node's GPUs); \"needed\" is the GPUs the workloads were sized into"
+		}
+	}
+	return ""
 }
 
 func migText(pp plan.PoolPlan) string {
@@ -357,7 +384,12 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 			fmt.Fprintf(w, "| %s | %s | %d | %d | unchanged | | | %d |\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, pp.WholeGPUs)
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %d x %d | %d x %d | %d |\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, migText(pp), pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.MPSGPUs, pp.MPSClients, pp.WholeGPUs)
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %d |\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, migText(pp),
+			sharedText(pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.TimeSlicingNodes, pp.TimeSlicingGPUsNeeded),
+			sharedText(pp.MPSGPUs, pp.MPSClients, pp.MPSNodes, pp.MPSGPUsNeeded), pp.WholeGPUs)
+	}
+	if note := sharedNote(p); note != "" {
+		fmt.Fprintf(w, "\n%s.\n", strings.ToUpper(note[:1])+note[1:])
 	}
 	fmt.Fprintf(w, "\n## Apply\n\n1. `kubectl apply -f %s` and point the GPU operator's device plugin at it (`devicePlugin.config.name=%s`).\n", fileDevicePlugin, plan.ConfigMapName)
 	fmt.Fprintf(w, "2. Give mig-manager `%s` as its config.\n3. Label the nodes as `%s` lists (`%s`, `%s`).\n4. Rewrite the workloads' requests as `%s` lists.\n",

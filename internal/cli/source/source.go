@@ -18,6 +18,7 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/placement"
 )
 
 // Cluster holds the flags that name a cluster.
@@ -72,11 +73,25 @@ func (c *Cluster) Load(ctx context.Context, demo []byte, demoName string, stderr
 		if err != nil {
 			return nil, nil, fmt.Errorf("--snapshot: %w", err)
 		}
-		s, err := cluster.ParseFile(data, c.Snapshot, gpu.Default())
+		s, err := parseFile(data, c.Snapshot)
 		return s, nil, err
 	}
-	s, err := cluster.ParseFile(demo, demoName, gpu.Default())
+	s, err := parseFile(demo, demoName)
 	return s, nil, err
+}
+
+// parseFile reads a snapshot file and refuses one that binds more to a
+// node than it has. A live cluster is only warned about (its warnings say
+// which pods no longer fit): a node can lose a GPU under running pods.
+func parseFile(data []byte, name string) (*cluster.Snapshot, error) {
+	s, err := cluster.ParseFile(data, name, gpu.Default())
+	if err != nil {
+		return nil, err
+	}
+	if err := placement.CheckBound(s); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return s, nil
 }
 
 // ReadUsage parses the usage file name (its content data) and checks it

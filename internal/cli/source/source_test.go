@@ -23,6 +23,14 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.Replace(demo, "demo-node", "file-node", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	over := filepath.Join(dir, "over.yaml")
+	overDoc := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n1, cpu: '96', memory: 1Ti, gpus: [{model: H100-80GB, count: 8}]}]\npods:\n"
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		overDoc += "- {namespace: ml, name: " + name + ", cpu: '1', gpu: {count: 4}, node: n1}\n"
+	}
+	if err := os.WriteFile(over, []byte(overDoc), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
 		c        Cluster
 		wantNode string
@@ -33,6 +41,7 @@ func TestLoad(t *testing.T) {
 		"snapshot":          {c: Cluster{Snapshot: file}, wantNode: "file-node", name: file},
 		"missing snapshot":  {c: Cluster{Snapshot: filepath.Join(dir, "none.yaml")}, wantErr: "--snapshot: open"},
 		"two clusters":      {c: Cluster{Snapshot: file, Live: true}, wantErr: "both name a cluster"},
+		"over-committed":    {c: Cluster{Snapshot: over}, wantErr: over + ": node n1 is over-committed: its bound pods ask for 20 GPU in all (ml/a (4 GPU), ml/b (4 GPU), ml/c (4 GPU), ml/d (4 GPU), ml/e (4 GPU)), but it has 8 x H100-80GB (exclusive)"},
 		"kubeconfig absent": {c: Cluster{Kubeconfig: filepath.Join(dir, "no-kubeconfig")}, wantErr: "no-kubeconfig"},
 	}
 	for name, tc := range cases {
