@@ -34,6 +34,7 @@ import (
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gpupack/gpupack/internal/admission"
+	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -63,7 +64,7 @@ func NewCommand(ctx context.Context) *cobra.Command {
   - rewrites the request of a workload named in --requests (the plan's
     workload-requests.yaml) from what it asked ("before") to the planned
     resource, e.g. nvidia.com/gpu: 1 to nvidia.com/mig-2g.20gb: 1;
-  - records both in the annotation ` + admission.AnnotationChanges + `;
+  - records both in the annotation ` + wellknown.AnnotationAdmission + `;
   - rejects a pod that asks for whole GPUs and MIG slices at once.
 Pods without a GPU request are allowed unchanged.
 
