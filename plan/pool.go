@@ -8,11 +8,12 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
 // The node labels that name a node pool, tried in order; nodes without one
 // are pooled by GPU model.
-var poolLabels = []string{"gpupack.io/pool", "karpenter.sh/nodepool", "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "kubernetes.azure.com/agentpool"}
+var poolLabels = []string{wellknown.LabelPool, "karpenter.sh/nodepool", "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "kubernetes.azure.com/agentpool"}
 
 // The labels the NVIDIA GPU operator reads to configure a node.
 const (

@@ -7,6 +7,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
 // Observation is what was measured of one pod over the window. Missing
@@ -54,7 +55,7 @@ const (
 var (
 	ownerLabels     = []string{"app.kubernetes.io/name", "app", "batch.kubernetes.io/job-name", "job-name"}
 	jobLabels       = []string{"batch.kubernetes.io/job-name", "job-name"}
-	componentLabels = []string{"gpupack.io/role", "app.kubernetes.io/component"}
+	componentLabels = []string{wellknown.LabelRole, "app.kubernetes.io/component"}
 	environLabels   = []string{"environment", "env"}
 )
 

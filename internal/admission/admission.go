@@ -10,7 +10,7 @@
 // are rejected, never silently altered.
 //
 // Which pods reach it is the MutatingWebhookConfiguration's business (a
-// namespace selector on gpupack.io/pack=enabled); Mutate changes every GPU
+// namespace selector on wellknown.LabelPack); Mutate changes every GPU
 // pod it is given.
 //
 // admission is an edge package over corev1 objects; it must not import
@@ -29,6 +29,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -38,15 +39,8 @@ const Path = "/mutate-pods"
 // SchedulerName is the profile of gpupack-scheduler.
 const SchedulerName = "gpupack"
 
-// AnnotationChanges records on a pod what Mutate changed (Changes, as JSON),
-// so that anyone can see it and undo it.
-const AnnotationChanges = "gpupack.io/admission"
-
-// NamespaceLabel opts a namespace in (value "enabled"); the webhook's
-// namespace selector matches it.
-const NamespaceLabel = "gpupack.io/pack"
-
-// Changes is what Mutate changed on a pod.
+// Changes is what Mutate changed on a pod, recorded on it in the
+// annotation wellknown.AnnotationAdmission.
 type Changes struct {
 	// Workload is the pod's workload key, as the plan names it.
 	Workload string `json:"workload"`
@@ -123,7 +117,7 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 			}
 			ch.Containers = append(ch.Containers, ContainerChange{Name: c.Name, Before: before, After: gpuResources(c)})
 		}
-		if _, stated := pod.Annotations[kube.AnnotationGPUMemory]; len(ch.Containers) > 0 && !stated && after == kube.ResourceGPUShared && r.After.VRAMLimit > 0 {
+		if _, stated := pod.Annotations[wellknown.AnnotationGPUMemory]; len(ch.Containers) > 0 && !stated && after == kube.ResourceGPUShared && r.After.VRAMLimit > 0 {
 			ch.GPUMemory = cluster.FormatMemory(r.After.VRAMLimit)
 		}
 		for k, v := range r.After.NodeSelector {
@@ -145,9 +139,9 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[AnnotationChanges] = string(record)
+	pod.Annotations[wellknown.AnnotationAdmission] = string(record)
 	if ch.GPUMemory != "" {
-		pod.Annotations[kube.AnnotationGPUMemory] = ch.GPUMemory
+		pod.Annotations[wellknown.AnnotationGPUMemory] = ch.GPUMemory
 	}
 	return ch, nil
 }
@@ -156,13 +150,13 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 // each container's GPU resources. It is for tools that want the user's own
 // request back; the pod's annotation is removed.
 func Revert(pod *corev1.Pod) error {
-	text, ok := pod.Annotations[AnnotationChanges]
+	text, ok := pod.Annotations[wellknown.AnnotationAdmission]
 	if !ok {
 		return nil
 	}
 	var ch Changes
 	if err := json.Unmarshal([]byte(text), &ch); err != nil {
-		return fmt.Errorf("pod %s/%s: annotation %s: %w", pod.Namespace, pod.Name, AnnotationChanges, err)
+		return fmt.Errorf("pod %s/%s: annotation %s: %w", pod.Namespace, pod.Name, wellknown.AnnotationAdmission, err)
 	}
 	if ch.SchedulerName != nil {
 		pod.Spec.SchedulerName = *ch.SchedulerName
@@ -187,12 +181,12 @@ func Revert(pod *corev1.Pod) error {
 		}
 	}
 	if ch.GPUMemory != "" {
-		delete(pod.Annotations, kube.AnnotationGPUMemory)
+		delete(pod.Annotations, wellknown.AnnotationGPUMemory)
 	}
 	for k := range ch.NodeSelector {
 		delete(pod.Spec.NodeSelector, k)
 	}
-	delete(pod.Annotations, AnnotationChanges)
+	delete(pod.Annotations, wellknown.AnnotationAdmission)
 	return nil
 }
 

@@ -18,13 +18,14 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/placement"
 )
 
 const (
 	h100Product = "NVIDIA-H100-80GB-HBM3"
 	l4Product   = "NVIDIA-L4-SHARED"
-	poolLabel   = "gpupack.io/pool"
+	poolLabel   = wellknown.LabelPool
 )
 
 // gpuFleet adds the test's GPU nodes: two free-for-all 8 x H100 nodes, an

@@ -1,19 +1,21 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"regexp"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,27 +63,42 @@ func TestReportMatchesTruth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	dcgmAddr, promAddr := freeAddr(t), freeAddr(t)
 
-	config := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: dcgm\n    honor_labels: true\n    static_configs: [{targets: [%q]}]\n", dcgmAddr)
+	// Every server binds port 0 and says which port it got. Prometheus must
+	// scrape before fake-dcgm's clock starts, but fake-dcgm's port is known
+	// only once it runs, so Prometheus scrapes it through a proxy of the
+	// test's own, which answers 503 until fake-dcgm is up.
+	var dcgmAddr atomic.Pointer[string]
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := dcgmAddr.Load()
+		if addr == nil {
+			http.Error(w, "fake-dcgm is not started yet", http.StatusServiceUnavailable)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+*addr+r.URL.Path, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer proxy.Close()
+
+	config := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: dcgm\n    honor_labels: true\n    static_configs: [{targets: [%q]}]\n", proxy.Listener.Addr().String())
 	write(t, filepath.Join(dir, "prometheus.yml"), config)
-	prom := exec.CommandContext(ctx, promBin,
+	prom := kc.Run("prometheus", promBin,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+promAddr)
-	var promLog bytes.Buffer
-	prom.Stdout, prom.Stderr = &promLog, &promLog
-	if err := prom.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = prom.Process.Kill()
-		_ = prom.Wait()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", promLog.String())
-		}
-	}()
-	promURL := "http://" + promAddr
+		"--web.listen-address=127.0.0.1:0")
+	promURL := "http://" + prom.LogAddress(regexp.MustCompile(`msg="Listening on" address=(\S+)`))
 	waitReady(t, ctx, promURL+"/-/ready")
 	// Prometheus hands targets to its scrape loops a few seconds after it
 	// is ready; start the scenario's clock only once it scrapes.
@@ -91,10 +108,14 @@ func TestReportMatchesTruth(t *testing.T) {
 	truthPath := filepath.Join(dir, "truth.json")
 	fakeCtx, stopFake := context.WithCancel(ctx)
 	fakeDone := make(chan error, 1)
+	fakeStderr, fakeLog := io.Pipe()
 	go func() {
 		root := cli.NewRoot(fakeCtx)
-		root.SetArgs([]string{"fake-dcgm", "--scenario", filepath.Join(dir, "scenario.yaml"), "--listen", dcgmAddr, "--truth", truthPath})
-		fakeDone <- root.ExecuteContext(fakeCtx)
+		root.SetErr(fakeLog)
+		root.SetArgs([]string{"fake-dcgm", "--scenario", filepath.Join(dir, "scenario.yaml"), "--listen", "127.0.0.1:0", "--truth", truthPath})
+		err := root.ExecuteContext(fakeCtx)
+		fakeLog.CloseWithError(fmt.Errorf("fake-dcgm ended: %v", err))
+		fakeDone <- err
 	}()
 	defer func() {
 		stopFake()
@@ -102,6 +123,18 @@ func TestReportMatchesTruth(t *testing.T) {
 			t.Errorf("fake-dcgm: %v", err)
 		}
 	}()
+	serving := regexp.MustCompile(`fake-dcgm: serving .* on http://(\S+)/metrics`)
+	lines := bufio.NewScanner(fakeStderr)
+	for lines.Scan() {
+		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
+			dcgmAddr.Store(&m[1])
+			break
+		}
+	}
+	if dcgmAddr.Load() == nil {
+		t.Fatalf("fake-dcgm did not say where it serves: %v", lines.Err())
+	}
+	go func() { _, _ = io.Copy(io.Discard, fakeStderr) }()
 
 	// The truth file appears when the scenario's 40 s are over.
 	var truth fakedcgm.Truth
@@ -211,10 +244,6 @@ func check(t *testing.T, what string, got, want float64) {
 	} else {
 		t.Logf("%s: got %.3f, truth %.3f", what, got, want)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testcluster.FreePort(t)))
 }
 
 func write(t *testing.T, path, content string) {

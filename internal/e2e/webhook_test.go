@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpupack/gpupack/internal/admission"
 	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
 // TestWebhook registers `gpupack webhook` with the real apiserver: unchanged
@@ -36,11 +37,11 @@ func TestWebhook(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hook := c.StartWebhook(testcluster.Webhook{Binary: testcluster.BuildGpupack(t), Args: []string{"--requests", requests}, Path: admission.Path, NamespaceLabel: admission.NamespaceLabel})
+	hook := c.StartWebhook(testcluster.Webhook{Binary: testcluster.BuildGpupack(t), Args: []string{"--requests", requests}, Path: admission.Path, NamespaceLabel: wellknown.LabelPack})
 
 	c.CreateNamespace("packed")
 	c.CreateNamespace("plain")
-	c.LabelNamespace("packed", admission.NamespaceLabel, "enabled")
+	c.LabelNamespace("packed", wellknown.LabelPack, wellknown.PackEnabled)
 
 	ranker := func(namespace, name string) *corev1.Pod {
 		p := makePod(namespace, name).gpus("nvidia.com/gpu", 1).obj()
@@ -63,15 +64,15 @@ func TestWebhook(t *testing.T) {
 	if q, ok := limits["nvidia.com/mig-1g.10gb"]; !ok || q.Value() != 1 || limits.Name("nvidia.com/gpu", "").Value() != 0 {
 		t.Errorf("opted-in pod's limits = %v, want nvidia.com/mig-1g.10gb: 1 instead of nvidia.com/gpu", limits)
 	}
-	if got := packed.Annotations[admission.AnnotationChanges]; !strings.Contains(got, `"before":{"nvidia.com/gpu":"1"}`) || !strings.Contains(got, `"after":{"nvidia.com/mig-1g.10gb":"1"}`) {
-		t.Errorf("annotation %s = %s", admission.AnnotationChanges, got)
+	if got := packed.Annotations[wellknown.AnnotationAdmission]; !strings.Contains(got, `"before":{"nvidia.com/gpu":"1"}`) || !strings.Contains(got, `"after":{"nvidia.com/mig-1g.10gb":"1"}`) {
+		t.Errorf("annotation %s = %s", wellknown.AnnotationAdmission, got)
 	}
 
 	plain, err := cs.CoreV1().Pods("plain").Create(ctx, ranker("plain", "ranker-0"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.Spec.SchedulerName != corev1.DefaultSchedulerName || plain.Annotations[admission.AnnotationChanges] != "" || plain.Spec.Containers[0].Resources.Limits.Name("nvidia.com/gpu", "").Value() != 1 {
+	if plain.Spec.SchedulerName != corev1.DefaultSchedulerName || plain.Annotations[wellknown.AnnotationAdmission] != "" || plain.Spec.Containers[0].Resources.Limits.Name("nvidia.com/gpu", "").Value() != 1 {
 		t.Errorf("pod of a namespace not opted in was changed: scheduler %q, annotations %v, limits %v", plain.Spec.SchedulerName, plain.Annotations, plain.Spec.Containers[0].Resources.Limits)
 	}
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/placement"
 )
 
 // nodeBuilder makes Nodes as the device plugin and GPU feature discovery
@@ -304,7 +306,7 @@ func TestBuildPods(t *testing.T) {
 		"a shared GPU with its VRAM annotated": {
 			pod: func() *corev1.Pod {
 				p := makePod("p").limit(ResourceGPUShared, "1").obj()
-				p.Annotations = map[string]string{AnnotationGPUMemory: "10Gi"}
+				p.Annotations = map[string]string{wellknown.AnnotationGPUMemory: "10Gi"}
 				return p
 			}(),
 			want: cluster.Pod{GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1, SharedResource: true, Memory: 10240}},
@@ -312,7 +314,7 @@ func TestBuildPods(t *testing.T) {
 		"VRAM annotation rounds up to MiB": {
 			pod: func() *corev1.Pod {
 				p := makePod("p").limit(ResourceGPU, "2").obj()
-				p.Annotations = map[string]string{AnnotationGPUMemory: "20G"}
+				p.Annotations = map[string]string{wellknown.AnnotationGPUMemory: "20G"}
 				return p
 			}(),
 			want: cluster.Pod{GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 2, Memory: 19074}},
@@ -320,7 +322,7 @@ func TestBuildPods(t *testing.T) {
 		"malformed and absurd VRAM annotations are ignored": {
 			pod: func() *corev1.Pod {
 				p := makePod("p").limit(ResourceGPU, "1").obj()
-				p.Annotations = map[string]string{AnnotationGPUMemory: "1e40"}
+				p.Annotations = map[string]string{wellknown.AnnotationGPUMemory: "1e40"}
 				return p
 			}(),
 			want:         cluster.Pod{GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1}},
@@ -416,5 +418,49 @@ func checkWarnings(t *testing.T, want, got []string) {
 		if !strings.Contains(got[i], want[i]) {
 			t.Errorf("warning %d = %q, want it to contain %q", i, got[i], want[i])
 		}
+	}
+}
+
+// TestBuildReadsRecordedDevices loads pods that gpupack-scheduler bound
+// with their devices recorded (gpupack.io/gpu-devices): each is put on
+// exactly those GPUs, pods without a record take what is left, and a
+// malformed record is named and ignored.
+func TestBuildReadsRecordedDevices(t *testing.T) {
+	n := makeNode("h").gfd("NVIDIA-H100-80GB-HBM3", "81559", "5").alloc(ResourceGPU, "5").obj()
+	pod := func(ns, gpus, devices string) *corev1.Pod {
+		p := makePod("p").limit(ResourceGPU, gpus).node("h").phase(corev1.PodRunning).obj()
+		p.Namespace = ns
+		if devices != "" {
+			p.Annotations = map[string]string{wellknown.AnnotationGPUDevices: devices}
+		}
+		return p
+	}
+	pending := makePod("waiting").limit(ResourceGPU, "1").obj()
+	pending.Annotations = map[string]string{wellknown.AnnotationGPUDevices: "0"}
+	pods := []*corev1.Pod{pod("a", "1", "3"), pod("b", "2", "1,2"), pod("c", "1", ""), pod("d", "1", "x"), pending}
+	st, err := Build(gpu.Default(), []*corev1.Node{n}, pods, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWarnings(t, []string{`pod d/p: gpupack.io/gpu-devices="x": GPU "x" is not an index`}, st.Warnings)
+	devices := map[string][]cluster.Device{}
+	for _, p := range st.Snapshot.Pods {
+		devices[p.Key()] = p.Devices
+	}
+	want := map[string][]cluster.Device{"a/p": {{GPU: 3, Slice: -1}}, "b/p": {{GPU: 1, Slice: -1}, {GPU: 2, Slice: -1}}, "c/p": nil, "d/p": nil, "ml/waiting": nil}
+	if diff := cmp.Diff(want, devices); diff != "" {
+		t.Errorf("recorded devices (-want +got):\n%s", diff)
+	}
+
+	states, warnings, err := placement.States(st.Snapshot)
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("States: %v, warnings %q", err, warnings)
+	}
+	var holders []string
+	for _, g := range states[0].GPUs {
+		holders = append(holders, g.Tenant)
+	}
+	if diff := cmp.Diff([]string{"c", "b", "b", "a", "d"}, holders); diff != "" {
+		t.Errorf("holder of each GPU (-want +got):\n%s", diff)
 	}
 }

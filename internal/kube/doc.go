@@ -30,7 +30,11 @@
 //     maximum, sidecars and pod overhead added. nvidia.com/gpu: 0 is no GPU;
 //     other extended resources are ignored. The annotation
 //     gpupack.io/gpu-memory states the VRAM a pod needs on each GPU, which
-//     counts against time-sliced GPUs (they do not partition VRAM). Succeeded and Failed pods hold
+//     counts against time-sliced GPUs (they do not partition VRAM). The
+//     annotation gpupack.io/gpu-devices (wellknown.AnnotationGPUDevices),
+//     which gpupack-scheduler writes, gives a bound pod's devices; the
+//     snapshot keeps them as cluster.Pod.Devices, and placement.RebuildNode
+//     takes them unless they conflict. Succeeded and Failed pods hold
 //     nothing and are skipped.
 //
 // Dynamic Resource Allocation (ResourceSlices, ResourceClaims) is not read:

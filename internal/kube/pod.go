@@ -11,16 +11,10 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
-// AnnotationGPUMemory states on a pod the GPU memory (VRAM) it needs on
-// each of its GPUs, as a Kubernetes quantity ("10Gi"). gpupack counts it
-// against time-sliced GPUs, which do not partition VRAM, and keeps pods off
-// GPUs too small for it; gpupack's webhook sets it from the plan when it
-// moves a pod to a shared GPU.
-const AnnotationGPUMemory = "gpupack.io/gpu-memory"
-
-// maxGPUMemory bounds AnnotationGPUMemory far above any GPU, so that a
+// maxGPUMemory bounds wellknown.AnnotationGPUMemory far above any GPU, so that a
 // hostile value cannot overflow the MiB count.
 var maxGPUMemory = resource.MustParse("1Pi")
 
@@ -78,11 +72,21 @@ func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
 		}
 	}
 
-	if text, ok := p.Annotations[AnnotationGPUMemory]; ok && out.GPU.Kind == cluster.WholeGPUs {
+	if text, ok := p.Annotations[wellknown.AnnotationGPUMemory]; ok && out.GPU.Kind == cluster.WholeGPUs {
 		if q, err := resource.ParseQuantity(text); err != nil || q.Sign() <= 0 || q.Cmp(maxGPUMemory) > 0 {
-			warn("annotation %s=%q is not a quantity between 1 and %s such as 10Gi; it is ignored", AnnotationGPUMemory, text, maxGPUMemory.String())
+			warn("annotation %s=%q is not a quantity between 1 and %s such as 10Gi; it is ignored", wellknown.AnnotationGPUMemory, text, maxGPUMemory.String())
 		} else {
 			out.GPU.Memory = gpu.MiB((q.Value() + mib - 1) / mib)
+		}
+	}
+
+	if text, ok := p.Annotations[wellknown.AnnotationGPUDevices]; ok && p.Spec.NodeName != "" && out.WantsGPU() {
+		// gpupack-scheduler's record of the devices it bound the pod to;
+		// placement.RebuildNode checks it against the node and the other pods.
+		if devices, err := wellknown.ParseDevices(text); err != nil {
+			warn("%v; the pod is placed as if it had no record", err)
+		} else {
+			out.Devices = devices
 		}
 	}
 

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -113,22 +111,4 @@ func (p *process) logTail() string {
 		return fmt.Sprintf("(cannot read %s: %v)", p.logPath, err)
 	}
 	return prefix + buf.String()
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-// FreePort returns a loopback port that was free a moment ago, for
-// components a test starts itself.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testcluster: find a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// hostPort joins 127.0.0.1 and port.
-func hostPort(port int) string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -66,8 +67,8 @@ type Cluster struct {
 	dir, home  string // logs, and the components' HOME
 }
 
-// Start starts etcd, kube-apiserver, kube-scheduler and kwok on free loopback
-// ports, waits until each is ready, and registers cleanups that stop them all.
+// Start starts etcd, kube-apiserver, kube-scheduler and kwok on loopback
+// ports (started again on new ones when another process holds one), waits until each is ready, and registers cleanups that stop them all.
 // Component logs are written under t.TempDir() and printed if the test fails.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
@@ -90,117 +91,140 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Logf("testcluster: ----- %s log -----\n%s", p.name, p.logTail())
 		}
 	})
-	start := func(name, binary string, args ...string) *process {
-		t.Helper()
-		p := startProcess(t, name, dir, home, filepath.Join(bins, binary), args...)
-		procs = append(procs, p)
-		return p
-	}
-	ready := func(p *process, probe func(ctx context.Context) error) {
-		t.Helper()
-		if err := waitReady(t.Context(), p, timeout, probe); err != nil {
-			t.Fatalf("testcluster: %v", err)
+	starter := func(binary string) func(name string, args ...string) *process {
+		return func(name string, args ...string) *process {
+			t.Helper()
+			p := startProcess(t, name, dir, home, filepath.Join(bins, binary), args...)
+			procs = append(procs, p)
+			return p
 		}
 	}
+	// Each component is told its ports (none of them can bind port 0 and
+	// say which it got) and started again on new ones when another process
+	// holds one; see startOnPorts.
+	onPorts := func(name, binary string, n int, args func(ports []int) []string, probe func(ports []int) func(ctx context.Context) error) []int {
+		t.Helper()
+		_, ports, err := startOnPorts(t.Context(), timeout, starter(binary), name, n, args, probe)
+		if err != nil {
+			t.Fatalf("testcluster: %v", err)
+		}
+		return ports
+	}
 
-	etcdURL := "http://" + hostPort(FreePort(t))
-	peerURL := "http://" + hostPort(FreePort(t))
-	etcd := start("etcd", etcdBinary,
-		"--name=testcluster",
-		"--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdURL,
-		"--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL,
-		"--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=testcluster="+peerURL,
-		// The data is thrown away with the test; durability only costs time.
-		"--unsafe-no-fsync",
-	)
-	ready(etcd, httpProbe(http.DefaultClient, etcdURL+"/health"))
+	etcdName := "testcluster-" + randomToken(t)[:12]
+	etcdPorts := onPorts("etcd", etcdBinary, 2, func(ports []int) []string {
+		clientURL, peerURL := "http://"+hostPort(ports[0]), "http://"+hostPort(ports[1])
+		return []string{
+			"--name=" + etcdName,
+			// A fresh data directory per attempt: a failed start may leave one behind.
+			"--data-dir=" + filepath.Join(dir, fmt.Sprintf("etcd-%d", ports[0])),
+			"--listen-client-urls=" + clientURL,
+			"--advertise-client-urls=" + clientURL,
+			"--listen-peer-urls=" + peerURL,
+			"--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=" + etcdName + "=" + peerURL,
+			// The data is thrown away with the test; durability only costs time.
+			"--unsafe-no-fsync",
+		}
+	}, func(ports []int) func(ctx context.Context) error {
+		return httpProbe(http.DefaultClient, "http://"+hostPort(ports[0])+"/health")
+	})
+	etcdURL := "http://" + hostPort(etcdPorts[0])
 
 	token := randomToken(t)
 	tokenFile := writeFile(t, dir, "tokens.csv", token+`,admin,admin,"system:masters"`+"\n")
 	saKey, saPub := serviceAccountKeyPair(t, dir)
 	apiserverCerts := mkdir(t, dir, "apiserver-certs")
-	apiserverPort := FreePort(t)
-	apiserver := start("kube-apiserver", apiserverBinary,
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", apiserverPort),
-		// Without --tls-cert-file the apiserver writes a self-signed serving
-		// certificate, followed by its CA, to apiserver.crt here.
-		"--cert-dir="+apiserverCerts,
-		"--token-auth-file="+tokenFile,
-		"--authorization-mode=RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+saPub,
-		"--service-account-signing-key-file="+saKey,
-		"--service-cluster-ip-range=10.96.0.0/16",
-		// The endpoint reconciler would publish 127.0.0.1, which Endpoints
-		// reject; nothing in a test needs the kubernetes Service's endpoints.
-		"--endpoint-reconciler-type=none",
-		"--enable-admission-plugins="+strings.Join(admissionPlugins, ","),
-		"--disable-admission-plugins="+strings.Join(disabledAdmissionPlugins, ","),
-	)
-	kubeconfig := writeKubeconfig(t, dir, "https://"+hostPort(apiserverPort), filepath.Join(apiserverCerts, "apiserver.crt"), token)
+	var kubeconfig string
 	var client kubernetes.Interface
-	ready(apiserver, func(ctx context.Context) error {
-		if client == nil {
-			c, err := newClient(kubeconfig)
-			if err != nil {
-				return err // the certificate is not written yet
-			}
-			client = c
+	onPorts("kube-apiserver", apiserverBinary, 1, func(ports []int) []string {
+		return []string{
+			"--etcd-servers=" + etcdURL,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", ports[0]),
+			// Without --tls-cert-file the apiserver writes a self-signed serving
+			// certificate, followed by its CA, to apiserver.crt here.
+			"--cert-dir=" + apiserverCerts,
+			"--token-auth-file=" + tokenFile,
+			"--authorization-mode=RBAC",
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + saPub,
+			"--service-account-signing-key-file=" + saKey,
+			"--service-cluster-ip-range=10.96.0.0/16",
+			// The endpoint reconciler would publish 127.0.0.1, which Endpoints
+			// reject; nothing in a test needs the kubernetes Service's endpoints.
+			"--endpoint-reconciler-type=none",
+			"--enable-admission-plugins=" + strings.Join(admissionPlugins, ","),
+			"--disable-admission-plugins=" + strings.Join(disabledAdmissionPlugins, ","),
 		}
-		_, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
+	}, func(ports []int) func(ctx context.Context) error {
+		kubeconfig = writeKubeconfig(t, dir, "https://"+hostPort(ports[0]), filepath.Join(apiserverCerts, "apiserver.crt"), token)
+		client = nil
+		return func(ctx context.Context) error {
+			if client == nil {
+				c, err := newClient(kubeconfig)
+				if err != nil {
+					return err // the certificate is not written yet
+				}
+				client = c
+			}
+			_, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err
+		}
 	})
 
 	schedulerCerts := mkdir(t, dir, "scheduler-certs")
-	schedulerPort := FreePort(t)
-	scheduler := start("kube-scheduler", schedulerBinary,
-		"--kubeconfig="+kubeconfig,
-		"--authentication-kubeconfig="+kubeconfig,
-		"--authorization-kubeconfig="+kubeconfig,
-		// The apiserver has no client CA, so it never publishes the
-		// extension-apiserver-authentication ConfigMap; bearer tokens still
-		// work through TokenReview.
-		"--authentication-skip-lookup",
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", schedulerPort),
-		"--cert-dir="+schedulerCerts,
-	)
 	schedulerCert := filepath.Join(schedulerCerts, "kube-scheduler.crt")
-	var schedulerHTTP *http.Client
-	ready(scheduler, func(ctx context.Context) error {
-		if schedulerHTTP == nil {
-			c, err := httpsClient(schedulerCert)
-			if err != nil {
-				return err // the certificate is not written yet
-			}
-			schedulerHTTP = c
+	onPorts("kube-scheduler", schedulerBinary, 1, func(ports []int) []string {
+		return []string{
+			"--kubeconfig=" + kubeconfig,
+			"--authentication-kubeconfig=" + kubeconfig,
+			"--authorization-kubeconfig=" + kubeconfig,
+			// The apiserver has no client CA, so it never publishes the
+			// extension-apiserver-authentication ConfigMap; bearer tokens still
+			// work through TokenReview.
+			"--authentication-skip-lookup",
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", ports[0]),
+			"--cert-dir=" + schedulerCerts,
 		}
-		// /readyz includes the sync of the scheduler's informers.
-		return httpProbe(schedulerHTTP, "https://"+hostPort(schedulerPort)+"/readyz")(ctx)
+	}, func(ports []int) func(ctx context.Context) error {
+		var schedulerHTTP *http.Client
+		return func(ctx context.Context) error {
+			if schedulerHTTP == nil {
+				c, err := httpsClient(schedulerCert)
+				if err != nil {
+					return err // the certificate is not written yet
+				}
+				schedulerHTTP = c
+			}
+			// /readyz includes the sync of the scheduler's informers.
+			return httpProbe(schedulerHTTP, "https://"+hostPort(ports[0])+"/readyz")(ctx)
+		}
 	})
 
-	kwokAddress := hostPort(FreePort(t))
-	kwok := start("kwok", kwokBinary,
-		"--kubeconfig="+kubeconfig,
-		"--config="+filepath.Join(bins, kwokStagesFile),
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"="+kwokNodeAnnotationValue,
-		"--server-address="+kwokAddress,
-	)
-	ready(kwok, httpProbe(http.DefaultClient, "http://"+kwokAddress+"/healthz"))
+	onPorts("kwok", kwokBinary, 1, func(ports []int) []string {
+		return []string{
+			"--kubeconfig=" + kubeconfig,
+			"--config=" + filepath.Join(bins, kwokStagesFile),
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=" + kwokNodeAnnotationValue,
+			"--server-address=" + hostPort(ports[0]),
+		}
+	}, func(ports []int) func(ctx context.Context) error {
+		return httpProbe(http.DefaultClient, "http://"+hostPort(ports[0])+"/healthz")
+	})
 
 	return &Cluster{t: t, kubeconfig: kubeconfig, client: client, timeout: timeout, dir: dir, home: home}
 }
 
 // Process is a component that a test runs beside the control plane.
-type Process struct{ p *process }
+type Process struct {
+	t testing.TB
+	p *process
+}
 
 // Stop stops the process now (SIGTERM, then SIGKILL); fault tests use it to
 // kill a component mid-run. It is idempotent, and runs at cleanup anyway.
@@ -208,6 +232,20 @@ func (p *Process) Stop() { p.p.stop() }
 
 // Exited returns an error naming the process if it is no longer running.
 func (p *Process) Exited() error { return p.p.exitedEarly() }
+
+// LogAddress waits until a line of the process's log matches re and
+// returns its first submatch: the address that a server told to bind port
+// 0 says it got (gpupack's "serving https://ADDR/...", Prometheus'
+// "Listening on" address=ADDR). It fails the test if the process exits
+// first or DefaultStartTimeout passes.
+func (p *Process) LogAddress(re *regexp.Regexp) string {
+	p.t.Helper()
+	addr, err := waitLogAddress(p.t.Context(), p.p, DefaultStartTimeout, re)
+	if err != nil {
+		p.t.Fatalf("testcluster: %v", err)
+	}
+	return addr
+}
 
 // CPUTime is the user and system CPU time the process used, once it has
 // exited (after Stop); zero before.
@@ -234,7 +272,7 @@ func (c *Cluster) Run(name, binary string, args ...string) *Process {
 			c.t.Logf("testcluster: ----- %s log -----\n%s", p.name, p.logTail())
 		}
 	})
-	return &Process{p}
+	return &Process{t: c.t, p: p}
 }
 
 // admissionPlugins are the admission plugins the apiserver runs: namespace
@@ -309,6 +347,9 @@ func waitReady(ctx context.Context, p *process, timeout time.Duration, probe fun
 		probeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		lastErr = probe(probeCtx)
+		if errors.Is(lastErr, errPortTaken) {
+			return false, lastErr
+		}
 		return lastErr == nil, nil
 	})
 	if err == nil {

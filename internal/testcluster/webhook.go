@@ -1,17 +1,15 @@
 package testcluster
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Webhook says how StartWebhook runs and registers gpupack's mutating
@@ -30,36 +28,25 @@ type Webhook struct {
 	NamespaceLabel string
 }
 
-// StartWebhook runs `gpupack webhook` on a free loopback port with a
-// self-signed certificate, waits until it accepts connections, and
+// StartWebhook runs `gpupack webhook` on loopback port 0 with a
+// self-signed certificate, waits until it says where it serves, and
 // registers it with the apiserver as deploy/webhook.yaml does: pod
 // creation in opted-in namespaces, failurePolicy Ignore, a 2-second
 // timeout. The apiserver may take a moment to start calling it; callers
 // poll for the first mutated pod.
 func (c *Cluster) StartWebhook(w Webhook) *Process {
 	c.t.Helper()
-	port := FreePort(c.t)
 	certDir := filepath.Join(c.t.TempDir(), "certs")
-	args := append([]string{"webhook", "--listen", hostPort(port), "--cert-dir", certDir, "--self-signed", "127.0.0.1"}, w.Args...)
+	args := append([]string{"webhook", "--listen", "127.0.0.1:0", "--cert-dir", certDir, "--self-signed", "127.0.0.1"}, w.Args...)
 	hook := c.Run("gpupack-webhook", w.Binary, args...)
-	var caBundle []byte
-	err := wait.PollUntilContextTimeout(c.t.Context(), pollInterval, c.timeout, true, func(context.Context) (bool, error) {
-		if err := hook.Exited(); err != nil {
-			return false, err
-		}
-		conn, err := net.Dial("tcp", hostPort(port))
-		if err != nil {
-			return false, nil
-		}
-		conn.Close()
-		caBundle, err = os.ReadFile(filepath.Join(certDir, "ca.crt"))
-		return err == nil, nil
-	})
+	// The webhook binds port 0 and says which port it got.
+	addr := hook.LogAddress(regexp.MustCompile(`gpupack webhook: serving https://(\S+?)/`))
+	caBundle, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
 	if err != nil {
-		c.t.Fatalf("testcluster: gpupack webhook not serving on port %d: %v", port, err)
+		c.t.Fatalf("testcluster: gpupack webhook serves on %s but wrote no CA: %v", addr, err)
 	}
 
-	url := "https://" + hostPort(port) + w.Path
+	url := "https://" + addr + w.Path
 	ignore := admissionregistrationv1.Ignore
 	none := admissionregistrationv1.SideEffectClassNone
 	timeout := int32(2)

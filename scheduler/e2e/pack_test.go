@@ -16,6 +16,7 @@ import (
 	"github.com/gpupack/gpupack/internal/admission"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -63,11 +64,11 @@ func TestPackUnchangedManifests(t *testing.T) {
 	}
 
 	hook := c.StartWebhook(testcluster.Webhook{Binary: testcluster.BuildGpupack(t), Args: []string{"--requests", planRequests},
-		Path: admission.Path, NamespaceLabel: admission.NamespaceLabel})
+		Path: admission.Path, NamespaceLabel: wellknown.LabelPack})
 	for _, ns := range []string{"shop", "search", "ml", "staging"} {
 		c.CreateNamespace(ns)
 		if ns != "staging" {
-			c.LabelNamespace(ns, admission.NamespaceLabel, "enabled")
+			c.LabelNamespace(ns, wellknown.LabelPack, wellknown.PackEnabled)
 		}
 	}
 	sched := startGpupackScheduler(t, c, "")
@@ -164,8 +165,8 @@ func TestPackUnchangedManifests(t *testing.T) {
 			t.Errorf("pod %s/%s: scheduler %q, limits %v; the plan says %s: %d, scheduler %s", p.Namespace, p.Name, p.Spec.SchedulerName, limits, want.Resource, want.Count, admission.SchedulerName)
 		}
 		if want.Resource == string(kube.ResourceGPUShared) {
-			if got, wantVRAM := p.Annotations[kube.AnnotationGPUMemory], cluster.FormatMemory(want.VRAMLimit); got != wantVRAM {
-				t.Errorf("pod %s/%s: %s = %q, want the plan's %q", p.Namespace, p.Name, kube.AnnotationGPUMemory, got, wantVRAM)
+			if got, wantVRAM := p.Annotations[wellknown.AnnotationGPUMemory], cluster.FormatMemory(want.VRAMLimit); got != wantVRAM {
+				t.Errorf("pod %s/%s: %s = %q, want the plan's %q", p.Namespace, p.Name, wellknown.AnnotationGPUMemory, got, wantVRAM)
 			}
 		}
 		if p.Spec.NodeName == "" {

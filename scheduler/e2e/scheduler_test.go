@@ -23,6 +23,7 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/scheduler/gpupack"
 )
 
@@ -313,7 +314,7 @@ func checkNoOverAllocation(t *testing.T, nodes []corev1.Node, pods []corev1.Pod)
 		if !cp.WantsGPU() {
 			continue
 		}
-		devices, err := gpupack.ParseDevices(p.Annotations[gpupack.AnnotationDevices])
+		devices, err := wellknown.ParseDevices(p.Annotations[wellknown.AnnotationGPUDevices])
 		if err != nil {
 			t.Errorf("pod %s on %s: %v", p.Name, n.Name, err)
 			continue

@@ -22,12 +22,14 @@
 //     scheduler's FailedScheduling event and PodScheduled condition, and
 //     records it as an event of its own (reason GPUPackUnschedulable).
 //
-// Device accounting: a node's state takes each bound or assumed pod's
-// devices from its annotation, else from this plugin's reservation, else
-// from Fit's default choice (pods placed by another scheduler). Annotations
-// are checked with placement.AssignmentAt: one that names a share already
-// taken, or that does not exist, is not trusted; the pod's devices are
-// recomputed and the conflict logged.
+// Device accounting: a node's state is placement.RebuildNode of its pods,
+// the rule the live loader's snapshot goes through for diagnose and plan,
+// so both see the same pod on the same GPU, slice or replica. A pod's
+// record is its annotation (wellknown.AnnotationGPUDevices, read by
+// kube.ConvertPod), else this plugin's reservation; pods without one (placed
+// by another scheduler) get Fit's default choice. A record that names a
+// share already taken, or that does not exist, is not trusted: the pod's
+// devices are recomputed and the conflict logged.
 //
 // It imports k8s.io/kubernetes and lives in its own Go module (scheduler/)
 // so that the main module never depends on it.

@@ -18,6 +18,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/placement"
 )
 
@@ -312,7 +313,7 @@ func (p *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, no
 	p.mu.Lock()
 	p.reserved[pod.UID] = reservation{node: nodeName, devices: s.devices}
 	p.mu.Unlock()
-	klog.FromContext(ctx).V(4).Info("reserved GPU devices", "pod", klog.KObj(pod), "node", nodeName, "devices", FormatDevices(s.devices))
+	klog.FromContext(ctx).V(4).Info("reserved GPU devices", "pod", klog.KObj(pod), "node", nodeName, "devices", wellknown.FormatDevices(s.devices))
 	return nil
 }
 
@@ -327,7 +328,7 @@ func (p *Plugin) Unreserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ 
 }
 
 // Bind binds a pod that holds reserved devices and writes them on the
-// Binding, which the apiserver copies onto the pod (AnnotationDevices): one
+// Binding, which the apiserver copies onto the pod (wellknown.AnnotationGPUDevices): one
 // API call, where a PreBind patch and the default binder would take two. The
 // record lets the device accounting survive a restart of the scheduler. Pods
 // without devices are left to the next bind plugin (DefaultBinder); the
@@ -339,7 +340,7 @@ func (p *Plugin) Bind(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeN
 	}
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-			Annotations: map[string]string{AnnotationDevices: FormatDevices(s.devices)}},
+			Annotations: map[string]string{wellknown.AnnotationGPUDevices: wellknown.FormatDevices(s.devices)}},
 		Target: v1.ObjectReference{Kind: "Node", Name: nodeName},
 	}
 	// The default binder's call, retries on transient errors included.

@@ -23,8 +23,8 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
-	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
 func TestArgs(t *testing.T) {
@@ -60,23 +60,6 @@ func TestArgs(t *testing.T) {
 	}
 }
 
-func TestDevicesRoundTrip(t *testing.T) {
-	for _, text := range []string{"3", "0,1", "2:4", "0:1,1:0"} {
-		d, err := ParseDevices(text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := FormatDevices(d); got != text {
-			t.Errorf("FormatDevices(ParseDevices(%q)) = %q", text, got)
-		}
-	}
-	for _, bad := range []string{"", "x", "-1", "1:", "1:y"} {
-		if _, err := ParseDevices(bad); err == nil {
-			t.Errorf("ParseDevices(%q) succeeded", bad)
-		}
-	}
-}
-
 // podBuilder makes test pods fluently, in the style of the scheduler's
 // st.MakePod.
 type podBuilder struct{ p v1.Pod }
@@ -95,7 +78,7 @@ func (b *podBuilder) on(node, devices string) *podBuilder {
 		if b.p.Annotations == nil {
 			b.p.Annotations = map[string]string{}
 		}
-		b.p.Annotations[AnnotationDevices] = devices
+		b.p.Annotations[wellknown.AnnotationGPUDevices] = devices
 	}
 	return b
 }
@@ -103,7 +86,7 @@ func (b *podBuilder) vram(q string) *podBuilder {
 	if b.p.Annotations == nil {
 		b.p.Annotations = map[string]string{}
 	}
-	b.p.Annotations[kube.AnnotationGPUMemory] = q
+	b.p.Annotations[wellknown.AnnotationGPUMemory] = q
 	return b
 }
 func (b *podBuilder) obj() *v1.Pod { p := b.p; return &p }
@@ -211,7 +194,7 @@ func schedule(t *testing.T, pl *Plugin, client *fake.Clientset, pod *v1.Pod) (st
 			if b.Target.Name != best.Name {
 				t.Errorf("bound to %s, want %s", b.Target.Name, best.Name)
 			}
-			return best.Name, b.Annotations[AnnotationDevices], failures
+			return best.Name, b.Annotations[wellknown.AnnotationGPUDevices], failures
 		}
 	}
 	t.Fatalf("Bind made no binding: %v", client.Actions())
@@ -323,7 +306,7 @@ func TestReserveUntilAnnotated(t *testing.T) {
 	if st := pl.Reserve(ctx, cs, first, "a"); !st.IsSuccess() {
 		t.Fatal(st)
 	}
-	reserved := FormatDevices(pl.reserved[first.UID].devices)
+	reserved := wellknown.FormatDevices(pl.reserved[first.UID].devices)
 
 	// The framework now shows the pod assumed on the node, without the
 	// annotation: a second pod must get the other GPU, a third none.

@@ -11,6 +11,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/placement"
 )
 
@@ -77,80 +78,57 @@ func (p *Plugin) forgetGoneLocked(infos fwk.NodeInfoLister) {
 	}
 }
 
-// buildState converts the node and takes what each of its pods holds: pods
-// with recorded devices (annotation, else reservation) first, then the
-// others with Fit's default choice. A record that names a share that does
-// not exist or is already taken is not trusted: the pod is placed as if it
-// had none, and the conflict logged.
+// buildState converts the node and its pods as the live loader does
+// (kube.ConvertNode, kube.ConvertPod, which reads the pods' device
+// records, wellknown.AnnotationGPUDevices) and rebuilds what each pod holds
+// with placement.RebuildNode, the rule diagnose and plan use too. A pod
+// without the annotation yet takes this plugin's reservation as its
+// record. Misfits (a record that conflicts, a pod its node cannot hold)
+// are logged; the pod is counted anyway.
 func (p *Plugin) buildState(ctx context.Context, ni fwk.NodeInfo) *placement.NodeState {
 	logger := klog.FromContext(ctx)
 	node, _ := kube.ConvertNode(ni.Node(), p.catalogue)
 	p.noteNode(node)
-	st := placement.NewNodeState(node)
-	type held struct {
-		pod    *v1.Pod
-		demand *placement.Demand
-	}
-	var unrecorded []held
-	for _, pi := range ni.GetPods() {
+	pods := ni.GetPods()
+	demands := make([]*placement.Demand, 0, len(pods))
+	for _, pi := range pods {
 		pod := pi.GetPod()
 		cp, _ := kube.ConvertPod(pod)
+		p.recorded(logger, pod, cp)
 		d, err := placement.NewDemand(cp, p.catalogue)
 		if err != nil {
 			logger.Info("pod's request cannot be placed; its GPUs are not counted", "pod", klog.KObj(pod), "err", err)
 			continue
 		}
-		if d.Devices == 0 {
-			st.Assign(d, placement.Assignment{})
-			continue
-		}
-		if devices, source := p.recorded(logger, pod); devices != nil {
-			if a, ok := placement.AssignmentAt(d, st, devices); ok {
-				st.Assign(d, a)
-				continue
-			}
-			logger.Info("GPU devices recorded for the pod conflict with other pods or the node; trusting the apiserver's pods and recomputing",
-				"pod", klog.KObj(pod), "node", node.Name, "source", source, "devices", FormatDevices(devices))
-		}
-		unrecorded = append(unrecorded, held{pod, d})
+		demands = append(demands, d)
 	}
-	for _, h := range unrecorded {
-		a, reasons := placement.Fit(h.demand, st)
-		if len(reasons) > 0 {
-			logger.Info("pod on the node does not fit it; its GPUs are not counted", "pod", klog.KObj(h.pod), "node", node.Name, "reason", reasons[0].String())
-			st.Assign(h.demand, placement.Assignment{})
-			continue
-		}
-		st.Assign(h.demand, a)
+	st, misfits := placement.RebuildNode(node, demands)
+	for _, m := range misfits {
+		logger.Info("pod's GPU devices on the node are not as recorded or do not fit; trusting the apiserver's pods", "node", node.Name, "misfit", m.String())
 	}
 	return st
 }
 
-// recorded returns the pod's devices from its annotation, else from this
-// plugin's reservation, and which it was; nil when there are none. Once the
-// annotation is on the pod the reservation is dropped.
-func (p *Plugin) recorded(logger klog.Logger, pod *v1.Pod) ([]cluster.Device, string) {
-	if text, ok := pod.Annotations[AnnotationDevices]; ok {
+// recorded completes cp.Devices, the pod's record: kube.ConvertPod took
+// the annotation if there is one (and the reservation is dropped then),
+// else this plugin's reservation stands in. A malformed annotation is
+// logged and the pod left without a record.
+func (p *Plugin) recorded(logger klog.Logger, pod *v1.Pod, cp *cluster.Pod) {
+	if text, ok := pod.Annotations[wellknown.AnnotationGPUDevices]; ok {
 		p.mu.Lock()
 		delete(p.reserved, pod.UID)
 		p.mu.Unlock()
-		devices, err := ParseDevices(text)
-		if err != nil {
+		if _, err := wellknown.ParseDevices(text); err != nil {
 			logger.Info("ignoring malformed annotation", "pod", klog.KObj(pod), "err", err)
-			return nil, ""
 		}
-		return devices, "annotation"
+		return
 	}
 	p.mu.Lock()
 	r, ok := p.reserved[pod.UID]
 	p.mu.Unlock()
-	if ok && r.node == pod.Spec.NodeName {
-		return r.devices, "reservation"
+	if ok && (r.node == pod.Spec.NodeName || pod.Spec.NodeName == "") {
+		cp.Devices = r.devices
 	}
-	if ok && pod.Spec.NodeName == "" {
-		return r.devices, "reservation"
-	}
-	return nil, ""
 }
 
 // workloadWindow is the distribution of the most recent GPU pods, which

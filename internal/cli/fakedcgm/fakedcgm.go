@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -44,17 +45,17 @@ again when interrupted.`,
 		Example: `  gpupack fake-dcgm --scenario e2e.yaml --listen 127.0.0.1:9400 --truth truth.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(ctx, opts)
+			return run(ctx, opts, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.scenario, "scenario", "", "scenario YAML file; empty serves the embedded demo")
-	f.StringVar(&opts.listen, "listen", "127.0.0.1:9400", "address to serve /metrics on")
+	f.StringVar(&opts.listen, "listen", "127.0.0.1:9400", "address to serve /metrics on (port 0: any free port; stderr says which)")
 	f.StringVar(&opts.truth, "truth", "", "file to write the ground truth to (JSON)")
 	return cmd
 }
 
-func run(ctx context.Context, opts *options) error {
+func run(ctx context.Context, opts *options, stderr io.Writer) error {
 	s := sim.Demo(gpu.Default())
 	if opts.scenario != "" {
 		data, err := os.ReadFile(opts.scenario)
@@ -67,7 +68,7 @@ func run(ctx context.Context, opts *options) error {
 	}
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
-		return fmt.Errorf("--listen %s: %v; pick a free address such as 127.0.0.1:9400", opts.listen, err)
+		return fmt.Errorf("--listen %s: %v; pick a free address such as 127.0.0.1:9400, or 127.0.0.1:0 for any free port", opts.listen, err)
 	}
 	start := time.Now()
 	mux := http.NewServeMux()
@@ -76,7 +77,7 @@ func run(ctx context.Context, opts *options) error {
 		_ = s.WriteMetrics(w, time.Since(start))
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(os.Stderr, "fake-dcgm: serving %d nodes on http://%s/metrics for %s\n", len(s.Nodes), ln.Addr(), s.Duration.D())
+	fmt.Fprintf(stderr, "fake-dcgm: serving %d nodes on http://%s/metrics for %s\n", len(s.Nodes), ln.Addr(), s.Duration.D())
 	writeTruth := func() error {
 		if opts.truth == "" {
 			return nil

@@ -1,0 +1,191 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// syncBuffer is the webhook's stderr, read by the test while the webhook
+// writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+const rankerRequests = `workloads:
+- workload: packed/ranker
+  action: share
+  before: 1 GPU
+  after: {resource: nvidia.com/mig-1g.10gb, count: 1, gpuModel: H100-80GB, vramLimitMiB: 10240}
+`
+
+// TestRequestsFileReloaded runs the webhook over a real TLS socket with a
+// requests file that does not exist yet, as the Deployment's optional
+// ConfigMap may leave it: it must serve and rewrite nothing; once the file
+// is written it rewrites the planned workload; a broken new version keeps
+// the last good rules; a removed file rewrites nothing again.
+func TestRequestsFileReloaded(t *testing.T) {
+	dir := t.TempDir()
+	requests := filepath.Join(dir, "requests", "workload-requests.yaml")
+	if err := os.Mkdir(filepath.Dir(requests), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	certDir := filepath.Join(dir, "certs")
+	ctx, cancel := context.WithCancel(t.Context())
+	stderr := &syncBuffer{}
+	cmd := &cobra.Command{}
+	cmd.SetErr(stderr)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, &options{listen: "127.0.0.1:0", certDir: certDir, selfSigned: "127.0.0.1", requests: requests, reloadEvery: 10 * time.Millisecond}, cmd)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook: %v", err)
+		}
+	})
+
+	serving := regexp.MustCompile(`serving https://(\S+)` + Path)
+	var addr string
+	waitFor(t, "the webhook to say where it serves", stderr, func() bool {
+		m := serving.FindStringSubmatch(stderr.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	})
+	if !strings.Contains(stderr.String(), "does not exist: no request is rewritten") {
+		t.Errorf("stderr does not say that the missing file rewrites nothing:\n%s", stderr)
+	}
+	client := tlsClient(t, filepath.Join(certDir, "ca.crt"))
+	admit := func() string { return admitRanker(t, client, "https://"+addr+Path) }
+
+	if got := admit(); strings.Contains(got, "mig-1g.10gb") || !strings.Contains(got, "schedulerName") {
+		t.Errorf("without the file: patch %s, want the scheduler name only", got)
+	}
+
+	writeAtomically(t, requests, rankerRequests)
+	waitFor(t, "the written file to be applied", stderr, func() bool { return strings.Contains(admit(), "mig-1g.10gb") })
+
+	writeAtomically(t, requests, "workloads: [this is not a plan")
+	waitFor(t, "the broken file to be refused", stderr, func() bool {
+		return strings.Contains(stderr.String(), "error: --requests "+requests) && strings.Contains(stderr.String(), "keeping the last good requests (1 planned workloads)")
+	})
+	if got := admit(); !strings.Contains(got, "mig-1g.10gb") {
+		t.Errorf("after a broken file: patch %s, want the last good rules still applied", got)
+	}
+
+	if err := os.Remove(requests); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed file to drop the rules", stderr, func() bool { return !strings.Contains(admit(), "mig-1g.10gb") })
+}
+
+// writeAtomically replaces path as the kubelet updates a ConfigMap
+// volume: a new file renamed over the old.
+func writeAtomically(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, stderr *syncBuffer, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // bounds a hang; not a speed expectation
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s; webhook stderr:\n%s", what, stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func tlsClient(t *testing.T, caFile string) *http.Client {
+	t.Helper()
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
+// admitRanker sends the apiserver's AdmissionReview for a new pod of
+// workload packed/ranker asking for one GPU, and returns the JSON patch.
+func admitRanker(t *testing.T, client *http.Client, url string) string {
+	t.Helper()
+	pod := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "packed", Name: "ranker-0", Labels: map[string]string{"app": "ranker"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+		}}}},
+	}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: types.UID("review-1"), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "packed", Name: "ranker-0",
+			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
+		},
+	}
+	body, err := json.Marshal(review)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		t.Fatal(err)
+	}
+	if answer.Response == nil || !answer.Response.Allowed {
+		t.Fatalf("review answered %+v, want allowed", answer.Response)
+	}
+	return string(answer.Response.Patch)
+}
