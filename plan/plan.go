@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -138,7 +139,7 @@ type Reservation struct {
 }
 
 // Make plans the snapshot with the usage (nil when none was measured).
-func Make(s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
+func Make(ctx context.Context, s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -198,7 +199,7 @@ func Make(s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
 		}
 		pl.Pools = append(pl.Pools, pp)
 	}
-	if err := pl.prove(s, poolOf, newGPUs); err != nil {
+	if err := pl.prove(ctx, s, poolOf, newGPUs); err != nil {
 		return nil, err
 	}
 	pl.reserve()
@@ -453,7 +454,7 @@ func addFirstFit(bins []sharedBin, vram gpu.MiB, compute float64, capacity gpu.M
 
 // prove builds the changed cluster and replays every moved pod through
 // sim.Place.
-func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int][]cluster.GPU) error {
+func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int][]cluster.GPU) error {
 	before, _, err := placement.States(s)
 	if err != nil {
 		return err
@@ -533,7 +534,12 @@ func (pl *Plan) prove(s *cluster.Snapshot, poolOf map[int]*pool, newGPUs map[int
 		return err
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, p := range moved {
+	for i, p := range moved {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("proof stopped after replaying %d of %d pods: %w", i, len(moved), err)
+			}
+		}
 		d, err := placement.NewDemand(p, s.Catalogue)
 		if err != nil {
 			return err

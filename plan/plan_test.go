@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -77,7 +79,7 @@ func TestDecisions(t *testing.T) {
 		"web/lone":        obs(0.2, diagnose.FlatLow, 5, 0),
 		"batch/nightly-x": obs(0.9, diagnose.Busy, 70, 0),
 	}}
-	p, err := Make(s, u, DefaultOptions())
+	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func TestConflictingNodeUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &Usage{Window: 24 * time.Hour, Pods: map[string]Observation{"ml/a": obs(0.01, diagnose.IdleHeld, 1, 0.99), "ml/b": obs(0.01, diagnose.IdleHeld, 1, 0.99)}}
-	p, err := Make(s, u, DefaultOptions())
+	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestOvercommitRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Make(s, nil, DefaultOptions())
+	_, err = Make(context.Background(), s, nil, DefaultOptions())
 	for _, want := range []string{"node n1 is over-committed", "20 GPU in all", "ml/e (4 GPU)", "8 x H100-80GB (exclusive)"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Make: err = %v, want one containing %q", err, want)
@@ -186,7 +188,7 @@ func TestSizingWithinHardware(t *testing.T) {
 		"ml/pretrain": obs(0.91, diagnose.Busy, 600, 0),
 		"ml/full":     obs(0.5, diagnose.Bursty, 75, 0),
 	}}
-	p, err := Make(s, u, DefaultOptions())
+	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func TestSizingWithinHardware(t *testing.T) {
 	}
 	// A measurement beyond what the pod holds is refused.
 	u.Pods["ml/full"] = obs(0.5, diagnose.Bursty, 90, 0)
-	if _, err := Make(s, u, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "usage of pod ml/full: VRAM p95 90GiB is more than the 79.6GiB that its 1 x H100-80GB on node h2 has") {
+	if _, err := Make(context.Background(), s, u, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "usage of pod ml/full: VRAM p95 90GiB is more than the 79.6GiB that its 1 x H100-80GB on node h2 has") {
 		t.Errorf("Make with 90GiB used on an 80GiB GPU: err = %v", err)
 	}
 }
@@ -234,7 +236,7 @@ func TestSharingConfigsCoverWholeNodes(t *testing.T) {
 	}
 	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
 		"ml/nb-a": obs(0.05, diagnose.Bursty, 8, 0.3), "ml/nb-b": obs(0.05, diagnose.Bursty, 8, 0.3), "ml/train": obs(0.9, diagnose.Busy, 500, 0)}}
-	p, err := Make(s, u, DefaultOptions())
+	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,12 +328,27 @@ func BenchmarkPlan2000x8(b *testing.B) {
 	s, u := benchPlanCluster(b, 2000, 10000)
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := Make(s, u, DefaultOptions())
+		p, err := Make(context.Background(), s, u, DefaultOptions())
 		if err != nil {
 			b.Fatal(err)
 		}
 		if len(p.Decisions) != 10000 {
 			b.Fatalf("%d decisions", len(p.Decisions))
 		}
+	}
+}
+
+// TestMakeStopsOnCancel: a cancelled context (a signal) stops the proof's
+// replay with the context's error instead of a plan.
+func TestMakeStopsOnCancel(t *testing.T) {
+	s, err := cluster.NewSnapshot(gpu.Default(), []*cluster.Node{node("h", "H100-80GB", 8, cluster.Exclusive, nil)}, []*cluster.Pod{pod("ml", "a", "h", 1, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	u := &Usage{Window: 24 * time.Hour, Pods: map[string]Observation{"ml/a": obs(0.01, diagnose.IdleHeld, 1, 0.99)}}
+	if _, err := Make(ctx, s, u, DefaultOptions()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -189,7 +190,7 @@ func TestProofPlacesOnlyWhereConfigsOffer(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		s, u := randomCluster(t, rng)
-		pl, err := Make(s, u, DefaultOptions())
+		pl, err := Make(context.Background(), s, u, DefaultOptions())
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}

@@ -8,6 +8,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -114,8 +115,10 @@ type Result struct {
 	Curve               []Point  `json:"-"`
 }
 
-// Run places the workload's pods in order on the nodes with the policy.
-func Run(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (Result, error) {
+// Run places the workload's pods in order on the nodes with the policy. It
+// stops, returning ctx's error, soon after ctx is done (a signal), instead
+// of finishing a policy that may take minutes on a large trace.
+func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (Result, error) {
 	start := time.Now()
 	res := Result{Policy: cfg.Policy, Seed: cfg.Seed, Inflation: cfg.Inflation, Nodes: len(nodes), PodsArrived: len(workload)}
 	states := make([]*placement.NodeState, len(nodes))
@@ -168,6 +171,11 @@ func Run(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg C
 	}
 	record()
 	for k, d := range demands {
+		if k%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return res, fmt.Errorf("%s stopped after %d of %d pods: %w", cfg.Policy, k, len(demands), err)
+			}
+		}
 		if cfg.Progress != nil && k%512 == 0 {
 			cfg.Progress(k, len(demands))
 		}

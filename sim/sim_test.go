@@ -2,7 +2,9 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -60,7 +62,7 @@ func TestGolden(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	for _, p := range placement.Policies() {
-		r, err := Run(nodes, w, gpu.Default(), Config{Policy: p, Seed: 7, Inflation: DefaultInflation, Typical: pods})
+		r, err := Run(context.Background(), nodes, w, gpu.Default(), Config{Policy: p, Seed: 7, Inflation: DefaultInflation, Typical: pods})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +97,7 @@ func TestDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := Run(nodes, w, gpu.Default(), Config{Policy: "random", Seed: seed, Inflation: 1.3, Typical: pods})
+		r, err := Run(context.Background(), nodes, w, gpu.Default(), Config{Policy: "random", Seed: seed, Inflation: 1.3, Typical: pods})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +193,7 @@ func TestGpupackBeatsFGD(t *testing.T) {
 			}
 			ratio := map[string]float64{}
 			for _, p := range []string{"fgd", placement.DefaultPolicy} {
-				r, err := Run(nodes, w, c, Config{Policy: p, Seed: seed, Inflation: DefaultInflation, Typical: pods})
+				r, err := Run(context.Background(), nodes, w, c, Config{Policy: p, Seed: seed, Inflation: DefaultInflation, Typical: pods})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -233,10 +235,37 @@ func BenchmarkRunDefaultTrace(b *testing.B) {
 		b.Run(p, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Run(nodes, w, c, Config{Policy: p, Seed: 1, Inflation: DefaultInflation, Typical: pods}); err != nil {
+				if _, err := Run(context.Background(), nodes, w, c, Config{Policy: p, Seed: 1, Inflation: DefaultInflation, Typical: pods}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// TestRunStopsOnCancel: a run stops soon after its context is done (a
+// signal), with the context's error, instead of finishing the policy.
+func TestRunStopsOnCancel(t *testing.T) {
+	nodes, pods := loadSmall(t)
+	w, err := Inflate(pods, capacityOf(nodes), DefaultInflation, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w) <= 128 {
+		t.Fatalf("workload of %d pods is too small to stop in the middle", len(w))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var last int
+	_, err = Run(ctx, nodes, w, gpu.Default(), Config{Policy: "fgd", Seed: 7, Inflation: DefaultInflation, Typical: pods,
+		Progress: func(done, total int) {
+			last = done
+			cancel()
+		}})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "fgd stopped after 64 of") {
+		t.Fatalf("err = %v, want fgd stopped after 64 pods with context.Canceled", err)
+	}
+	if last != 0 {
+		t.Errorf("progress reached %d pods after the cancel", last)
 	}
 }

@@ -139,7 +139,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			u = &plan.Usage{Window: w}
 		}
 	}
-	p, err := plan.Make(s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom})
+	p, err := plan.Make(ctx, s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom})
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -42,7 +44,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 USENIX ATC'23): the cluster of a node list; the workload is every pod of a pod
 list plus random copies (with --seed) until GPU demand is --inflation times
 the cluster's GPU capacity, shuffled; each pod arrives once, never leaves, and
-is placed by the policy or counted as failed.
+is placed by the policy or counted as failed. When the list alone asks for
+more than that (--inflation below the list's demand), listed pods are dropped
+at random until it does not, and simulate says how many.
 
 With no flags it runs gpupack's policy and FGD on the embedded openb trace.
 Files may be CSV paths or embedded names: ` + strings.Join(embeddedNames(), ", ") + `.
@@ -78,10 +82,15 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
+	seen := map[string]bool{}
 	for _, p := range o.policies {
 		if _, err := placement.New(p, placement.Options{}); err != nil {
 			return fmt.Errorf("--policy: %w", err)
 		}
+		if seen[p] {
+			return fmt.Errorf("--policy: %s is given twice; name each policy once", p)
+		}
+		seen[p] = true
 	}
 	c := gpu.Default()
 	nodes, err := loadNodes(o.nodes, c)
@@ -96,16 +105,22 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 	for _, n := range nodes {
 		capacity += gpu.Milli(len(n.GPUs)) * gpu.WholeGPU
 	}
+	if err := checkModels(os.Stderr, nodes, pods, o.nodes, o.pods); err != nil {
+		return err
+	}
 	workload, err := sim.Inflate(pods, capacity, o.inflation, o.seed)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.pods, err)
+	}
+	if len(workload) < len(pods) {
+		fmt.Fprintf(os.Stderr, "simulate: --inflation %g is below the pod list's own GPU demand; %d of its %d pods were dropped at random, so %d run\n", o.inflation, len(pods)-len(workload), len(pods), len(workload))
 	}
 	var results []sim.Result
 	for _, policy := range o.policies {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := sim.Run(nodes, workload, c, sim.Config{
+		res, err := sim.Run(ctx, nodes, workload, c, sim.Config{
 			Policy: policy, Seed: o.seed, Inflation: o.inflation, Typical: pods,
 			Progress: clio.Progress(os.Stderr, "simulate "+policy),
 		})
@@ -187,4 +202,45 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// checkModels says which pods ask in gpu_spec only for models that no node
+// of the node list has: they can never be placed and count as failed under
+// every policy. It warns when some do (a sample of a trace may hold a few)
+// and refuses a list where every GPU pod does, which can only be the wrong
+// node list.
+func checkModels(stderr io.Writer, nodes []*cluster.Node, pods []*cluster.Pod, nodesName, podsName string) error {
+	have := map[string]bool{}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			if g.Model != nil {
+				have[g.Model.Name] = true
+			}
+		}
+	}
+	var bad []*cluster.Pod
+	gpuPods := 0
+	for _, p := range pods {
+		if !p.WantsGPU() {
+			continue
+		}
+		gpuPods++
+		if len(p.GPUModels) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(p.GPUModels, func(m string) bool { return have[m] }) {
+			bad = append(bad, p)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	models := slices.Sorted(maps.Keys(have))
+	msg := fmt.Sprintf("%s: %d of its %d GPU pods (the first %s) ask in gpu_spec only for models that no node of %s has (%s; the nodes have %s)",
+		podsName, len(bad), gpuPods, bad[0].Name, nodesName, strings.Join(bad[0].GPUModels, "|"), strings.Join(models, ", "))
+	if len(bad) == gpuPods {
+		return fmt.Errorf("%s; no GPU pod could ever be placed: fix gpu_spec or use the node list the pods were traced on", msg)
+	}
+	fmt.Fprintf(stderr, "simulate: %s; they can never be placed and count as failed under every policy\n", msg)
+	return nil
 }

@@ -75,20 +75,38 @@ func TestSimulateBadInput(t *testing.T) {
 	os.WriteFile(bad, []byte("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,1,2000\n"), 0o644)
 	cpuOnly := filepath.Join(dir, "cpu.csv")
 	os.WriteFile(cpuOnly, []byte("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,0,0\n"), 0o644)
+	t4Nodes := filepath.Join(dir, "t4.csv")
+	os.WriteFile(t4Nodes, []byte("sn,cpu_milli,memory_mib,gpu,model\nn1,96000,786432,8,T4\n"), 0o644)
+	v100Pods := filepath.Join(dir, "v100.csv")
+	os.WriteFile(v100Pods, []byte("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np1,1000,1024,1,1000,V100M16|V100M32\n"), 0o644)
 	cases := map[string]struct {
-		o    options
-		want string
+		o      options
+		want   string
+		cancel bool // run with the context already done, as after a SIGINT
 	}{
-		"unknown policy": {options{policies: []string{"best"}, format: "table"}, "unknown policy \"best\""},
-		"bad format":     {options{policies: []string{"fgd"}, format: "xml"}, "--format"},
-		"missing file":   {options{nodes: "/no/such.csv", pods: "openb:default", policies: []string{"fgd"}, format: "table", inflation: 1.3}, "cannot open /no/such.csv"},
-		"bad row":        {options{nodes: "openb:gpu_node", pods: bad, policies: []string{"fgd"}, format: "table", inflation: 1.3}, "bad.csv:2: column gpu_milli"},
-		"cannot fill":    {options{nodes: "openb:gpu_node", pods: cpuOnly, policies: []string{"fgd"}, format: "table", inflation: 1.3}, "asks for no GPU"},
-		"bad inflation":  {options{nodes: "openb:gpu_node", pods: "openb:default", policies: []string{"fgd"}, format: "table", inflation: -2}, "inflation"},
+		"policy twice": {options{policies: []string{"fgd", "bestfit", "fgd"}, format: "table"}, "fgd is given twice", false},
+		"model no node has": {options{nodes: t4Nodes, pods: v100Pods, policies: []string{"fgd"}, format: "table", inflation: 1.3},
+			"1 of its 1 GPU pods (the first p1) ask in gpu_spec only for models that no node of " + t4Nodes + " has (V100-16GB|V100-32GB; the nodes have T4)", false},
+		"cancelled":      {options{nodes: "openb:gpu_node", pods: "openb:default", policies: []string{"fgd"}, format: "table", inflation: 1.3}, "context canceled", true},
+		"unknown policy": {options{policies: []string{"best"}, format: "table"}, "unknown policy \"best\"", false},
+		"bad format":     {options{policies: []string{"fgd"}, format: "xml"}, "--format", false},
+		"missing file":   {options{nodes: "/no/such.csv", pods: "openb:default", policies: []string{"fgd"}, format: "table", inflation: 1.3}, "cannot open /no/such.csv", false},
+		"bad row":        {options{nodes: "openb:gpu_node", pods: bad, policies: []string{"fgd"}, format: "table", inflation: 1.3}, "bad.csv:2: column gpu_milli", false},
+		"cannot fill":    {options{nodes: "openb:gpu_node", pods: cpuOnly, policies: []string{"fgd"}, format: "table", inflation: 1.3}, "asks for no GPU", false},
+		"bad inflation":  {options{nodes: "openb:gpu_node", pods: "openb:default", policies: []string{"fgd"}, format: "table", inflation: -2}, "inflation", false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := run(context.Background(), &tc.o, &bytes.Buffer{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				cancel() // as a SIGINT would
+			}
+			var out bytes.Buffer
+			err := run(ctx, &tc.o, &out)
+			if out.Len() > 0 {
+				t.Errorf("wrote %q before failing", out.String())
+			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
 			}
