@@ -37,7 +37,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -140,18 +139,19 @@ The certificate comes from one of:
 // minCertValidity leaves the renewal loop time to act.
 const minCertValidity = 10 * time.Second
 
-// checkCertFlags refuses contradictory certificate flags.
-func (o *options) checkCertFlags(flags *pflag.FlagSet) error {
+// checkCertFlags refuses contradictory certificate flags; changed says
+// whether a flag was given.
+func (o *options) checkCertFlags(changed func(name string) bool) error {
 	if o.certSecret == "" {
 		for _, name := range []string{"cert-dns-names", "ca-bundle-of", "cert-validity", "kubeconfig"} {
-			if flags != nil && flags.Changed(name) {
+			if changed(name) {
 				return fmt.Errorf("--%s applies to --cert-secret only: add --cert-secret NAMESPACE/NAME, or drop --%s", name, name)
 			}
 		}
 		return nil
 	}
 	switch {
-	case flags != nil && flags.Changed("cert-dir"):
+	case changed("cert-dir"):
 		return errors.New("--cert-secret and --cert-dir both say where the certificate comes from: give --cert-secret to have the webhook manage it, --cert-dir for cert-manager's")
 	case o.selfSigned != "":
 		return errors.New("--cert-secret and --self-signed both say where the certificate comes from: give one")
@@ -202,7 +202,7 @@ func (o *options) secretCertificate(ctx context.Context, stderr io.Writer) (func
 
 func run(ctx context.Context, o *options, cmd *cobra.Command) error {
 	stderr := cmd.ErrOrStderr()
-	if err := o.checkCertFlags(cmd.Flags()); err != nil {
+	if err := o.checkCertFlags(cmd.Flags().Changed); err != nil {
 		return err
 	}
 	var requests *requestsFile
