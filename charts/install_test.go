@@ -175,7 +175,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			},
 			"gpupack-webhook": {
 				"/secrets/gpupack-webhook-tls [get update]",
-				"admissionregistration.k8s.io/mutatingwebhookconfigurations/gpupack [get update]",
+				"admissionregistration.k8s.io/mutatingwebhookconfigurations/gpupack [get patch]",
 			},
 		}
 		for sa, wantRules := range want {
@@ -334,8 +334,8 @@ func accessCases() []saCase {
 			denied: []access{{"get", "", "secrets", ns, ""}, {"update", "", "nodes", "", ""}, {"update", "coordination.k8s.io", "leases", ns, "other"}, {"update", "", "configmaps", ns, "gpupack-scheduler-config"}}},
 		{name: "gpupack-webhook",
 			allowed: []access{{"get", "", "secrets", ns, "gpupack-webhook-tls"}, {"update", "", "secrets", ns, "gpupack-webhook-tls"},
-				{"get", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "gpupack"}, {"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "gpupack"}},
-			denied: []access{{"get", "", "secrets", ns, "other"}, {"list", "", "secrets", ns, ""}, {"create", "", "secrets", ns, ""}, {"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "other"},
+				{"get", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "gpupack"}, {"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "gpupack"}},
+			denied: []access{{"get", "", "secrets", ns, "other"}, {"list", "", "secrets", ns, ""}, {"create", "", "secrets", ns, ""}, {"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "other"}, {"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "gpupack"},
 				{"create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", ""}, {"list", "", "pods", "", ""}}},
 	}
 }

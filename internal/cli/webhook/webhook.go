@@ -1,9 +1,18 @@
 // Package webhook is the `gpupack webhook` verb: the mutating admission
 // webhook that lets users keep their manifests unchanged. It serves
 // package admission's decision with controller-runtime's admission handler
-// and certificate watcher over TLS; the MutatingWebhookConfiguration (deploy/webhook.yaml) sends it
+// over TLS; the MutatingWebhookConfiguration (deploy/webhook.yaml) sends it
 // the pods of namespaces labelled gpupack.io/pack=enabled, with
 // failurePolicy Ignore, so pods are created unchanged while it is down.
+//
+// Its certificate comes either from --cert-dir (cert-manager's Secret,
+// mounted, watched by controller-runtime's certwatcher) or, with
+// --cert-secret, from a Secret that the webhook manages and rotates itself
+// (package webhookcert), setting the configuration's caBundle too. That
+// mode needs this RBAC and no more: a Role in the Secret's namespace with
+// get and update on secrets, resourceNames the Secret; a ClusterRole with
+// get and patch on admissionregistration.k8s.io
+// mutatingwebhookconfigurations, resourceNames the configuration.
 package webhook
 
 import (
@@ -18,22 +27,28 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gpupack/gpupack/internal/admission"
+	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/webhookcert"
 	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/plan"
 )
@@ -46,6 +61,13 @@ type options struct {
 	certDir    string
 	selfSigned string
 	requests   string
+	// The self-managed certificate: a Secret NAMESPACE/NAME, the names
+	// it must hold, the webhook configuration that gets its CA.
+	certSecret   string
+	certHosts    []string
+	caBundleOf   string
+	certValidity time.Duration
+	kubeconfig   string
 	// reloadEvery is how often the requests file is read again: a
 	// ConfigMap volume changes it in place (by swapping a symlink), with
 	// no event the webhook could wait for short of polling.
@@ -54,7 +76,7 @@ type options struct {
 
 // NewCommand returns the webhook command.
 func NewCommand(ctx context.Context) *cobra.Command {
-	o := &options{reloadEvery: 10 * time.Second}
+	o := &options{reloadEvery: 10 * time.Second, certValidity: 365 * 24 * time.Hour}
 	cmd := &cobra.Command{
 		Use:   "webhook",
 		Short: "Serve the mutating admission webhook that sends GPU pods to gpupack-scheduler and rewrites their requests per the plan",
@@ -72,7 +94,32 @@ The --requests file is read again every 10 seconds (a mounted ConfigMap
 changes in place). While it does not exist the webhook rewrites no request
 and says so; a new version that does not parse is refused with an error on
 stderr, and the last good one stays in use. --listen may name port 0; the
-first line on stderr says which address was bound.`,
+line "serving https://ADDR/..." on stderr says which address was bound.
+It binds only once it holds a certificate, so a tcpSocket readiness probe
+(or GET /readyz) tells when it serves.
+
+The certificate comes from one of:
+  --cert-dir DIR      tls.crt and tls.key, e.g. cert-manager's Secret mounted
+                      (reloaded when they change); the default;
+  --cert-secret NS/NAME --cert-dns-names ... --ca-bundle-of CONFIG
+                      without cert-manager: the webhook keeps its own CA and
+                      serving certificate in that Secret (type
+                      kubernetes.io/tls, created beforehand, may be empty;
+                      keys ca.crt, ca.key, tls.crt, tls.key), shared by all
+                      replicas: one generates what is missing or due (a
+                      10-year ECDSA P-256 CA; a serving certificate for the
+                      DNS names and IPs, --cert-validity), the others read
+                      it. Each is renewed at 2/3 of its validity; an old CA
+                      stays trusted until nothing it signed is served. It
+                      sets clientConfig.caBundle of every webhook of the
+                      MutatingWebhookConfiguration CONFIG and changes nothing
+                      else, and rereads the Secret every 30 seconds. It needs
+                      a Role with get, update on secrets (resourceNames: the
+                      Secret) and a ClusterRole with get, patch on
+                      admissionregistration.k8s.io mutatingwebhookconfigurations
+                      (resourceNames: CONFIG); nothing else;
+  --self-signed HOST  a one-off self-signed certificate written to --cert-dir;
+                      for tests and trials.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(ctx, o, cmd) },
 	}
@@ -81,41 +128,107 @@ first line on stderr says which address was bound.`,
 	f.StringVar(&o.certDir, "cert-dir", "/etc/gpupack/webhook-tls", "directory holding tls.crt and tls.key (cert-manager's Secret, mounted)")
 	f.StringVar(&o.selfSigned, "self-signed", "", "write a self-signed certificate for this host (IP or DNS name) to --cert-dir first, with ca.crt beside it for the caBundle; for tests and trials")
 	f.StringVar(&o.requests, "requests", "", "the plan's workload-requests.yaml, reloaded when it changes; without it, or while it is missing, only the scheduler name is set")
+	f.StringVar(&o.certSecret, "cert-secret", "", "NAMESPACE/NAME of the Secret in which the webhook keeps and rotates its own certificate (without cert-manager); instead of --cert-dir")
+	f.StringSliceVar(&o.certHosts, "cert-dns-names", nil, "with --cert-secret: the DNS names (and IP addresses) of the serving certificate, comma-separated, e.g. the Service's gpupack-webhook.gpupack-system.svc")
+	f.StringVar(&o.caBundleOf, "ca-bundle-of", "", "with --cert-secret: the MutatingWebhookConfiguration whose webhooks get the CA bundle")
+	f.DurationVar(&o.certValidity, "cert-validity", o.certValidity, "with --cert-secret: how long a serving certificate is valid; renewed at 2/3 of it")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "with --cert-secret: "+clio.KubeconfigUsage)
 	return cmd
+}
+
+// minCertValidity leaves the renewal loop time to act.
+const minCertValidity = 10 * time.Second
+
+// checkCertFlags refuses contradictory certificate flags; changed says
+// whether a flag was given.
+func (o *options) checkCertFlags(changed func(name string) bool) error {
+	if o.certSecret == "" {
+		for _, name := range []string{"cert-dns-names", "ca-bundle-of", "cert-validity", "kubeconfig"} {
+			if changed(name) {
+				return fmt.Errorf("--%s applies to --cert-secret only: add --cert-secret NAMESPACE/NAME, or drop --%s", name, name)
+			}
+		}
+		return nil
+	}
+	switch {
+	case changed("cert-dir"):
+		return errors.New("--cert-secret and --cert-dir both say where the certificate comes from: give --cert-secret to have the webhook manage it, --cert-dir for cert-manager's")
+	case o.selfSigned != "":
+		return errors.New("--cert-secret and --self-signed both say where the certificate comes from: give one")
+	}
+	if ns, name, ok := strings.Cut(o.certSecret, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("--cert-secret %q: want NAMESPACE/NAME, e.g. gpupack-system/gpupack-webhook-tls", o.certSecret)
+	}
+	if err := webhookcert.ValidateHosts(o.certHosts); err != nil {
+		return fmt.Errorf("--cert-dns-names: %w; name the webhook's Service, e.g. gpupack-webhook.gpupack-system.svc", err)
+	}
+	if o.caBundleOf == "" {
+		return errors.New("--cert-secret needs --ca-bundle-of: the MutatingWebhookConfiguration that must trust the webhook's CA")
+	}
+	if o.certValidity < minCertValidity || o.certValidity > webhookcert.DefaultCAValidity {
+		return fmt.Errorf("--cert-validity %s: want between %s and %s (the CA's)", o.certValidity, minCertValidity, webhookcert.DefaultCAValidity)
+	}
+	return nil
+}
+
+// certSettle is webhookcert.Policy.Settle: four rereads of the Secret.
+const certSettle = 4 * webhookcert.Poll
+
+// secretCertificate syncs the --cert-secret Secret once, so that the
+// webhook holds a certificate before it binds, and keeps it in the
+// background.
+func (o *options) secretCertificate(ctx context.Context, stderr io.Writer) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	config, err := kube.RESTConfig(o.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	ns, name, _ := strings.Cut(o.certSecret, "/")
+	m := webhookcert.New(webhookcert.Config{
+		Client: client, Namespace: ns, Name: name, WebhookConfiguration: o.caBundleOf,
+		Policy: webhookcert.Policy{Hosts: o.certHosts, Validity: o.certValidity, Settle: certSettle},
+		Log:    stderr,
+	})
+	next, err := m.Sync(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("--cert-secret: %w", err)
+	}
+	go m.Run(ctx, next)
+	return m.GetCertificate, nil
 }
 
 func run(ctx context.Context, o *options, cmd *cobra.Command) error {
 	stderr := cmd.ErrOrStderr()
+	if err := o.checkCertFlags(cmd.Flags().Changed); err != nil {
+		return err
+	}
 	var requests *requestsFile
 	if o.requests != "" {
 		requests = &requestsFile{path: o.requests, log: stderr}
 		requests.load()
 		go requests.watch(ctx, o.reloadEvery)
 	}
-	if o.selfSigned != "" {
-		if err := writeSelfSigned(o.certDir, o.selfSigned); err != nil {
-			return fmt.Errorf("--self-signed %s: %w", o.selfSigned, err)
-		}
-	}
-	certs, err := certwatcher.New(filepath.Join(o.certDir, "tls.crt"), filepath.Join(o.certDir, "tls.key"))
+	getCertificate, source, err := o.certificate(ctx, stderr)
 	if err != nil {
-		return fmt.Errorf("--cert-dir %s: %w", o.certDir, err)
+		return err
 	}
-	go func() {
-		if err := certs.Start(ctx); err != nil {
-			fmt.Fprintf(stderr, "gpupack webhook: watching the certificates in %s: %v\n", o.certDir, err)
-		}
-	}()
+	if getCertificate == nil { // stopped before holding a certificate
+		return nil
+	}
 	// The webhook binds the address itself (port 0 included) and says
 	// which it got, so that tests and probes need not guess a free port.
-	ln, err := tls.Listen("tcp", o.listen, &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+	ln, err := tls.Listen("tcp", o.listen, &tls.Config{GetCertificate: getCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, &ctrlwebhook.Admission{Handler: NewHandler(requests.current)})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stderr, "gpupack webhook: serving https://%s%s (certificates in %s)\n", ln.Addr(), Path, o.certDir)
+	fmt.Fprintf(stderr, "gpupack webhook: serving https://%s%s (%s)\n", ln.Addr(), Path, source)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -130,6 +243,33 @@ func run(ctx context.Context, o *options, cmd *cobra.Command) error {
 		}
 		return nil
 	}
+}
+
+// certificate returns what serves the TLS certificate and where it comes
+// from, once the webhook holds one; nil if ctx ended first.
+func (o *options) certificate(ctx context.Context, stderr io.Writer) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), string, error) {
+	if o.certSecret != "" {
+		get, err := o.secretCertificate(ctx, stderr)
+		if err != nil && ctx.Err() != nil {
+			return nil, "", nil
+		}
+		return get, "certificate managed in Secret " + o.certSecret, err
+	}
+	if o.selfSigned != "" {
+		if err := writeSelfSigned(o.certDir, o.selfSigned); err != nil {
+			return nil, "", fmt.Errorf("--self-signed %s: %w", o.selfSigned, err)
+		}
+	}
+	certs, err := certwatcher.New(filepath.Join(o.certDir, "tls.crt"), filepath.Join(o.certDir, "tls.key"))
+	if err != nil {
+		return nil, "", fmt.Errorf("--cert-dir %s: %w", o.certDir, err)
+	}
+	go func() {
+		if err := certs.Start(ctx); err != nil {
+			fmt.Fprintf(stderr, "gpupack webhook: watching the certificates in %s: %v\n", o.certDir, err)
+		}
+	}()
+	return certs.GetCertificate, "certificates in " + o.certDir, nil
 }
 
 // handler adapts admission.Mutate to controller-runtime's admission.Handler.

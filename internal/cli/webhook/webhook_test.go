@@ -189,3 +189,36 @@ func admitRanker(t *testing.T, client *http.Client, url string) string {
 	}
 	return string(answer.Response.Patch)
 }
+
+// TestCertificateFlags checks that contradictory or incomplete
+// certificate flags are refused before anything starts, naming the flags.
+func TestCertificateFlags(t *testing.T) {
+	secret := []string{"--cert-secret=gpupack-system/gpupack-webhook-tls", "--cert-dns-names=gpupack-webhook.gpupack-system.svc", "--ca-bundle-of=gpupack"}
+	cases := map[string]struct {
+		args []string
+		err  string
+	}{
+		"--cert-dir too":            {args: append(secret, "--cert-dir=/tmp/x"), err: "--cert-secret and --cert-dir both say where the certificate comes from"},
+		"--self-signed too":         {args: append(secret, "--self-signed=127.0.0.1"), err: "--cert-secret and --self-signed both say"},
+		"names without secret":      {args: []string{"--cert-dns-names=a.svc"}, err: "--cert-dns-names applies to --cert-secret only"},
+		"kubeconfig without secret": {args: []string{"--kubeconfig=/dev/null"}, err: "--kubeconfig applies to --cert-secret only"},
+		"secret without namespace":  {args: []string{"--cert-secret=gpupack-webhook-tls", "--cert-dns-names=a.svc", "--ca-bundle-of=gpupack"}, err: `--cert-secret "gpupack-webhook-tls": want NAMESPACE/NAME`},
+		"no names":                  {args: secret[:1], err: "--cert-dns-names: no DNS name or IP address given"},
+		"bad name":                  {args: []string{secret[0], "--cert-dns-names=Webhook_1", secret[2]}, err: `--cert-dns-names: "Webhook_1" is neither an IP address nor a DNS name`},
+		"no configuration":          {args: secret[:2], err: "--cert-secret needs --ca-bundle-of"},
+		"validity too short":        {args: append(secret, "--cert-validity=1s"), err: "--cert-validity 1s: want between 10s and"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := NewCommand(t.Context())
+			cmd.SetArgs(append([]string{"--listen=127.0.0.1:0"}, tc.args...))
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			cmd.SilenceUsage = true
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.args, err, tc.err)
+			}
+		})
+	}
+}
