@@ -34,6 +34,8 @@ vet:
 deps:
 	bash hack/deps.sh
 
+# The real Kubernetes components the tests start: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kwok, cached by version.
 bins:
 	bash hack/k8s-bins.sh
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes components that gpupack's tests start
-# (kube-apiserver, kube-scheduler, etcd, kwok) from pinned Go modules, and
-# caches them outside the work tree, keyed by version, together with
-# kwok-stages.yaml, kwok's default stages (kustomize/stage/fast of the pinned
-# kwok module), which make kwok's nodes Ready and their pods Running:
+# (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok) from
+# pinned Go modules, and caches them outside the work tree, keyed by version,
+# together with kwok-stages.yaml, kwok's default stages (kustomize/stage/fast
+# of the pinned kwok module), which make kwok's nodes Ready and their pods
+# Running:
 #
 #   ${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/<version-key>/
 #
@@ -15,8 +16,10 @@
 #   hack/k8s-bins.sh --print-dir  print the directory only, build nothing
 #
 # A cold build of kube-apiserver and kube-scheduler takes about 20 minutes on
-# 2 cores. Every build runs in a throwaway module in a temporary directory, so
-# the repository's go.mod never depends on k8s.io/kubernetes.
+# 2 cores; kube-controller-manager shares most of their dependencies, so it
+# adds some minutes to that. Every build runs in a throwaway module in a
+# temporary directory, so the repository's go.mod never depends on
+# k8s.io/kubernetes.
 set -euo pipefail
 
 # Pinned versions. k8s.io/kubernetes replaces each k8s.io/* staging module with
@@ -142,10 +145,20 @@ else
 	log "kwok ${KWOK_VERSION} default stages: written ($(grep -c '^kind: Stage' "${bin_dir}/kwok-stages.yaml") stages)"
 fi
 
-if have kube-apiserver kube-scheduler; then
+# The Kubernetes components come from one module; the ones missing from the
+# cache are built together in one go build, so a cold machine compiles their
+# shared dependencies once, and a cache that already holds kube-apiserver and
+# kube-scheduler (from before kube-controller-manager joined the set) builds
+# only kube-controller-manager.
+kube_components=(kube-apiserver kube-scheduler kube-controller-manager)
+kube_missing=()
+for name in "${kube_components[@]}"; do
+	have "${name}" || kube_missing+=("${name}")
+done
+if ((${#kube_missing[@]} == 0)); then
 	log "kubernetes ${K8S_VERSION}: cached"
 else
-	log "kubernetes ${K8S_VERSION}: building kube-apiserver and kube-scheduler"
+	log "kubernetes ${K8S_VERSION}: building ${kube_missing[*]}"
 	new_module kubernetes
 	go mod edit -require="k8s.io/kubernetes@${K8S_VERSION}"
 	# Every staging module that k8s.io/kubernetes both requires and replaces with
@@ -161,12 +174,17 @@ else
 		go mod edit -replace="${m}=${m}@${STAGING_VERSION}"
 	done
 	log "kubernetes ${K8S_VERSION}: replaced $(wc -w <<<"${staging_modules}") staging modules with ${STAGING_VERSION}"
-	nice -n 10 go get "k8s.io/kubernetes/cmd/kube-apiserver@${K8S_VERSION}" "k8s.io/kubernetes/cmd/kube-scheduler@${K8S_VERSION}"
+	kube_gets=() kube_builds=()
+	for name in "${kube_missing[@]}"; do
+		kube_gets+=("k8s.io/kubernetes/cmd/${name}@${K8S_VERSION}")
+		kube_builds+=("${name}=k8s.io/kubernetes/cmd/${name}")
+	done
+	nice -n 10 go get "${kube_gets[@]}"
 	minor="${K8S_VERSION#v1.}"
 	minor="${minor%%.*}"
 	version_pkg=k8s.io/component-base/version
 	build "-X ${version_pkg}.gitVersion=${K8S_VERSION} -X ${version_pkg}.gitMajor=1 -X ${version_pkg}.gitMinor=${minor} -X ${version_pkg}.gitTreeState=clean" \
-		kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler
+		"${kube_builds[@]}"
 	log "kubernetes ${K8S_VERSION}: done"
 fi
 

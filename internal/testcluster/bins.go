@@ -19,11 +19,12 @@ const (
 
 // Files that Start needs in the binary directory; hack/k8s-bins.sh makes them.
 const (
-	etcdBinary      = "etcd"
-	apiserverBinary = "kube-apiserver"
-	schedulerBinary = "kube-scheduler"
-	kwokBinary      = "kwok"
-	kwokStagesFile  = "kwok-stages.yaml"
+	etcdBinary              = "etcd"
+	apiserverBinary         = "kube-apiserver"
+	controllerManagerBinary = "kube-controller-manager"
+	schedulerBinary         = "kube-scheduler"
+	kwokBinary              = "kwok"
+	kwokStagesFile          = "kwok-stages.yaml"
 )
 
 // binDir returns the directory with the component binaries: $GPUPACK_K8S_BINDIR,
@@ -65,7 +66,7 @@ func locateBinDir() (string, error) {
 
 // checkBinDir reports the first file of the component set missing from dir.
 func checkBinDir(dir string) error {
-	for _, name := range []string{etcdBinary, apiserverBinary, schedulerBinary, kwokBinary, kwokStagesFile} {
+	for _, name := range []string{etcdBinary, apiserverBinary, controllerManagerBinary, schedulerBinary, kwokBinary, kwokStagesFile} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("missing a Kubernetes test binary: %w", err)
 		}

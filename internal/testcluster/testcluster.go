@@ -1,12 +1,19 @@
 // Package testcluster starts a real Kubernetes control plane for tests: etcd,
-// kube-apiserver and kube-scheduler, with kwok acting as the kubelet of fake
-// GPU nodes, so that tests exercise the real scheduler, admission and API
-// semantics rather than a fake clientset.
+// kube-apiserver, kube-controller-manager and kube-scheduler, with kwok acting
+// as the kubelet of fake GPU nodes, so that tests exercise the real scheduler,
+// controllers, admission and API semantics rather than a fake clientset.
+//
+// The controller-manager runs the controllers that make workloads and
+// identities behave as in a real cluster (see controllers): Deployments,
+// ReplicaSets and Jobs create and count their pods, every namespace gets its
+// default ServiceAccount and kube-root-ca.crt, deleting a namespace or an
+// owner removes what it holds, and pods' ResourceClaimTemplates become
+// ResourceClaims. It runs none of the node controllers: nothing taints,
+// evicts or garbage-collects pods because of a node's state.
 //
 // The binaries come from hack/k8s-bins.sh (or $GPUPACK_K8S_BINDIR). Without
 // them Start skips the test, unless $GPUPACK_E2E is set, in which case it
-// fails it. No controller-manager runs: nothing creates ServiceAccounts,
-// garbage-collects or evicts; CreateNamespace does the one thing tests need.
+// fails it.
 //
 // testcluster is a test edge: it imports client-go and starts processes. Only
 // tests may import it, and it must not import gpupack's core packages.
@@ -33,6 +40,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -62,13 +70,16 @@ type Options struct {
 type Cluster struct {
 	t          testing.TB
 	kubeconfig string
+	config     *rest.Config // the administrator's, which client uses
 	client     kubernetes.Interface
 	timeout    time.Duration
 	dir, home  string // logs, and the components' HOME
 }
 
-// Start starts etcd, kube-apiserver, kube-scheduler and kwok on loopback
-// ports (started again on new ones when another process holds one), waits until each is ready, and registers cleanups that stop them all.
+// Start starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+// and kwok on loopback ports (started again on new ones when another process
+// holds one), waits until each is ready, and registers cleanups that stop
+// them all.
 // Component logs are written under t.TempDir() and printed if the test fails.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
@@ -135,7 +146,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 	tokenFile := writeFile(t, dir, "tokens.csv", token+`,admin,admin,"system:masters"`+"\n")
 	saKey, saPub := serviceAccountKeyPair(t, dir)
 	apiserverCerts := mkdir(t, dir, "apiserver-certs")
+	apiserverCert := filepath.Join(apiserverCerts, "apiserver.crt")
 	var kubeconfig string
+	var config *rest.Config
 	var client kubernetes.Interface
 	onPorts("kube-apiserver", apiserverBinary, 1, func(ports []int) []string {
 		return []string{
@@ -159,51 +172,47 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--disable-admission-plugins=" + strings.Join(disabledAdmissionPlugins, ","),
 		}
 	}, func(ports []int) func(ctx context.Context) error {
-		kubeconfig = writeKubeconfig(t, dir, "https://"+hostPort(ports[0]), filepath.Join(apiserverCerts, "apiserver.crt"), token)
+		kubeconfig = writeKubeconfig(t, dir, "https://"+hostPort(ports[0]), apiserverCert, token)
 		client = nil
 		return func(ctx context.Context) error {
 			if client == nil {
-				c, err := newClient(kubeconfig)
+				cfg, c, err := newClient(kubeconfig)
 				if err != nil {
 					return err // the certificate is not written yet
 				}
-				client = c
+				config, client = cfg, c
 			}
 			_, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 			return err
 		}
 	})
 
+	// The controller-manager and the scheduler serve their health checks
+	// over HTTPS with a self-signed certificate that each writes to its
+	// --cert-dir, under its own name.
+	controllerManagerCerts := mkdir(t, dir, "controller-manager-certs")
+	onPorts("kube-controller-manager", controllerManagerBinary, 1, func(ports []int) []string {
+		return append(componentFlags(kubeconfig, controllerManagerCerts, ports[0]),
+			"--controllers="+strings.Join(controllers, ","),
+			// Each controller acts as its own ServiceAccount in kube-system,
+			// with the system:controller:* role the apiserver bootstraps, as
+			// in a real cluster, rather than as the administrator.
+			"--use-service-account-credentials",
+			// The serviceaccount-token-controller signs the tokens of legacy
+			// ServiceAccount token Secrets with the apiserver's signing key.
+			"--service-account-private-key-file="+saKey,
+			// The ca.crt of kube-root-ca.crt and of token Secrets: the
+			// apiserver's serving certificate and its CA, which the
+			// administrator's kubeconfig trusts too.
+			"--root-ca-file="+apiserverCert,
+		)
+	}, selfSignedProbe(filepath.Join(controllerManagerCerts, "kube-controller-manager.crt"), "/healthz"))
+
+	// The scheduler's /readyz includes the sync of its informers.
 	schedulerCerts := mkdir(t, dir, "scheduler-certs")
-	schedulerCert := filepath.Join(schedulerCerts, "kube-scheduler.crt")
 	onPorts("kube-scheduler", schedulerBinary, 1, func(ports []int) []string {
-		return []string{
-			"--kubeconfig=" + kubeconfig,
-			"--authentication-kubeconfig=" + kubeconfig,
-			"--authorization-kubeconfig=" + kubeconfig,
-			// The apiserver has no client CA, so it never publishes the
-			// extension-apiserver-authentication ConfigMap; bearer tokens still
-			// work through TokenReview.
-			"--authentication-skip-lookup",
-			"--leader-elect=false",
-			"--bind-address=127.0.0.1",
-			fmt.Sprintf("--secure-port=%d", ports[0]),
-			"--cert-dir=" + schedulerCerts,
-		}
-	}, func(ports []int) func(ctx context.Context) error {
-		var schedulerHTTP *http.Client
-		return func(ctx context.Context) error {
-			if schedulerHTTP == nil {
-				c, err := httpsClient(schedulerCert)
-				if err != nil {
-					return err // the certificate is not written yet
-				}
-				schedulerHTTP = c
-			}
-			// /readyz includes the sync of the scheduler's informers.
-			return httpProbe(schedulerHTTP, "https://"+hostPort(ports[0])+"/readyz")(ctx)
-		}
-	})
+		return componentFlags(kubeconfig, schedulerCerts, ports[0])
+	}, selfSignedProbe(filepath.Join(schedulerCerts, "kube-scheduler.crt"), "/readyz"))
 
 	onPorts("kwok", kwokBinary, 1, func(ports []int) []string {
 		return []string{
@@ -217,7 +226,84 @@ func Start(t testing.TB, opts Options) *Cluster {
 		return httpProbe(http.DefaultClient, "http://"+hostPort(ports[0])+"/healthz")
 	})
 
-	return &Cluster{t: t, kubeconfig: kubeconfig, client: client, timeout: timeout, dir: dir, home: home}
+	return &Cluster{t: t, kubeconfig: kubeconfig, config: config, client: client, timeout: timeout, dir: dir, home: home}
+}
+
+// componentFlags are the flags that kube-controller-manager and
+// kube-scheduler share: the administrator's kubeconfig for everything, no
+// leader election, and a loopback secure port whose self-signed certificate
+// goes to certDir.
+func componentFlags(kubeconfig, certDir string, port int) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		// The apiserver has no client CA, so it never publishes the
+		// extension-apiserver-authentication ConfigMap; bearer tokens still
+		// work through TokenReview.
+		"--authentication-skip-lookup",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir=" + certDir,
+	}
+}
+
+// selfSignedProbe returns the probe of a component that serves path on
+// https://127.0.0.1:ports[0] with the self-signed certificate in certFile:
+// it fails until the certificate is written, then until path answers 200 OK.
+func selfSignedProbe(certFile, path string) func(ports []int) func(ctx context.Context) error {
+	return func(ports []int) func(ctx context.Context) error {
+		var client *http.Client
+		return func(ctx context.Context) error {
+			if client == nil {
+				c, err := httpsClient(certFile)
+				if err != nil {
+					return err // the certificate is not written yet
+				}
+				client = c
+			}
+			return httpProbe(client, "https://"+hostPort(ports[0])+path)(ctx)
+		}
+	}
+}
+
+// controllers are the kube-controller-manager v1.37 controllers that Start
+// runs: those that make workloads, namespaces, ServiceAccounts and DRA
+// claims behave as in a real cluster.
+//
+// Left out on purpose: node-lifecycle-controller and taint-eviction-controller
+// would taint nodes whose kubelet does not report (every node a test creates
+// without kwok, and each kwok node until kwok first marks it Ready) and evict
+// their pods; pod-garbage-collector-controller would delete pods bound to
+// nodes that do not exist, which tests create to describe a cluster;
+// ttl-controller annotates nodes; node-ipam, the volume, endpoint and
+// certificate controllers serve what kwok's fake nodes never use; the
+// resourcequota and disruption controllers would count or guard what the
+// disabled admission plugins leave alone. Add a controller here, with the
+// reason, when a test needs it.
+var controllers = []string{
+	"deployment-controller",
+	"replicaset-controller",
+	"job-controller",
+	// Every namespace gets its default ServiceAccount, which the
+	// ServiceAccount admission plugin requires of each pod.
+	"serviceaccount-controller",
+	// Legacy ServiceAccount token Secrets get their token.
+	"serviceaccount-token-controller",
+	// Every namespace gets the kube-root-ca.crt ConfigMap that projected
+	// ServiceAccount token volumes mount.
+	"root-ca-certificate-publisher-controller",
+	// Deleting a namespace deletes what it holds, then the namespace.
+	"namespace-controller",
+	// Deleting an owner deletes its dependents: a Deployment's ReplicaSets,
+	// their pods.
+	"garbage-collector-controller",
+	// The admin, edit and view ClusterRoles get their rules from the roles
+	// that aggregate into them.
+	"clusterrole-aggregation-controller",
+	// A pod's ResourceClaimTemplates become its ResourceClaims.
+	"resourceclaim-controller",
 }
 
 // Process is a component that a test runs beside the control plane.
@@ -279,8 +365,8 @@ func (c *Cluster) Run(name, binary string, args ...string) *Process {
 // lifecycle, ServiceAccount defaulting, pod priority and the webhooks that
 // gpupack's own webhook needs. disabledAdmissionPlugins turns off the rest of
 // kube-apiserver v1.37's default set. TaintNodesByCondition in particular
-// would taint every new node not-ready, and only the controller-manager,
-// which does not run, would remove the taint.
+// would taint every new node not-ready, and only the node-lifecycle
+// controller, which does not run (see controllers), would remove the taint.
 var (
 	admissionPlugins = []string{
 		"NamespaceLifecycle",
@@ -320,9 +406,9 @@ func (c *Cluster) Client() kubernetes.Interface { return c.client }
 // administrator, for components and commands under test.
 func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
 
-// CreateNamespace creates the namespace and its default ServiceAccount, which
-// the ServiceAccount admission plugin requires of every pod and which no
-// controller-manager creates here.
+// CreateNamespace creates the namespace and waits until the
+// controller-manager has created its default ServiceAccount, which the
+// ServiceAccount admission plugin requires of every pod.
 func (c *Cluster) CreateNamespace(name string) {
 	c.t.Helper()
 	ctx := c.t.Context()
@@ -330,9 +416,15 @@ func (c *Cluster) CreateNamespace(name string) {
 	if _, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		c.t.Fatalf("testcluster: create namespace %q: %v", name, err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: name}}
-	if _, err := c.client.CoreV1().ServiceAccounts(name).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		c.t.Fatalf("testcluster: create ServiceAccount %s/default: %v", name, err)
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, c.timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := c.client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		c.t.Fatalf("testcluster: namespace %q has no default ServiceAccount after %v (the serviceaccount-controller of kube-controller-manager creates it; its log is printed below): %v", name, c.timeout, err)
 	}
 }
 
@@ -394,18 +486,22 @@ func httpsClient(caFile string) (*http.Client, error) {
 	return &http.Client{Transport: transport}, nil
 }
 
-// newClient returns a client for kubeconfig; it fails while the CA file that
-// kubeconfig names does not exist yet.
-func newClient(kubeconfig string) (kubernetes.Interface, error) {
+// newClient returns the configuration and a client for kubeconfig; it fails
+// while the CA file that kubeconfig names does not exist yet.
+func newClient(kubeconfig string) (*rest.Config, kubernetes.Interface, error) {
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Tests create objects in bursts; the default 5 QPS would throttle them.
 	config.QPS = 100
 	config.Burst = 200
 	config.UserAgent = rest.DefaultKubernetesUserAgent() + " gpupack-testcluster"
-	return kubernetes.NewForConfig(config)
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, nil, err
+	}
+	return config, client, nil
 }
 
 // writeKubeconfig writes a kubeconfig for server with a bearer token and returns its path.

@@ -1,0 +1,99 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// serviceAccountTokenSeconds is the lifetime of the tokens ClientAs asks
+// for: an hour, longer than any test.
+const serviceAccountTokenSeconds = 3600
+
+// ClientAs returns a client authenticated as the ServiceAccount name in
+// namespace, with a token from the TokenRequest API, so that a test sees
+// exactly what a component running as that ServiceAccount may do. The
+// ServiceAccount must exist; a namespace's default one does once
+// CreateNamespace has returned.
+func (c *Cluster) ClientAs(namespace, name string) kubernetes.Interface {
+	c.t.Helper()
+	expiry := int64(serviceAccountTokenSeconds)
+	tr, err := c.client.CoreV1().ServiceAccounts(namespace).CreateToken(c.t.Context(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("testcluster: TokenRequest for ServiceAccount %s/%s (create the ServiceAccount first): %v", namespace, name, err)
+	}
+	config := rest.AnonymousClientConfig(c.config)
+	config.BearerToken = tr.Status.Token
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		c.t.Fatalf("testcluster: client for ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	return client
+}
+
+// WaitDeploymentAvailable waits until the controller-manager has rolled out
+// the Deployment namespace/name: it has seen the latest spec, every replica
+// runs that spec and is available (kwok made its pod Ready on a node), no
+// old replica is left, and the Available condition is True. It returns the
+// Deployment, and fails the test with its last status after the cluster's
+// StartTimeout.
+func (c *Cluster) WaitDeploymentAvailable(namespace, name string) *appsv1.Deployment {
+	c.t.Helper()
+	var last *appsv1.Deployment
+	err := wait.PollUntilContextTimeout(c.t.Context(), pollInterval, c.timeout, true, func(ctx context.Context) (bool, error) {
+		d, err := c.client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = d
+		return deploymentAvailable(d), nil
+	})
+	if err != nil {
+		if last == nil {
+			c.t.Fatalf("testcluster: Deployment %s/%s: %v", namespace, name, err)
+		}
+		c.t.Fatalf("testcluster: Deployment %s/%s not available after %v: %v; last seen: %s (the logs of kube-controller-manager, kube-scheduler and kwok are printed below)",
+			namespace, name, c.timeout, err, deploymentStatus(last))
+	}
+	return last
+}
+
+// deploymentAvailable reports whether d is completely rolled out and available.
+func deploymentAvailable(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	if st.ObservedGeneration < d.Generation || st.Replicas != want || st.UpdatedReplicas != want || st.AvailableReplicas != want {
+		return false
+	}
+	for _, cond := range st.Conditions {
+		if cond.Type == appsv1.DeploymentAvailable {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// deploymentStatus describes d's rollout for a failure message.
+func deploymentStatus(d *appsv1.Deployment) string {
+	want := "1 (default)"
+	if d.Spec.Replicas != nil {
+		want = fmt.Sprint(*d.Spec.Replicas)
+	}
+	s := fmt.Sprintf("generation %d observed %d, replicas wanted %s, total %d, updated %d, ready %d, available %d",
+		d.Generation, d.Status.ObservedGeneration, want, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas)
+	for _, cond := range d.Status.Conditions {
+		s += fmt.Sprintf("; %s=%s (%s: %s)", cond.Type, cond.Status, cond.Reason, cond.Message)
+	}
+	return s
+}
