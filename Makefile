@@ -7,7 +7,7 @@
 
 GO ?= go
 
-.PHONY: build test unit deps bins scheduler bench fuzz vet
+.PHONY: build test unit deps bins scheduler bench fuzz vet deploy
 
 build:
 	$(GO) build -o bin/gpupack ./cmd/gpupack
@@ -43,6 +43,11 @@ bins:
 # module of its own (scheduler/), cached by source hash.
 scheduler:
 	bash hack/build-scheduler.sh
+
+# deploy/ is rendered from the Helm chart (charts/gpupack) with its default
+# values; charts' TestDeployIsRenderedFromChart fails when they differ.
+deploy:
+	$(GO) run ./hack/render-deploy deploy
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem -count 5 ./...
