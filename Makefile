@@ -7,10 +7,11 @@
 
 GO ?= go
 
-.PHONY: build test unit deps bins scheduler bench fuzz vet
+.PHONY: build test unit deps bins scheduler images bench fuzz vet
 
+# Stamped with this checkout's version and commit (`gpupack version`).
 build:
-	$(GO) build -o bin/gpupack ./cmd/gpupack
+	$(GO) build -ldflags "$$(bash hack/version.sh --ldflags)" -o bin/gpupack ./cmd/gpupack
 
 # Everything: unit, golden, fuzz seeds, the trace comparison, and the
 # end-to-end tiers against a real Prometheus and a real Kubernetes. Packages
