@@ -43,6 +43,11 @@ bins:
 scheduler:
 	bash hack/build-scheduler.sh
 
+# The container images as tarballs, offline (no container daemon):
+# bin/images/gpupack.tar and bin/images/gpupack-scheduler.tar.
+images:
+	bash hack/images.sh
+
 bench:
 	$(GO) test -run XXX -bench . -benchmem -count 5 ./...
 
