@@ -83,7 +83,8 @@ tmp="${bin}.tmp.$$"
 	-ldflags="-s -w -X ${version_pkg}.gitVersion=${K8S_VERSION} -X ${version_pkg}.gitMajor=1 -X ${version_pkg}.gitMinor=${minor} -X ${version_pkg}.gitTreeState=clean ${stamp_ldflags}" \
 	-o "${tmp}" ./cmd/gpupack-scheduler)
 mv -f "${tmp}" "${bin}"
-# Builds of other sources unused for a week are dead weight.
-find "$(dirname "${bin_dir}")" -maxdepth 1 -name "gpupack-scheduler_*" ! -path "${bin_dir}" -mtime +7 -exec rm -rf {} + 2>/dev/null || true
+# Builds of other sources or commits (about 80 MB each, one per commit)
+# older than a day are dead weight: rebuilding one is a relink.
+find "$(dirname "${bin_dir}")" -maxdepth 1 -name "gpupack-scheduler_*" ! -path "${bin_dir}" -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
 log "built in $((SECONDS - start))s"
 echo "${bin}"
