@@ -7,10 +7,11 @@
 
 GO ?= go
 
-.PHONY: build test unit deps bins scheduler bench fuzz vet deploy
+.PHONY: build test unit deps bins scheduler images bench fuzz vet deploy
 
+# Stamped with this checkout's version and commit (`gpupack version`).
 build:
-	$(GO) build -o bin/gpupack ./cmd/gpupack
+	$(GO) build -ldflags "$$(bash hack/version.sh --ldflags)" -o bin/gpupack ./cmd/gpupack
 
 # Everything: unit, golden, fuzz seeds, the trace comparison, and the
 # end-to-end tiers against a real Prometheus and a real Kubernetes. Packages
@@ -48,6 +49,11 @@ scheduler:
 # values; charts' TestDeployIsRenderedFromChart fails when they differ.
 deploy:
 	$(GO) run ./hack/render-deploy deploy
+
+# The container images as tarballs, offline (no container daemon):
+# bin/images/gpupack.tar and bin/images/gpupack-scheduler.tar.
+images:
+	bash hack/images.sh
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem -count 5 ./...

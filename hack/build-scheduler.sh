@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Builds gpupack-scheduler (the upstream kube-scheduler with gpupack's plugin,
 # module scheduler/) and caches it outside the work tree, keyed by the
-# Kubernetes version and a hash of the sources it is built from (the
+# Kubernetes version, a hash of the sources it is built from (the
 # repository's Go and embedded files it depends on, go.mod and go.sum of
-# both modules):
+# both modules) and the commit it is stamped with (hack/version.sh: the
+# commit, and -dirty when the tree has uncommitted changes):
 #
-#   ${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/gpupack-scheduler_<k8s>_<hash>/gpupack-scheduler
+#   ${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/gpupack-scheduler_<k8s>_<hash>_<commit>_<os>-<arch>/gpupack-scheduler
 #
-# Idempotent: a binary for the same sources is not rebuilt. The last line of
-# output is always the binary's path.
+# The commit is in the key because `gpupack-scheduler version` and the
+# image labels (make images) must name the commit of the checkout, not the
+# one a cached binary of the same sources was first built at; a new commit
+# relinks (Go's build cache keeps the compiled packages) in well under a
+# minute. Idempotent: a binary for the same sources and commit is not
+# rebuilt. The last line of output is always the binary's path.
 #
 # Usage:
 #   hack/build-scheduler.sh              build when missing, print the path
@@ -34,7 +39,12 @@ source_hash="$(
 		ls "${root}"/go.mod "${root}"/go.sum "${root}"/scheduler/go.mod "${root}"/scheduler/go.sum
 	} | LC_ALL=C sort | xargs sha256sum | sed "s|${root}/||" | sha256sum | cut -c1-16
 )"
-bin_dir="${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/gpupack-scheduler_${K8S_VERSION}_${source_hash}_$(go env GOOS)-$(go env GOARCH)"
+# The build stamp (internal/version) and its short form for the key.
+eval "$(bash hack/version.sh)"
+stamp_ldflags="$(bash hack/version.sh --ldflags)"
+stamp="${COMMIT:0:12}"
+if [[ "${MODIFIED}" == true ]]; then stamp="${stamp}-dirty"; fi
+bin_dir="${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/gpupack-scheduler_${K8S_VERSION}_${source_hash}_${stamp}_$(go env GOOS)-$(go env GOARCH)"
 bin="${bin_dir}/gpupack-scheduler"
 
 case "${1:-}" in
@@ -70,10 +80,11 @@ minor="${minor%%.*}"
 version_pkg=k8s.io/component-base/version
 tmp="${bin}.tmp.$$"
 (cd scheduler && nice -n 10 go build -trimpath -mod=readonly \
-	-ldflags="-s -w -X ${version_pkg}.gitVersion=${K8S_VERSION} -X ${version_pkg}.gitMajor=1 -X ${version_pkg}.gitMinor=${minor} -X ${version_pkg}.gitTreeState=clean" \
+	-ldflags="-s -w -X ${version_pkg}.gitVersion=${K8S_VERSION} -X ${version_pkg}.gitMajor=1 -X ${version_pkg}.gitMinor=${minor} -X ${version_pkg}.gitTreeState=clean ${stamp_ldflags}" \
 	-o "${tmp}" ./cmd/gpupack-scheduler)
 mv -f "${tmp}" "${bin}"
-# Builds of other sources unused for a week are dead weight.
-find "$(dirname "${bin_dir}")" -maxdepth 1 -name "gpupack-scheduler_*" ! -path "${bin_dir}" -mtime +7 -exec rm -rf {} + 2>/dev/null || true
+# Builds of other sources or commits (about 80 MB each, one per commit)
+# older than a day are dead weight: rebuilding one is a relink.
+find "$(dirname "${bin_dir}")" -maxdepth 1 -name "gpupack-scheduler_*" ! -path "${bin_dir}" -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
 log "built in $((SECONDS - start))s"
 echo "${bin}"

@@ -11,6 +11,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/report"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
 	"github.com/gpupack/gpupack/internal/cli/snapshot"
+	"github.com/gpupack/gpupack/internal/cli/version"
 	"github.com/gpupack/gpupack/internal/cli/vram"
 	"github.com/gpupack/gpupack/internal/cli/webhook"
 )
@@ -27,5 +28,6 @@ func verbs(ctx context.Context) []*cobra.Command {
 		vram.NewCommand(ctx),
 		webhook.NewCommand(ctx),
 		fakedcgm.NewCommand(ctx),
+		version.NewCommand(),
 	}
 }

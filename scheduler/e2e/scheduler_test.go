@@ -43,7 +43,7 @@ func schedulerBinary(t *testing.T) string {
 	}
 	path := strings.TrimSpace(string(out))
 	if _, err := os.Stat(path); err != nil {
-		msg := fmt.Sprintf("gpupack-scheduler is not built for these sources (%s); run hack/build-scheduler.sh", path)
+		msg := fmt.Sprintf("gpupack-scheduler is not built for these sources and this commit (%s); run hack/build-scheduler.sh", path)
 		if os.Getenv("GPUPACK_E2E") != "" {
 			t.Fatal(msg)
 		}
