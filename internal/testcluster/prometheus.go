@@ -1,0 +1,155 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// NeedBinary returns the path of a system binary a test needs (prometheus,
+// promtool, chromium-headless-shell). Without it the test is skipped,
+// unless $GPUPACK_E2E is set, in which case it fails with how to install
+// it (hack/deps.sh installs them all).
+func NeedBinary(t testing.TB, name, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if os.Getenv("GPUPACK_E2E") != "" {
+		t.Fatalf("GPUPACK_E2E is set but %s is not on PATH; apt-get install -y %s (or bash hack/deps.sh)", name, pkg)
+	}
+	t.Skipf("%s not installed (apt-get install -y %s); set GPUPACK_E2E=1 to make this a failure", name, pkg)
+	return ""
+}
+
+// PrometheusOptions configures StartPrometheus.
+type PrometheusOptions struct {
+	// Config is the prometheus.yml to run with; empty runs with no scrape
+	// targets, for data that Backfill wrote.
+	Config string
+	// Dir holds the configuration and, in Dir/data, the TSDB; empty makes a
+	// new one. Backfill into filepath.Join(Dir, "data") before the start to
+	// have the server load the blocks at once.
+	Dir string
+}
+
+// Prometheus is a real Prometheus server (Debian's package) on a loopback
+// port, with its TSDB in a directory of the test's.
+type Prometheus struct {
+	// URL is the server's base URL, such as http://127.0.0.1:40123; it stays
+	// the same across Restart.
+	URL string
+
+	t    testing.TB
+	bin  string
+	dir  string
+	addr string
+	args []string
+	proc *process
+}
+
+// StartPrometheus starts Prometheus and waits until it is ready. Its
+// retention is ten years, so that backfilled history of any age stays.
+func StartPrometheus(t testing.TB, o PrometheusOptions) *Prometheus {
+	t.Helper()
+	bin := NeedBinary(t, "prometheus", "prometheus")
+	dir := o.Dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	config := o.Config
+	if config == "" {
+		config = "global: {scrape_interval: 15s}\n"
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		t.Fatalf("testcluster: write prometheus.yml: %v", err)
+	}
+	p := &Prometheus{t: t, bin: bin, dir: dir, args: []string{
+		"--config.file=" + cfgPath,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--storage.tsdb.retention.time=10y",
+	}}
+	p.start("127.0.0.1:0")
+	addr, err := waitLogAddress(t.Context(), p.proc, DefaultStartTimeout, promListening)
+	if err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	p.addr = addr
+	p.URL = "http://" + p.addr
+	p.waitReady()
+	t.Cleanup(func() {
+		if t.Failed() && p.proc != nil {
+			t.Logf("testcluster: ----- prometheus log -----\n%s", p.proc.logTail())
+		}
+	})
+	return p
+}
+
+var promListening = regexp.MustCompile(`msg="Listening on" address=(\S+)`)
+
+func (p *Prometheus) start(addr string) {
+	args := append(append([]string{}, p.args...), "--web.listen-address="+addr)
+	p.proc = startProcess(p.t, "prometheus", p.dir, p.dir, p.bin, args...)
+}
+
+// DataDir is the TSDB directory, for Backfill.
+func (p *Prometheus) DataDir() string { return filepath.Join(p.dir, "data") }
+
+// Stop stops the server (SIGTERM, then SIGKILL): a fault test's outage.
+func (p *Prometheus) Stop() { p.proc.stop() }
+
+// Restart starts the server again on the same address and data and waits
+// until it is ready, after a Stop.
+func (p *Prometheus) Restart() {
+	p.t.Helper()
+	p.proc.stop()
+	p.start(p.addr)
+	p.waitReady()
+}
+
+func (p *Prometheus) waitReady() {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.t.Context(), DefaultStartTimeout)
+	defer cancel()
+	for {
+		if err := p.proc.exitedEarly(); err != nil {
+			p.t.Fatalf("testcluster: %v\n%s", err, p.proc.logTail())
+		}
+		if resp, err := http.Get(p.URL + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			p.t.Fatalf("testcluster: prometheus at %s did not become ready: %v\n%s", p.URL, context.Cause(ctx), p.proc.logTail())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// Backfill writes OpenMetrics text (ending in "# EOF") into a TSDB
+// directory as blocks, with promtool tsdb create-blocks-from openmetrics,
+// as an operator backfills history. blockDuration bounds each block
+// (promtool's --max-block-duration; 0 keeps its default of 2h).
+func Backfill(t testing.TB, dataDir, openMetricsFile string, blockDuration time.Duration) {
+	t.Helper()
+	promtool := NeedBinary(t, "promtool", "prometheus")
+	args := []string{"tsdb", "create-blocks-from", "openmetrics"}
+	if blockDuration > 0 {
+		args = append(args, fmt.Sprintf("--max-block-duration=%s", blockDuration))
+	}
+	args = append(args, openMetricsFile, dataDir)
+	if out, err := exec.CommandContext(t.Context(), promtool, args...).CombinedOutput(); err != nil {
+		t.Fatalf("testcluster: promtool %v: %v\n%s", args, err, out)
+	}
+}
