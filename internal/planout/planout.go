@@ -65,7 +65,7 @@ func WriteTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tPODS\tNOW\tACTION\tAFTER\tWHY")
 	for _, d := range p.Decisions {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", d.Workload, d.Pods, d.Before, d.Action, afterText(d), d.Reason.Code)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", d.Workload, d.Pods, d.Before, d.Action, AfterText(d), d.Reason.Code)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -105,7 +105,8 @@ func windowText(p *plan.Plan) string {
 	return p.Window.String()
 }
 
-func afterText(d *plan.Decision) string {
+// AfterText words what a decision leaves the workload with: "nvidia.com/mig-1g.10gb: 1 (mig)".
+func AfterText(d *plan.Decision) string {
 	if d.Action == plan.Unplaceable {
 		return "-"
 	}
@@ -205,7 +206,7 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	fmt.Fprintln(w, "| workload | pods | now | action | after | why | risks |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, d := range p.Decisions {
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s: %s | %s |\n", d.Workload, d.Pods, d.Before, d.Action, afterText(d), d.Reason.Code, d.Reason.Detail, risksText(d.Risks))
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s: %s | %s |\n", d.Workload, d.Pods, d.Before, d.Action, AfterText(d), d.Reason.Code, d.Reason.Detail, risksText(d.Risks))
 	}
 	fmt.Fprintln(w, "\n## Pools\n\n| pool | model | nodes | GPUs | MIG GPUs (lower bound, first-fit-decreasing) | time-sliced GPUs x replicas | MPS GPUs x clients | whole GPUs |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
