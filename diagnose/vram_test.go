@@ -67,8 +67,9 @@ func TestOptionsMIG(t *testing.T) {
 		}
 	}
 	want := map[string]string{"H200-141GB": "1g.18gb", "H100-80GB": "1g.20gb", "A100-80GB": "1g.20gb", "A100-40GB": "3g.20gb",
-		"L40S": "", "A30": "2g.12gb", "A10": "", "L4": "", "V100-32GB": "", "V100-16GB": "", "T4": "", "P100": ""}
-	want["A30"] = "4g.24gb"
+		"L40S": "", "A30": "4g.24gb", "A10": "", "L4": "", "V100-32GB": "", "V100-16GB": "", "T4": "", "P100": "",
+		"B200": "1g.23gb", "GB200": "1g.23gb", "H200-NVL": "1g.18gb", "H100-NVL": "1g.24gb", "H100-PCIe": "1g.20gb",
+		"GH200": "1g.24gb", "GH200-144GB": "1g.18gb", "H20": "1g.24gb", "RTX-PRO-6000": "1g.24gb", "L40": "", "A10G": ""}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("single-GPU options for 15GiB (-want +got):\n%s", diff)
 	}
