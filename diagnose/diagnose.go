@@ -9,6 +9,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Cause is why a pending GPU pod waits.
@@ -155,9 +156,9 @@ type Holder struct {
 type MemoryFacts struct {
 	// Need is the memory one device of the pod needs; Source says where
 	// it comes from: "request", "mig-profile", "stated" or "estimate".
-	Need     gpu.MiB   `json:"needMiB"`
-	Source   string    `json:"source"`
-	Estimate *Estimate `json:"estimate,omitempty"`
+	Need     gpu.MiB        `json:"needMiB"`
+	Source   string         `json:"source"`
+	Estimate *vram.Estimate `json:"estimate,omitempty"`
 	// LargestFree is the most VRAM free on one GPU the pod may use;
 	// LargestGPU the largest such GPU.
 	LargestFree gpu.MiB `json:"largestFreeMiB"`
@@ -167,7 +168,7 @@ type MemoryFacts struct {
 	LargestGPUNodes     []string `json:"largestGPUNodes,omitempty"`
 	LargestGPUNodeCount int      `json:"largestGPUNodeCount,omitempty"`
 	// Options are the catalogue's GPUs and MIG profiles that hold Need.
-	Options []Option `json:"options,omitempty"`
+	Options []vram.Option `json:"options,omitempty"`
 }
 
 // Rule is one of the pod's rules (or a node's configuration) that keeps it
@@ -263,7 +264,7 @@ func (e *engine) rep(k int) *placement.NodeState { return e.states[e.classes[k].
 // fingerprint identifies pods that get the same finding but for their name.
 func (e *engine) fingerprint(p *cluster.Pod) string {
 	facts, ok := e.usage.Pods[p.Key()]
-	var model ModelSpec
+	var model vram.ModelSpec
 	if facts.Model != nil {
 		model = *facts.Model
 	}
@@ -480,7 +481,7 @@ func reconfigure(st *placement.NodeState, req cluster.Request, all bool) *placem
 type need struct {
 	perDevice gpu.MiB
 	Source    string
-	estimate  *Estimate
+	estimate  *vram.Estimate
 	// stated is the per-device need from the usage file (stated or
 	// estimated), 0 when none; for a MIG pod it is compared with the slice.
 	stated gpu.MiB
@@ -501,7 +502,7 @@ func memoryNeed(p *cluster.Pod, facts PodFacts, c *gpu.Catalogue) need {
 			n.perDevice, n.Source = n.stated, "stated"
 		}
 	} else if facts.Model != nil {
-		est := EstimateMemory(*facts.Model)
+		est := vram.EstimateMemory(*facts.Model)
 		n.estimate = &est
 		n.stated = (est.Total + devices - 1) / devices
 		if n.stated > n.perDevice {

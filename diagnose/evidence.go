@@ -10,6 +10,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // quietRatio is the activity under which a holder's GPU is offered as a
@@ -152,7 +153,7 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	if n.stated == 0 || n.Source == "request" {
 		total = n.perDevice * devices
 	}
-	mf.Options = Options(e.s.Catalogue, total)
+	mf.Options = vram.Options(e.s.Catalogue, total)
 	f.Evidence.Memory = mf
 
 	if migTooSmall {
@@ -170,11 +171,11 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	}
 	if n.estimate != nil {
 		var parts []string
-		for _, dt := range []DType{"fp8", "int4"} {
+		for _, dt := range []vram.DType{"fp8", "int4"} {
 			if dt.Bytes() < n.estimate.Spec.DType.Bytes() {
 				spec := n.estimate.Spec
 				spec.DType = dt
-				parts = append(parts, fmt.Sprintf("%s needs %s", strings.ToUpper(string(dt)), EstimateMemory(spec).Total))
+				parts = append(parts, fmt.Sprintf("%s needs %s", strings.ToUpper(string(dt)), vram.EstimateMemory(spec).Total))
 			}
 		}
 		if len(parts) > 0 {
@@ -186,7 +187,7 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	for _, m := range e.s.ModelNames() {
 		present[m] = true
 	}
-	var parallel []Option
+	var parallel []vram.Option
 	for _, o := range mf.Options {
 		if o.GPUs == 1 && !migTooSmall {
 			if present[o.Model] {

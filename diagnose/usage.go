@@ -12,6 +12,7 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/yamldoc"
 	"github.com/gpupack/gpupack/usage"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Pattern names how a pod uses the GPUs it holds over a window, as the
@@ -51,7 +52,7 @@ type PodFacts struct {
 	GPUMemory gpu.MiB
 	// Model describes the model the pod serves or trains, for an estimate
 	// of its GPU memory; nil when unknown.
-	Model *ModelSpec
+	Model *vram.ModelSpec
 	// IdleHeldRatio is the share of the window, 0..1, during which the pod
 	// held its GPUs with no activity; meaningful when IdleHeldMeasured.
 	IdleHeldRatio    float64
@@ -296,16 +297,16 @@ func optionalMemory(s string) (gpu.MiB, error) {
 	return m, nil
 }
 
-func (m *UsageFileModel) spec() (ModelSpec, error) {
-	params, err := ParseParams(m.Params)
+func (m *UsageFileModel) spec() (vram.ModelSpec, error) {
+	params, err := vram.ParseParams(m.Params)
 	if err != nil {
-		return ModelSpec{}, fmt.Errorf("params: %w", err)
+		return vram.ModelSpec{}, fmt.Errorf("params: %w", err)
 	}
-	dt, err := ParseDType(m.DType)
+	dt, err := vram.ParseDType(m.DType)
 	if err != nil {
-		return ModelSpec{}, fmt.Errorf("dtype: %w", err)
+		return vram.ModelSpec{}, fmt.Errorf("dtype: %w", err)
 	}
-	spec := ModelSpec{Params: params, DType: dt, Context: m.Context, Batch: m.Batch, Layers: m.Layers, Hidden: m.Hidden}
+	spec := vram.ModelSpec{Params: params, DType: dt, Context: m.Context, Batch: m.Batch, Layers: m.Layers, Hidden: m.Hidden}
 	return spec, spec.Validate()
 }
 

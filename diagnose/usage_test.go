@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/vram"
 )
 
 const usageHeader = "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\n"
@@ -24,7 +25,7 @@ pods:
 	}
 	want := &Usage{Window: 30 * time.Minute, Pods: map[string]PodFacts{
 		"ml/a":   {Measured: true, ActiveRatio: 0.04, Pattern: IdleHeld, VRAMUsedP95: gpu.GiB(3)},
-		"ml/llm": {GPUMemory: gpu.GiB(6), Model: &ModelSpec{Params: 7e9, DType: "int4", Context: 8192}},
+		"ml/llm": {GPUMemory: gpu.GiB(6), Model: &vram.ModelSpec{Params: 7e9, DType: "int4", Context: 8192}},
 	}}
 	if diff := cmp.Diff(want, u); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -163,7 +164,7 @@ func FuzzParseUsage(f *testing.F) {
 				if err := p.Model.Validate(); err != nil {
 					t.Fatalf("accepted an invalid model: %v", err)
 				}
-				if e := EstimateMemory(*p.Model); e.Total <= 0 {
+				if e := vram.EstimateMemory(*p.Model); e.Total <= 0 {
 					t.Fatalf("estimate of an accepted model is %d", e.Total)
 				}
 			}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/vram"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 )
@@ -51,7 +51,7 @@ each model that holds it.`,
 	f := cmd.Flags()
 	f.StringVar(&o.params, "params", "7B", "parameters, e.g. 70B, 7B, 350M")
 	f.StringVar(&o.dtype, "dtype", "fp16", "data type: fp32, fp16, bf16, fp8, int8 or int4")
-	f.IntVar(&o.context, "context", diagnose.DefaultContext, "context length in tokens (KV cache)")
+	f.IntVar(&o.context, "context", vram.DefaultContext, "context length in tokens (KV cache)")
 	f.IntVar(&o.batch, "batch", 1, "sequences served at once (KV cache)")
 	f.IntVar(&o.layers, "layers", 0, "transformer layers (KV cache; with --hidden)")
 	f.IntVar(&o.hidden, "hidden", 0, "hidden size (KV cache; with --layers)")
@@ -61,19 +61,19 @@ each model that holds it.`,
 
 // result is the JSON output.
 type result struct {
-	Estimate diagnose.Estimate `json:"estimate"`
-	Options  []diagnose.Option `json:"options"`
+	Estimate vram.Estimate `json:"estimate"`
+	Options  []vram.Option `json:"options"`
 }
 
 func run(_ context.Context, o *options, stdout io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
-	params, err := diagnose.ParseParams(o.params)
+	params, err := vram.ParseParams(o.params)
 	if err != nil {
 		return fmt.Errorf("--params: %w", err)
 	}
-	dt, err := diagnose.ParseDType(o.dtype)
+	dt, err := vram.ParseDType(o.dtype)
 	if err != nil {
 		return fmt.Errorf("--dtype: %w", err)
 	}
@@ -83,14 +83,14 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 		return fmt.Errorf("--batch %d: want at least 1 sequence served at once", o.batch)
 	}
 	if o.context < 1 {
-		return fmt.Errorf("--context %d: want at least 1 token (the default is %d)", o.context, diagnose.DefaultContext)
+		return fmt.Errorf("--context %d: want at least 1 token (the default is %d)", o.context, vram.DefaultContext)
 	}
-	spec := diagnose.ModelSpec{Params: params, DType: dt, Context: o.context, Batch: o.batch, Layers: o.layers, Hidden: o.hidden}
+	spec := vram.ModelSpec{Params: params, DType: dt, Context: o.context, Batch: o.batch, Layers: o.layers, Hidden: o.hidden}
 	if err := spec.Validate(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	e := diagnose.EstimateMemory(spec)
-	opts := diagnose.Options(gpu.Default(), e.Total)
+	e := vram.EstimateMemory(spec)
+	opts := vram.Options(gpu.Default(), e.Total)
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
