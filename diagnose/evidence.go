@@ -153,7 +153,13 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	if n.stated == 0 || n.Source == "request" {
 		total = n.perDevice * devices
 	}
-	mf.Options = vram.Options(e.s.Catalogue, total)
+	need := vram.Need(total)
+	if n.estimate != nil && n.Source == "estimate" {
+		// A model's estimate splits across a tensor-parallel group by its
+		// weights and KV heads, not evenly.
+		need = *n.estimate
+	}
+	mf.Options = vram.Options(e.s.Catalogue, need)
 	f.Evidence.Memory = mf
 
 	if migTooSmall {

@@ -37,7 +37,7 @@ func TestEstimateMemory(t *testing.T) {
 				t.Errorf("total %d != %d + %d + %d", e.Total, e.Weights, e.KVCache, e.Overhead)
 			}
 			var h100 Option
-			for _, o := range Options(gpu.Default(), e.Total) {
+			for _, o := range Options(gpu.Default(), e) {
 				if o.Model == "H100-80GB" {
 					h100 = o
 				}
@@ -59,7 +59,7 @@ func TestEstimateMemory(t *testing.T) {
 }
 
 func TestOptionsMIG(t *testing.T) {
-	opts := Options(gpu.Default(), gpu.GiB(15))
+	opts := Options(gpu.Default(), Need(gpu.GiB(15)))
 	got := map[string]string{}
 	for _, o := range opts {
 		if o.GPUs == 1 {
@@ -100,7 +100,7 @@ func TestParseParamsAndDType(t *testing.T) {
 func TestOptionsTensorParallelDegrees(t *testing.T) {
 	c := gpu.Default()
 	for need := gpu.GiB(1); need <= gpu.GiB(1200); need += gpu.GiB(7.5) {
-		for _, o := range Options(c, need) {
+		for _, o := range Options(c, Need(need)) {
 			if !slices.Contains(TensorParallelDegrees, o.GPUs) {
 				t.Fatalf("need %s: %d x %s is not a tensor-parallel degree %v", need, o.GPUs, o.Model, TensorParallelDegrees)
 			}
@@ -115,13 +115,13 @@ func TestOptionsTensorParallelDegrees(t *testing.T) {
 	}
 	// 144.4GiB (70B in FP16) on 32 GiB V100s: 5 would hold it, and the
 	// degree serving stacks run is 8.
-	for _, o := range Options(c, gpu.GiB(144.4)) {
+	for _, o := range Options(c, Need(gpu.GiB(144.4))) {
 		if o.Model == "V100-32GB" && o.GPUs != 8 {
 			t.Errorf("70B fp16 on V100-32GB: %d GPUs, want 8", o.GPUs)
 		}
 	}
 	// 7B in FP16 (15,712 MiB) is more than a T4's 15,360 usable MiB.
-	for _, o := range Options(c, 15712) {
+	for _, o := range Options(c, Need(15712)) {
 		if o.Model == "T4" && o.GPUs != 2 {
 			t.Errorf("15712 MiB on T4: %d GPUs, want 2", o.GPUs)
 		}
