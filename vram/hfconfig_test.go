@@ -161,13 +161,13 @@ func TestParseHFConfig(t *testing.T) {
 		})
 	}
 	bad := map[string]struct{ config, want string }{
-		"not JSON":       {"layers: 32", "config.json: invalid character"},
-		"wrong type":     {`{"num_hidden_layers": "32"}`, "config.json: num_hidden_layers: a JSON string; want an integer"},
-		"no layers":      {`{"hidden_size": 4096}`, "config.json: num_hidden_layers: missing"},
-		"bad kv heads":   {strings.Replace(llama8BConfig, `"num_key_value_heads": 8`, `"num_key_value_heads": 7`, 1), "num_key_value_heads: 7 does not divide num_attention_heads (32)"},
-		"unknown dtype":  {strings.Replace(llama8BConfig, "bfloat16", "float8_e5m2", 1), `torch_dtype: "float8_e5m2" is not a data type gpupack knows; give --dtype`},
-		"bad experts":    {strings.Replace(llama8BConfig, `"vocab_size"`, `"num_local_experts": 8, "num_experts_per_tok": 9, "vocab_size"`, 1), "num_experts_per_tok: 9: want 1..8 experts"},
-		"a JSON array":   {`[1, 2]`, "config.json: the document: a JSON array; want an object"},
+		"not JSON":      {"layers: 32", "config.json: invalid character"},
+		"wrong type":    {`{"num_hidden_layers": "32"}`, "config.json: num_hidden_layers: a JSON string; want an integer"},
+		"no layers":     {`{"hidden_size": 4096}`, "config.json: num_hidden_layers: missing"},
+		"bad kv heads":  {strings.Replace(llama8BConfig, `"num_key_value_heads": 8`, `"num_key_value_heads": 7`, 1), "num_key_value_heads: 7 does not divide num_attention_heads (32)"},
+		"unknown dtype": {strings.Replace(llama8BConfig, "bfloat16", "float8_e5m2", 1), `torch_dtype: "float8_e5m2" is not a data type gpupack knows; give --dtype`},
+		"bad experts":   {strings.Replace(llama8BConfig, `"vocab_size"`, `"num_local_experts": 8, "num_experts_per_tok": 9, "vocab_size"`, 1), "num_experts_per_tok: 9: want 1..8 experts"},
+		"a JSON array":  {`[1, 2]`, "config.json: the document: a JSON array; want an object"},
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
