@@ -51,6 +51,11 @@ type Report struct {
 	// Warnings are the snapshot's inconsistencies (bound pods that no
 	// longer fit their node), counted as they are.
 	Warnings []string `json:"warnings,omitempty"`
+	// UnknownModels are the cluster's GPU models the catalogue does not
+	// describe in full (cluster.Snapshot.UnknownModels): their GPUs are
+	// judged on the memory their nodes report, and no fix proposes MIG
+	// for them.
+	UnknownModels []cluster.UnknownModel `json:"unknownModels,omitempty"`
 }
 
 // Finding explains one pending pod.
@@ -203,7 +208,7 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 	}
 	e := &engine{s: s, usage: usage, states: states, holders: s.PodsOn()}
 	e.classify()
-	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings}
+	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings, UnknownModels: s.UnknownModels()}
 	done := map[string]int{} // pod fingerprint -> finding index
 	for _, p := range s.Pending() {
 		rep.Pending++

@@ -33,14 +33,32 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 	if h.IdleHeld > 0 {
 		f.Fix = append(f.Fix, fmt.Sprintf("reclaim the GPUs of the %d idle-held holder(s) (%s): they hold GPUs without work", h.IdleHeld, JoinNames(idle, h.IdleHeld)))
 	}
+	methods, isolation := "time-slicing or MPS", ""
+	if e.anyMIG(idx) {
+		methods, isolation = "time-slicing, MPS or MIG", ", MIG for isolation"
+	}
 	switch {
 	case len(h.ShareCandidates) > 0:
-		f.Fix = append(f.Fix, fmt.Sprintf("share GPUs whose holders use a sliver (time-slicing or MPS within one trust boundary, MIG for isolation); these could host the pod if shared: %s", strings.Join(h.ShareCandidates, ", ")))
+		f.Fix = append(f.Fix, fmt.Sprintf("share GPUs whose holders use a sliver (time-slicing or MPS within one trust boundary%s); these could host the pod if shared: %s", isolation, strings.Join(h.ShareCandidates, ", ")))
 	case h.Measured == 0:
-		f.Fix = append(f.Fix, "measure the holders (give --usage) to find idle ones; where holders use a sliver, share their GPUs with time-slicing, MPS or MIG")
+		f.Fix = append(f.Fix, "measure the holders (give --usage) to find idle ones; where holders use a sliver, share their GPUs with "+methods)
 	default:
 		f.Fix = append(f.Fix, fmt.Sprintf("the holders are busy (mean activity %s): the GPUs are used; add %s GPUs or wait", pct(*h.MeanActiveRatio), strings.Join(f.Evidence.GPUModels, "/")))
 	}
+}
+
+// anyMIG reports whether a GPU of the nodes can be partitioned with MIG:
+// a model the catalogue gives MIG geometry (not one known only from node
+// labels, whose geometry is unknown).
+func (e *engine) anyMIG(idx []int) bool {
+	for _, i := range idx {
+		for _, g := range e.s.Nodes[i].GPUs {
+			if g.Model.MIG != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // holderStats aggregates the GPU pods bound to the nodes.
