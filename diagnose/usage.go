@@ -112,14 +112,22 @@ type UsageFilePod struct {
 	HourlyActivity []float64 `json:"hourlyActivity,omitempty"`
 }
 
-// UsageFileModel is a model description in the usage file.
+// UsageFileModel is a model description in the usage file: a built-in
+// family (vram.Families) or a parameter count, and for the KV cache the
+// layers with the hidden size (full multi-head attention) or the KV heads
+// and head dimension (grouped-query attention). Figures given override the
+// family's.
 type UsageFileModel struct {
-	Params  string `json:"params"`
-	DType   string `json:"dtype"`
+	Family  string `json:"family,omitempty"`
+	Params  string `json:"params,omitempty"`
+	DType   string `json:"dtype,omitempty"`
+	KVDType string `json:"kvDtype,omitempty"`
 	Context int    `json:"context,omitempty"`
 	Batch   int    `json:"batch,omitempty"`
 	Layers  int    `json:"layers,omitempty"`
 	Hidden  int    `json:"hidden,omitempty"`
+	KVHeads int    `json:"kvHeads,omitempty"`
+	HeadDim int    `json:"headDim,omitempty"`
 }
 
 // ParseUsage reads a usage file: exactly one YAML or JSON document. source
@@ -298,15 +306,44 @@ func optionalMemory(s string) (gpu.MiB, error) {
 }
 
 func (m *UsageFileModel) spec() (vram.ModelSpec, error) {
-	params, err := vram.ParseParams(m.Params)
-	if err != nil {
-		return vram.ModelSpec{}, fmt.Errorf("params: %w", err)
+	var spec vram.ModelSpec
+	switch {
+	case m.Family != "":
+		a, err := vram.Family(m.Family)
+		if err != nil {
+			return spec, fmt.Errorf("family: %w", err)
+		}
+		spec = a.Spec(m.Family)
+		if m.Layers != 0 || m.Hidden != 0 || m.KVHeads != 0 || m.HeadDim != 0 {
+			return spec, fmt.Errorf("layers, hidden, kvHeads and headDim: the family gives them; give a family or the figures, not both")
+		}
+	case m.Params == "":
+		return spec, fmt.Errorf("params: missing; give the parameter count (such as 7B) or a family (%s)", strings.Join(vram.Families(), ", "))
+	default:
+		spec = vram.ModelSpec{Layers: m.Layers, Hidden: m.Hidden, KVHeads: m.KVHeads, HeadDim: m.HeadDim}
 	}
-	dt, err := vram.ParseDType(m.DType)
-	if err != nil {
-		return vram.ModelSpec{}, fmt.Errorf("dtype: %w", err)
+	if m.Params != "" {
+		params, err := vram.ParseParams(m.Params)
+		if err != nil {
+			return spec, fmt.Errorf("params: %w", err)
+		}
+		spec.Params, spec.ActiveParams = params, 0
 	}
-	spec := vram.ModelSpec{Params: params, DType: dt, Context: m.Context, Batch: m.Batch, Layers: m.Layers, Hidden: m.Hidden}
+	if m.DType != "" || spec.DType == "" {
+		dt, err := vram.ParseDType(m.DType)
+		if err != nil {
+			return spec, fmt.Errorf("dtype: %w", err)
+		}
+		spec.DType = dt
+	}
+	if m.KVDType != "" {
+		dt, err := vram.ParseDType(m.KVDType)
+		if err != nil {
+			return spec, fmt.Errorf("kvDtype: %w", err)
+		}
+		spec.KVDType = dt
+	}
+	spec.Context, spec.Batch = m.Context, m.Batch
 	return spec, spec.Validate()
 }
 
