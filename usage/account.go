@@ -225,8 +225,20 @@ type MissingMetric struct {
 	Consequence string `json:"consequence"`
 }
 
+// How a report was accounted, for Report.Accounting.
+const (
+	// RawAccounting is Account on raw samples at the window's step.
+	RawAccounting = "raw"
+	// HourlyAccounting is AccountBuckets on per-hour buckets that the query
+	// engine computed.
+	HourlyAccounting = "hourly"
+)
+
 // Report is the result of Account.
 type Report struct {
+	// Accounting says which path made the report: RawAccounting or
+	// HourlyAccounting.
+	Accounting string           `json:"accounting"`
 	Start      time.Time        `json:"start"`
 	End        time.Time        `json:"end"`
 	StepSecond Seconds          `json:"stepSeconds"`
@@ -438,7 +450,7 @@ func Account(in Input) (*Report, error) {
 	}
 	slotTime := func(k int) time.Time { return time.UnixMilli(startMs + int64(k)*stepMs).UTC() }
 
-	r := &Report{Start: w.Start.UTC(), End: w.End.UTC(), StepSecond: Seconds(w.Step.Seconds()), Currency: in.Pricing.Currency()}
+	r := &Report{Accounting: RawAccounting, Start: w.Start.UTC(), End: w.End.UTC(), StepSecond: Seconds(w.Step.Seconds()), Currency: in.Pricing.Currency()}
 	q := &r.Quality
 	q.ActivitySources = map[string]int{}
 

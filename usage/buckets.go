@@ -131,7 +131,7 @@ func AccountBuckets(in BucketInput) (*Report, error) {
 	windowSeconds := in.End.Sub(in.Start).Seconds()
 	windowSteps := windowSeconds / sec
 
-	r := &Report{Start: in.Start.UTC(), End: in.End.UTC(), StepSecond: Seconds(sec), Currency: in.Pricing.Currency()}
+	r := &Report{Accounting: HourlyAccounting, Start: in.Start.UTC(), End: in.End.UTC(), StepSecond: Seconds(sec), Currency: in.Pricing.Currency()}
 	q := &r.Quality
 	q.ActivitySources = map[string]int{}
 

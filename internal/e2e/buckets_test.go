@@ -15,7 +15,7 @@ import (
 	"github.com/gpupack/gpupack/usage"
 )
 
-// TestHourlyAgreesWithRaw backfills two days of a 24-GPU fleet (pods
+// TestHourlyAgreesWithRaw backfills two days of a 16-GPU fleet (pods
 // coming and going mid-hour, time-slicing, a MIG GPU with an uninstantiated
 // slice) with NaN samples, a gap and an energy counter reset into a real
 // Prometheus, then accounts the window twice: from the raw samples
@@ -29,14 +29,14 @@ func TestHourlyAgreesWithRaw(t *testing.T) {
 	}
 	const scrape = time.Minute
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fleet, err := fakedcgm.Fleet(24, 2, 7, gpu.Default())
+	fleet, err := fakedcgm.Fleet(16, 2, 7, gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	const (
 		nanDevice   = "node-000/1/GPU-00000001-0000-4000-8000-000000000002"
 		gapDevice   = "node-001/2/GPU-00000002-0000-4000-8000-000000000003"
-		resetDevice = "node-002/0/GPU-00000003-0000-4000-8000-000000000001"
+		resetDevice = "node-001/5/GPU-00000002-0000-4000-8000-000000000006"
 	)
 	faults := fakedcgm.Faults{
 		NaNEvery: 7, NaNDevices: []string{nanDevice},

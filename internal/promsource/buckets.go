@@ -45,17 +45,23 @@ func bucketBlocks(step, bucket time.Duration) *strings.Replacer {
 	metrics := strings.Join(usage.Metrics, "|")
 	finite := func(x string) string { return "(" + x + " > -Inf < +Inf)" }
 	byDev := func(metric string) string { return "max by ($dev) (" + metric + ")" }
+	byOwner := func(metric string) string { return "max by ($dev, $own) (" + metric + `{pod!=""})` }
 	s := fmt.Sprintf("%dms", step.Milliseconds())
 	counter := "(" + byDev(usage.TotalEnergy) + " - max by ($dev) (" + usage.TotalEnergy + " offset " + s + "))"
 	return strings.NewReplacer(
 		"$energy", "(((("+counter+" >= 0) or ("+byDev(usage.TotalEnergy)+" and ("+counter+" < 0))) / 1000) or ($power * "+strconv.FormatFloat(step.Seconds(), 'g', -1, 64)+"))",
 		"$counter", counter,
 		"$share", "($owned / on ($dev) group_left() count by ($dev) ($owned))",
-		"$oact", "($owned * on ($dev) group_left() $act)",
-		"$ofb", "($owned * on ($dev) group_left() $fb)",
-		"$odram", "($owned * on ($dev) group_left() "+finite(byDev(usage.DRAMActive))+")",
-		"$opower", "($owned * on ($dev) group_left() $power)",
-		"$owned", `(group by ($dev, $own) ({__name__=~"`+metrics+`", pod!=""}) or group by ($dev, $own) ({__name__=~"`+metrics+`", exported_pod!=""}))`,
+		// An owner's own series carry its device's values while it holds
+		// it (dcgm-exporter repeats them per pod), so its activity, VRAM,
+		// DRAM and power need no join with the device.
+		"$oact", "(clamp("+byOwner(usage.GREngineActive)+" or "+byOwner(usage.SMActive)+" or "+byOwner(usage.GPUUtil)+" / 100, 0, 1) >= 0)",
+		"$ofb", finite(byOwner(usage.FBUsed)),
+		"$odram", finite(byOwner(usage.DRAMActive)),
+		"$opower", finite(byOwner(usage.PowerUsage)),
+		// A series renamed exported_* keeps the scrape target's pod label,
+		// so pod!="" selects every owned series, as owner() reads them.
+		"$owned", `group by ($dev, $own) ({__name__=~"`+metrics+`", pod!=""})`,
 		"$act", "(clamp("+byDev(usage.GREngineActive)+" or "+byDev(usage.SMActive)+" or "+byDev(usage.GPUUtil)+" / 100, 0, 1) >= 0)",
 		"$fbfree", finite(byDev(usage.FBFree)),
 		"$fb", finite(byDev(usage.FBUsed)),
@@ -65,6 +71,7 @@ func bucketBlocks(step, bucket time.Duration) *strings.Replacer {
 		"$dev", deviceLabels,
 		"$own", ownerLabels,
 		"$range", fmt.Sprintf("[%dms:%s]", bucket.Milliseconds(), s),
+		"$bucket", fmt.Sprintf("[%dms]", bucket.Milliseconds()),
 	)
 }
 
@@ -118,10 +125,11 @@ var bucketFigures = []bucketFigure{
 	{"power steps", "count_over_time($power$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.PowerSteps = v }},
 	{"energy", "sum_over_time($energy$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.EnergyJoules = known(v) }},
 	{"counter resets", "count_over_time(($counter < 0)$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.CounterResets = v }},
-	{"samples", "sum_over_time(count by ($dev) ($all)$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.Samples += v }},
 	{"non-finite samples", "sum_over_time(count by ($dev) ($all)$range) - (sum_over_time(count by ($dev) ($all > -Inf < +Inf)$range) or sum_over_time(count by ($dev) ($all)$range) * 0)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.NaNSamples = v }},
 	{"sampled after a gap", "count_over_time((group by ($dev) ($all) unless group by ($dev) ($all offset $step))$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.SampledAfterGap = v }},
-	{"metrics", `count_over_time(label_replace(count by ($dev, __name__) ($all), "metric", "$1", "__name__", "(.*)")$range)`, false, func(b *usage.Bucket, _ float64, m model.Metric) {
+	// Samples per metric need no subquery: each is counted where it is.
+	{"samples", samplesQuery(), false, func(b *usage.Bucket, v float64, m model.Metric) {
+		b.Samples += v
 		b.Metrics = append(b.Metrics, string(m["metric"]))
 	}},
 	{"activity source", activitySourceQuery(), false, func(b *usage.Bucket, _ float64, m model.Metric) {
@@ -131,6 +139,14 @@ var bucketFigures = []bucketFigure{
 			b.ActivitySource = src
 		}
 	}},
+}
+
+func samplesQuery() string {
+	var parts []string
+	for _, m := range usage.Metrics {
+		parts = append(parts, fmt.Sprintf(`label_replace(sum by ($dev) (count_over_time(%s$bucket)), "metric", %q, "", "")`, m, m))
+	}
+	return strings.Join(parts, " or ")
 }
 
 func activitySourceQuery() string {
