@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -123,47 +125,172 @@ type BucketInput struct {
 // It fails on buckets that do not fit the window or each other (a step
 // that differs or does not divide the window), before it accounts anything.
 func AccountBuckets(in BucketInput) (*Report, error) {
-	step, err := checkBuckets(in)
+	a, err := NewBucketAccount(in.Start, in.End)
 	if err != nil {
 		return nil, err
 	}
+	for i := range in.Buckets {
+		if err := a.Add(&in.Buckets[i]); err != nil {
+			return nil, fmt.Errorf("bucket %d: %w", i, err)
+		}
+	}
+	return a.Report(in.Pricing, in.Pods, in.App, in.AppStep)
+}
+
+// BucketAccount accumulates buckets as they arrive and keeps only sums per
+// device and owner (and a few numbers per bucket for percentiles), so that
+// a month of a fleet's buckets need not be held at once. AccountBuckets is
+// Add for each bucket, then Report.
+type BucketAccount struct {
+	start, end time.Time
+	step       time.Duration
+	devices    map[string]*deviceSums
+}
+
+// deviceSums are a device's figures summed over its buckets.
+type deviceSums struct {
+	device               Device
+	sampled, held        float64
+	powSum, powN         float64
+	vram, vramFree       quantileSet
+	energy               float64
+	energyKnown          bool
+	sourceRank           int
+	samples, nan, resets float64
+	afterGap             float64
+	metrics              [nMetrics]bool
+	sampledByBucket      map[int64]float64 // MIG instances only
+	owners               map[Owner]*ownerSums
+}
+
+// ownerSums are an owner's figures on one device summed over its buckets.
+type ownerSums struct {
+	heldShare, known, active float64
+	energy                   float64
+	energyKnown              bool
+	vram, activity           quantileSet
+	stats                    ActivityStats
+	dramSum, dramN           float64
+	powSum, powN             float64
+	firstHeld, firstUse      time.Time
+}
+
+// NewBucketAccount starts accounting the window [start, end).
+func NewBucketAccount(start, end time.Time) (*BucketAccount, error) {
+	if !end.After(start) {
+		return nil, fmt.Errorf("bucket window %s..%s is empty; give an end after the start", start.Format(time.RFC3339), end.Format(time.RFC3339))
+	}
+	return &BucketAccount{start: start, end: end, devices: map[string]*deviceSums{}}, nil
+}
+
+// Add accounts one bucket. It refuses a bucket that does not fit the window
+// or the buckets before it (another step), and adds nothing then.
+func (a *BucketAccount) Add(b *Bucket) error {
+	where := fmt.Sprintf("%s at %s", b.Device.Key(), b.Start.Format(time.RFC3339))
+	switch {
+	case b.Step <= 0 || b.Length <= 0 || b.Length%b.Step != 0:
+		return fmt.Errorf("%s: step %s and length %s; want a positive step that divides the length, such as 30s and 1h", where, b.Step, b.Length)
+	case a.step != 0 && b.Step != a.step:
+		return fmt.Errorf("%s: step %s, but other buckets have %s; load every bucket at one step", where, b.Step, a.step)
+	case b.Start.Before(a.start) || b.Start.Add(b.Length).After(a.end):
+		return fmt.Errorf("%s: [%s, %s) is not inside the window %s..%s; load the buckets of this window only", where, b.Start.Format(time.RFC3339), b.Start.Add(b.Length).Format(time.RFC3339), a.start.Format(time.RFC3339), a.end.Format(time.RFC3339))
+	case a.end.Sub(a.start)%b.Step != 0:
+		return fmt.Errorf("%s: the window %s..%s is not a whole number of steps of %s; give a window of whole buckets", where, a.start.Format(time.RFC3339), a.end.Format(time.RFC3339), b.Step)
+	}
+	a.step = b.Step
+	k := b.Device.Key()
+	d := a.devices[k]
+	if d == nil {
+		d = &deviceSums{device: b.Device, sourceRank: len(ActivitySources), owners: map[Owner]*ownerSums{}}
+		a.devices[k] = d
+	}
+	if d.device.Model == "" {
+		d.device.Model = b.Device.Model
+	}
+	if !b.Owner.IsZero() {
+		o := d.owners[b.Owner]
+		if o == nil {
+			o = &ownerSums{}
+			d.owners[b.Owner] = o
+		}
+		o.heldShare += b.HeldShareSteps
+		o.known += b.ActivityKnownShareSteps
+		o.active += b.ActiveShareSteps
+		if b.EnergyJoules.Known {
+			o.energy += b.EnergyJoules.Value
+			o.energyKnown = true
+		}
+		o.vram.add(b.VRAMUsedMiB, b.HeldSteps)
+		o.activity.add(Percentiles{P50: b.ActivityP50, P95: quantileAmount(b.Activity), Max: b.ActivityMax}, b.Activity.Samples)
+		o.stats.Samples += b.Activity.Samples
+		o.stats.Sum += b.Activity.Sum
+		o.stats.BelowIdle += b.Activity.BelowIdle
+		o.stats.AtOrAboveBurst += b.Activity.AtOrAboveBurst
+		o.dramSum += b.DRAMSum
+		o.dramN += b.DRAMSteps
+		o.powSum += b.PowerSum
+		o.powN += b.PowerSteps
+		if !b.FirstHeld.IsZero() && (o.firstHeld.IsZero() || b.FirstHeld.Before(o.firstHeld)) {
+			o.firstHeld = b.FirstHeld.UTC()
+		}
+		if !b.FirstUse.IsZero() && (o.firstUse.IsZero() || b.FirstUse.Before(o.firstUse)) {
+			o.firstUse = b.FirstUse.UTC()
+		}
+		return nil
+	}
+	d.sampled += b.SampledSteps
+	d.held += b.HeldSteps
+	d.powSum += b.PowerSum
+	d.powN += b.PowerSteps
+	d.vram.add(b.VRAMUsedMiB, b.SampledSteps)
+	d.vramFree.add(b.VRAMFreeMiB, b.SampledSteps)
+	if b.EnergyJoules.Known {
+		d.energy += b.EnergyJoules.Value
+		d.energyKnown = true
+	}
+	if i := slices.Index(ActivitySources, b.ActivitySource); i >= 0 && i < d.sourceRank {
+		d.sourceRank = i
+	}
+	d.samples += b.Samples
+	d.nan += b.NaNSamples
+	d.resets += b.CounterResets
+	d.afterGap += b.SampledAfterGap
+	for _, m := range b.Metrics {
+		if mi, ok := metricIndex[m]; ok {
+			d.metrics[mi] = true
+		}
+	}
+	if b.Device.MIGInstance != "" {
+		if d.sampledByBucket == nil {
+			d.sampledByBucket = map[int64]float64{}
+		}
+		d.sampledByBucket[b.Start.UnixMilli()] += b.SampledSteps
+	}
+	return nil
+}
+
+// Report gives the accounting of the buckets added, priced by pricing,
+// with the pods' life-cycle times and application metrics (each sample
+// standing for appStep; 0 means an hour).
+func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []AppSeries, appStep time.Duration) (*Report, error) {
+	step := a.step
+	if step == 0 {
+		// No buckets: nothing was sampled; the window still has a length.
+		step = a.end.Sub(a.start)
+	}
 	sec := step.Seconds()
-	windowSeconds := in.End.Sub(in.Start).Seconds()
+	windowSeconds := a.end.Sub(a.start).Seconds()
 	windowSteps := windowSeconds / sec
 
-	r := &Report{Accounting: HourlyAccounting, Start: in.Start.UTC(), End: in.End.UTC(), StepSecond: Seconds(sec), Currency: in.Pricing.Currency()}
+	r := &Report{Accounting: HourlyAccounting, Start: a.start.UTC(), End: a.end.UTC(), StepSecond: Seconds(sec), Currency: pricing.Currency()}
 	q := &r.Quality
 	q.ActivitySources = map[string]int{}
-
-	type deviceBuckets struct {
-		device Device
-		own    []*Bucket
-		owners []*Bucket
-	}
-	byKey := map[string]*deviceBuckets{}
-	for i := range in.Buckets {
-		b := &in.Buckets[i]
-		k := b.Device.Key()
-		d := byKey[k]
-		if d == nil {
-			d = &deviceBuckets{device: b.Device}
-			byKey[k] = d
-		}
-		if d.device.Model == "" {
-			d.device.Model = b.Device.Model
-		}
-		if b.Owner.IsZero() {
-			d.own = append(d.own, b)
-		} else {
-			d.owners = append(d.owners, b)
-		}
-	}
-	keys := slices.Sorted(maps.Keys(byKey))
+	keys := slices.Sorted(maps.Keys(a.devices))
 	devs := make([]Device, len(keys))
 	for i, k := range keys {
-		devs[i] = byKey[k].device
+		devs[i] = a.devices[k].device
 	}
-	if err := in.Pricing.checkPriced(devs); err != nil {
+	if err := pricing.checkPriced(devs); err != nil {
 		return nil, err
 	}
 
@@ -223,118 +350,94 @@ func AccountBuckets(in BucketInput) (*Report, error) {
 	mig.sampled = map[int64]float64{}
 
 	for _, key := range keys {
-		d := byKey[key]
+		d := a.devices[key]
 		if d.device.MIGInstance == "" || mig.instances == 0 || mig.device.Node != d.device.Node || mig.device.GPU != d.device.GPU || mig.device.UUID != d.device.UUID {
 			flushUninstantiated()
 		}
-		share, shareKnown := in.Pricing.Share(d.device)
+		share, shareKnown := pricing.Share(d.device)
 		if !shareKnown {
 			q.Warnings = append(q.Warnings, fmt.Sprintf("device %s: MIG profile %q is not in the catalogue; its share was read from the name as %.3g of a GPU", d.device.Key(), d.device.MIGProfile, share))
 		}
 		price := math.NaN()
-		pa := in.Pricing.PerHour(d.device)
+		pa := pricing.PerHour(d.device)
 		if pa.Known {
 			price = pa.Value
 		}
 		du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
-
-		var dev acc
-		var sampled, held, powSum, powN float64
-		var vram, vramFree quantileSet
-		sourceRank := len(ActivitySources)
-		firstSeen := false
-		for _, b := range d.own {
-			sampled += b.SampledSteps
-			held += b.HeldSteps
-			powSum += b.PowerSum
-			powN += b.PowerSteps
-			vram.add(b.VRAMUsedMiB, b.SampledSteps)
-			vramFree.add(b.VRAMFreeMiB, b.SampledSteps)
-			if b.EnergyJoules.Known {
-				dev.energy += b.EnergyJoules.Value
-				dev.energyKnown = true
-			}
-			if i := slices.Index(ActivitySources, b.ActivitySource); i >= 0 && i < sourceRank {
-				sourceRank = i
-			}
-			q.Samples += int(b.Samples)
-			q.NaNSamples += int(b.NaNSamples)
-			q.CounterResets += int(b.CounterResets)
-			q.Gaps += int(b.SampledAfterGap)
-			if b.SampledAfterGap > 0 {
-				firstSeen = true
-			}
-			for _, m := range b.Metrics {
-				if mi, ok := metricIndex[m]; ok {
-					seenMetric[mi] = true
-				}
-			}
-			if d.device.MIGInstance != "" {
-				t := b.Start.UnixMilli()
-				mig.sampled[t] = max(mig.sampled[t], b.SampledSteps)
-			}
-		}
-		if firstSeen {
-			q.Gaps-- // the device's first appearance is no gap
-		}
-		if sourceRank < len(ActivitySources) {
-			du.ActivitySource = ActivitySources[sourceRank]
+		if d.sourceRank < len(ActivitySources) {
+			du.ActivitySource = ActivitySources[d.sourceRank]
 			q.ActivitySources[du.ActivitySource]++
 		} else {
 			q.ActivitySources["none"]++
 		}
-		held = min(held, sampled)
-		dev.unseen((windowSteps - sampled) * sec * share)
-		dev.free((sampled-held)*sec*share, price)
+		q.Samples += int(d.samples)
+		q.NaNSamples += int(d.nan)
+		q.CounterResets += int(d.resets)
+		if d.afterGap > 0 {
+			q.Gaps += int(d.afterGap) - 1 // the device's first appearance is no gap
+		}
+		for mi, seen := range d.metrics {
+			seenMetric[mi] = seenMetric[mi] || seen
+		}
+
+		var dev acc
+		dev.energy, dev.energyKnown = d.energy, d.energyKnown
+		held := min(d.held, d.sampled)
+		dev.unseen((windowSteps - d.sampled) * sec * share)
+		dev.free((d.sampled-held)*sec*share, price)
 		dev.capacity += held * sec * share
 		windowDeviceSeconds += windowSeconds * share
-		coveredDeviceSeconds += sampled * sec * share
+		coveredDeviceSeconds += d.sampled * sec * share
 
-		for _, b := range d.owners {
+		owners := slices.SortedFunc(maps.Keys(d.owners), func(x, y Owner) int {
+			return strings.Compare(x.PodKey()+"/"+x.Container, y.PodKey()+"/"+y.Container)
+		})
+		for _, o := range owners {
+			os := d.owners[o]
 			gs := sec * share
-			allocated, known, active := b.HeldShareSteps*gs, b.ActivityKnownShareSteps*gs, b.ActiveShareSteps*gs
+			allocated, known, active := os.heldShare*gs, os.known*gs, os.active*gs
 			dev.holdSums(allocated, known, active, price)
-			ps, ca := resolveOwner(pods, b.Owner, d.device, du.ActivitySource, 0, 0)
+			ps, ca := resolveOwner(pods, o, d.device, du.ActivitySource, 0, 0)
 			if nodePods[d.device.Node] == nil {
 				nodePods[d.device.Node] = map[string]bool{}
 			}
-			nodePods[d.device.Node][b.Owner.PodKey()] = true
+			nodePods[d.device.Node][o.PodKey()] = true
 			ps.acc.holdSums(allocated, known, active, price)
 			ca.holdSums(allocated, known, active, price)
-			if b.EnergyJoules.Known {
-				ps.acc.energy += b.EnergyJoules.Value
+			if os.energyKnown {
+				ps.acc.energy += os.energy
 				ps.acc.energyKnown = true
-				ca.energy += b.EnergyJoules.Value
+				ca.energy += os.energy
 				ca.energyKnown = true
 			}
-			pa := podAggs[b.Owner.PodKey()]
-			if pa == nil {
-				pa = &podAgg{}
-				podAggs[b.Owner.PodKey()] = pa
+			pg := podAggs[o.PodKey()]
+			if pg == nil {
+				pg = &podAgg{}
+				podAggs[o.PodKey()] = pg
 			}
-			pa.vram.add(b.VRAMUsedMiB, b.HeldSteps)
-			pa.activity.add(Percentiles{P50: b.ActivityP50, P95: quantileAmount(b.Activity), Max: b.ActivityMax}, b.Activity.Samples)
+			pg.vram.merge(&os.vram)
+			pg.activity.merge(&os.activity)
 			st := &ps.stats
-			st.Samples += b.Activity.Samples
-			st.Sum += b.Activity.Sum
-			st.BelowIdle += b.Activity.BelowIdle
-			st.AtOrAboveBurst += b.Activity.AtOrAboveBurst
-			pa.dramSum += b.DRAMSum
-			pa.dramN += b.DRAMSteps
-			pa.powSum += b.PowerSum
-			pa.powN += b.PowerSteps
-			if !b.FirstHeld.IsZero() && (ps.attached.IsZero() || b.FirstHeld.Before(ps.attached)) {
-				ps.attached = b.FirstHeld.UTC()
+			st.Samples += os.stats.Samples
+			st.Sum += os.stats.Sum
+			st.BelowIdle += os.stats.BelowIdle
+			st.AtOrAboveBurst += os.stats.AtOrAboveBurst
+			pg.dramSum += os.dramSum
+			pg.dramN += os.dramN
+			pg.powSum += os.powSum
+			pg.powN += os.powN
+			if !os.firstHeld.IsZero() && (ps.attached.IsZero() || os.firstHeld.Before(ps.attached)) {
+				ps.attached = os.firstHeld
 			}
-			if !b.FirstUse.IsZero() && (ps.firstUseAt.IsZero() || b.FirstUse.Before(ps.firstUseAt)) {
-				ps.firstUseAt = b.FirstUse.UTC()
+			if !os.firstUse.IsZero() && (ps.firstUseAt.IsZero() || os.firstUse.Before(ps.firstUseAt)) {
+				ps.firstUseAt = os.firstUse
 			}
 		}
-		du.Coverage = Known(sampled * sec / windowSeconds)
-		du.VRAMUsedMiB = vram.percentiles()
-		du.VRAMFreeMiB = vramFree.percentiles()
-		if powN > 0 {
-			du.PowerWatts = Known(powSum / powN)
+		du.Coverage = Known(d.sampled * sec / windowSeconds)
+		du.VRAMUsedMiB = d.vram.percentiles()
+		du.VRAMFreeMiB = d.vramFree.percentiles()
+		if d.powN > 0 {
+			du.PowerWatts = Known(d.powSum / d.powN)
 		}
 		du.Totals, du.Capacity = dev.totals(), dev.capacityTotals()
 		addDevice(du, &dev)
@@ -344,6 +447,9 @@ func AccountBuckets(in BucketInput) (*Report, error) {
 			}
 			mig.instances++
 			mig.shares += share
+			for t, s := range d.sampledByBucket {
+				mig.sampled[t] = max(mig.sampled[t], s)
+			}
 		}
 	}
 	flushUninstantiated()
@@ -355,53 +461,22 @@ func AccountBuckets(in BucketInput) (*Report, error) {
 	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
 
 	for key, ps := range pods {
-		pa := podAggs[key]
-		ps.usage.VRAMUsedMiB = pa.vram.percentiles()
-		ps.usage.Activity = pa.activity.percentiles()
+		pg := podAggs[key]
+		ps.usage.VRAMUsedMiB = pg.vram.percentiles()
+		ps.usage.Activity = pg.activity.percentiles()
 		ps.stats.P95 = ps.usage.Activity.P95.Value
-		if pa.dramN > 0 {
-			ps.usage.DRAMActive = Known(pa.dramSum / pa.dramN)
+		if pg.dramN > 0 {
+			ps.usage.DRAMActive = Known(pg.dramSum / pg.dramN)
 		}
-		if pa.powN > 0 {
-			ps.usage.PowerWatts = Known(pa.powSum / pa.powN)
+		if pg.powN > 0 {
+			ps.usage.PowerWatts = Known(pg.powSum / pg.powN)
 		}
 	}
-	appStep := in.AppStep
 	if appStep <= 0 {
 		appStep = time.Hour
 	}
-	assemble(r, pods, nodes, nodePods, in.App, in.Pods, func(int64) float64 { return appStep.Seconds() })
+	assemble(r, pods, nodes, nodePods, apps, podEvents, func(int64) float64 { return appStep.Seconds() })
 	return r, nil
-}
-
-// checkBuckets refuses buckets that do not fit the window, and returns
-// their common step.
-func checkBuckets(in BucketInput) (time.Duration, error) {
-	if !in.End.After(in.Start) {
-		return 0, fmt.Errorf("bucket window %s..%s is empty; give an end after the start", in.Start.Format(time.RFC3339), in.End.Format(time.RFC3339))
-	}
-	var step time.Duration
-	for i := range in.Buckets {
-		b := &in.Buckets[i]
-		where := fmt.Sprintf("bucket %d (%s at %s)", i, b.Device.Key(), b.Start.Format(time.RFC3339))
-		switch {
-		case b.Step <= 0 || b.Length <= 0 || b.Length%b.Step != 0:
-			return 0, fmt.Errorf("%s: step %s and length %s; want a positive step that divides the length, such as 30s and 1h", where, b.Step, b.Length)
-		case step != 0 && b.Step != step:
-			return 0, fmt.Errorf("%s: step %s, but other buckets have %s; load every bucket at one step", where, b.Step, step)
-		case b.Start.Before(in.Start) || b.Start.Add(b.Length).After(in.End):
-			return 0, fmt.Errorf("%s: [%s, %s) is not inside the window %s..%s; load the buckets of this window only", where, b.Start.Format(time.RFC3339), b.Start.Add(b.Length).Format(time.RFC3339), in.Start.Format(time.RFC3339), in.End.Format(time.RFC3339))
-		}
-		step = b.Step
-	}
-	if step == 0 {
-		// No buckets: nothing was sampled; the window still has a length.
-		step = in.End.Sub(in.Start)
-	}
-	if in.End.Sub(in.Start)%step != 0 {
-		return 0, fmt.Errorf("bucket window %s..%s is not a whole number of steps of %s; give a window of whole buckets", in.Start.Format(time.RFC3339), in.End.Format(time.RFC3339), step)
-	}
-	return step, nil
 }
 
 func quantileAmount(st ActivityStats) Amount {
@@ -419,25 +494,43 @@ type quantileSet struct {
 	max      Amount
 }
 
-type weighted struct{ value, weight float64 }
+// weighted is a bucket's percentile and its steps, in float32: a month of
+// buckets per device and owner stays small, and MiB and ratios keep their
+// precision (integers to 16 million).
+type weighted struct{ value, weight float32 }
 
 func (s *quantileSet) add(p Percentiles, weight float64) {
 	if weight <= 0 {
 		return
 	}
 	if p.P50.Known {
-		s.p50 = append(s.p50, weighted{p.P50.Value, weight})
+		s.p50 = append(s.p50, weighted{float32(p.P50.Value), float32(weight)})
 	}
 	if p.P95.Known {
-		s.p95 = append(s.p95, weighted{p.P95.Value, weight})
+		s.p95 = append(s.p95, weighted{float32(p.P95.Value), float32(weight)})
 	}
 	if p.Max.Known && (!s.max.Known || p.Max.Value > s.max.Value) {
 		s.max = p.Max
 	}
 }
 
+func (s *quantileSet) merge(o *quantileSet) {
+	s.p50 = append(s.p50, o.p50...)
+	s.p95 = append(s.p95, o.p95...)
+	if o.max.Known && (!s.max.Known || o.max.Value > s.max.Value) {
+		s.max = o.max
+	}
+}
+
 func (s *quantileSet) percentiles() Percentiles {
 	return Percentiles{P50: weightedQuantile(s.p50, 0.5), P95: weightedQuantile(s.p95, 0.95), Max: s.max}
+}
+
+// widen gives the float64 that prints as the float32 does (0.85, not
+// 0.8500000238418579).
+func widen(x float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+	return v
 }
 
 // weightedQuantile is the nearest-rank q-quantile of weighted values.
@@ -448,14 +541,14 @@ func weightedQuantile(v []weighted, q float64) Amount {
 	sort.Slice(v, func(i, j int) bool { return v[i].value < v[j].value })
 	var total float64
 	for _, x := range v {
-		total += x.weight
+		total += float64(x.weight)
 	}
 	var cum float64
 	for _, x := range v {
-		cum += x.weight
+		cum += float64(x.weight)
 		if cum >= q*total-1e-9 {
-			return Known(x.value)
+			return Known(widen(x.value))
 		}
 	}
-	return Known(v[len(v)-1].value)
+	return Known(widen(v[len(v)-1].value))
 }

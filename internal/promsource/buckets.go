@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -182,19 +183,26 @@ const bucketParallel = 4
 // --query.max-samples for 1,000 GPUs. Nothing but the figures crosses the
 // wire: a few dozen numbers per device-hour.
 func (s *Source) LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error) {
+	var out []usage.Bucket
+	err := s.StreamBuckets(ctx, w, bucket, func(b *usage.Bucket) error {
+		out = append(out, *b)
+		return nil
+	})
+	return out, err
+}
+
+// StreamBuckets reads what LoadBuckets reads and hands each bucket to add
+// as soon as its day is read, holding one day of buckets at a time: for a
+// month of a fleet, feed a usage.BucketAccount. It stops at add's first
+// error.
+func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.Duration, add func(*usage.Bucket) error) error {
 	if err := checkBucketWindow(w, bucket); err != nil {
-		return nil, err
+		return err
 	}
 	type key struct {
 		start  int64
 		device string
 		owner  usage.Owner
-	}
-	buckets := map[key]*usage.Bucket{}
-	var order []key
-	type result struct {
-		fig *bucketFigure
-		m   model.Matrix
 	}
 	chunk := max(bucket, bucketChunk.Truncate(bucket))
 	for from := w.Start; from.Before(w.End); from = from.Add(chunk) {
@@ -202,31 +210,18 @@ func (s *Source) LoadBuckets(ctx context.Context, w usage.Window, bucket time.Du
 		if to.After(w.End) {
 			to = w.End
 		}
-		results := make([]result, len(bucketFigures))
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(bucketParallel)
-		for i := range bucketFigures {
-			fig := &bucketFigures[i]
-			g.Go(func() error {
-				// The point at t sums the bucket (t-bucket, t]: the steps
-				// from the bucket's start to its last step.
-				r := v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket}
-				m, err := s.queryRange(gctx, expand(fig.query, w.Step, bucket), r)
-				if err != nil {
-					return fmt.Errorf("bucket figure %q: %w", fig.name, err)
-				}
-				results[i] = result{fig, m}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return nil, err
-		}
-		for _, res := range results {
-			for _, ss := range res.m {
+		buckets := map[key]*usage.Bucket{}
+		var order []key
+		var mu sync.Mutex
+		// apply files one figure's results into the day's buckets, so that
+		// the decoded response is dropped at once.
+		apply := func(fig *bucketFigure, m model.Matrix) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, ss := range m {
 				d := device(ss.Metric)
 				var o usage.Owner
-				if res.fig.owner {
+				if fig.owner {
 					o = owner(ss.Metric)
 				}
 				for _, p := range ss.Values {
@@ -245,20 +240,40 @@ func (s *Source) LoadBuckets(ctx context.Context, w usage.Window, bucket time.Du
 					if b.Device.Model == "" {
 						b.Device.Model = d.Model
 					}
-					res.fig.set(b, v, ss.Metric)
+					fig.set(b, v, ss.Metric)
 				}
 			}
 		}
-	}
-	out := make([]usage.Bucket, 0, len(order))
-	for _, k := range order {
-		b := buckets[k]
-		if (b.Owner.IsZero() && b.SampledSteps == 0) || (!b.Owner.IsZero() && b.HeldSteps == 0) {
-			continue // a figure of a step the bucket does not have
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(bucketParallel)
+		for i := range bucketFigures {
+			fig := &bucketFigures[i]
+			g.Go(func() error {
+				// The point at t sums the bucket (t-bucket, t]: the steps
+				// from the bucket's start to its last step.
+				r := v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket}
+				m, err := s.queryRange(gctx, expand(fig.query, w.Step, bucket), r)
+				if err != nil {
+					return fmt.Errorf("bucket figure %q: %w", fig.name, err)
+				}
+				apply(fig, m)
+				return nil
+			})
 		}
-		out = append(out, *b)
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		for _, k := range order {
+			b := buckets[k]
+			if (b.Owner.IsZero() && b.SampledSteps == 0) || (!b.Owner.IsZero() && b.HeldSteps == 0) {
+				continue // a figure of a step the bucket does not have
+			}
+			if err := add(b); err != nil {
+				return err
+			}
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // checkBucketWindow refuses a window that LoadBuckets cannot divide into

@@ -47,8 +47,12 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	if err != nil {
 		return nil, err
 	}
-	buckets, err := src.LoadBuckets(ctx, w, Bucket)
+	acct, err := usage.NewBucketAccount(w.Start, w.End)
 	if err != nil {
+		return nil, err
+	}
+	// A day of buckets at a time: a month of a fleet is never held at once.
+	if err := src.StreamBuckets(ctx, w, Bucket, acct.Add); err != nil {
 		return nil, err
 	}
 	d, err := src.LoadMeta(ctx, w, apps, Bucket)
@@ -58,7 +62,7 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
-	return usage.AccountBuckets(usage.BucketInput{Start: w.Start, End: w.End, Buckets: buckets, Pricing: pricing, Pods: d.Pods, App: d.App, AppStep: Bucket})
+	return acct.Report(pricing, d.Pods, d.App, Bucket)
 }
 
 // Step is the query step for a window: 30 s, or the shortest whole number
