@@ -3,6 +3,7 @@ package usage
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -35,5 +36,56 @@ func BenchmarkAccount1000GPUsDay(b *testing.B) {
 		if _, err := Account(in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkBucketAccount1000GPUs30Days accounts the hourly buckets of
+// 1,000 GPUs over 30 days (720 hours; each hour a device bucket and two
+// owner buckets, as where an owner changes or two pods time-slice): the
+// part of the hourly path that gpupack does, fed one bucket at a time as
+// promsource.StreamBuckets does. Its heap after Report bounds gpupack's
+// memory for a month's report, whatever Prometheus takes.
+func BenchmarkBucketAccount1000GPUs30Days(b *testing.B) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const gpus, hours = 1000, 720
+	end := start.Add(hours * time.Hour)
+	b.ReportAllocs()
+	for b.Loop() {
+		a, err := NewBucketAccount(start, end)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var bk Bucket
+		for h := range hours {
+			for g := range gpus {
+				d := Device{Node: fmt.Sprintf("node-%03d", g/8), GPU: fmt.Sprint(g % 8), UUID: fmt.Sprintf("GPU-%04d", g), Model: "NVIDIA H100 80GB HBM3"}
+				bk = Bucket{Start: start.Add(time.Duration(h) * time.Hour), Length: time.Hour, Step: 30 * time.Second, Device: d,
+					SampledSteps: 120, HeldSteps: 120, VRAMUsedMiB: Percentiles{P50: Known(1000), P95: Known(2000), Max: Known(3000)},
+					PowerSum: 120 * 300, PowerSteps: 120, EnergyJoules: Known(3600 * 300), Samples: 960, Metrics: Metrics, ActivitySource: GREngineActive}
+				if err := a.Add(&bk); err != nil {
+					b.Fatal(err)
+				}
+				for o := range 2 {
+					ob := Bucket{Start: bk.Start, Length: time.Hour, Step: 30 * time.Second, Device: d,
+						Owner:     Owner{Namespace: fmt.Sprintf("ns-%d", g%20), Pod: fmt.Sprintf("pod-%d-%d-%d", g, h/8, o), Container: "main"},
+						HeldSteps: 60, HeldShareSteps: 60, ActivityKnownShareSteps: 60, ActiveShareSteps: 30,
+						Activity: ActivityStats{Samples: 60, Sum: 30, BelowIdle: 10, AtOrAboveBurst: 30, P95: 0.9}, ActivityP50: Known(0.5), ActivityMax: Known(1),
+						VRAMUsedMiB: bk.VRAMUsedMiB, EnergyJoules: Known(1800 * 300), FirstHeld: bk.Start, FirstUse: bk.Start}
+					if err := a.Add(&ob); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		r, err := a.Report(Pricing{Catalogue: gpu.Default()}, nil, nil, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "MiB-heap-after")
+		runtime.KeepAlive(r)
+		runtime.KeepAlive(a)
 	}
 }

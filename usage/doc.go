@@ -8,6 +8,10 @@
 // of idle allocation; start-up phases; the user's application metric; and a
 // usage pattern per pod with the numbers that support it.
 //
+// Account reads raw samples; AccountBuckets (and BucketAccount, which takes
+// them as they arrive) gives the same report from per-hour buckets that a
+// PromQL engine summed, for windows of days to months.
+//
 // Missing data is unknown, never zero: every figure that depends on samples
 // says how much of the window it covers, and NaN samples, gaps and counter
 // resets are counted in Quality.

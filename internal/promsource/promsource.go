@@ -64,16 +64,60 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 			d.Series = append(d.Series, usage.Series{Metric: metric, Device: device(ss.Metric), Owner: owner(ss.Metric), Samples: samples(ss.Values)})
 		}
 	}
+	if err := s.loadApp(ctx, d, app, func(q string) string { return q }, r, 0); err != nil {
+		return nil, err
+	}
+	if err := s.loadContext(ctx, d, w); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// LoadMeta reads what Load reads besides the DCGM series, for the hourly
+// path: the pods' life-cycle times, the node labels and each application
+// metric as its mean over each bucket (a sample per bucket, at the
+// bucket's start), computed by Prometheus at the window's step.
+func (s *Source) LoadMeta(ctx context.Context, w usage.Window, app map[string]string, bucket time.Duration) (*Data, error) {
+	if err := checkBucketWindow(w, bucket); err != nil {
+		return nil, err
+	}
+	d := &Data{}
+	mean := func(q string) string {
+		return fmt.Sprintf("avg_over_time((%s)[%dms:%dms])", q, bucket.Milliseconds(), w.Step.Milliseconds())
+	}
+	r := v1.Range{Start: w.Start.Add(bucket - time.Millisecond), End: w.End.Add(-time.Millisecond), Step: bucket}
+	if err := s.loadApp(ctx, d, app, mean, r, bucket-time.Millisecond); err != nil {
+		return nil, err
+	}
+	if err := s.loadContext(ctx, d, w); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// loadApp reads each application metric over r, its query rewritten by
+// wrap, each sample's time moved back by shift (to its bucket's start).
+func (s *Source) loadApp(ctx context.Context, d *Data, app map[string]string, wrap func(string) string, r v1.Range, shift time.Duration) error {
 	for name, query := range app {
-		m, err := s.queryRange(ctx, query, r)
+		m, err := s.queryRange(ctx, wrap(query), r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, ss := range m {
 			o := owner(ss.Metric)
-			d.App = append(d.App, usage.AppSeries{Name: name, Namespace: o.Namespace, Pod: o.Pod, Samples: samples(ss.Values)})
+			smp := samples(ss.Values)
+			for i := range smp {
+				smp[i].TimeMs -= shift.Milliseconds()
+			}
+			d.App = append(d.App, usage.AppSeries{Name: name, Namespace: o.Namespace, Pod: o.Pod, Samples: smp})
 		}
 	}
+	return nil
+}
+
+// loadContext reads kube-state-metrics' pod times over the window and node
+// labels at its end.
+func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error {
 	events := map[string]*usage.PodEvents{}
 	for _, ev := range []struct {
 		metric string
@@ -87,7 +131,7 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 		query := fmt.Sprintf("max by (namespace, pod) (last_over_time(%s[%ds]))", ev.metric, int(w.End.Sub(w.Start).Seconds())+1)
 		v, _, _, err := s.api.Query(ctx, query, w.End)
 		if err != nil {
-			return nil, s.fail(query, err)
+			return s.fail(query, err)
 		}
 		vec, _ := v.(model.Vector)
 		for _, smp := range vec {
@@ -106,7 +150,7 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 	const nodeLabels = "kube_node_labels"
 	v, _, _, err := s.api.Query(ctx, nodeLabels, w.End)
 	if err != nil {
-		return nil, s.fail(nodeLabels, err)
+		return s.fail(nodeLabels, err)
 	}
 	vec, _ := v.(model.Vector)
 	for _, smp := range vec {
@@ -122,7 +166,7 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 		}
 		d.NodeLabels[node] = labels
 	}
-	return d, nil
+	return nil
 }
 
 func (s *Source) queryRange(ctx context.Context, query string, r v1.Range) (model.Matrix, error) {

@@ -35,6 +35,36 @@ func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usa
 	return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: d.Series, App: d.App, Pods: d.Pods})
 }
 
+// Bucket is the span that the hourly path reads at once.
+const Bucket = time.Hour
+
+// FromPrometheusHourly accounts the window from hourly buckets that
+// Prometheus computes (promsource.LoadBuckets), never pulling raw samples:
+// for windows of days to months. The window must start and end on whole
+// hours.
+func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string) (*usage.Report, error) {
+	src, err := promsource.New(url)
+	if err != nil {
+		return nil, err
+	}
+	acct, err := usage.NewBucketAccount(w.Start, w.End)
+	if err != nil {
+		return nil, err
+	}
+	// A day of buckets at a time: a month of a fleet is never held at once.
+	if err := src.StreamBuckets(ctx, w, Bucket, acct.Add); err != nil {
+		return nil, err
+	}
+	d, err := src.LoadMeta(ctx, w, apps, Bucket)
+	if err != nil {
+		return nil, err
+	}
+	if pricing.NodeLabels == nil {
+		pricing.NodeLabels = d.NodeLabels
+	}
+	return acct.Report(pricing, d.Pods, d.App, Bucket)
+}
+
 // Step is the query step for a window: 30 s, or the shortest whole number
 // of seconds that keeps the window within usage.MaxSteps.
 func Step(window time.Duration) time.Duration {

@@ -44,8 +44,19 @@ type options struct {
 	serve      string
 	kubeconfig string
 	live       bool
+	accounting string
 	stderr     io.Writer
 }
+
+// The --accounting paths, and the window beyond which auto reads hourly
+// buckets: a few hours of raw samples are exact and cheap; longer windows
+// would pull every sample of every GPU into the process.
+const (
+	accountingRaw    = "raw"
+	accountingHourly = "hourly"
+	accountingAuto   = "auto"
+	autoHourlyAbove  = 6 * time.Hour
+)
 
 // demoStart is where the demo's day begins, fixed so that outputs are stable.
 var demoStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -68,9 +79,17 @@ With --serve ADDR it also serves the figures as Prometheus counters on
 ADDR/metrics (gpupack_gpu_allocated_seconds_total, ..._active_seconds_total,
 ..._idle_allocated_seconds_total, ..._unallocated_seconds_total and
 gpupack_gpu_cost_total), counted from the window's start: each scrape
-queries only the time since the previous one and adds it.`,
+queries only the time since the previous one and adds it.
+
+--accounting says how Prometheus data is accounted: raw reads every sample
+at --step (exact, for windows of hours); hourly has Prometheus sum each hour
+with subqueries at --step and reads a few numbers per device-hour (windows
+of whole hours, days to months); auto (the default) reads hourly for
+windows longer than 6h or of more than 11000 steps. The JSON's
+"accounting" says which ran.`,
 		Example: `  gpupack report --demo
   gpupack report --prometheus http://prometheus:9090 --window 24h --format json
+  gpupack report --prometheus http://prometheus:9090 --window 720h --accounting hourly
   gpupack report --prometheus http://prometheus:9090 --app-metric tokens='sum by (namespace, pod) (rate(vllm:generation_tokens_total[5m]))'
   gpupack report --prometheus http://prometheus:9090 --serve :9401
   gpupack report --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config --prices prices.yaml`,
@@ -92,6 +111,7 @@ queries only the time since the previous one and adds it.`,
 	f.StringArrayVar(&opts.app, "app-metric", nil, "NAME=PROMQL application metric shown beside the pods it names (repeatable)")
 	f.StringVar(&opts.serve, "serve", "", "also serve the figures as Prometheus metrics on this address until interrupted")
 	f.StringVar(&opts.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage+"; its node labels then select --prices' nodeRules")
+	f.StringVar(&opts.accounting, "accounting", accountingAuto, "raw (every sample at --step), hourly (Prometheus sums each hour; whole hours) or auto (hourly beyond 6h or 11000 steps)")
 	f.BoolVar(&opts.live, "live", false, "read node labels from the live cluster, found as --kubeconfig says when it is not given")
 	return cmd
 }
@@ -103,7 +123,11 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if err := clio.CheckFormat(opts.format, "table", "json", "csv", "podusage"); err != nil {
 		return err
 	}
-	if err := opts.checkWindow(); err != nil {
+	hourly, err := opts.hourly()
+	if err != nil {
+		return err
+	}
+	if err := opts.checkWindow(hourly); err != nil {
 		return err
 	}
 	if opts.top < 0 {
@@ -136,6 +160,10 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		return errors.New("--app-metric queries the Prometheus that --prometheus names; the demo has its own application metric: give --prometheus or drop --app-metric")
 	}
 	end := time.Now().UTC().Truncate(opts.step)
+	if hourly {
+		// Whole hours only: the current partial hour is left out.
+		end = time.Now().UTC().Truncate(usagefacts.Bucket)
+	}
 	source := "demo scenario (embedded)"
 	if opts.prometheus == "" {
 		end = demoStart.Add(opts.window)
@@ -146,8 +174,16 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		if end, err = time.Parse(time.RFC3339, opts.end); err != nil {
 			return fmt.Errorf("--end %q: %v; write a time such as 2026-01-05T00:00:00Z", opts.end, err)
 		}
+		if hourly && !end.Equal(end.Truncate(usagefacts.Bucket)) {
+			return fmt.Errorf("--end %s with --accounting hourly: want a whole hour such as %s, or --accounting raw", opts.end, end.Truncate(usagefacts.Bucket).Format(time.RFC3339))
+		}
 	}
 	account := func(w usage.Window) (*usage.Report, error) {
+		// The window itself is read hourly; --serve's short increments
+		// since the last scrape are read raw.
+		if opts.prometheus != "" && hourly && w.Start.Equal(end.Add(-opts.window)) {
+			return usagefacts.FromPrometheusHourly(ctx, opts.prometheus, w, pricing, apps)
+		}
 		if opts.prometheus != "" {
 			return usagefacts.FromPrometheus(ctx, opts.prometheus, w, pricing, apps)
 		}
@@ -177,9 +213,29 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	return serve(ctx, opts.serve, newTally(r, next, time.Now, opts.step))
 }
 
+// hourly decides --accounting: whether the window is read in hourly
+// buckets.
+func (o *options) hourly() (bool, error) {
+	switch o.accounting {
+	case accountingRaw, "":
+		return false, nil
+	case accountingHourly:
+		if o.prometheus == "" {
+			return false, errors.New("--accounting hourly has Prometheus sum the hours; the demo is accounted from its samples: give --prometheus or use --accounting raw")
+		}
+		return true, nil
+	case accountingAuto:
+		long := o.window > autoHourlyAbove || o.step > 0 && o.window/o.step > usage.MaxSteps
+		return o.prometheus != "" && long && o.window%usagefacts.Bucket == 0, nil
+	}
+	return false, fmt.Errorf("--accounting %q: want raw, hourly or auto", o.accounting)
+}
+
 // checkWindow refuses a window and step that cannot be accounted, for
 // every source, the demo included, before anything is read or allocated.
-func (o *options) checkWindow() error {
+// The hourly path reads a day of buckets per query, at most 24 points, so
+// it has no step limit; its window must be whole hours that the step divides.
+func (o *options) checkWindow(hourly bool) error {
 	switch {
 	case o.window <= 0:
 		return fmt.Errorf("--window %s: want a positive length such as 24h", o.window)
@@ -189,6 +245,12 @@ func (o *options) checkWindow() error {
 		return fmt.Errorf("--step %s: want a whole number of milliseconds (Prometheus' resolution), such as 30s", o.step)
 	case o.step > o.window:
 		return fmt.Errorf("--step %s is longer than --window %s; want a step no longer than the window", o.step, o.window)
+	}
+	if hourly {
+		if o.window%usagefacts.Bucket != 0 || usagefacts.Bucket%o.step != 0 {
+			return fmt.Errorf("--window %s at --step %s with --accounting hourly: want a window of whole hours and a step that divides an hour, such as --window 168h --step 30s", o.window, o.step)
+		}
+		return nil
 	}
 	if steps := o.window / o.step; steps >= usage.MaxSteps && (steps > usage.MaxSteps || o.window%o.step != 0) {
 		return fmt.Errorf("--window %s at --step %s is more than %d steps per series, the most that report accounts (and that one Prometheus query returns); use --step %s or more, or a shorter --window", o.window, o.step, usage.MaxSteps, usage.MinStep(o.window))

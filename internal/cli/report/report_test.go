@@ -105,8 +105,18 @@ func TestBadInput(t *testing.T) {
 		mutate func(o *options)
 		want   string
 	}{
-		"format":     {func(o *options) { o.format = "xml" }, `--format "xml"`},
-		"resolution": {func(o *options) { o.prometheus = "http://127.0.0.1:1"; o.window = 7 * 24 * time.Hour }, "use --step 55s or more"},
+		"format": {func(o *options) { o.format = "xml" }, `--format "xml"`},
+		"resolution": {func(o *options) {
+			o.prometheus, o.window, o.accounting = "http://127.0.0.1:1", 7*24*time.Hour, accountingRaw
+		}, "use --step 55s or more"},
+		"accounting":     {func(o *options) { o.accounting = "fast" }, `--accounting "fast": want raw, hourly or auto`},
+		"hourly on demo": {func(o *options) { o.accounting = accountingHourly }, "--accounting hourly has Prometheus sum the hours"},
+		"hourly odd window": {func(o *options) {
+			o.prometheus, o.accounting, o.window = "http://127.0.0.1:1", accountingHourly, 90*time.Minute
+		}, "want a window of whole hours"},
+		"hourly odd end": {func(o *options) {
+			o.prometheus, o.accounting, o.end = "http://127.0.0.1:1", accountingHourly, "2026-01-05T10:30:00Z"
+		}, "want a whole hour such as 2026-01-05T10:00:00Z"},
 		// The demo is bounded as Prometheus is: these ate all memory.
 		"demo window": {func(o *options) { o.window = 100000 * time.Hour }, "--window 100000h0m0s at --step 30s is more than 11000 steps per series, the most that report accounts (and that one Prometheus query returns); use --step 9h5m28s or more, or a shorter --window"},
 		"demo step":   {func(o *options) { o.step = time.Nanosecond }, "--step 1ns: want a whole number of milliseconds"},

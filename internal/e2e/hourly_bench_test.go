@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/testcluster"
+)
+
+// BenchmarkHourlyReport backfills a fleet's history into a real Prometheus
+// a day at a time (each day's OpenMetrics file is removed once loaded, to
+// save disk), then runs `gpupack report --accounting hourly` over the last
+// days of it for each length asked, measuring the report's wall time and
+// gpupack's peak RSS, and the cost per added day between the shortest and
+// the longest. By default it is the issue's size, 1,000 GPUs x 30 days
+// (reports of 7 and 30 days, 30 s scrapes); GPUPACK_BENCH_GPUS,
+// GPUPACK_BENCH_DAYS (comma-separated lengths, the longest backfilled) and
+// GPUPACK_BENCH_SCRAPE make it smaller. Run it once:
+//
+//	GPUPACK_E2E=1 go test ./internal/e2e -run XXX -bench HourlyReport -benchtime 1x -timeout 24h
+func BenchmarkHourlyReport(b *testing.B) {
+	gpus := envInt(b, "GPUPACK_BENCH_GPUS", 1000)
+	var days []int
+	for _, d := range strings.Split(envString("GPUPACK_BENCH_DAYS", "7,30"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(d))
+		if err != nil || n < 1 {
+			b.Fatalf("GPUPACK_BENCH_DAYS=%q: want comma-separated day counts such as 7,30", os.Getenv("GPUPACK_BENCH_DAYS"))
+		}
+		days = append(days, n)
+	}
+	longest := days[0]
+	for _, d := range days {
+		longest = max(longest, d)
+	}
+	scrape, err := time.ParseDuration(envString("GPUPACK_BENCH_SCRAPE", "30s"))
+	if err != nil || scrape < 2*time.Second || time.Hour%scrape != 0 {
+		b.Fatalf("GPUPACK_BENCH_SCRAPE=%q: want a scrape interval that divides an hour, such as 30s", os.Getenv("GPUPACK_BENCH_SCRAPE"))
+	}
+
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "gpupack")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/gpupack/gpupack/cmd/gpupack").CombinedOutput(); err != nil {
+		b.Fatalf("go build gpupack: %v\n%s", err, out)
+	}
+	fleet, err := fakedcgm.Fleet(gpus, longest, 1, gpu.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	began := time.Now()
+	for day := range longest {
+		file := filepath.Join(dir, fmt.Sprintf("day%02d.om", day))
+		f, err := os.Create(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		from := time.Duration(day) * 24 * time.Hour
+		if err := fleet.WriteOpenMetrics(f, start, from, from+24*time.Hour, scrape, fakedcgm.Faults{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+		testcluster.Backfill(b, filepath.Join(dir, "data"), file, 24*time.Hour)
+		if err := os.Remove(file); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("backfilled %d GPUs, %d pods, %d days at %s scrapes in %s", gpus, len(fleet.Pods), longest, scrape, time.Since(began).Round(time.Second))
+	prom := testcluster.StartPrometheus(b, testcluster.PrometheusOptions{Dir: dir, Args: []string{"--query.lookback-delta=" + (scrape - time.Second).String()}})
+	end := start.Add(time.Duration(longest) * 24 * time.Hour)
+
+	wall := map[int]time.Duration{}
+	for b.Loop() {
+		for _, d := range days {
+			cmd := exec.Command(bin, "report", "--prometheus", prom.URL, "--accounting", "hourly", "--format", "json",
+				"--window", (time.Duration(d) * 24 * time.Hour).String(), "--step", scrape.String(), "--end", end.Format(time.RFC3339))
+			t0 := time.Now()
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				b.Fatalf("gpupack report over %d days: %v\n%s", d, err, tail(out))
+			}
+			wall[d] = time.Since(t0)
+			rss := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024 // KiB on Linux
+			b.ReportMetric(wall[d].Seconds(), fmt.Sprintf("s/report-%dd", d))
+			b.ReportMetric(rss, fmt.Sprintf("MiB-peak-%dd", d))
+			b.Logf("%d GPUs x %d days: %s, %.0f MiB peak RSS, %d bytes of JSON", gpus, d, wall[d].Round(time.Millisecond), rss, len(out))
+		}
+	}
+	if lo, hi := days[0], longest; hi > lo {
+		perDay := (wall[hi] - wall[lo]) / time.Duration(hi-lo)
+		b.ReportMetric(perDay.Seconds(), "s/added-day")
+		b.Logf("cost per added day (%d to %d days): %s, %.2f ms per device-day", lo, hi, perDay.Round(time.Millisecond), float64(perDay.Milliseconds())/float64(gpus))
+	}
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive whole number", name, v)
+	}
+	return n
+}
+
+func tail(b []byte) []byte {
+	if len(b) > 2000 {
+		return b[len(b)-2000:]
+	}
+	return b
+}

@@ -1,0 +1,554 @@
+package usage
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bucket is the pushed-down accounting of one device held by one owner (or
+// by nobody: zero Owner) over one bucket [Start, Start+Length) of time: held
+// time, activity sums, VRAM max/p95/p50, power, energy, as the query engine
+// computed them from the samples at the evaluation step Step (step counts,
+// sums, quantiles): a few numbers per device-hour instead of Length/Step
+// samples per metric.
+//
+// The bucket with the zero Owner carries the device's own figures (how many
+// steps had any sample and how many had an owner, VRAM used and free, power,
+// energy, data quality); a bucket with an Owner carries that owner's share
+// of the device in that hour. A step count is the number of evaluation steps
+// at which the figure had a value.
+type Bucket struct {
+	Start  time.Time     `json:"start"`
+	Length time.Duration `json:"length"`
+	Step   time.Duration `json:"step"`
+	Device Device        `json:"device"`
+	Owner  Owner         `json:"owner"`
+
+	// HeldSteps counts the steps at which the owner held the device; for
+	// the device's own bucket, the steps at which anybody did.
+	HeldSteps float64 `json:"heldSteps"`
+	// SampledSteps counts the steps with any sample of the device (device
+	// bucket only).
+	SampledSteps float64 `json:"sampledSteps,omitempty"`
+
+	// HeldShareSteps sums 1/n over the held steps, n the owners present at
+	// that step (time-slicing splits a device equally);
+	// ActivityKnownShareSteps sums it over the held steps with a known
+	// activity, and ActiveShareSteps sums activity/n over them. Times the
+	// device's share of a GPU and the step they give allocated, activity-known
+	// and active GPU-seconds (owner buckets only).
+	HeldShareSteps          float64 `json:"heldShareSteps,omitempty"`
+	ActivityKnownShareSteps float64 `json:"activityKnownShareSteps,omitempty"`
+	ActiveShareSteps        float64 `json:"activeShareSteps,omitempty"`
+
+	// Activity summarises the device's activity at the owner's held steps
+	// (owner buckets only): counts, sum, P95 in Activity, and its P50 and
+	// Max; unknown percentiles where no step had a known activity.
+	Activity    ActivityStats `json:"activity"`
+	ActivityP50 Amount        `json:"activityP50"`
+	ActivityMax Amount        `json:"activityMax"`
+	// ActivitySource is the most preferred activity metric with a known
+	// value in the bucket (device bucket only), "" if none.
+	ActivitySource string `json:"activitySource,omitempty"`
+
+	// VRAMUsedMiB is over the owner's held steps (owner bucket) or every
+	// step (device bucket); VRAMFreeMiB only for the device.
+	VRAMUsedMiB Percentiles `json:"vramUsedMiB"`
+	VRAMFreeMiB Percentiles `json:"vramFreeMiB"`
+	// DRAMSum and PowerSum add up the known values over DRAMSteps and
+	// PowerSteps steps, for means.
+	DRAMSum    float64 `json:"dramSum,omitempty"`
+	DRAMSteps  float64 `json:"dramSteps,omitempty"`
+	PowerSum   float64 `json:"powerSum,omitempty"`
+	PowerSteps float64 `json:"powerSteps,omitempty"`
+	// EnergyJoules is the device's energy (device bucket) or the owner's
+	// share of it (1/n at each step): from the counter's increase between
+	// adjacent steps (all of it after a reset), else power x step.
+	EnergyJoules Amount `json:"energyJoules"`
+
+	// FirstHeld and FirstUse are the first step at which the owner held the
+	// device and at which it used it (activity or framebuffer above the idle
+	// floors); zero if none (owner buckets only).
+	FirstHeld time.Time `json:"firstHeld"`
+	FirstUse  time.Time `json:"firstUse"`
+
+	// Data quality (device bucket only): samples of every series of the
+	// device at the steps, those that were NaN or infinite, counter resets,
+	// steps sampled after an unsampled one, and the metrics seen.
+	Samples         float64  `json:"samples,omitempty"`
+	NaNSamples      float64  `json:"nanSamples,omitempty"`
+	CounterResets   float64  `json:"counterResets,omitempty"`
+	SampledAfterGap float64  `json:"sampledAfterGap,omitempty"`
+	Metrics         []string `json:"metrics,omitempty"`
+}
+
+// BucketInput is everything AccountBuckets needs: the window [Start, End),
+// whose length must be a whole number of the buckets' Step, the buckets of
+// every device and owner in it, and what Input has besides series.
+type BucketInput struct {
+	Start, End time.Time
+	Buckets    []Bucket
+	Pricing    Pricing
+	Pods       []PodEvents
+	// App holds the application metrics, each sample standing for AppStep
+	// (the mean of the metric over that span, as a rate for totals).
+	App     []AppSeries
+	AppStep time.Duration
+}
+
+// AccountBuckets gives the Report that Account gives on the raw samples of
+// the same data, from per-hour buckets: GPU-seconds allocated, active, idle,
+// activity-unknown, unallocated and unsampled, costs and energy are sums of
+// the buckets' sums and agree with Account's (within rounding) where the
+// buckets were computed at Account's step; so do the data-quality counts
+// except Gaps.
+//
+// Approximations, where a figure does not add up over buckets:
+//   - window percentiles (VRAM p50/p95, activity p50/p95, and the p95 that
+//     the pattern reads) are weighted percentiles of the buckets'
+//     percentiles, weighted by their steps; maxima are exact;
+//   - Quality.Gaps counts, per device, the steps sampled after an unsampled
+//     one less its first appearance;
+//   - the compute slices that a MIG layout leaves uninstantiated count as
+//     sampled for as many steps per bucket as its most-sampled instance;
+//   - the activity source is chosen per step by the query engine (GR engine,
+//     else SM, else GPU utilisation), where Account chooses it per device
+//     over the window: they differ only where a device's preferred metric
+//     comes and goes.
+//
+// It fails on buckets that do not fit the window or each other (a step
+// that differs or does not divide the window), before it accounts anything.
+func AccountBuckets(in BucketInput) (*Report, error) {
+	a, err := NewBucketAccount(in.Start, in.End)
+	if err != nil {
+		return nil, err
+	}
+	for i := range in.Buckets {
+		if err := a.Add(&in.Buckets[i]); err != nil {
+			return nil, fmt.Errorf("bucket %d: %w", i, err)
+		}
+	}
+	return a.Report(in.Pricing, in.Pods, in.App, in.AppStep)
+}
+
+// BucketAccount accumulates buckets as they arrive and keeps only sums per
+// device and owner (and a few numbers per bucket for percentiles), so that
+// a month of a fleet's buckets need not be held at once. AccountBuckets is
+// Add for each bucket, then Report.
+type BucketAccount struct {
+	start, end time.Time
+	step       time.Duration
+	devices    map[string]*deviceSums
+}
+
+// deviceSums are a device's figures summed over its buckets.
+type deviceSums struct {
+	device               Device
+	sampled, held        float64
+	powSum, powN         float64
+	vram, vramFree       quantileSet
+	energy               float64
+	energyKnown          bool
+	sourceRank           int
+	samples, nan, resets float64
+	afterGap             float64
+	metrics              [nMetrics]bool
+	sampledByBucket      map[int64]float64 // MIG instances only
+	owners               map[Owner]*ownerSums
+}
+
+// ownerSums are an owner's figures on one device summed over its buckets.
+type ownerSums struct {
+	heldShare, known, active float64
+	energy                   float64
+	energyKnown              bool
+	vram, activity           quantileSet
+	stats                    ActivityStats
+	dramSum, dramN           float64
+	powSum, powN             float64
+	firstHeld, firstUse      time.Time
+}
+
+// NewBucketAccount starts accounting the window [start, end).
+func NewBucketAccount(start, end time.Time) (*BucketAccount, error) {
+	if !end.After(start) {
+		return nil, fmt.Errorf("bucket window %s..%s is empty; give an end after the start", start.Format(time.RFC3339), end.Format(time.RFC3339))
+	}
+	return &BucketAccount{start: start, end: end, devices: map[string]*deviceSums{}}, nil
+}
+
+// Add accounts one bucket. It refuses a bucket that does not fit the window
+// or the buckets before it (another step), and adds nothing then.
+func (a *BucketAccount) Add(b *Bucket) error {
+	where := fmt.Sprintf("%s at %s", b.Device.Key(), b.Start.Format(time.RFC3339))
+	switch {
+	case b.Step <= 0 || b.Length <= 0 || b.Length%b.Step != 0:
+		return fmt.Errorf("%s: step %s and length %s; want a positive step that divides the length, such as 30s and 1h", where, b.Step, b.Length)
+	case a.step != 0 && b.Step != a.step:
+		return fmt.Errorf("%s: step %s, but other buckets have %s; load every bucket at one step", where, b.Step, a.step)
+	case b.Start.Before(a.start) || b.Start.Add(b.Length).After(a.end):
+		return fmt.Errorf("%s: [%s, %s) is not inside the window %s..%s; load the buckets of this window only", where, b.Start.Format(time.RFC3339), b.Start.Add(b.Length).Format(time.RFC3339), a.start.Format(time.RFC3339), a.end.Format(time.RFC3339))
+	case a.end.Sub(a.start)%b.Step != 0:
+		return fmt.Errorf("%s: the window %s..%s is not a whole number of steps of %s; give a window of whole buckets", where, a.start.Format(time.RFC3339), a.end.Format(time.RFC3339), b.Step)
+	}
+	a.step = b.Step
+	k := b.Device.Key()
+	d := a.devices[k]
+	if d == nil {
+		d = &deviceSums{device: b.Device, sourceRank: len(ActivitySources), owners: map[Owner]*ownerSums{}}
+		a.devices[k] = d
+	}
+	if d.device.Model == "" {
+		d.device.Model = b.Device.Model
+	}
+	if !b.Owner.IsZero() {
+		o := d.owners[b.Owner]
+		if o == nil {
+			o = &ownerSums{}
+			d.owners[b.Owner] = o
+		}
+		o.heldShare += b.HeldShareSteps
+		o.known += b.ActivityKnownShareSteps
+		o.active += b.ActiveShareSteps
+		if b.EnergyJoules.Known {
+			o.energy += b.EnergyJoules.Value
+			o.energyKnown = true
+		}
+		o.vram.add(b.VRAMUsedMiB, b.HeldSteps)
+		o.activity.add(Percentiles{P50: b.ActivityP50, P95: quantileAmount(b.Activity), Max: b.ActivityMax}, b.Activity.Samples)
+		o.stats.Samples += b.Activity.Samples
+		o.stats.Sum += b.Activity.Sum
+		o.stats.BelowIdle += b.Activity.BelowIdle
+		o.stats.AtOrAboveBurst += b.Activity.AtOrAboveBurst
+		o.dramSum += b.DRAMSum
+		o.dramN += b.DRAMSteps
+		o.powSum += b.PowerSum
+		o.powN += b.PowerSteps
+		if !b.FirstHeld.IsZero() && (o.firstHeld.IsZero() || b.FirstHeld.Before(o.firstHeld)) {
+			o.firstHeld = b.FirstHeld.UTC()
+		}
+		if !b.FirstUse.IsZero() && (o.firstUse.IsZero() || b.FirstUse.Before(o.firstUse)) {
+			o.firstUse = b.FirstUse.UTC()
+		}
+		return nil
+	}
+	d.sampled += b.SampledSteps
+	d.held += b.HeldSteps
+	d.powSum += b.PowerSum
+	d.powN += b.PowerSteps
+	d.vram.add(b.VRAMUsedMiB, b.SampledSteps)
+	d.vramFree.add(b.VRAMFreeMiB, b.SampledSteps)
+	if b.EnergyJoules.Known {
+		d.energy += b.EnergyJoules.Value
+		d.energyKnown = true
+	}
+	if i := slices.Index(ActivitySources, b.ActivitySource); i >= 0 && i < d.sourceRank {
+		d.sourceRank = i
+	}
+	d.samples += b.Samples
+	d.nan += b.NaNSamples
+	d.resets += b.CounterResets
+	d.afterGap += b.SampledAfterGap
+	for _, m := range b.Metrics {
+		if mi, ok := metricIndex[m]; ok {
+			d.metrics[mi] = true
+		}
+	}
+	if b.Device.MIGInstance != "" {
+		if d.sampledByBucket == nil {
+			d.sampledByBucket = map[int64]float64{}
+		}
+		d.sampledByBucket[b.Start.UnixMilli()] += b.SampledSteps
+	}
+	return nil
+}
+
+// Report gives the accounting of the buckets added, priced by pricing,
+// with the pods' life-cycle times and application metrics (each sample
+// standing for appStep; 0 means an hour).
+func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []AppSeries, appStep time.Duration) (*Report, error) {
+	step := a.step
+	if step == 0 {
+		// No buckets: nothing was sampled; the window still has a length.
+		step = a.end.Sub(a.start)
+	}
+	sec := step.Seconds()
+	windowSeconds := a.end.Sub(a.start).Seconds()
+	windowSteps := windowSeconds / sec
+
+	r := &Report{Accounting: HourlyAccounting, Start: a.start.UTC(), End: a.end.UTC(), StepSecond: Seconds(sec), Currency: pricing.Currency()}
+	q := &r.Quality
+	q.ActivitySources = map[string]int{}
+	keys := slices.Sorted(maps.Keys(a.devices))
+	devs := make([]Device, len(keys))
+	for i, k := range keys {
+		devs[i] = a.devices[k].device
+	}
+	if err := pricing.checkPriced(devs); err != nil {
+		return nil, err
+	}
+
+	seenMetric := make([]bool, nMetrics)
+	pods := map[string]*podState{}
+	nodes := map[string]*acc{}
+	nodePods := map[string]map[string]bool{}
+	var cluster acc
+	var coveredDeviceSeconds, windowDeviceSeconds float64
+	type podAgg struct {
+		vram, activity quantileSet
+		dramSum, dramN float64
+		powSum, powN   float64
+	}
+	podAggs := map[string]*podAgg{}
+
+	addDevice := func(du DeviceUsage, dev *acc) {
+		r.Devices = append(r.Devices, du)
+		cluster.add(dev)
+		na := nodes[du.Node]
+		if na == nil {
+			na = &acc{}
+			nodes[du.Node] = na
+		}
+		na.add(dev)
+	}
+	// The instances of the MIG GPU being accounted, with the most steps any
+	// of them was sampled in each bucket.
+	var mig struct {
+		device    Device
+		instances int
+		shares    float64
+		price     Amount
+		sampled   map[int64]float64
+	}
+	flushUninstantiated := func() {
+		rest := 1 - mig.shares
+		if mig.instances > 0 && rest > 1e-9 {
+			price := math.NaN()
+			if mig.price.Known {
+				price = mig.price.Value
+			}
+			var sampled float64
+			for _, s := range mig.sampled {
+				sampled += s
+			}
+			var dev acc
+			dev.unseen((windowSteps - sampled) * sec * rest)
+			dev.free(sampled*sec*rest, price)
+			du := DeviceUsage{Device: Device{Node: mig.device.Node, GPU: mig.device.GPU, UUID: mig.device.UUID, Model: mig.device.Model},
+				Uninstantiated: true, Share: rest, PricePerHour: mig.price, Coverage: Known(sampled * sec / windowSeconds),
+				Totals: dev.totals(), Capacity: dev.capacityTotals()}
+			addDevice(du, &dev)
+		}
+		mig.instances, mig.shares, mig.sampled = 0, 0, map[int64]float64{}
+	}
+	mig.sampled = map[int64]float64{}
+
+	for _, key := range keys {
+		d := a.devices[key]
+		if d.device.MIGInstance == "" || mig.instances == 0 || mig.device.Node != d.device.Node || mig.device.GPU != d.device.GPU || mig.device.UUID != d.device.UUID {
+			flushUninstantiated()
+		}
+		share, shareKnown := pricing.Share(d.device)
+		if !shareKnown {
+			q.Warnings = append(q.Warnings, fmt.Sprintf("device %s: MIG profile %q is not in the catalogue; its share was read from the name as %.3g of a GPU", d.device.Key(), d.device.MIGProfile, share))
+		}
+		price := math.NaN()
+		pa := pricing.PerHour(d.device)
+		if pa.Known {
+			price = pa.Value
+		}
+		du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
+		if d.sourceRank < len(ActivitySources) {
+			du.ActivitySource = ActivitySources[d.sourceRank]
+			q.ActivitySources[du.ActivitySource]++
+		} else {
+			q.ActivitySources["none"]++
+		}
+		q.Samples += int(d.samples)
+		q.NaNSamples += int(d.nan)
+		q.CounterResets += int(d.resets)
+		if d.afterGap > 0 {
+			q.Gaps += int(d.afterGap) - 1 // the device's first appearance is no gap
+		}
+		for mi, seen := range d.metrics {
+			seenMetric[mi] = seenMetric[mi] || seen
+		}
+
+		var dev acc
+		dev.energy, dev.energyKnown = d.energy, d.energyKnown
+		held := min(d.held, d.sampled)
+		dev.unseen((windowSteps - d.sampled) * sec * share)
+		dev.free((d.sampled-held)*sec*share, price)
+		dev.capacity += held * sec * share
+		windowDeviceSeconds += windowSeconds * share
+		coveredDeviceSeconds += d.sampled * sec * share
+
+		owners := slices.SortedFunc(maps.Keys(d.owners), func(x, y Owner) int {
+			return strings.Compare(x.PodKey()+"/"+x.Container, y.PodKey()+"/"+y.Container)
+		})
+		for _, o := range owners {
+			os := d.owners[o]
+			gs := sec * share
+			allocated, known, active := os.heldShare*gs, os.known*gs, os.active*gs
+			dev.holdSums(allocated, known, active, price)
+			ps, ca := resolveOwner(pods, o, d.device, du.ActivitySource, 0, 0)
+			if nodePods[d.device.Node] == nil {
+				nodePods[d.device.Node] = map[string]bool{}
+			}
+			nodePods[d.device.Node][o.PodKey()] = true
+			ps.acc.holdSums(allocated, known, active, price)
+			ca.holdSums(allocated, known, active, price)
+			if os.energyKnown {
+				ps.acc.energy += os.energy
+				ps.acc.energyKnown = true
+				ca.energy += os.energy
+				ca.energyKnown = true
+			}
+			pg := podAggs[o.PodKey()]
+			if pg == nil {
+				pg = &podAgg{}
+				podAggs[o.PodKey()] = pg
+			}
+			pg.vram.merge(&os.vram)
+			pg.activity.merge(&os.activity)
+			st := &ps.stats
+			st.Samples += os.stats.Samples
+			st.Sum += os.stats.Sum
+			st.BelowIdle += os.stats.BelowIdle
+			st.AtOrAboveBurst += os.stats.AtOrAboveBurst
+			pg.dramSum += os.dramSum
+			pg.dramN += os.dramN
+			pg.powSum += os.powSum
+			pg.powN += os.powN
+			if !os.firstHeld.IsZero() && (ps.attached.IsZero() || os.firstHeld.Before(ps.attached)) {
+				ps.attached = os.firstHeld
+			}
+			if !os.firstUse.IsZero() && (ps.firstUseAt.IsZero() || os.firstUse.Before(ps.firstUseAt)) {
+				ps.firstUseAt = os.firstUse
+			}
+		}
+		du.Coverage = Known(d.sampled * sec / windowSeconds)
+		du.VRAMUsedMiB = d.vram.percentiles()
+		du.VRAMFreeMiB = d.vramFree.percentiles()
+		if d.powN > 0 {
+			du.PowerWatts = Known(d.powSum / d.powN)
+		}
+		du.Totals, du.Capacity = dev.totals(), dev.capacityTotals()
+		addDevice(du, &dev)
+		if d.device.MIGInstance != "" {
+			if mig.instances == 0 {
+				mig.device, mig.price = d.device, pa
+			}
+			mig.instances++
+			mig.shares += share
+			for t, s := range d.sampledByBucket {
+				mig.sampled[t] = max(mig.sampled[t], s)
+			}
+		}
+	}
+	flushUninstantiated()
+	q.Gaps = max(q.Gaps, 0)
+	q.MissingMetrics = missingMetrics(seenMetric)
+	if windowDeviceSeconds > 0 {
+		q.Coverage = Known(coveredDeviceSeconds / windowDeviceSeconds)
+	}
+	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
+
+	for key, ps := range pods {
+		pg := podAggs[key]
+		ps.usage.VRAMUsedMiB = pg.vram.percentiles()
+		ps.usage.Activity = pg.activity.percentiles()
+		ps.stats.P95 = ps.usage.Activity.P95.Value
+		if pg.dramN > 0 {
+			ps.usage.DRAMActive = Known(pg.dramSum / pg.dramN)
+		}
+		if pg.powN > 0 {
+			ps.usage.PowerWatts = Known(pg.powSum / pg.powN)
+		}
+	}
+	if appStep <= 0 {
+		appStep = time.Hour
+	}
+	assemble(r, pods, nodes, nodePods, apps, podEvents, func(int64) float64 { return appStep.Seconds() })
+	return r, nil
+}
+
+func quantileAmount(st ActivityStats) Amount {
+	if st.Samples <= 0 {
+		return Unknown
+	}
+	return Known(st.P95)
+}
+
+// quantileSet combines the percentiles of buckets into the window's: the
+// maximum exactly, the p50 and p95 as percentiles of the buckets' own,
+// weighted by their steps.
+type quantileSet struct {
+	p50, p95 []weighted
+	max      Amount
+}
+
+// weighted is a bucket's percentile and its steps, in float32: a month of
+// buckets per device and owner stays small, and MiB and ratios keep their
+// precision (integers to 16 million).
+type weighted struct{ value, weight float32 }
+
+func (s *quantileSet) add(p Percentiles, weight float64) {
+	if weight <= 0 {
+		return
+	}
+	if p.P50.Known {
+		s.p50 = append(s.p50, weighted{float32(p.P50.Value), float32(weight)})
+	}
+	if p.P95.Known {
+		s.p95 = append(s.p95, weighted{float32(p.P95.Value), float32(weight)})
+	}
+	if p.Max.Known && (!s.max.Known || p.Max.Value > s.max.Value) {
+		s.max = p.Max
+	}
+}
+
+func (s *quantileSet) merge(o *quantileSet) {
+	s.p50 = append(s.p50, o.p50...)
+	s.p95 = append(s.p95, o.p95...)
+	if o.max.Known && (!s.max.Known || o.max.Value > s.max.Value) {
+		s.max = o.max
+	}
+}
+
+func (s *quantileSet) percentiles() Percentiles {
+	return Percentiles{P50: weightedQuantile(s.p50, 0.5), P95: weightedQuantile(s.p95, 0.95), Max: s.max}
+}
+
+// widen gives the float64 that prints as the float32 does (0.85, not
+// 0.8500000238418579).
+func widen(x float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+	return v
+}
+
+// weightedQuantile is the nearest-rank q-quantile of weighted values.
+func weightedQuantile(v []weighted, q float64) Amount {
+	if len(v) == 0 {
+		return Unknown
+	}
+	sort.Slice(v, func(i, j int) bool { return v[i].value < v[j].value })
+	var total float64
+	for _, x := range v {
+		total += float64(x.weight)
+	}
+	var cum float64
+	for _, x := range v {
+		cum += float64(x.weight)
+		if cum >= q*total-1e-9 {
+			return Known(widen(x.value))
+		}
+	}
+	return Known(widen(v[len(v)-1].value))
+}
