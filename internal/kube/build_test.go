@@ -554,6 +554,28 @@ func TestBuildCloudNodes(t *testing.T) {
 			want:         repeat(cluster.GPU{Model: model("T4"), Memory: 15360, Sharing: cluster.TimeSliced, Replicas: 4}, 4),
 			wantWarnings: []string{"4 GPUs from label node.kubernetes.io/instance-type=Standard_NC64as_T4_v3"},
 		},
+		"EKS with Karpenter, a name the catalogue spells otherwise": {
+			node: makeNode("eks-g7e").label(LabelKarpenterGPUName, "rtx-pro-server-6000").label(LabelKarpenterGPUMemory, "98304").
+				label(LabelKarpenterGPUCount, "4").label(LabelInstanceType, "g7e.24xlarge").alloc(ResourceGPU, "4").obj(),
+			want:         repeat(cluster.GPU{Model: model("RTX-PRO-6000"), Memory: 97887}, 4),
+			wantWarnings: []string{"inferred model RTX-PRO-6000 from label karpenter.k8s.aws/instance-gpu-name=rtx-pro-server-6000, 4 GPUs from label karpenter.k8s.aws/instance-gpu-count=4"},
+		},
+		"EKS, P5 with one GPU": {
+			node:         makeNode("eks-p5").label(LabelInstanceType, "p5.4xlarge").alloc(ResourceGPU, "1").obj(),
+			want:         repeat(cluster.GPU{Model: model("H100-80GB"), Memory: 81559}, 1),
+			wantWarnings: []string{"inferred model H100-80GB from label node.kubernetes.io/instance-type=p5.4xlarge, 1 GPUs from label node.kubernetes.io/instance-type=p5.4xlarge"},
+		},
+		"GKE G4": {
+			node: makeNode("gke-g4").label(LabelGKEAccelerator, "nvidia-rtx-pro-6000").label(LabelInstanceType, "g4-standard-192").
+				alloc(ResourceGPU, "4").obj(),
+			want:         repeat(cluster.GPU{Model: model("RTX-PRO-6000"), Memory: 97887}, 4),
+			wantWarnings: []string{"inferred model RTX-PRO-6000 from label cloud.google.com/gke-accelerator=nvidia-rtx-pro-6000, 4 GPUs from label node.kubernetes.io/instance-type=g4-standard-192"},
+		},
+		"AKS ND GB200 v6": {
+			node:         makeNode("aks-gb200").label(LabelInstanceType, "Standard_ND128isr_NDR_GB200_v6").alloc(ResourceGPU, "4").obj(),
+			want:         repeat(cluster.GPU{Model: model("GB200"), Memory: model("GB200").Usable}, 4),
+			wantWarnings: []string{"inferred model GB200 from label node.kubernetes.io/instance-type=Standard_ND128isr_NDR_GB200_v6, 4 GPUs from label node.kubernetes.io/instance-type=Standard_ND128isr_NDR_GB200_v6"},
+		},
 		"no label names the model": {
 			node:         makeNode("bare").label(LabelInstanceType, "m5.large").alloc(ResourceGPU, "1").obj(),
 			wantWarnings: []string{"node bare: advertises GPUs but has no nvidia.com/gpu.product label (is GPU feature discovery installed?) and no cloud label or instance type names its GPU model"},
@@ -570,5 +592,58 @@ func TestBuildCloudNodes(t *testing.T) {
 			}
 			checkWarnings(t, tc.wantWarnings, st.Warnings)
 		})
+	}
+}
+
+// TestCloudTables: every model the cloud tables name is in the built-in
+// catalogue (an instance type's model is looked up with MustLookup), every
+// instance type has whole GPUs, and the cloud labels' names resolve to the
+// model the table gives their instance types.
+func TestCloudTables(t *testing.T) {
+	c := gpu.Default()
+	for it, g := range instanceGPUs {
+		if _, ok := c.Lookup(g.model); !ok {
+			t.Errorf("instance type %s: model %q is not in the built-in catalogue", it, g.model)
+		}
+		if g.count < 1 {
+			t.Errorf("instance type %s: %d GPUs", it, g.count)
+		}
+	}
+	for name, tables := range map[string]map[string]string{"gkeAccelerators": gkeAccelerators, "karpenterGPUs": karpenterGPUs} {
+		for k, m := range tables {
+			if _, ok := c.Lookup(m); !ok {
+				t.Errorf("%s[%q]: model %q is not in the built-in catalogue", name, k, m)
+			}
+		}
+	}
+	// The label a node of each instance type carries names the model the
+	// table gives it: GKE's accelerator, Karpenter's GPU name and memory.
+	for _, tc := range []struct {
+		instanceType string
+		labels       map[string]string
+	}{
+		{"a2-highgpu-8g", map[string]string{LabelGKEAccelerator: "nvidia-tesla-a100"}},
+		{"a2-ultragpu-8g", map[string]string{LabelGKEAccelerator: "nvidia-a100-80gb"}},
+		{"a3-megagpu-8g", map[string]string{LabelGKEAccelerator: "nvidia-h100-mega-80gb"}},
+		{"a3-ultragpu-8g", map[string]string{LabelGKEAccelerator: "nvidia-h200-141gb"}},
+		{"a4-highgpu-8g", map[string]string{LabelGKEAccelerator: "nvidia-b200"}},
+		{"a4x-highgpu-4g", map[string]string{LabelGKEAccelerator: "nvidia-gb200"}},
+		{"g2-standard-96", map[string]string{LabelGKEAccelerator: "nvidia-l4"}},
+		{"p3dn.24xlarge", map[string]string{LabelKarpenterGPUName: "v100", LabelKarpenterGPUMemory: "32768"}},
+		{"p4d.24xlarge", map[string]string{LabelKarpenterGPUName: "a100", LabelKarpenterGPUMemory: "40960"}},
+		{"p5en.48xlarge", map[string]string{LabelKarpenterGPUName: "h200", LabelKarpenterGPUMemory: "144384"}},
+		{"p6-b200.48xlarge", map[string]string{LabelKarpenterGPUName: "b200", LabelKarpenterGPUMemory: "183359"}},
+		{"g5.xlarge", map[string]string{LabelKarpenterGPUName: "a10g", LabelKarpenterGPUMemory: "22888"}},
+		{"g6e.xlarge", map[string]string{LabelEKSAutoGPUName: "l40s", LabelEKSAutoGPUMemory: "45776"}},
+		{"g7e.2xlarge", map[string]string{LabelEKSAutoGPUName: "rtx-pro-server-6000", LabelEKSAutoGPUMemory: "98304"}},
+	} {
+		cg, ok := fromCloudLabels(tc.labels, c)
+		if !ok {
+			t.Errorf("%s: labels %v name no model", tc.instanceType, tc.labels)
+			continue
+		}
+		if want := instanceGPUs[tc.instanceType].model; cg.model.Name != want {
+			t.Errorf("%s: labels %v name %s, the instance type %s", tc.instanceType, tc.labels, cg.model.Name, want)
+		}
 	}
 }
