@@ -284,8 +284,8 @@ func checkBucketWindow(w usage.Window, bucket time.Duration) error {
 		return fmt.Errorf("bucket %s at step %s: want a positive step that divides the bucket, such as 30s for 1h", bucket, w.Step)
 	case !w.End.After(w.Start):
 		return fmt.Errorf("window %s..%s is empty; give an end after the start", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339))
-	case w.Start.UnixMilli()%bucket.Milliseconds() != 0 || w.End.UnixMilli()%bucket.Milliseconds() != 0:
-		return fmt.Errorf("window %s..%s does not start and end on whole buckets of %s; round both to the bucket (the hour)", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), bucket)
+	case w.Start.UnixMilli()%w.Step.Milliseconds() != 0 || w.End.Sub(w.Start)%bucket != 0:
+		return fmt.Errorf("window %s..%s is not whole buckets of %s from a whole step of %s; start on a step and give a whole number of buckets (serve reads the current hour as one bucket from the hour to the last step)", w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), bucket, w.Step)
 	}
 	return nil
 }

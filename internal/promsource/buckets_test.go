@@ -84,9 +84,10 @@ func TestStreamBucketsRefusesOddWindows(t *testing.T) {
 		w    usage.Window
 		want string
 	}{
-		"not on the hour": {usage.Window{Start: start.Add(time.Minute), End: start.Add(time.Hour), Step: 30 * time.Second}, "whole buckets of 1h0m0s"},
-		"odd step":        {usage.Window{Start: start, End: start.Add(time.Hour), Step: 7 * time.Minute}, "a positive step that divides the bucket"},
-		"empty":           {usage.Window{Start: start, End: start, Step: 30 * time.Second}, "is empty"},
+		"not whole buckets": {usage.Window{Start: start, End: start.Add(90 * time.Minute), Step: 30 * time.Second}, "not whole buckets of 1h0m0s"},
+		"not on a step":     {usage.Window{Start: start.Add(time.Second), End: start.Add(time.Hour + time.Second), Step: 30 * time.Second}, "not whole buckets of 1h0m0s"},
+		"odd step":          {usage.Window{Start: start, End: start.Add(time.Hour), Step: 7 * time.Minute}, "a positive step that divides the bucket"},
+		"empty":             {usage.Window{Start: start, End: start, Step: 30 * time.Second}, "is empty"},
 	} {
 		if _, err := s.LoadBuckets(context.Background(), tc.w, time.Hour); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v; want one saying %q", name, err, tc.want)
