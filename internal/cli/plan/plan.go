@@ -125,7 +125,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		u = observations(du)
+		u = usagefacts.PlanUsage(du)
 	}
 	if o.window != "" {
 		w, err := diagnose.ParseWindow(o.window)
@@ -178,17 +178,7 @@ func measure(ctx context.Context, url, window string) (*plan.Usage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage measured from %s: %w", url, err)
 	}
-	return observations(du), nil
-}
-
-// observations converts diagnose's usage facts into the planner's input.
-func observations(du *diagnose.Usage) *plan.Usage {
-	u := &plan.Usage{Window: du.Window, Pods: make(map[string]plan.Observation, len(du.Pods))}
-	for key, f := range du.Pods {
-		u.Pods[key] = plan.Observation{ActiveMeasured: f.Measured, ActiveRatio: f.ActiveRatio, Pattern: f.Pattern, VRAMUsedP95: f.VRAMUsedP95,
-			IdleHeldRatio: f.IdleHeldRatio, IdleHeldMeasured: f.IdleHeldMeasured, HourlyActivity: f.HourlyActivity}
-	}
-	return u
+	return usagefacts.PlanUsage(du), nil
 }
 
 // The files --out writes.
