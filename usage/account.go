@@ -284,23 +284,28 @@ func (a *acc) add(b *acc) {
 // hold credits gpuSeconds of allocation with activity a (NaN if unknown)
 // and price p per GPU-hour (NaN if unknown).
 func (a *acc) hold(gpuSeconds, activity, price float64) {
-	a.alloc += gpuSeconds
-	priceKnown := !math.IsNaN(price)
-	if priceKnown {
-		a.priceKnownAlloc += gpuSeconds
-		a.cost += gpuSeconds * price / 3600
-	} else {
-		a.allocUnpriced += gpuSeconds
-	}
 	if math.IsNaN(activity) {
+		a.holdSums(gpuSeconds, 0, 0, price)
 		return
 	}
-	a.activeKnownAlloc += gpuSeconds
-	a.active += gpuSeconds * activity
-	if priceKnown {
-		a.costActiveKnown += gpuSeconds * price / 3600
-		a.idleCost += gpuSeconds * (1 - activity) * price / 3600
+	a.holdSums(gpuSeconds, gpuSeconds, gpuSeconds*activity, price)
+}
+
+// holdSums credits allocated GPU-seconds, of which activityKnown had an
+// activity sample and integrate to active GPU-seconds, at price p per
+// GPU-hour (NaN if unknown): hold summed over steps, as buckets give it.
+func (a *acc) holdSums(allocated, activityKnown, active, price float64) {
+	a.alloc += allocated
+	a.activeKnownAlloc += activityKnown
+	a.active += active
+	if math.IsNaN(price) {
+		a.allocUnpriced += allocated
+		return
 	}
+	a.priceKnownAlloc += allocated
+	a.cost += allocated * price / 3600
+	a.costActiveKnown += activityKnown * price / 3600
+	a.idleCost += (activityKnown - active) * price / 3600
 }
 
 // free credits gpuSeconds of capacity that was sampled and held by no pod,
@@ -406,6 +411,13 @@ type podState struct {
 	firstSlot  int
 	firstUse   int
 	containers map[string]*acc
+	// Filled in by either path before assemble: the pattern's
+	// statistics, when the pod was first seen on a GPU and first used one
+	// (zero if never). The usage's VRAM, activity, DRAM and power figures
+	// are set too.
+	stats      ActivityStats
+	attached   time.Time
+	firstUseAt time.Time
 }
 
 // Account integrates the series over the window. It never fails on bad
@@ -455,7 +467,7 @@ func Account(in Input) (*Report, error) {
 	}
 	sort.Slice(devs, func(i, j int) bool { return devs[i].device.Key() < devs[j].device.Key() })
 	q.MissingMetrics = missingMetrics(seenMetric)
-	if err := in.Pricing.checkPriced(devs); err != nil {
+	if err := in.Pricing.checkPriced(deviceList(devs)); err != nil {
 		return nil, err
 	}
 
@@ -604,6 +616,7 @@ func Account(in Input) (*Report, error) {
 			windowDeviceSeconds += sec * share
 			if !sampled[k] {
 				dev.unseen(sec * share)
+				lastEnergy = math.NaN()
 				if wasPresent {
 					inGap = true
 				}
@@ -636,21 +649,21 @@ func Account(in Input) (*Report, error) {
 				powerSum += power
 				powerN++
 			}
-			// Energy from the counter where there is one, else power x time.
+			// Energy from the counter's increase since the previous step
+			// (all of it after a reset), else power x time: a counter after
+			// a gap or a NaN tells nothing about this step alone.
 			energy := math.NaN()
-			if e := vals[mEnergy][k]; !math.IsNaN(e) {
-				if !math.IsNaN(lastEnergy) {
-					if e < lastEnergy {
-						q.CounterResets++
-						energy = e / 1000
-					} else {
-						energy = (e - lastEnergy) / 1000
-					}
+			if e, prev := vals[mEnergy][k], lastEnergy; !math.IsNaN(e) && !math.IsNaN(prev) {
+				if e < prev {
+					q.CounterResets++
+					energy = e / 1000
+				} else {
+					energy = (e - prev) / 1000
 				}
-				lastEnergy = e
 			} else if !math.IsNaN(power) {
 				energy = power * sec
 			}
+			lastEnergy = vals[mEnergy][k]
 			if !math.IsNaN(energy) {
 				dev.energy += energy
 				dev.energyKnown = true
@@ -727,8 +740,35 @@ func Account(in Input) (*Report, error) {
 	}
 	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
 
+	for _, ps := range pods {
+		ps.usage.VRAMUsedMiB = percentiles(ps.vram)
+		ps.usage.Activity = percentiles(ps.activity)
+		if ps.dramN > 0 {
+			ps.usage.DRAMActive = Known(ps.dramSum / float64(ps.dramN))
+		}
+		if ps.powerN > 0 {
+			ps.usage.PowerWatts = Known(ps.powerSum / float64(ps.powerN))
+		}
+		ps.stats = activityStats(ps.activity)
+		ps.attached = slotTime(ps.firstSlot)
+		if ps.firstUse >= 0 {
+			ps.firstUseAt = slotTime(ps.firstUse)
+		}
+	}
+	appSeconds := func(tMs int64) float64 { return slotSeconds(int((tMs - startMs) / stepMs)) }
+	assemble(r, pods, nodes, nodePods, in.App, in.Pods, appSeconds)
+	return r, nil
+}
+
+// assemble completes a report from the pods' and nodes' accumulators,
+// whichever path filled them: pod, container, namespace and node usage,
+// patterns, application metrics (each sample standing for appSeconds of
+// its time) and start-up phases.
+func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodePods map[string]map[string]bool, apps []AppSeries, podEvents []PodEvents, appSeconds func(tMs int64) float64) {
+	startMs, endMs := r.Start.UnixMilli(), r.End.UnixMilli()
+	q := &r.Quality
 	events := map[string]PodEvents{}
-	for _, e := range in.Pods {
+	for _, e := range podEvents {
 		events[e.Namespace+"/"+e.Pod] = e
 	}
 	appFirst := map[string]int64{}
@@ -741,15 +781,7 @@ func Account(in Input) (*Report, error) {
 		u.Devices = slices.Sorted(maps.Keys(ps.devices))
 		u.ActivitySources = slices.Sorted(maps.Keys(ps.sources))
 		u.Totals = ps.acc.totals()
-		u.VRAMUsedMiB = percentiles(ps.vram)
-		u.Activity = percentiles(ps.activity)
-		if ps.dramN > 0 {
-			u.DRAMActive = Known(ps.dramSum / float64(ps.dramN))
-		}
-		if ps.powerN > 0 {
-			u.PowerWatts = Known(ps.powerSum / float64(ps.powerN))
-		}
-		u.Pattern = classify(ps.activity, u.DRAMActive, u.VRAMUsedMiB)
+		u.Pattern = classify(ps.stats, u.DRAMActive, u.VRAMUsedMiB)
 		for _, c := range slices.Sorted(maps.Keys(ps.containers)) {
 			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c}, Totals: ps.containers[c].totals()})
 		}
@@ -769,7 +801,7 @@ func Account(in Input) (*Report, error) {
 	}
 	podApps := map[string]map[string]*appAgg{}
 	nsApps := map[string]map[string]*appAgg{}
-	for _, a := range in.App {
+	for _, a := range apps {
 		target, key := podApps, a.Namespace+"/"+a.Pod
 		if a.Pod == "" {
 			target, key = nsApps, a.Namespace
@@ -790,10 +822,9 @@ func Account(in Input) (*Report, error) {
 				q.NaNSamples++
 				continue
 			}
-			k := int((s.TimeMs - startMs) / stepMs)
 			ag.sum += s.Value
 			ag.n++
-			ag.total += s.Value * slotSeconds(k)
+			ag.total += s.Value * appSeconds(s.TimeMs)
 			if first, ok := appFirst[key]; a.Pod != "" && (!ok || s.TimeMs < first) {
 				appFirst[key] = s.TimeMs
 			}
@@ -823,10 +854,8 @@ func Account(in Input) (*Report, error) {
 		st := &u.Startup
 		e := events[key]
 		st.Created, st.Scheduled, st.ContainersReady, st.AppReady = timePtr(e.Created), timePtr(e.Scheduled), timePtr(e.ContainersReady), timePtr(e.Ready)
-		st.GPUAttached = timePtr(slotTime(ps.firstSlot))
-		if ps.firstUse >= 0 {
-			st.FirstGPUUse = timePtr(slotTime(ps.firstUse))
-		}
+		st.GPUAttached = timePtr(ps.attached)
+		st.FirstGPUUse = timePtr(ps.firstUseAt)
 		if st.AppReady == nil {
 			if first, ok := appFirst[key]; ok {
 				st.AppReady = timePtr(time.UnixMilli(first).UTC())
@@ -849,7 +878,6 @@ func Account(in Input) (*Report, error) {
 	for _, n := range slices.Sorted(maps.Keys(nodes)) {
 		r.Nodes = append(r.Nodes, NodeUsage{GroupUsage: GroupUsage{Name: n, Pods: len(nodePods[n]), Totals: nodes[n].totals()}, Capacity: nodes[n].capacityTotals()})
 	}
-	return r, nil
 }
 
 // migGPU collects the instances of one MIG GPU: their shares and the
@@ -910,6 +938,14 @@ func resolveOwner(pods map[string]*podState, o Owner, d Device, source string, k
 		ps.containers[o.Container] = ca
 	}
 	return ps, ca
+}
+
+func deviceList(devs []*deviceInput) []Device {
+	out := make([]Device, len(devs))
+	for i, d := range devs {
+		out[i] = d.device
+	}
+	return out
 }
 
 func missingMetrics(seen []bool) []MissingMetric {

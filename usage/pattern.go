@@ -61,32 +61,52 @@ var recommendations = map[PatternName]string{
 	UnknownPattern: "export DCGM activity metrics for this pod's GPU",
 }
 
-// classify reads the pattern from the activity samples (sorted in place)
-// while held, the mean DRAM activity and the VRAM percentiles.
-func classify(activity []float64, dram Amount, vram Percentiles) Pattern {
-	p := Pattern{Name: UnknownPattern, DRAMActive: dram, VRAMUsedP95MiB: vram.P95}
+// ActivityStats are the statistics of activity samples (ratios 0..1) that
+// a pattern is read from: how many there were, their sum, how many lay below
+// the activity idle floor and how many at or above the burst level, and their
+// 95th percentile. Account counts them from the samples; AccountBuckets adds
+// up the counts that the query engine made per bucket.
+type ActivityStats struct {
+	Samples        float64
+	Sum            float64
+	BelowIdle      float64
+	AtOrAboveBurst float64
+	P95            float64
+}
+
+// activityStats counts the statistics of the samples, sorting them in place.
+func activityStats(activity []float64) ActivityStats {
+	st := ActivityStats{Samples: float64(len(activity))}
 	if len(activity) == 0 {
+		return st
+	}
+	for _, a := range activity {
+		st.Sum += a
+		if a < ActivityIdleFloor {
+			st.BelowIdle++
+		}
+		if a >= burstLevelActivity {
+			st.AtOrAboveBurst++
+		}
+	}
+	st.P95 = percentiles(activity).P95.Value
+	return st
+}
+
+// classify reads the pattern from the activity statistics while held, the
+// mean DRAM activity and the VRAM percentiles.
+func classify(st ActivityStats, dram Amount, vram Percentiles) Pattern {
+	p := Pattern{Name: UnknownPattern, DRAMActive: dram, VRAMUsedP95MiB: vram.P95}
+	if st.Samples <= 0 {
 		p.Recommendation = recommendations[p.Name]
 		return p
 	}
-	var sum float64
-	idle, burst := 0, 0
-	for _, a := range activity {
-		sum += a
-		if a < ActivityIdleFloor {
-			idle++
-		}
-		if a >= burstLevelActivity {
-			burst++
-		}
-	}
-	n := float64(len(activity))
-	mean := sum / n
-	p95 := percentiles(activity).P95.Value
+	n := st.Samples
+	mean, p95, idle := st.Sum/n, st.P95, st.BelowIdle/n
 	p.MeanActivity = Known(round4(mean))
 	p.P95Activity = Known(round4(p95))
-	p.IdleRatio = Known(round4(float64(idle) / n))
-	p.BurstRatio = Known(round4(float64(burst) / n))
+	p.IdleRatio = Known(round4(idle))
+	p.BurstRatio = Known(round4(st.AtOrAboveBurst / n))
 	switch {
 	case p95 < idleHeldP95:
 		p.Name = IdleHeld
@@ -94,7 +114,7 @@ func classify(activity []float64, dram Amount, vram Percentiles) Pattern {
 		p.Name = Busy
 	case dram.Known && dram.Value >= memoryBoundDRAM:
 		p.Name = MemoryBound
-	case float64(idle)/n >= burstyIdleRatio && p95 >= burstyP95Activity:
+	case idle >= burstyIdleRatio && p95 >= burstyP95Activity:
 		p.Name = Bursty
 	case mean < flatLowMeanBelow:
 		p.Name = FlatLow

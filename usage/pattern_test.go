@@ -29,7 +29,7 @@ func TestMeanActivityRange(t *testing.T) {
 		if r.IntN(4) == 0 {
 			dram = Known(r.Float64())
 		}
-		p := classify(samples, dram, Percentiles{})
+		p := classify(activityStats(samples), dram, Percentiles{})
 		lo, hi, ok := MeanActivityRange(p.Name)
 		if !ok {
 			t.Fatalf("no range for %s", p.Name)

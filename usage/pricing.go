@@ -75,18 +75,18 @@ func (e *UnpricedError) Error() string {
 // currency) that leaves a device's model without a price and no node rule
 // covering it. With the catalogue's own currency an unpriced model (the
 // trace's undisclosed ones) stays an honest unknown.
-func (p Pricing) checkPriced(devs []*deviceInput) error {
+func (p Pricing) checkPriced(devs []Device) error {
 	if p.Catalogue == nil || !p.Catalogue.Repriced() {
 		return nil
 	}
 	node := map[string]string{}
 	for _, d := range devs {
-		if p.PerHour(d.device).Known {
+		if p.PerHour(d).Known {
 			continue
 		}
-		if m := p.model(d.device); m != nil {
+		if m := p.model(d); m != nil {
 			if _, seen := node[m.Name]; !seen {
-				node[m.Name] = d.device.Node
+				node[m.Name] = d.Node
 			}
 		}
 	}

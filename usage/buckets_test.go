@@ -1,0 +1,445 @@
+package usage
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// bucketize computes buckets from series as the query engine does from the
+// same samples (a reference for AccountBuckets' tests; promsource's
+// end-to-end test checks the real PromQL): per step, the last sample of
+// each metric, the owners present, activity by per-step preference.
+func bucketize(series []Series, start time.Time, n int, length, step time.Duration) []Bucket {
+	slots := n * int(length/step)
+	stepMs := step.Milliseconds()
+	type dev struct {
+		device  Device
+		vals    [nMetrics][]float64
+		has     [nMetrics][]bool
+		sampled []bool
+		owners  map[Owner][]bool
+		samples []float64
+		nan     []float64
+		metrics map[string]bool
+	}
+	devs := map[string]*dev{}
+	var order []string
+	for _, s := range series {
+		mi, ok := metricIndex[s.Metric]
+		if !ok {
+			continue
+		}
+		d := devs[s.Device.Key()]
+		if d == nil {
+			d = &dev{device: s.Device, sampled: make([]bool, slots), owners: map[Owner][]bool{}, samples: make([]float64, slots), nan: make([]float64, slots), metrics: map[string]bool{}}
+			for m := range d.vals {
+				d.vals[m] = make([]float64, slots)
+				d.has[m] = make([]bool, slots)
+				for k := range d.vals[m] {
+					d.vals[m][k] = math.NaN()
+				}
+			}
+			devs[s.Device.Key()] = d
+			order = append(order, s.Device.Key())
+		}
+		d.metrics[s.Metric] = true
+		for _, smp := range s.Samples {
+			k := int((smp.TimeMs - start.UnixMilli()) / stepMs)
+			if k < 0 || k >= slots {
+				continue
+			}
+			d.sampled[k] = true
+			d.samples[k]++
+			if !s.Owner.IsZero() {
+				if d.owners[s.Owner] == nil {
+					d.owners[s.Owner] = make([]bool, slots)
+				}
+				d.owners[s.Owner][k] = true
+			}
+			d.has[mi][k] = true
+			if math.IsNaN(smp.Value) || math.IsInf(smp.Value, 0) {
+				d.nan[k]++
+				continue
+			}
+			d.vals[mi][k] = smp.Value
+		}
+	}
+	var out []Bucket
+	per := int(length / step)
+	for _, key := range order {
+		d := devs[key]
+		activity := func(k int) (float64, string) {
+			for i, m := range []int{mGR, mSM, mUtil} {
+				if d.has[m][k] {
+					v := d.vals[m][k]
+					if m == mUtil {
+						v /= 100
+					}
+					return math.Max(0, math.Min(1, v)), ActivitySources[i]
+				}
+			}
+			return math.NaN(), ""
+		}
+		energy := func(k int) float64 {
+			e := d.vals[mEnergy][k]
+			if k > 0 && !math.IsNaN(e) && !math.IsNaN(d.vals[mEnergy][k-1]) {
+				if e < d.vals[mEnergy][k-1] {
+					return e / 1000
+				}
+				return (e - d.vals[mEnergy][k-1]) / 1000
+			}
+			if p := d.vals[mPower][k]; !math.IsNaN(p) {
+				return p * step.Seconds()
+			}
+			return math.NaN()
+		}
+		for bi := 0; bi < n; bi++ {
+			bs := start.Add(time.Duration(bi) * length)
+			own := Bucket{Start: bs, Length: length, Step: step, Device: d.device}
+			var vram, free []float64
+			for m := range d.metrics {
+				own.Metrics = append(own.Metrics, m)
+			}
+			srcRank := 3
+			for k := bi * per; k < (bi+1)*per; k++ {
+				if !d.sampled[k] {
+					continue
+				}
+				own.SampledSteps++
+				if k == 0 || !d.sampled[k-1] { // nothing before the window here
+					own.SampledAfterGap++
+				}
+				own.Samples += d.samples[k]
+				own.NaNSamples += d.nan[k]
+				for _, o := range d.owners {
+					if o[k] {
+						own.HeldSteps++
+						break
+					}
+				}
+				if v := d.vals[mFBUsed][k]; !math.IsNaN(v) {
+					vram = append(vram, v)
+				}
+				if v := d.vals[mFBFree][k]; !math.IsNaN(v) {
+					free = append(free, v)
+				}
+				if v := d.vals[mPower][k]; !math.IsNaN(v) {
+					own.PowerSum += v
+					own.PowerSteps++
+				}
+				if e := energy(k); !math.IsNaN(e) {
+					own.EnergyJoules = Known(own.EnergyJoules.Value + e)
+				}
+				if k > 0 && d.vals[mEnergy][k] < d.vals[mEnergy][k-1] {
+					own.CounterResets++
+				}
+				for i, m := range []int{mGR, mSM, mUtil} {
+					if !math.IsNaN(d.vals[m][k]) && i < srcRank {
+						srcRank = i
+					}
+				}
+			}
+			if own.SampledSteps == 0 {
+				continue
+			}
+			if srcRank < 3 {
+				own.ActivitySource = ActivitySources[srcRank]
+			}
+			own.VRAMUsedMiB, own.VRAMFreeMiB = percentiles(vram), percentiles(free)
+			out = append(out, own)
+			for o, present := range d.owners {
+				b := Bucket{Start: bs, Length: length, Step: step, Device: d.device, Owner: o}
+				var acts, fbs []float64
+				for k := bi * per; k < (bi+1)*per; k++ {
+					if !present[k] {
+						continue
+					}
+					n := 0.0
+					for _, p := range d.owners {
+						if p[k] {
+							n++
+						}
+					}
+					b.HeldSteps++
+					b.HeldShareSteps += 1 / n
+					if b.FirstHeld.IsZero() {
+						b.FirstHeld = start.Add(time.Duration(k) * step)
+					}
+					a, _ := activity(k)
+					fb := d.vals[mFBUsed][k]
+					if !math.IsNaN(a) {
+						b.ActivityKnownShareSteps += 1 / n
+						b.ActiveShareSteps += a / n
+						acts = append(acts, a)
+					}
+					if !math.IsNaN(fb) {
+						fbs = append(fbs, fb)
+					}
+					if b.FirstUse.IsZero() && (a > ActivityIdleFloor || fb > FBIdleFloorMiB) {
+						b.FirstUse = start.Add(time.Duration(k) * step)
+					}
+					if v := d.vals[mDRAM][k]; !math.IsNaN(v) {
+						b.DRAMSum += v
+						b.DRAMSteps++
+					}
+					if v := d.vals[mPower][k]; !math.IsNaN(v) {
+						b.PowerSum += v
+						b.PowerSteps++
+					}
+					if e := energy(k); !math.IsNaN(e) {
+						b.EnergyJoules = Known(b.EnergyJoules.Value + e/n)
+					}
+				}
+				if b.HeldSteps == 0 {
+					continue
+				}
+				p := percentiles(acts)
+				b.Activity = activityStats(acts)
+				b.ActivityP50, b.ActivityMax = p.P50, p.Max
+				b.VRAMUsedMiB = percentiles(fbs)
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// within reports whether got is within rel of want (or both unknown).
+func within(got, want Amount, rel float64) bool {
+	if got.Known != want.Known {
+		return false
+	}
+	return math.Abs(got.Value-want.Value) <= rel*math.Max(math.Abs(want.Value), 1e-9)
+}
+
+func TestAccountBucketsAgreesWithAccount(t *testing.T) {
+	const step, hours = 10 * time.Second, 3
+	per := int(time.Hour / step)
+	at := func(k int) int64 { return t0.Add(time.Duration(k) * step).UnixMilli() }
+	var series []Series
+	add := func(metric string, d Device, o Owner, from, to int, value func(k int) float64) {
+		s := Series{Metric: metric, Device: d, Owner: o}
+		for k := from; k < to; k++ {
+			s.Samples = append(s.Samples, Sample{TimeMs: at(k), Value: value(k)})
+		}
+		series = append(series, s)
+	}
+	h100 := Device{Node: "n1", GPU: "0", UUID: "GPU-1", Model: "NVIDIA H100 80GB HBM3"}
+	shared := Device{Node: "n1", GPU: "1", UUID: "GPU-2", Model: "NVIDIA H100 80GB HBM3"}
+	mig := Device{Node: "n2", GPU: "0", UUID: "GPU-3", Model: "NVIDIA H100 80GB HBM3", MIGProfile: "3g.40gb", MIGInstance: "1"}
+	a, b, c := Owner{"ml", "a", "main"}, Owner{"ml", "b", "main"}, Owner{"web", "c", "main"}
+	all := hours * per
+	wave := func(k int) float64 { return 0.5 + 0.5*math.Sin(float64(k)/7) }
+	// GPU 0: a holds it until 1h20m, then b (an owner change mid-hour);
+	// a gap of 20 min at 2h; NaN activity every 50th step; the energy
+	// counter resets at 1h30m.
+	change, gapFrom, gapTo := per+per/3, 2*per, 2*per+per/3
+	for _, seg := range []struct {
+		o        Owner
+		from, to int
+	}{{a, 0, change}, {b, change, gapFrom}, {b, gapTo, all}} {
+		add(GREngineActive, h100, seg.o, seg.from, seg.to, func(k int) float64 {
+			if k%50 == 0 {
+				return math.NaN()
+			}
+			return wave(k)
+		})
+		add(FBUsed, h100, seg.o, seg.from, seg.to, func(k int) float64 { return float64(1000 + k%300) })
+		add(PowerUsage, h100, seg.o, seg.from, seg.to, func(k int) float64 { return 100 + 300*wave(k) })
+		add(TotalEnergy, h100, seg.o, seg.from, seg.to, func(k int) float64 {
+			if k >= per+per/2 {
+				return float64(k-per-per/2) * 2000
+			}
+			return float64(k) * 3000
+		})
+	}
+	// GPU 1: time-sliced by a and c for the second hour, free otherwise.
+	add(SMActive, shared, Owner{}, 0, per, func(int) float64 { return 0 })
+	add(SMActive, shared, a, per, 2*per, func(k int) float64 { return 0.2 })
+	add(SMActive, shared, c, per, 2*per, func(k int) float64 { return 0.2 })
+	add(SMActive, shared, Owner{}, 2*per, all, func(int) float64 { return 0 })
+	add(DRAMActive, shared, c, per, 2*per, func(int) float64 { return 0.5 })
+	// A 3g slice of a MIG GPU: c holds it throughout, with GPU utilisation only.
+	add(GPUUtil, mig, c, 0, all, func(k int) float64 { return float64(k % 100) })
+
+	pricing := Pricing{Catalogue: gpu.Default()}
+	raw, err := Account(Input{Window: Window{Start: t0, End: t0.Add(hours * time.Hour), Step: step}, Series: series, Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := AccountBuckets(BucketInput{Start: t0, End: t0.Add(hours * time.Hour), Buckets: bucketize(series, t0, hours, time.Hour, step), Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareReports(t, raw, got, 0.01)
+	if q := got.Quality; q.CounterResets != raw.Quality.CounterResets || q.Samples != raw.Quality.Samples || q.NaNSamples != raw.Quality.NaNSamples || q.Gaps != raw.Quality.Gaps {
+		t.Errorf("quality %+v, want that of the raw path %+v", q, raw.Quality)
+	}
+	if p, _ := got.Pod("ml", "a"); p.Pattern.Name != mustPod(t, raw, "ml", "a").Pattern.Name {
+		t.Errorf("pod ml/a pattern %s, raw %s", p.Pattern.Name, mustPod(t, raw, "ml", "a").Pattern.Name)
+	}
+}
+
+func mustPod(t *testing.T, r *Report, ns, name string) *PodUsage {
+	t.Helper()
+	p, ok := r.Pod(ns, name)
+	if !ok {
+		t.Fatalf("no pod %s/%s in the report", ns, name)
+	}
+	return p
+}
+
+// compareReports checks that the hourly report agrees with the raw one
+// within rel for every device and pod: allocated, active, idle, unknown,
+// unallocated, unsampled, cost and energy.
+func compareReports(t *testing.T, raw, got *Report, rel float64) {
+	t.Helper()
+	totals := func(where string, want, got Totals) {
+		t.Helper()
+		for _, f := range []struct {
+			name      string
+			want, got Amount
+		}{
+			{"allocated", Known(float64(want.AllocatedGPUSeconds)), Known(float64(got.AllocatedGPUSeconds))},
+			{"active", want.ActiveGPUSeconds, got.ActiveGPUSeconds},
+			{"idle", want.IdleAllocatedGPUSeconds, got.IdleAllocatedGPUSeconds},
+			{"activity unknown", Known(float64(want.ActivityUnknownGPUSeconds)), Known(float64(got.ActivityUnknownGPUSeconds))},
+			{"cost", want.Cost, got.Cost},
+			{"energy", want.EnergyJoules, got.EnergyJoules},
+		} {
+			if !within(f.got, f.want, rel) && math.Abs(f.got.Value-f.want.Value) > 1e-6 {
+				t.Errorf("%s: %s %+v, raw path %+v", where, f.name, f.got, f.want)
+			}
+		}
+	}
+	capacity := func(where string, want, got Capacity) {
+		t.Helper()
+		for _, f := range []struct {
+			name      string
+			want, got Seconds
+		}{{"capacity", want.CapacityGPUSeconds, got.CapacityGPUSeconds}, {"unallocated", want.UnallocatedGPUSeconds, got.UnallocatedGPUSeconds}, {"unsampled", want.UnsampledGPUSeconds, got.UnsampledGPUSeconds}} {
+			if !within(Known(float64(f.got)), Known(float64(f.want)), rel) && math.Abs(float64(f.got-f.want)) > 1e-6 {
+				t.Errorf("%s: %s %v GPU-seconds, raw path %v", where, f.name, f.got, f.want)
+			}
+		}
+	}
+	totals("cluster", raw.Cluster.Totals, got.Cluster.Totals)
+	capacity("cluster", raw.Cluster.Capacity, got.Cluster.Capacity)
+	if len(got.Devices) != len(raw.Devices) || len(got.Pods) != len(raw.Pods) || len(got.Containers) != len(raw.Containers) {
+		t.Fatalf("%d devices, %d pods, %d containers; raw path %d, %d, %d", len(got.Devices), len(got.Pods), len(got.Containers), len(raw.Devices), len(raw.Pods), len(raw.Containers))
+	}
+	for i, d := range raw.Devices {
+		g := got.Devices[i]
+		where := "device " + d.Key()
+		if d.Uninstantiated {
+			where += " (uninstantiated)"
+		}
+		if g.Key() != d.Key() || g.Uninstantiated != d.Uninstantiated || g.ActivitySource != d.ActivitySource {
+			t.Errorf("%s: got %s uninstantiated %v source %q, raw source %q", where, g.Key(), g.Uninstantiated, g.ActivitySource, d.ActivitySource)
+		}
+		totals(where, d.Totals, g.Totals)
+		capacity(where, d.Capacity, g.Capacity)
+		if !within(g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max, 0) {
+			t.Errorf("%s: VRAM max %+v, raw %+v", where, g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max)
+		}
+	}
+	for i, p := range raw.Pods {
+		g := got.Pods[i]
+		if g.Key() != p.Key() || strings.Join(g.Devices, ",") != strings.Join(p.Devices, ",") {
+			t.Errorf("pod %d: %s on %v, raw path %s on %v", i, g.Key(), g.Devices, p.Key(), p.Devices)
+		}
+		totals("pod "+p.Key(), p.Totals, g.Totals)
+		if !within(g.Pattern.MeanActivity, p.Pattern.MeanActivity, 1e-3) || !within(g.Pattern.IdleRatio, p.Pattern.IdleRatio, 1e-3) {
+			t.Errorf("pod %s: pattern %+v, raw path %+v", p.Key(), g.Pattern, p.Pattern)
+		}
+		if !timesEqual(g.Startup.GPUAttached, p.Startup.GPUAttached) || !timesEqual(g.Startup.FirstGPUUse, p.Startup.FirstGPUUse) {
+			t.Errorf("pod %s: attached %v first use %v, raw path %v %v", p.Key(), g.Startup.GPUAttached, g.Startup.FirstGPUUse, p.Startup.GPUAttached, p.Startup.FirstGPUUse)
+		}
+	}
+}
+
+func timesEqual(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+func TestAccountBucketsEdgeCases(t *testing.T) {
+	pricing := Pricing{Catalogue: gpu.Default()}
+	end := t0.Add(2 * time.Hour)
+	dev := Device{Node: "n1", GPU: "0", UUID: "GPU-1", Model: "NVIDIA H100 80GB HBM3"}
+	owner := Owner{"ml", "p", "main"}
+	bucket := func(d Device, o Owner, start time.Time) Bucket {
+		return Bucket{Start: start, Length: time.Hour, Step: 30 * time.Second, Device: d, Owner: o, HeldSteps: 120, SampledSteps: 120}
+	}
+
+	t.Run("no buckets", func(t *testing.T) {
+		r, err := AccountBuckets(BucketInput{Start: t0, End: end, Pricing: pricing})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Devices) != 0 || r.Cluster.CapacityGPUSeconds != 0 || r.Quality.Coverage.Known || len(r.Quality.MissingMetrics) == 0 {
+			t.Errorf("empty input gave devices %v, capacity %v, coverage %+v, missing %v; want none, 0, unknown, every metric missing", r.Devices, r.Cluster.CapacityGPUSeconds, r.Quality.Coverage, r.Quality.MissingMetrics)
+		}
+	})
+	t.Run("unknown activity", func(t *testing.T) {
+		own := bucket(dev, Owner{}, t0)
+		held := bucket(dev, owner, t0)
+		held.HeldShareSteps = 120 // no activity-known steps
+		r, err := AccountBuckets(BucketInput{Start: t0, End: end, Pricing: pricing, Buckets: []Bucket{own, held}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := mustPod(t, r, "ml", "p")
+		if p.AllocatedGPUSeconds != 3600 || p.ActiveGPUSeconds.Known || p.IdleCost.Known || p.ActivityUnknownGPUSeconds != 3600 || p.Pattern.Name != UnknownPattern {
+			t.Errorf("pod %+v; want 3600 allocated, active and idle cost unknown, all of it activity-unknown, unknown pattern", p.Totals)
+		}
+		d := r.Devices[0]
+		if d.UnsampledGPUSeconds != 3600 || d.UnallocatedGPUSeconds != 0 || d.Coverage.Value != 0.5 {
+			t.Errorf("device capacity %+v coverage %v; want the second hour unsampled, nothing unallocated, coverage 0.5", d.Capacity, d.Coverage)
+		}
+		if d.EnergyJoules.Known || p.EnergyJoules.Known {
+			t.Errorf("energy %+v / %+v without power or counter; want unknown", d.EnergyJoules, p.EnergyJoules)
+		}
+	})
+	t.Run("unpriced device", func(t *testing.T) {
+		odd := dev
+		odd.Model = "NVIDIA Mystery GPU"
+		own := bucket(odd, Owner{}, t0)
+		held := bucket(odd, owner, t0)
+		held.HeldShareSteps, held.ActivityKnownShareSteps, held.ActiveShareSteps = 120, 120, 60
+		r, err := AccountBuckets(BucketInput{Start: t0, End: end, Pricing: pricing, Buckets: []Bucket{own, held}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := mustPod(t, r, "ml", "p")
+		if p.Cost.Known || p.CostPerActiveGPUHour.Known || !p.ActiveGPUSeconds.Known || p.ActiveGPUSeconds.Value != 1800 {
+			t.Errorf("pod %+v; want cost unknown and 1800 active GPU-seconds", p.Totals)
+		}
+	})
+	t.Run("buckets that do not fit", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			b    Bucket
+			want string
+		}{
+			"outside":   {bucket(dev, Owner{}, end), "not inside the window"},
+			"bad step":  {Bucket{Start: t0, Length: time.Hour, Step: 7 * time.Minute, Device: dev}, "divides the length"},
+			"zero step": {Bucket{Start: t0, Length: time.Hour, Device: dev}, "positive step"},
+		} {
+			_, err := AccountBuckets(BucketInput{Start: t0, End: end, Pricing: pricing, Buckets: []Bucket{tc.b}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: error %v; want one saying %q", name, err, tc.want)
+			}
+		}
+		mixed := []Bucket{bucket(dev, Owner{}, t0), bucket(dev, Owner{}, t0.Add(time.Hour))}
+		mixed[1].Step = time.Minute
+		if _, err := AccountBuckets(BucketInput{Start: t0, End: end, Pricing: pricing, Buckets: mixed}); err == nil || !strings.Contains(err.Error(), "one step") {
+			t.Errorf("mixed steps: error %v; want one asking for one step", err)
+		}
+	})
+}
