@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the system packages gpupack's tests start: Debian's prometheus
-# (the real server and promtool). Idempotent; needs root for apt-get.
+# (the real server and promtool) and Debian's headless Chromium (the
+# browser tests of gpupack serve). Idempotent; needs root for apt-get.
 set -euo pipefail
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v chromium-headless-shell >/dev/null 2>&1 || need+=(chromium-headless-shell)
 if [ ${#need[@]} -eq 0 ]; then
 	echo "[deps] all present"
 	exit 0

@@ -9,6 +9,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/report"
+	"github.com/gpupack/gpupack/internal/cli/serve"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
 	"github.com/gpupack/gpupack/internal/cli/snapshot"
 	"github.com/gpupack/gpupack/internal/cli/version"
@@ -23,6 +24,7 @@ func verbs(ctx context.Context) []*cobra.Command {
 		report.NewCommand(ctx),
 		diagnose.NewCommand(ctx),
 		plan.NewCommand(ctx),
+		serve.NewCommand(ctx),
 		snapshot.NewCommand(ctx),
 		simulate.NewCommand(ctx),
 		vram.NewCommand(ctx),

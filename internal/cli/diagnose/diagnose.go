@@ -82,46 +82,9 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		return err
 	}
 	live := o.cluster.IsLive()
-	usageData, usageName := []byte(nil), ""
-	if o.cluster.IsDemo() && o.usage == "" {
-		usageData, usageName = demoUsage, "demo/usage.yaml"
-	}
-	var err error
-	if o.usage != "" {
-		if usageData, err = os.ReadFile(o.usage); err != nil {
-			return fmt.Errorf("--usage: %w", err)
-		}
-		usageName = o.usage
-	}
-	s, st, err := o.cluster.Load(ctx, demoCluster, "demo/cluster.yaml", stderr)
+	rep, failures, err := o.diagnose(ctx, stderr)
 	if err != nil {
 		return err
-	}
-	var failures map[string]kube.SchedulingFailure
-	if st != nil {
-		failures = st.SchedulingFailures
-	}
-	var u *diagnose.Usage
-	if usageData != nil {
-		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name("demo/cluster.yaml"), stderr); err != nil {
-			return err
-		}
-	}
-	rep, err := diagnose.Diagnose(s, u)
-	if err != nil {
-		return err
-	}
-	if o.pod != "" {
-		var keep []diagnose.Finding
-		for _, f := range rep.Findings {
-			if f.Pod == o.pod {
-				keep = append(keep, f)
-			}
-		}
-		if len(keep) == 0 {
-			return fmt.Errorf("--pod %s: no pending pod of that name in %s (%d pending)", o.pod, o.cluster.Name("demo/cluster.yaml"), rep.Pending)
-		}
-		rep.Findings = keep
 	}
 	var views map[string]schedulerView
 	if live {
@@ -137,6 +100,61 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	}
 	writeTable(stdout, rep, views)
 	return nil
+}
+
+// Demo is the diagnosis that `gpupack diagnose` prints with no flags: the
+// embedded demo cluster with its usage.
+func Demo(ctx context.Context, stderr io.Writer) (*diagnose.Report, error) {
+	rep, _, err := (&options{}).diagnose(ctx, stderr)
+	return rep, err
+}
+
+// diagnose reads the cluster and usage the options name and diagnoses it;
+// for a live cluster it returns the kube-scheduler's last FailedScheduling
+// message per pending pod too.
+func (o *options) diagnose(ctx context.Context, stderr io.Writer) (*diagnose.Report, map[string]kube.SchedulingFailure, error) {
+	usageData, usageName := []byte(nil), ""
+	if o.cluster.IsDemo() && o.usage == "" {
+		usageData, usageName = demoUsage, "demo/usage.yaml"
+	}
+	var err error
+	if o.usage != "" {
+		if usageData, err = os.ReadFile(o.usage); err != nil {
+			return nil, nil, fmt.Errorf("--usage: %w", err)
+		}
+		usageName = o.usage
+	}
+	s, st, err := o.cluster.Load(ctx, demoCluster, "demo/cluster.yaml", stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	var failures map[string]kube.SchedulingFailure
+	if st != nil {
+		failures = st.SchedulingFailures
+	}
+	var u *diagnose.Usage
+	if usageData != nil {
+		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name("demo/cluster.yaml"), stderr); err != nil {
+			return nil, nil, err
+		}
+	}
+	rep, err := diagnose.Diagnose(s, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.pod != "" {
+		var keep []diagnose.Finding
+		for _, f := range rep.Findings {
+			if f.Pod == o.pod {
+				keep = append(keep, f)
+			}
+		}
+		if len(keep) == 0 {
+			return nil, nil, fmt.Errorf("--pod %s: no pending pod of that name in %s (%d pending)", o.pod, o.cluster.Name("demo/cluster.yaml"), rep.Pending)
+		}
+		rep.Findings = keep
+	}
+	return rep, failures, nil
 }
 
 // liveReport is the JSON of a live diagnosis: the report, and what the

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpupack/gpupack/internal/golden"
+	"github.com/gpupack/gpupack/internal/planout"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -51,16 +52,16 @@ func TestOutFiles(t *testing.T) {
 	if err := run(context.Background(), &o, &bytes.Buffer{}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{fileDevicePlugin, fileMIGParted, fileNodeLabels, fileRequests, fileSummary} {
+	for _, name := range []string{planout.FileDevicePlugin, planout.FileMIGParted, planout.FileNodeLabels, planout.FileRequests, planout.FileSummary} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(t, "out-"+name, b)
 	}
-	labels, _ := os.ReadFile(filepath.Join(dir, fileNodeLabels))
-	dp, _ := os.ReadFile(filepath.Join(dir, fileDevicePlugin))
-	mig, _ := os.ReadFile(filepath.Join(dir, fileMIGParted))
+	labels, _ := os.ReadFile(filepath.Join(dir, planout.FileNodeLabels))
+	dp, _ := os.ReadFile(filepath.Join(dir, planout.FileDevicePlugin))
+	mig, _ := os.ReadFile(filepath.Join(dir, planout.FileMIGParted))
 	for _, line := range strings.Split(string(labels), "\n") {
 		line = strings.TrimSpace(line)
 		if v, ok := strings.CutPrefix(line, "nvidia.com/device-plugin.config: "); ok && !strings.Contains(string(dp), "  "+v+": |") {

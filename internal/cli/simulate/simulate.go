@@ -37,6 +37,7 @@ type options struct {
 // NewCommand returns the simulate command.
 func NewCommand(ctx context.Context) *cobra.Command {
 	o := &options{}
+	def := defaults()
 	cmd := &cobra.Command{
 		Use:   "simulate",
 		Short: "Replay a GPU trace against a cluster with placement policies and compare GPU allocation",
@@ -60,14 +61,27 @@ Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.nodes, "nodes", "openb:"+openb.Nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
-	f.StringVar(&o.pods, "pods", "openb:"+openb.DefaultPods, "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec)")
-	f.StringSliceVar(&o.policies, "policy", []string{placement.DefaultPolicy, "fgd"}, "placement policies to compare, comma-separated")
-	f.Uint64Var(&o.seed, "seed", 1, "seed for the workload's copies, its order and random tie-breaks")
-	f.Float64Var(&o.inflation, "inflation", sim.DefaultInflation, "GPU demand as a multiple of the cluster's GPU capacity")
+	f.StringVar(&o.nodes, "nodes", def.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+	f.StringVar(&o.pods, "pods", def.pods, "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec)")
+	f.StringSliceVar(&o.policies, "policy", def.policies, "placement policies to compare, comma-separated")
+	f.Uint64Var(&o.seed, "seed", def.seed, "seed for the workload's copies, its order and random tie-breaks")
+	f.Float64Var(&o.inflation, "inflation", def.inflation, "GPU demand as a multiple of the cluster's GPU capacity")
 	f.StringVar(&o.format, "format", "table", "output format: table or json (one object per policy per line)")
 	f.StringVar(&o.out, "out", "", "directory to write the allocation curve to (curve.csv and curve.svg)")
 	return cmd
+}
+
+// defaults are the flags' defaults: gpupack's policy and FGD on the
+// embedded openb trace, as in the paper.
+func defaults() *options {
+	return &options{nodes: "openb:" + openb.Nodes, pods: "openb:" + openb.DefaultPods,
+		policies: []string{placement.DefaultPolicy, "fgd"}, seed: 1, inflation: sim.DefaultInflation}
+}
+
+// Demo is the run that `gpupack simulate` makes with no flags, one result
+// per policy, each with its allocation curve.
+func Demo(ctx context.Context) ([]sim.Result, error) {
+	return defaults().simulate(ctx, io.Discard, nil)
 }
 
 func embeddedNames() []string {
@@ -82,57 +96,14 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, p := range o.policies {
-		if _, err := placement.New(p, placement.Options{}); err != nil {
-			return fmt.Errorf("--policy: %w", err)
-		}
-		if seen[p] {
-			return fmt.Errorf("--policy: %s is given twice; name each policy once", p)
-		}
-		seen[p] = true
+	var each func(sim.Result) error
+	if o.format == "json" {
+		enc := json.NewEncoder(stdout)
+		each = func(r sim.Result) error { return enc.Encode(r) }
 	}
-	c := gpu.Default()
-	nodes, err := loadNodes(o.nodes, c)
+	results, err := o.simulate(ctx, os.Stderr, each)
 	if err != nil {
 		return err
-	}
-	pods, err := loadPods(o.pods, c)
-	if err != nil {
-		return err
-	}
-	var capacity gpu.Milli
-	for _, n := range nodes {
-		capacity += gpu.Milli(len(n.GPUs)) * gpu.WholeGPU
-	}
-	if err := checkModels(os.Stderr, nodes, pods, o.nodes, o.pods); err != nil {
-		return err
-	}
-	workload, err := sim.Inflate(pods, capacity, o.inflation, o.seed)
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.pods, err)
-	}
-	if len(workload) < len(pods) {
-		fmt.Fprintf(os.Stderr, "simulate: --inflation %g is below the pod list's own GPU demand; %d of its %d pods were dropped at random, so %d run\n", o.inflation, len(pods)-len(workload), len(pods), len(workload))
-	}
-	var results []sim.Result
-	for _, policy := range o.policies {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		res, err := sim.Run(ctx, nodes, workload, c, sim.Config{
-			Policy: policy, Seed: o.seed, Inflation: o.inflation, Typical: pods,
-			Progress: clio.Progress(os.Stderr, "simulate "+policy),
-		})
-		if err != nil {
-			return err
-		}
-		results = append(results, res)
-		if o.format == "json" {
-			if err := json.NewEncoder(stdout).Encode(res); err != nil {
-				return err
-			}
-		}
 	}
 	if o.format == "table" {
 		writeTable(stdout, results)
@@ -152,6 +123,68 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// simulate runs every policy of the options on their trace, in order;
+// warnings go to stderr (progress too, where it is a terminal), and each, when set, sees each
+// result as soon as its policy is done.
+func (o *options) simulate(ctx context.Context, stderr io.Writer, each func(sim.Result) error) ([]sim.Result, error) {
+	seen := map[string]bool{}
+	for _, p := range o.policies {
+		if _, err := placement.New(p, placement.Options{}); err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		if seen[p] {
+			return nil, fmt.Errorf("--policy: %s is given twice; name each policy once", p)
+		}
+		seen[p] = true
+	}
+	c := gpu.Default()
+	nodes, err := loadNodes(o.nodes, c)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := loadPods(o.pods, c)
+	if err != nil {
+		return nil, err
+	}
+	var capacity gpu.Milli
+	for _, n := range nodes {
+		capacity += gpu.Milli(len(n.GPUs)) * gpu.WholeGPU
+	}
+	if err := checkModels(stderr, nodes, pods, o.nodes, o.pods); err != nil {
+		return nil, err
+	}
+	workload, err := sim.Inflate(pods, capacity, o.inflation, o.seed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.pods, err)
+	}
+	if len(workload) < len(pods) {
+		fmt.Fprintf(stderr, "simulate: --inflation %g is below the pod list's own GPU demand; %d of its %d pods were dropped at random, so %d run\n", o.inflation, len(pods)-len(workload), len(pods), len(workload))
+	}
+	var results []sim.Result
+	for _, policy := range o.policies {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var progress func(done, total int)
+		if f, ok := stderr.(*os.File); ok {
+			progress = clio.Progress(f, "simulate "+policy)
+		}
+		res, err := sim.Run(ctx, nodes, workload, c, sim.Config{
+			Policy: policy, Seed: o.seed, Inflation: o.inflation, Typical: pods, Progress: progress,
+		})
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+		if each != nil {
+			if err := each(res); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return results, nil
 }
 
 func loadNodes(name string, c *gpu.Catalogue) ([]*cluster.Node, error) {

@@ -1,0 +1,319 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
+	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/usage"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/img/serve-*.png with the browser test's screenshots")
+
+// browser starts Debian's headless Chromium and collects every console
+// error, exception and error log entry of the page.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
+	bin := testcluster.NeedBinary(t, "chromium-headless-shell", "chromium-headless-shell")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.WindowSize(1300, 900), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancel := chromedp.NewContext(actx)
+	var mu sync.Mutex
+	var problems []string
+	listen := func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value))
+				}
+				problems = append(problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			problems = append(problems, fmt.Sprintf("exception: %s at %s:%d", d.Text, d.URL, d.LineNumber))
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning {
+				problems = append(problems, fmt.Sprintf("log %s: %s (%s)", ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+			}
+		}
+	}
+	// The browser lives as long as the context of its first run: start it
+	// without a timeout, and bound the test's actions by a child context.
+	if err := chromedp.Do(bctx); err != nil {
+		cancel()
+		cancelAlloc()
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	if err := chromedp.Listen(bctx, listen); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(bctx, 2*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(problems) }
+}
+
+// startServe runs `gpupack serve --demo` on a free loopback port and
+// returns its base URL, read from the line it prints.
+func startServe(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	cmd := NewCommand(ctx)
+	cmd.SetArgs([]string{"--demo", "--listen", "127.0.0.1:0"})
+	cmd.SetErr(pw)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Execute(); pw.Close() }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	url := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "serving gpupack on "); ok {
+				url <- strings.TrimSuffix(rest, "/")
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	select {
+	case u := <-url:
+		return u
+	case err := <-done:
+		t.Fatalf("serve ended before serving: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("serve did not print its address within 2 minutes")
+	}
+	return ""
+}
+
+type chartInfo struct {
+	ID     string         `json:"id"`
+	Series map[string]int `json:"series"`
+}
+
+const chartsJS = `Array.from(document.querySelectorAll('svg.chart'), c => ({id: c.id,
+  series: Object.fromEntries(Array.from(c.querySelectorAll('g.series'), g => [g.dataset.series, g.querySelectorAll('.point').length]))}))`
+
+func columnJS(table string, col int) string {
+	return fmt.Sprintf(`Array.from(document.querySelectorAll('#%s tbody tr'), r => r.hidden ? null : (r.cells[%d].dataset.v ?? r.cells[%d].textContent)).filter(v => v !== null)`, table, col, col)
+}
+
+// TestBrowser opens `gpupack serve --demo` in headless Chromium: the page
+// loads without console errors, every chart has its series and points,
+// sorting and filtering the pods table work, and the pending list is
+// diagnose's. It saves the screenshots the README shows (with -update).
+func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	ctx, problems := browser(t)
+	base := startServe(t)
+	v := demoView(t)
+
+	do(t, ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible("#pods-table"))
+	charts := runB(t, ctx, chromedp.Evaluate[[]chartInfo](chartsJS))
+	dashboard := runB(t, ctx, chromedp.FullScreenshot(100))
+	want := map[string][]string{
+		"chart-hours":     {"capacity", "allocated", "active"},
+		"chart-idle-cost": {"idle cost"},
+		"chart-startup":   {"scheduling", "container start", "to first GPU use", "first use to ready"},
+		"chart-curve":     {v.Curve[0].Policy, v.Curve[1].Policy},
+	}
+	for _, c := range charts {
+		names, ok := want[c.ID]
+		if !ok {
+			t.Errorf("unexpected chart %s", c.ID)
+			continue
+		}
+		delete(want, c.ID)
+		for _, n := range names {
+			if c.Series[n] == 0 {
+				t.Errorf("chart %s: series %q has no points (series: %v)", c.ID, n, c.Series)
+			}
+		}
+		if c.ID == "chart-hours" && c.Series["allocated"] != len(v.Hours) {
+			t.Errorf("chart-hours: %d allocated points, want one per hour, %d", c.Series["allocated"], len(v.Hours))
+		}
+		if c.ID == "chart-curve" && c.Series[v.Curve[0].Policy] != len(v.Curve[0].Points) {
+			t.Errorf("chart-curve: %d points for %s, want %d", c.Series[v.Curve[0].Policy], v.Curve[0].Policy, len(v.Curve[0].Points))
+		}
+	}
+	for id := range want {
+		t.Errorf("chart %s is missing", id)
+	}
+
+	// Sort by GPU-hours allocated (column 3): ascending, then descending.
+	do(t, ctx, chromedp.Click(`#pods-table thead th:nth-child(4)`))
+	up := runB(t, ctx, chromedp.Evaluate[[]string](columnJS("pods-table", 3)))
+	do(t, ctx, chromedp.Click(`#pods-table thead th:nth-child(4)`))
+	down := runB(t, ctx, chromedp.Evaluate[[]string](columnJS("pods-table", 3)))
+	nums := func(xs []string) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			f, err := strconv.ParseFloat(x, 64)
+			if err != nil {
+				t.Fatalf("sort value %q: %v", x, err)
+			}
+			out[i] = f
+		}
+		return out
+	}
+	if a := nums(up); len(a) != len(v.Report.Pods) || !slices.IsSorted(a) {
+		t.Errorf("after one click the allocated column is %v, want %d values ascending", a, len(v.Report.Pods))
+	}
+	if d := nums(down); !slices.IsSortedFunc(d, func(x, y float64) int { return -cmpFloat(x, y) }) || d[0] == d[len(d)-1] {
+		t.Errorf("after two clicks the allocated column is %v, want it descending", d)
+	}
+
+	// Filter by a namespace.
+	ns := v.Report.Pods[len(v.Report.Pods)-1].Namespace
+	wantPods := 0
+	for _, p := range v.Report.Pods {
+		if strings.Contains(p.Namespace+" "+p.Pod+" "+p.Node, ns) {
+			wantPods++
+		}
+	}
+	do(t, ctx, chromedp.SendKeys("#pods-filter", ns))
+	shown := runB(t, ctx, chromedp.Evaluate[[]string](columnJS("pods-table", 0)))
+	count := runB(t, ctx, chromedp.Text("#pods-count"))
+	if len(shown) != wantPods || count != fmt.Sprintf("%d of %d", wantPods, len(v.Report.Pods)) {
+		t.Errorf("filter %q shows %d rows (%v), count %q; want %d of %d", ns, len(shown), shown, count, wantPods, len(v.Report.Pods))
+	}
+
+	// The pending list is diagnose's, pod by pod, with its cause.
+	rows := runB(t, ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll('#pending-table tbody tr'), r => [r.dataset.pod, r.querySelector('.cause').textContent])`))
+	diag, err := clidiagnose.Demo(context.Background(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantRows [][]string
+	for _, f := range diag.Findings {
+		cause := "skipped"
+		if f.Cause != "" {
+			cause = string(f.Cause)
+			for _, c := range f.Also {
+				cause += ", " + string(c)
+			}
+		}
+		wantRows = append(wantRows, []string{f.Pod, cause})
+	}
+	if !slices.EqualFunc(rows, wantRows, slices.Equal) {
+		t.Errorf("pending list %v, want diagnose's %v", rows, wantRows)
+	}
+
+	pending := runB(t, ctx, chromedp.Screenshot("#pending"))
+	plan := runB(t, ctx, chromedp.Screenshot("#plan"))
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+	for name, png := range map[string][]byte{"serve-dashboard.png": dashboard, "serve-pending.png": pending, "serve-plan.png": plan} {
+		if !strings.HasPrefix(string(png), "\x89PNG") {
+			t.Errorf("%s is not a PNG (%d bytes)", name, len(png))
+			continue
+		}
+		if *update {
+			if err := os.WriteFile(filepath.Join("..", "..", "..", "docs", "img", name), png, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// do runs browser steps, failing the test on an error.
+func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runB runs one browser action and returns its value.
+func runB[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func cmpFloat(x, y float64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// TestBrowserHostileNames serves the demo with hostile names in a pod,
+// its namespace, its node and a pending pod's message, over a real
+// socket, and checks in the browser that none of them ran (no global set,
+// no element made) and that each reads back verbatim as text.
+func TestBrowserHostileNames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	ctx, problems := browser(t)
+	v := *demoView(t)
+	names := []string{`<script>window.pwned=1</script>`, `"><img src=x onerror="window.pwned=2">`, `</script><svg onload="window.pwned=3">`}
+	r := *v.Report
+	r.Pods = slices.Clone(r.Pods)
+	r.Pods[0] = usage.PodUsage{Namespace: names[0], Pod: names[1], Node: names[2], Totals: r.Pods[0].Totals, Pattern: r.Pods[0].Pattern}
+	v.Report = &r
+	v.Pending = slices.Clone(v.Pending)
+	v.Pending[0].Summary = names[1] + names[0]
+	v.Err, v.Source = names[2], names[0]
+	srv := httptest.NewServer(serve.Handler(serve.Options{Provider: fixed{&v}}))
+	t.Cleanup(srv.Close)
+
+	do(t, ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible("#pods-table"))
+	pwned := runB(t, ctx, chromedp.Evaluate[bool](`window.pwned !== undefined`))
+	made := runB(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('img, main svg:not(.chart), script:not([src="/static/app.js"])').length`))
+	cells := runB(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelector('#pods-table tbody').rows).flatMap(r => [r.cells[0].textContent, r.cells[1].textContent, r.cells[2].textContent]).filter(s => s.includes('pwned'))`))
+	errText := runB(t, ctx, chromedp.Text("#error-text"))
+	pendingWhy := runB(t, ctx, chromedp.Evaluate[string](`document.querySelector('#pending-table tbody tr td:nth-child(4)').firstChild.textContent`))
+	if pwned {
+		t.Error("a hostile name ran: window.pwned is set")
+	}
+	if made != 0 {
+		t.Errorf("%d elements (img, svg, script) came from hostile names", made)
+	}
+	if !slices.Equal(cells, names) {
+		t.Errorf("pod row reads %q, want the names verbatim %q", cells, names)
+	}
+	if errText != names[2] || pendingWhy != names[1]+names[0] {
+		t.Errorf("error banner %q, pending message %q: want %q and %q verbatim", errText, pendingWhy, names[2], names[1]+names[0])
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}

@@ -1,0 +1,128 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+
+	"github.com/gpupack/gpupack/diagnose"
+	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
+	cliplan "github.com/gpupack/gpupack/internal/cli/plan"
+	"github.com/gpupack/gpupack/internal/cli/report"
+	"github.com/gpupack/gpupack/internal/serve"
+)
+
+var demo struct {
+	once sync.Once
+	v    *serve.View
+	err  error
+}
+
+// demoView builds the demo view once for the package's tests (the
+// simulator run takes a few seconds).
+func demoView(t *testing.T) *serve.View {
+	t.Helper()
+	demo.once.Do(func() { demo.v, demo.err = DemoView(context.Background()) })
+	if demo.err != nil {
+		t.Fatal(demo.err)
+	}
+	return demo.v
+}
+
+// cliJSON runs a verb with args and returns what it prints.
+func cliJSON(t *testing.T, cmd *cobra.Command, args ...string) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+func fetch(t *testing.T, h http.Handler, path string) []byte {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET %s: status %d: %s", path, rec.Code, rec.Body.String())
+	}
+	return rec.Body.Bytes()
+}
+
+// TestDemoAPIIsTheCLIs checks that the API serves, byte for byte, what the
+// verbs print as JSON for the same demos, and the pending pods as
+// diagnose's findings.
+func TestDemoAPIIsTheCLIs(t *testing.T) {
+	ctx := context.Background()
+	h := serve.Handler(serve.Options{Provider: fixed{demoView(t)}})
+	if d := cmp.Diff(string(cliJSON(t, report.NewCommand(ctx), "--demo", "--format", "json")), string(fetch(t, h, "/api/v1/report"))); d != "" {
+		t.Errorf("/api/v1/report differs from gpupack report --demo --format json (-cli +api):\n%s", d)
+	}
+	if d := cmp.Diff(string(cliJSON(t, cliplan.NewCommand(ctx), "--format", "json")), string(fetch(t, h, "/api/v1/plan"))); d != "" {
+		t.Errorf("/api/v1/plan differs from gpupack plan --format json (-cli +api):\n%s", d)
+	}
+	var diag diagnose.Report
+	if err := json.Unmarshal(cliJSON(t, clidiagnose.NewCommand(ctx), "--format", "json"), &diag); err != nil {
+		t.Fatal(err)
+	}
+	var pending []serve.PendingPod
+	if err := json.Unmarshal(fetch(t, h, "/api/v1/pending"), &pending); err != nil {
+		t.Fatal(err)
+	}
+	var findings []diagnose.Finding
+	for _, p := range pending {
+		findings = append(findings, p.Finding)
+	}
+	if len(findings) == 0 {
+		t.Fatal("the demo has no pending pods")
+	}
+	if d := cmp.Diff(diag.Findings, findings); d != "" {
+		t.Errorf("/api/v1/pending differs from gpupack diagnose --format json's findings (-cli +api):\n%s", d)
+	}
+}
+
+// TestDemoHoursAddUp checks that the hours of the demo add up to its
+// report's day.
+func TestDemoHoursAddUp(t *testing.T) {
+	v := demoView(t)
+	if got, want := len(v.Hours), int(v.End.Sub(v.Start).Hours()); got != want {
+		t.Fatalf("%d hours, want %d over %s..%s", got, want, v.Start, v.End)
+	}
+	var capacity, alloc, active float64
+	for _, h := range v.Hours {
+		if !h.AllocatedGPUSeconds.Known || !h.ActiveGPUSeconds.Known {
+			t.Fatalf("hour %s: unknown figures in a demo with every sample", h.Start)
+		}
+		capacity += h.CapacityGPUSeconds.Value
+		alloc += h.AllocatedGPUSeconds.Value
+		active += h.ActiveGPUSeconds.Value
+	}
+	c := v.Report.Cluster
+	for _, x := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"capacity", capacity, float64(c.CapacityGPUSeconds)},
+		{"allocated", alloc, float64(c.AllocatedGPUSeconds)},
+		{"active", active, c.ActiveGPUSeconds.Value},
+	} {
+		if math.Abs(x.got-x.want) > 1e-6*math.Max(1, x.want) {
+			t.Errorf("%s GPU-seconds: the hours add up to %v, the day's report says %v", x.name, x.got, x.want)
+		}
+	}
+	if len(v.PlanFiles) != 5 || len(v.Curve) != 2 || len(v.Curve[0].Points) < 100 {
+		t.Errorf("%d plan files, %d simulator runs (%d points in the first): want 5 files, 2 runs of at least 100 points", len(v.PlanFiles), len(v.Curve), len(v.Curve[0].Points))
+	}
+}

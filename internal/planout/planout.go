@@ -1,0 +1,228 @@
+// Package planout formats a plan for people and tools: the table that
+// `gpupack plan` prints, and the files that `gpupack plan --out` writes and
+// `gpupack serve` offers for download (the device plugin ConfigMap, the
+// mig-parted config, the node labels, the workload requests and plan.md).
+// It is an edge package: the planning is plan's, and it writes nothing to
+// disk itself.
+package planout
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/plan"
+)
+
+// The files a plan emits, by name.
+const (
+	FileDevicePlugin = "device-plugin-configmap.yaml"
+	FileMIGParted    = "mig-parted-config.yaml"
+	FileNodeLabels   = "node-labels.yaml"
+	FileRequests     = "workload-requests.yaml"
+	FileSummary      = "plan.md"
+)
+
+// File is one emitted file: its name and content.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Files generates every file of the plan p of snapshot s, in a fixed order.
+func Files(p *plan.Plan, s *cluster.Snapshot) ([]File, error) {
+	type gen struct {
+		name string
+		make func() ([]byte, error)
+	}
+	var out []File
+	for _, g := range []gen{
+		{FileDevicePlugin, p.DevicePluginConfigMap},
+		{FileMIGParted, p.MIGPartedConfig},
+		{FileNodeLabels, p.NodeLabels},
+		{FileRequests, p.WorkloadRequests},
+		{FileSummary, func() ([]byte, error) { var b strings.Builder; writeMarkdown(&b, p, s); return []byte(b.String()), nil }},
+	} {
+		b, err := g.make()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", g.name, err)
+		}
+		out = append(out, File{Name: g.name, Data: b})
+	}
+	return out, nil
+}
+
+// WriteTable writes the plan as `gpupack plan` prints it.
+func WriteTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
+	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; %d workloads; usage over %s\n", len(s.Nodes), s.GPUCount(), len(p.Decisions), windowText(p))
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKLOAD\tPODS\tNOW\tACTION\tAFTER\tWHY")
+	for _, d := range p.Decisions {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", d.Workload, d.Pods, d.Before, d.Action, AfterText(d), d.Reason.Code)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, d := range p.Decisions {
+		fmt.Fprintf(w, "%s: %s", d.Workload, d.Reason.Detail)
+		if len(d.Risks) > 0 {
+			fmt.Fprintf(w, " [risk: %s]", risksText(d.Risks))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tMODEL\tNODES\tGPUS\tMIG GPUS (BOUND, FFD)\tTIME-SLICED GPUS x REPLICAS\tMPS GPUS x CLIENTS\tWHOLE GPUS")
+	for _, pp := range p.Pools {
+		if !pp.Changed {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\tunchanged\t\t\t%d\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, pp.WholeGPUs)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, migText(pp),
+			sharedText(pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.TimeSlicingNodes, pp.TimeSlicingGPUsNeeded),
+			sharedText(pp.MPSGPUs, pp.MPSClients, pp.MPSNodes, pp.MPSGPUsNeeded), pp.WholeGPUs)
+	}
+	tw.Flush()
+	if note := sharedNote(p); note != "" {
+		fmt.Fprintln(w, note)
+	}
+	fmt.Fprintln(w)
+	for _, line := range proofLines(p) {
+		fmt.Fprintln(w, line)
+	}
+}
+
+func windowText(p *plan.Plan) string {
+	if p.Window == 0 {
+		return "no window (no usage measured)"
+	}
+	return p.Window.String()
+}
+
+// AfterText words what a decision leaves the workload with: "nvidia.com/mig-1g.10gb: 1 (mig)".
+func AfterText(d *plan.Decision) string {
+	if d.Action == plan.Unplaceable {
+		return "-"
+	}
+	return fmt.Sprintf("%s: %d (%s)", d.After.Resource, d.After.Count, d.Method)
+}
+
+func risksText(rs []plan.Risk) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return strings.Join(out, ", ")
+}
+
+// sharedText is a pool's time-sliced or MPS GPUs: every GPU of the nodes
+// the config labels, and how many of them the workloads were sized into.
+func sharedText(gpus, replicas, nodes, needed int) string {
+	if nodes == 0 {
+		return "0"
+	}
+	unit := "nodes"
+	if nodes == 1 {
+		unit = "node"
+	}
+	return fmt.Sprintf("%d x %d (%d %s, %d needed)", gpus, replicas, nodes, unit, needed)
+}
+
+// sharedNote says why a pool shares more GPUs than it needs, when one does.
+func sharedNote(p *plan.Plan) string {
+	for _, pp := range p.Pools {
+		if pp.TimeSlicingGPUs > pp.TimeSlicingGPUsNeeded || pp.MPSGPUs > pp.MPSGPUsNeeded {
+			return "time-slicing and MPS share every GPU of the nodes they configure (the device plugin cannot share only some of a node's GPUs); \"needed\" is the GPUs the workloads were sized into"
+		}
+	}
+	return ""
+}
+
+func migText(pp plan.PoolPlan) string {
+	if pp.MIGGPUs == 0 {
+		return "0"
+	}
+	s := fmt.Sprintf("%d (%d, %d)", pp.MIGGPUs, pp.MIGLowerBound, pp.MIGFirstFit)
+	if pp.MIGGPUs == pp.MIGLowerBound {
+		s += " optimal"
+	} else if pp.MIGOptimal {
+		s += " optimal, bound not reachable"
+	} else {
+		s += fmt.Sprintf(" gap %d", pp.MIGGPUs-pp.MIGLowerBound)
+	}
+	return s
+}
+
+// proofLines words the proof, the reservations and the spot candidates.
+func proofLines(p *plan.Plan) []string {
+	pr := p.Proof
+	out := []string{
+		fmt.Sprintf("proof (replayed with %s over the changed cluster):", pr.Policy),
+		fmt.Sprintf("  GPUs in use   %d -> %d (%d freed)", pr.GPUsBefore, pr.GPUsAfter, pr.GPUsFreed),
+		fmt.Sprintf("  nodes in use  %d -> %d; freed: %s (%d GPUs)", pr.NodesBefore, pr.NodesAfter, listOrNone(pr.NodesFreed), pr.GPUsOnFreed),
+		fmt.Sprintf("  saving        %s %.2f per month at catalogue prices, by releasing the freed nodes", pr.Currency, pr.MonthlySaving),
+		fmt.Sprintf("  GPU pods pending %d -> %d; still pending: %s; unplaceable (VRAM beyond every GPU): %s", pr.PendingBefore, pr.PendingAfter, listOrNone(pr.StillPending), listOrNone(pr.Unplaceable)),
+	}
+	var risks []string
+	for _, r := range sortedRisks(pr.Risks) {
+		risks = append(risks, fmt.Sprintf("%s %d", r, pr.Risks[r]))
+	}
+	out = append(out, "  risks (workloads): "+listOrNone(risks))
+	for _, r := range p.Reservations {
+		out = append(out, fmt.Sprintf("reserve: %d %s GPUs are busy in every hour of the %dh window after the plan (peak %.2f); %d workloads with hourly data, %d without", r.BaselineGPUs, r.Model, r.Hours, r.PeakGPUs, r.Workloads, r.Without))
+	}
+	out = append(out, "spot: "+listOrNone(p.Spot)+" (interruptible Jobs)")
+	return out
+}
+
+func sortedRisks(m map[plan.Risk]int) []plan.Risk {
+	out := make([]plan.Risk, 0, len(m))
+	for r := range m {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
+	fmt.Fprintf(w, "# GPU sharing plan\n\nCluster: %d nodes, %d GPUs; %d workloads; usage over %s.\n\n", len(s.Nodes), s.GPUCount(), len(p.Decisions), windowText(p))
+	for _, warn := range p.Warnings {
+		fmt.Fprintf(w, "- **Warning:** %s\n", warn)
+	}
+	fmt.Fprintf(w, "\n## Proof\n\n```\n%s\n```\n\n## Workloads\n\n", strings.Join(proofLines(p), "\n"))
+	fmt.Fprintln(w, "| workload | pods | now | action | after | why | risks |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, d := range p.Decisions {
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s: %s | %s |\n", d.Workload, d.Pods, d.Before, d.Action, AfterText(d), d.Reason.Code, d.Reason.Detail, risksText(d.Risks))
+	}
+	fmt.Fprintln(w, "\n## Pools\n\n| pool | model | nodes | GPUs | MIG GPUs (lower bound, first-fit-decreasing) | time-sliced GPUs x replicas | MPS GPUs x clients | whole GPUs |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, pp := range p.Pools {
+		if !pp.Changed {
+			fmt.Fprintf(w, "| %s | %s | %d | %d | unchanged | | | %d |\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, pp.WholeGPUs)
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %d |\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, migText(pp),
+			sharedText(pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.TimeSlicingNodes, pp.TimeSlicingGPUsNeeded),
+			sharedText(pp.MPSGPUs, pp.MPSClients, pp.MPSNodes, pp.MPSGPUsNeeded), pp.WholeGPUs)
+	}
+	if note := sharedNote(p); note != "" {
+		fmt.Fprintf(w, "\n%s.\n", strings.ToUpper(note[:1])+note[1:])
+	}
+	fmt.Fprintf(w, "\n## Apply\n\n1. `kubectl apply -f %s` and point the GPU operator's device plugin at it (`devicePlugin.config.name=%s`).\n", FileDevicePlugin, plan.ConfigMapName)
+	fmt.Fprintf(w, "2. Give mig-manager `%s` as its config.\n3. Label the nodes as `%s` lists (`%s`, `%s`).\n4. Rewrite the workloads' requests as `%s` lists.\n",
+		FileMIGParted, FileNodeLabels, plan.DevicePluginConfigLabel, plan.MIGConfigLabel, FileRequests)
+}

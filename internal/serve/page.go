@@ -1,0 +1,312 @@
+package serve
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/usage"
+)
+
+var (
+	//go:embed assets/index.html.tmpl
+	indexTemplate string
+	//go:embed assets/static
+	assets embed.FS
+	// staticFS serves assets/static at /static/.
+	staticFS = must(fs.Sub(assets, "assets"))
+)
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err) // embedded at build time: cannot fail at run time
+	}
+	return v
+}
+
+type page struct{ tmpl *template.Template }
+
+func newPage() *page {
+	funcs := template.FuncMap{
+		"hours":   func(s usage.Seconds) string { return strconv.FormatFloat(s.Hours(), 'f', 1, 64) },
+		"amountH": amountHours,
+		"money":   money,
+		"ratio":   ratio,
+		"raw":     raw,
+		"rawS":    func(s usage.Seconds) string { return strconv.FormatFloat(float64(s), 'g', -1, 64) },
+		"dur":     duration,
+		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") },
+		"whenP": func(t *time.Time) string {
+			if t == nil {
+				return "unknown"
+			}
+			return t.UTC().Format("2006-01-02 15:04 MST")
+		},
+		"activity": func(t usage.Totals) usage.Amount {
+			if !t.ActiveGPUSeconds.Known || t.AllocatedGPUSeconds == 0 {
+				return usage.Unknown
+			}
+			return usage.Known(t.ActiveGPUSeconds.Value / float64(t.AllocatedGPUSeconds))
+		},
+		"causes": func(f diagnose.Finding) string {
+			s := string(f.Cause)
+			for _, c := range f.Also {
+				s += ", " + string(c)
+			}
+			return s
+		},
+		"fileHref": func(name string) string { return filesPath + name },
+		"risks": func(rs []plan.Risk) string {
+			out := make([]string, len(rs))
+			for i, r := range rs {
+				out[i] = string(r)
+			}
+			return strings.Join(out, ", ")
+		},
+		"after": planout.AfterText,
+		"half":  func(v float64) float64 { return v / 2 },
+		"pct":   func(r float64) float64 { return 100 * r },
+		"coord": coord,
+		"sub":   func(a, b float64) float64 { return a - b },
+		"add":   func(a, b float64) float64 { return a + b },
+	}
+	return &page{tmpl: template.Must(template.New("index").Funcs(funcs).Parse(indexTemplate))}
+}
+
+// pageData is what the template shows: the view and the charts drawn from it.
+type pageData struct {
+	V        *View
+	Waiting  string // why there is no view yet
+	Currency string
+	Cluster  *usage.ClusterUsage
+	Charts   []*chart
+	Startup  *chart
+	Curve    *chart
+}
+
+func (p *page) serve(w http.ResponseWriter, prov Provider) {
+	d := pageData{V: prov.View()}
+	if d.V == nil {
+		d.Waiting = notReady(prov)
+	} else {
+		if r := d.V.Report; r != nil {
+			d.Currency = r.Currency
+			d.Cluster = &r.Cluster
+			d.Startup = startupChart(r)
+		}
+		d.Charts = hourCharts(d.V.Hours, d.Currency)
+		d.Curve = curveChart(d.V.Curve)
+	}
+	var b bytes.Buffer
+	if err := p.tmpl.Execute(&b, d); err != nil {
+		writeError(w, http.StatusInternalServerError, "rendering the dashboard: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+}
+
+// hourCharts draws GPU-hours allocated, active and the capacity per hour,
+// and the idle cost per hour; none without hours.
+func hourCharts(hours []Hour, currency string) []*chart {
+	if len(hours) == 0 {
+		return nil
+	}
+	gpuH := newChart("chart-hours", "Fleet GPU-hours per hour: allocated vs active", "hour (UTC)", "GPU-hours")
+	cost := newChart("chart-idle-cost", "Idle cost per hour (allocated, not active)", "hour (UTC)", currency)
+	top, costTop := 0.0, 0.0
+	for _, h := range hours {
+		for _, a := range []usage.Amount{h.CapacityGPUSeconds, h.AllocatedGPUSeconds, h.ActiveGPUSeconds} {
+			if a.Known {
+				top = max(top, a.Value/3600)
+			}
+		}
+		if h.IdleCost.Known {
+			costTop = max(costTop, h.IdleCost.Value)
+		}
+	}
+	n := float64(len(hours))
+	slot := (gpuH.Right - gpuH.Left) / n
+	x := axis{lo: -0.5, hi: n - 0.5, from: gpuH.Left, to: gpuH.Right}
+	y := gpuH.yAxis(top, func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) })
+	cy := cost.yAxis(costTop, func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) })
+	every := max(1, len(hours)/8)
+	for i, h := range hours {
+		if i%every == 0 {
+			label := h.Start.UTC().Format("15:04")
+			if h.Start.UTC().Hour() == 0 || i == 0 {
+				label = h.Start.UTC().Format("Jan 2 15:04")
+			}
+			gpuH.XTicks = append(gpuH.XTicks, tick{Pos: x.at(float64(i)), Label: label})
+		}
+	}
+	cost.XTicks = gpuH.XTicks
+	line := func(name string, get func(Hour) usage.Amount) []xy {
+		pts := make([]xy, len(hours))
+		for i, h := range hours {
+			a := get(h)
+			pts[i] = xy{X: float64(i), Y: a.Value / 3600, Known: a.Known,
+				Title: fmt.Sprintf("%s %s: %s GPU-hours", h.Start.UTC().Format("Jan 2 15:04"), name, amountHours(a))}
+		}
+		return pts
+	}
+	gpuH.addLine("capacity", "s-capacity", line("capacity", func(h Hour) usage.Amount { return h.CapacityGPUSeconds }), x, y)
+	gpuH.addLine("allocated", "s-allocated", line("allocated", func(h Hour) usage.Amount { return h.AllocatedGPUSeconds }), x, y)
+	gpuH.addLine("active", "s-active", line("active", func(h Hour) usage.Amount { return h.ActiveGPUSeconds }), x, y)
+	pts := make([]xy, len(hours))
+	for i, h := range hours {
+		pts[i] = xy{X: float64(i), Y: h.IdleCost.Value, Known: h.IdleCost.Known,
+			Title: fmt.Sprintf("%s idle cost: %s %s", h.Start.UTC().Format("Jan 2 15:04"), money(h.IdleCost), currency)}
+	}
+	cost.addBars("idle cost", "s-idle", pts, x, cy, slot)
+	return []*chart{gpuH, cost}
+}
+
+// phases are the start-up phases, in order, with their getters.
+var phases = []struct {
+	name, class string
+	get         func(usage.Startup) usage.Amount
+}{
+	{"scheduling", "s-phase0", func(s usage.Startup) usage.Amount { return s.SchedulingSeconds }},
+	{"container start", "s-phase1", func(s usage.Startup) usage.Amount { return s.ContainerStartSeconds }},
+	{"to first GPU use", "s-phase2", func(s usage.Startup) usage.Amount { return s.ToFirstGPUUseSeconds }},
+	{"first use to ready", "s-phase3", func(s usage.Startup) usage.Amount { return s.FirstUseToReadySeconds }},
+}
+
+// startupChart draws each pod's start-up as stacked horizontal bars, one
+// series per phase; pods with no known phase are left out.
+func startupChart(r *usage.Report) *chart {
+	type row struct {
+		pod string
+		s   usage.Startup
+	}
+	var rows []row
+	longest := 0.0
+	for _, p := range r.Pods {
+		total, known := 0.0, false
+		for _, ph := range phases {
+			if a := ph.get(p.Startup); a.Known {
+				total += a.Value
+				known = true
+			}
+		}
+		if known {
+			rows = append(rows, row{p.Key(), p.Startup})
+			longest = max(longest, total)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	const rowH = 22
+	c := &chart{ID: "chart-startup", Title: "Start-up phases per workload", XLabel: "seconds", Width: 720, Left: 240, Top: 8, Right: 704}
+	c.Bottom = c.Top + float64(len(rows))*rowH
+	c.Height = c.Bottom + 44
+	top := niceMax(longest)
+	x := axis{lo: 0, hi: top, from: c.Left, to: c.Right}
+	for i := 0; i <= 4; i++ {
+		v := top * float64(i) / 4
+		c.XTicks = append(c.XTicks, tick{Pos: x.at(v), Label: strconv.FormatFloat(v, 'g', 4, 64)})
+	}
+	for i, rw := range rows {
+		c.YTicks = append(c.YTicks, tick{Pos: c.Top + float64(i)*rowH + rowH/2, Label: rw.pod})
+	}
+	offset := make([]float64, len(rows))
+	for _, ph := range phases {
+		s := series{Name: ph.name, Class: ph.class, Bars: true}
+		for i, rw := range rows {
+			a := ph.get(rw.s)
+			if !a.Known {
+				continue
+			}
+			s.Points = append(s.Points, mark{X: x.at(offset[i]), Y: c.Top + float64(i)*rowH + 3, W: x.at(offset[i]+a.Value) - x.at(offset[i]), H: rowH - 6,
+				Title: fmt.Sprintf("%s %s: %s", rw.pod, ph.name, duration(a))})
+			offset[i] += a.Value
+		}
+		c.Series = append(c.Series, s)
+	}
+	return c
+}
+
+// curveChart draws the simulator's allocation against arrived demand, one
+// line per policy.
+func curveChart(runs []CurveRun) *chart {
+	if len(runs) == 0 {
+		return nil
+	}
+	c := newChart("chart-curve", "Simulator: GPU allocation against arrived GPU demand", "arrived GPU demand (share of capacity)", "GPU allocated (share of capacity)")
+	maxX := 1.0
+	for _, r := range runs {
+		for _, p := range r.Points {
+			maxX = max(maxX, p.ArrivedRatio)
+		}
+	}
+	x := axis{lo: 0, hi: maxX, from: c.Left, to: c.Right}
+	y := c.yAxis(1, percent)
+	for v := 0.0; v <= maxX+1e-9; v += 0.2 {
+		c.XTicks = append(c.XTicks, tick{Pos: x.at(v), Label: percent(v)})
+	}
+	for i, r := range runs {
+		pts := make([]xy, len(r.Points))
+		for k, p := range r.Points {
+			pts[k] = xy{X: p.ArrivedRatio, Y: p.AllocRatio, Known: true,
+				Title: fmt.Sprintf("%s: %s allocated at %s arrived", r.Policy, percent(p.AllocRatio), percent(p.ArrivedRatio))}
+		}
+		c.addLine(r.Policy, fmt.Sprintf("s-policy%d", i%6), pts, x, y)
+	}
+	return c
+}
+
+func amountHours(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return strconv.FormatFloat(a.Value/3600, 'f', 1, 64)
+}
+
+func money(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return strconv.FormatFloat(a.Value, 'f', 2, 64)
+}
+
+func ratio(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return strconv.FormatFloat(100*a.Value, 'f', 1, 64) + "%"
+}
+
+// raw is an Amount for sorting: its value, or empty when unknown (sorted
+// last).
+func raw(a usage.Amount) string {
+	if !a.Known {
+		return ""
+	}
+	return strconv.FormatFloat(a.Value, 'g', -1, 64)
+}
+
+// duration words seconds as 45s, 3m20s or 2h05m.
+func duration(a usage.Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	d := time.Duration(a.Value * float64(time.Second)).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}

@@ -1,0 +1,327 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/html"
+
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/sim"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// provider is a Provider for tests: a fixed view and readiness.
+type provider struct {
+	v     *View
+	ready error
+}
+
+func (p *provider) View() *View  { return p.v }
+func (p *provider) Ready() error { return p.ready }
+
+// testView is a small view with every part filled, its strings made of
+// the given text (to plant hostile names).
+func testView(text string) *View {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	pod := func(ns, name, node string, alloc, active float64) usage.PodUsage {
+		p := usage.PodUsage{Namespace: ns, Pod: name, Node: node, Devices: []string{node + "/gpu0"}}
+		p.AllocatedGPUSeconds = usage.Seconds(alloc)
+		p.ActiveGPUSeconds = usage.Known(active)
+		p.IdleCost = usage.Known((alloc - active) / 3600 * 2)
+		p.Pattern = usage.Pattern{Name: usage.IdleHeld, Recommendation: "reclaim " + text}
+		created, ready := start.Add(time.Minute), start.Add(3*time.Minute)
+		p.Startup = usage.Startup{Created: &created, AppReady: &ready, SchedulingSeconds: usage.Known(5), ContainerStartSeconds: usage.Known(30),
+			ToFirstGPUUseSeconds: usage.Known(60), FirstUseToReadySeconds: usage.Known(20)}
+		return p
+	}
+	r := &usage.Report{Start: start, End: start.Add(2 * time.Hour), StepSecond: 30, Currency: "EUR",
+		Pods: []usage.PodUsage{pod("ns-"+text, "pod-"+text, "node-"+text, 7200, 720), pod("b", "zeta", "n2", 3600, 3000), pod("a", "alpha", "n1", 1800, 0)}}
+	r.Cluster.AllocatedGPUSeconds = 12600
+	r.Cluster.ActiveGPUSeconds = usage.Known(3720)
+	r.Cluster.CapacityGPUSeconds = 14400
+	r.Namespaces = []usage.GroupUsage{{Name: "ns-" + text, Pods: 1}}
+	r.Nodes = []usage.NodeUsage{{GroupUsage: usage.GroupUsage{Name: "node-" + text, Pods: 1}}}
+	created := start.Add(-time.Hour)
+	return &View{
+		Source: "test " + text, AsOf: start.Add(2 * time.Hour), Start: r.Start, End: r.End, Report: r,
+		Hours: []Hour{
+			{Start: start, CapacityGPUSeconds: usage.Known(7200), AllocatedGPUSeconds: usage.Known(6000), ActiveGPUSeconds: usage.Known(2000), IdleCost: usage.Known(2.5)},
+			{Start: start.Add(time.Hour), CapacityGPUSeconds: usage.Known(7200), AllocatedGPUSeconds: usage.Known(6600), ActiveGPUSeconds: usage.Unknown, IdleCost: usage.Unknown},
+		},
+		Nodes: 2, GPUs: 2,
+		Pending: []PendingPod{{Finding: diagnose.Finding{Pod: "ns-" + text + "/wait-" + text, Request: "1 GPU", Cause: diagnose.Allocation,
+			Summary: "0/2 nodes are available: " + text, Fix: []string{"reclaim " + text}}, Created: &created, WaitedSeconds: usage.Known(3600),
+			SchedulerMessage: "0/2 nodes: " + text}},
+		Plan: &plan.Plan{Window: 2 * time.Hour, Decisions: []*plan.Decision{{Workload: "ns-" + text + "/w", Pods: 1, Before: "1 GPU", Action: plan.Reclaim,
+			Reason: plan.Reason{Code: "idle-held", Detail: text}}}, Warnings: []string{"plan " + text}},
+		PlanFiles: []PlanFile{{Name: "plan.md", Data: []byte("# plan " + text + "\n")}, {Name: "node-labels.yaml", Data: []byte("nodes: {}\n")}},
+		Curve:     []CurveRun{{Result: sim.Result{Policy: "policy-" + text}, Points: []sim.Point{{ArrivedRatio: 0.5, AllocRatio: 0.5}, {ArrivedRatio: 1, AllocRatio: 0.9}}}},
+		Err:       "Prometheus: " + text, ErrAt: &created,
+		Warnings: []string{"warn " + text},
+	}
+}
+
+func get(t *testing.T, h http.Handler, method, path string) *http.Response {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	return rec.Result()
+}
+
+func body(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestRoutes(t *testing.T) {
+	v := testView("x")
+	h := Handler(Options{Provider: &provider{v: v}, Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "gpupack_test 1\n")
+	})})
+	want := func(x any) string {
+		b, err := json.MarshalIndent(x, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b) + "\n"
+	}
+	cases := map[string]struct {
+		code  int
+		ctype string
+		body  string // exact, when set
+		has   string // contained, when set
+	}{
+		"/":                       {200, "text/html; charset=utf-8", "", `id="pods-table"`},
+		"/api/v1/report":          {200, "application/json", want(v.Report), ""},
+		"/api/v1/pending":         {200, "application/json", want(v.Pending), ""},
+		"/api/v1/plan":            {200, "application/json", want(v.Plan), ""},
+		"/api/v1/hours":           {200, "application/json", want(v.Hours), ""},
+		"/api/v1/view":            {200, "application/json", want(v), ""},
+		"/plan/files/plan.md":     {200, "text/plain; charset=utf-8", "# plan x\n", ""},
+		"/plan/files/nope.yaml":   {404, "application/json", "", "plan.md, node-labels.yaml"},
+		"/plan/files/..%2fserver": {404, "application/json", "", "no plan file"},
+		"/static/app.js":          {200, "text/javascript; charset=utf-8", "", "sortTable"},
+		"/static/style.css":       {200, "text/css; charset=utf-8", "", "tabular-nums"},
+		"/healthz":                {200, "text/plain; charset=utf-8", "ok\n", ""},
+		"/readyz":                 {200, "text/plain; charset=utf-8", "ok\n", ""},
+		"/metrics":                {200, "", "gpupack_test 1\n", ""},
+		"/nope":                   {404, "", "", ""},
+	}
+	for path, c := range cases {
+		t.Run(path, func(t *testing.T) {
+			resp := get(t, h, http.MethodGet, path)
+			got := body(t, resp)
+			if resp.StatusCode != c.code {
+				t.Fatalf("status %d, want %d; body %s", resp.StatusCode, c.code, got)
+			}
+			if c.ctype != "" && resp.Header.Get("Content-Type") != c.ctype {
+				t.Errorf("Content-Type %q, want %q", resp.Header.Get("Content-Type"), c.ctype)
+			}
+			if c.body != "" {
+				if d := cmp.Diff(c.body, got); d != "" {
+					t.Errorf("body (-want +got):\n%s", d)
+				}
+			}
+			if c.has != "" && !strings.Contains(got, c.has) {
+				t.Errorf("body lacks %q:\n%.500s", c.has, got)
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") {
+				t.Errorf("Content-Security-Policy %q: want default-src 'none' and script-src 'self'", csp)
+			}
+		})
+	}
+	resp := get(t, h, http.MethodGet, "/plan/files/plan.md")
+	if cd := resp.Header.Get("Content-Disposition"); cd != "attachment; filename=plan.md" {
+		t.Errorf("download Content-Disposition %q, want attachment; filename=plan.md", cd)
+	}
+	if resp := get(t, Handler(Options{Provider: &provider{v: v}}), http.MethodGet, "/metrics"); resp.StatusCode != 404 {
+		t.Errorf("/metrics without Options.Metrics: status %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	h := Handler(Options{Provider: &provider{v: testView("x")}})
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		for _, path := range []string{"/", "/api/v1/report", "/plan/files/plan.md", "/readyz"} {
+			resp := get(t, h, m, path)
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s: status %d, Allow %q; want 405 and Allow: GET, HEAD", m, path, resp.StatusCode, resp.Header.Get("Allow"))
+			}
+		}
+	}
+	if resp := get(t, h, http.MethodHead, "/api/v1/report"); resp.StatusCode != 200 {
+		t.Errorf("HEAD /api/v1/report: status %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestNotReady(t *testing.T) {
+	why := errors.New("Prometheus http://prom:9090: connection refused")
+	cases := map[string]struct {
+		p        *provider
+		path     string
+		code     int
+		contains string
+	}{
+		"readyz says why":                {&provider{v: testView("x"), ready: why}, "/readyz", 503, "not ready: Prometheus http://prom:9090: connection refused"},
+		"healthz stays up":               {&provider{ready: why}, "/healthz", 200, "ok"},
+		"no view: api says why":          {&provider{ready: why}, "/api/v1/report", 503, "no data yet: Prometheus http://prom:9090: connection refused"},
+		"no view: page says why":         {&provider{ready: why}, "/", 200, "no data yet: Prometheus http://prom:9090: connection refused"},
+		"no view yet, ready":             {&provider{}, "/api/v1/pending", 503, "the first refresh has not finished"},
+		"no view: downloads say why":     {&provider{ready: why}, "/plan/files/plan.md", 503, "no data yet"},
+		"no plan":                        {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/plan", 404, "no plan in this view: Prometheus p has no plan"},
+		"no report":                      {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/report", 404, "no usage report"},
+		"empty lists are []":             {&provider{v: &View{}}, "/api/v1/pending", 200, "[]"},
+		"stale data shows the error":     {&provider{v: testView("x")}, "/", 200, "last refresh failed at 2026-01-04 23:00 UTC: <span id=\"error-text\">Prometheus: x</span>"},
+		"nil provider is never ready":    {nil, "/readyz", 503, "no data provider is configured"},
+		"nil provider: page says so too": {nil, "/", 200, "no data provider is configured"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := Options{}
+			if c.p != nil {
+				o.Provider = c.p
+			}
+			resp := get(t, Handler(o), http.MethodGet, c.path)
+			got := body(t, resp)
+			if resp.StatusCode != c.code || !strings.Contains(got, c.contains) {
+				t.Errorf("status %d, body %.300q; want %d containing %q", resp.StatusCode, got, c.code, c.contains)
+			}
+		})
+	}
+}
+
+// hostile are names a cluster may hold (pod names cannot, but labels,
+// annotations, messages and other sources can): markup, quotes, a closing
+// script tag, and a very long string.
+var hostile = []string{
+	`<script>window.pwned=1</script>`,
+	`"><img src=x onerror="window.pwned=1">`,
+	`'</script><script>window.pwned=1</script>`,
+	`</title></style><svg onload=window.pwned=1>`,
+	`javascript:window.pwned=1`,
+	strings.Repeat("long-<u>-", 20000),
+}
+
+// TestHostileNames renders the page and the API with hostile strings in
+// every cluster-derived field and checks, on the parsed HTML, that they
+// are text only: no script but the page's own, no event handler
+// attribute, no javascript: link, and the strings readable verbatim.
+func TestHostileNames(t *testing.T) {
+	for _, text := range hostile {
+		name := text
+		if len(name) > 40 {
+			name = name[:40]
+		}
+		t.Run(name, func(t *testing.T) {
+			h := Handler(Options{Provider: &provider{v: testView(text)}})
+			resp := get(t, h, http.MethodGet, "/")
+			page := body(t, resp)
+			doc, err := html.Parse(strings.NewReader(page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var texts []string
+			var walk func(n *html.Node)
+			walk = func(n *html.Node) {
+				if n.Type == html.ElementNode {
+					if n.Data == "script" {
+						if src := attr(n, "src"); src != "/static/app.js" || n.FirstChild != nil {
+							t.Errorf("a script element that is not the page's own: src %q", src)
+						}
+					}
+					for _, a := range n.Attr {
+						if strings.HasPrefix(strings.ToLower(a.Key), "on") {
+							t.Errorf("<%s> has an event handler attribute %s=%q", n.Data, a.Key, a.Val)
+						}
+						if (a.Key == "href" || a.Key == "src") && strings.HasPrefix(strings.ToLower(strings.TrimSpace(a.Val)), "javascript:") {
+							t.Errorf("<%s %s=%q> is a javascript: link", n.Data, a.Key, a.Val)
+						}
+					}
+					if n.Data == "img" || n.Data == "u" || (n.Data == "svg" && attr(n, "class") != "chart") {
+						t.Errorf("an element <%s> came from data", n.Data)
+					}
+				}
+				if n.Type == html.TextNode {
+					texts = append(texts, n.Data)
+				}
+				for c := n.FirstChild; c != nil; c = c.NextSibling {
+					walk(c)
+				}
+			}
+			walk(doc)
+			all := strings.Join(texts, "\n")
+			for _, want := range []string{"pod-" + text, "ns-" + text, "node-" + text, "reclaim " + text, "0/2 nodes are available: " + text, "Prometheus: " + text, "policy-" + text} {
+				if !strings.Contains(all, want) {
+					t.Errorf("the page's text lacks %.60q verbatim", want)
+				}
+			}
+			for _, path := range []string{"/api/v1/view", "/api/v1/report", "/api/v1/pending"} {
+				got := body(t, get(t, h, http.MethodGet, path))
+				if strings.Contains(got, "<") {
+					t.Errorf("%s has a raw '<' (JSON must escape it as \\u003c)", path)
+				}
+			}
+			dl := get(t, h, http.MethodGet, "/plan/files/plan.md")
+			if ct := dl.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") || dl.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("download served as %q (nosniff %q): want text/plain, nosniff, so it never renders as HTML", ct, dl.Header.Get("X-Content-Type-Options"))
+			}
+		})
+	}
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+// TestCharts checks that each chart has its series and a mark per known
+// value, and a gap (no mark) for an unknown one.
+func TestCharts(t *testing.T) {
+	v := testView("x")
+	charts := hourCharts(v.Hours, "EUR")
+	if len(charts) != 2 {
+		t.Fatalf("%d hour charts, want 2", len(charts))
+	}
+	marks := func(c *chart) map[string]int {
+		m := map[string]int{}
+		for _, s := range c.Series {
+			m[s.Name] = len(s.Points)
+		}
+		return m
+	}
+	if d := cmp.Diff(map[string]int{"capacity": 2, "allocated": 2, "active": 1}, marks(charts[0])); d != "" {
+		t.Errorf("GPU-hours chart marks (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]int{"idle cost": 1}, marks(charts[1])); d != "" {
+		t.Errorf("idle cost chart marks (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]int{"scheduling": 3, "container start": 3, "to first GPU use": 3, "first use to ready": 3}, marks(startupChart(v.Report))); d != "" {
+		t.Errorf("start-up chart marks (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]int{"policy-x": 2}, marks(curveChart(v.Curve))); d != "" {
+		t.Errorf("curve chart marks (-want +got):\n%s", d)
+	}
+	// The allocated line is higher on the page (smaller y) in the second
+	// hour, which holds more.
+	alloc := charts[0].Series[1]
+	if alloc.Points[1].Y >= alloc.Points[0].Y {
+		t.Errorf("allocated marks at y %v then %v: want the second (6600 s) above the first (6000 s)", alloc.Points[0].Y, alloc.Points[1].Y)
+	}
+}

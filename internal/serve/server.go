@@ -1,0 +1,218 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultAddr is where Serve listens unless told otherwise: loopback only,
+// so that nothing outside the machine sees the page by accident.
+const DefaultAddr = "127.0.0.1:9400"
+
+// filesPath is where the plan's files are served, by name.
+const filesPath = "/plan/files/"
+
+// Options configures Handler and Serve.
+type Options struct {
+	// Addr is the address to listen on; empty is DefaultAddr. Port 0
+	// picks a free port, which Serve prints.
+	Addr     string
+	Provider Provider
+	// Metrics serves /metrics; nil serves none (404).
+	Metrics http.Handler
+}
+
+// securityHeaders go on every response: no script, style or image from
+// anywhere but this server, no inline script, no framing, no sniffing.
+var securityHeaders = map[string]string{
+	"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+		"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+	"X-Content-Type-Options": "nosniff",
+	"X-Frame-Options":        "DENY",
+	"Referrer-Policy":        "no-referrer",
+}
+
+// Handler returns the routes of the dashboard, the API, the downloads,
+// /healthz, /readyz and, when set, /metrics. Every route is read-only:
+// other methods than GET and HEAD get 405.
+func Handler(o Options) http.Handler {
+	if o.Provider == nil {
+		o.Provider = noProvider{}
+	}
+	page := newPage()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider) })
+	mux.Handle("/static/", http.FileServerFS(staticFS))
+	api := func(name string, pick func(*View) (any, string)) {
+		mux.HandleFunc("/api/v1/"+name, func(w http.ResponseWriter, r *http.Request) {
+			v := o.Provider.View()
+			if v == nil {
+				writeError(w, http.StatusServiceUnavailable, "no data yet: "+notReady(o.Provider))
+				return
+			}
+			body, missing := pick(v)
+			if missing != "" {
+				writeError(w, http.StatusNotFound, missing)
+				return
+			}
+			writeJSON(w, body)
+		})
+	}
+	api("view", func(v *View) (any, string) { return v, "" })
+	api("report", func(v *View) (any, string) {
+		if v.Report == nil {
+			return nil, "no usage report in this view: " + v.Source + " has no accounting"
+		}
+		return v.Report, ""
+	})
+	api("hours", func(v *View) (any, string) { return orEmpty(v.Hours), "" })
+	api("pending", func(v *View) (any, string) { return orEmpty(v.Pending), "" })
+	api("plan", func(v *View) (any, string) {
+		if v.Plan == nil {
+			return nil, "no plan in this view: " + v.Source + " has no plan"
+		}
+		return v.Plan, ""
+	})
+	mux.HandleFunc(filesPath+"{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		v := o.Provider.View()
+		if v == nil {
+			writeError(w, http.StatusServiceUnavailable, "no data yet: "+notReady(o.Provider))
+			return
+		}
+		for _, f := range v.PlanFiles {
+			if f.Name == name {
+				ctype := mime.TypeByExtension(path.Ext(name))
+				if ctype == "" || strings.HasPrefix(ctype, "text/") || strings.Contains(ctype, "yaml") {
+					ctype = "text/plain; charset=utf-8"
+				}
+				w.Header().Set("Content-Type", ctype)
+				w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+				_, _ = w.Write(f.Data)
+				return
+			}
+		}
+		names := make([]string, len(v.PlanFiles))
+		for i, f := range v.PlanFiles {
+			names[i] = f.Name
+		}
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no plan file %q; the plan has: %s", name, strings.Join(names, ", ")))
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := o.Provider.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	if o.Metrics != nil {
+		mux.Handle("/metrics", o.Metrics)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range securityHeaders {
+			w.Header().Set(k, v)
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": gpupack serve is read-only; use GET")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// noProvider stands in for a missing Provider: never ready, no view.
+type noProvider struct{}
+
+func (noProvider) View() *View { return nil }
+func (noProvider) Ready() error {
+	return errors.New("no data provider is configured (serve.Options.Provider is nil)")
+}
+
+// notReady is the provider's reason for not being ready, or why there is
+// no view although it says it is.
+func notReady(p Provider) string {
+	if err := p.Ready(); err != nil {
+		return err.Error()
+	}
+	return "the first refresh has not finished"
+}
+
+// orEmpty makes a nil list encode as [] rather than null.
+func orEmpty[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
+
+// writeJSON writes v as the CLI's --format json does: indented by two
+// spaces, one trailing newline.
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		// The header is out; all that is left is to end the body visibly.
+		_, _ = fmt.Fprintf(w, "\n{\"error\": %q}\n", err.Error())
+	}
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// Serve listens on o.Addr, prints "serving gpupack on http://ADDR/" to
+// stderr with the address it got, and serves Handler(o) until ctx ends,
+// then stops gracefully, letting requests in flight finish for up to five
+// seconds.
+func Serve(ctx context.Context, o Options, stderr io.Writer) error {
+	addr := o.Addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %v; pick a free address such as %s", addr, err, DefaultAddr)
+	}
+	fmt.Fprintf(stderr, "serving gpupack on http://%s/\n", ln.Addr())
+	srv := &http.Server{Handler: Handler(o), ReadHeaderTimeout: 10 * time.Second}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+			return
+		}
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	})
+	err = srv.Serve(ln)
+	close(stop)
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
