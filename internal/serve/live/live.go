@@ -25,6 +25,8 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/usagefacts"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/usage"
@@ -50,6 +52,9 @@ type Options struct {
 	Now func() time.Time
 	// Log receives progress and errors, one line each; nil discards.
 	Log io.Writer
+	// Source names the data's origin on the page, such as "Prometheus
+	// http://prometheus:9090 and the cluster at https://...".
+	Source string
 }
 
 func (o *Options) defaults() {
@@ -110,8 +115,9 @@ type Engine struct {
 	refreshMu sync.Mutex
 	store     *store
 
-	mu    sync.Mutex
-	state State
+	mu      sync.Mutex
+	state   State
+	current *serve.View
 }
 
 // State is what the engine knows as of its last refresh.
@@ -128,7 +134,7 @@ type State struct {
 	Report *usage.Report
 	// Hours are the fleet's totals per bucket, oldest first, the current
 	// partial bucket last.
-	Hours []Hour
+	Hours []serve.Hour
 	// Snapshot is the cluster as the informers see it, with its
 	// warnings.
 	Snapshot *cluster.Snapshot
@@ -143,12 +149,6 @@ type State struct {
 	Plan *plan.Plan
 	// Counters are what /metrics serves.
 	counters counters
-}
-
-// Hour is the fleet's accounting of one bucket of time.
-type Hour struct {
-	Start, End time.Time
-	usage.ClusterUsage
 }
 
 // New makes an engine on a Prometheus source and a Kubernetes client;
@@ -166,9 +166,9 @@ func New(o Options, src Source, client kubernetes.Interface) (*Engine, error) {
 }
 
 // Start syncs the informers (failing if the apiserver does not answer or
-// refuses gpupack the list and watch it needs), then runs the first
-// refresh, which reads the whole window, and the refresh loop, until ctx
-// ends. A refresh that fails leaves the last good state in place, with its
+// refuses gpupack the list and watch it needs), then starts, in the
+// background, the first refresh, which reads the whole window, and the
+// refresh loop, until ctx ends; Ready says when the first is done. A refresh that fails leaves the last good state in place, with its
 // error beside it, and is tried again at the next tick; the informers
 // resume their watches by themselves when the apiserver comes back.
 func (e *Engine) Start(ctx context.Context) error {
@@ -177,9 +177,13 @@ func (e *Engine) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	fmt.Fprintf(e.o.Log, "serve: reading %s of accounting from Prometheus in %s buckets\n", e.o.Window, e.o.Bucket)
-	e.Refresh(ctx)
 	go func() {
+		fmt.Fprintf(e.o.Log, "serve: reading %s of accounting from Prometheus in %s buckets\n", e.o.Window, e.o.Bucket)
+		begun := time.Now()
+		e.Refresh(ctx)
+		if st := e.State(); st.Err == "" {
+			fmt.Fprintf(e.o.Log, "serve: read the window in %s; refreshing every %s\n", time.Since(begun).Round(time.Millisecond), e.o.Refresh)
+		}
 		t := time.NewTicker(e.o.Refresh)
 		defer t.Stop()
 		for {
@@ -207,9 +211,56 @@ func (e *Engine) Refresh(ctx context.Context) {
 		fmt.Fprintf(e.o.Log, "serve: refresh at %s: %v\n", now.Format(time.RFC3339), err)
 	}
 	e.diagnoseAndPlan(ctx, &next)
+	v := e.view(next, now)
 	e.mu.Lock()
-	e.state = next
+	e.state, e.current = next, v
 	e.mu.Unlock()
+}
+
+// View is the dashboard's view as of the last refresh; nil before the
+// first. It implements serve.Provider.
+func (e *Engine) View() *serve.View {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.current
+}
+
+// view builds the immutable view of a state.
+func (e *Engine) view(st State, now time.Time) *serve.View {
+	v := &serve.View{Source: e.o.Source, AsOf: st.AsOf, Err: st.Err, Report: st.Report, Hours: st.Hours, Plan: st.Plan, Warnings: st.Warnings}
+	if st.Err != "" {
+		at := st.ErrAt
+		v.ErrAt = &at
+	}
+	if st.Report != nil {
+		v.Start, v.End = st.Report.Start, st.Report.End
+	}
+	if d := st.Diagnosis; d != nil {
+		v.Nodes, v.GPUs = d.Nodes, d.GPUs
+		v.Warnings = append(append([]string(nil), v.Warnings...), d.Warnings...)
+		for _, f := range d.Findings {
+			p := serve.PendingPod{Finding: f}
+			if c, ok := st.Created[f.Pod]; ok {
+				created := c
+				p.Created = &created
+				p.WaitedSeconds = usage.Known(max(0, now.Sub(c).Seconds()))
+			}
+			if fail, ok := st.Failures[f.Pod]; ok {
+				p.SchedulerMessage = fail.Message
+			}
+			v.Pending = append(v.Pending, p)
+		}
+	}
+	if st.Plan != nil && st.Snapshot != nil {
+		files, err := planout.Files(st.Plan, st.Snapshot)
+		if err != nil {
+			v.Err = joinErr(v.Err, fmt.Sprintf("plan files: %v", err))
+		}
+		for _, f := range files {
+			v.PlanFiles = append(v.PlanFiles, serve.PlanFile{Name: f.Name, Data: f.Data})
+		}
+	}
+	return v
 }
 
 // snapshotState starts the next state from the last one, so that what a
@@ -299,7 +350,7 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	next.AsOf = end
 	next.Hours = next.Hours[:0:0]
 	for _, h := range s.sorted() {
-		next.Hours = append(next.Hours, Hour{Start: h.start, End: h.end, ClusterUsage: h.totals.Cluster})
+		next.Hours = append(next.Hours, h.totals.fleet)
 	}
 	next.counters = s.counters()
 	return nil
@@ -312,7 +363,7 @@ func (e *Engine) account(pricing usage.Pricing, start, end time.Time, bs []usage
 	if err != nil {
 		return nil, fmt.Errorf("accounting %s..%s: %w", start.Format(time.RFC3339), end.Format(time.RFC3339), err)
 	}
-	return &hour{start: start, end: end, buckets: bs, totals: hourTotals{Cluster: r.Cluster, c: fromReport(r)}}, nil
+	return &hour{start: start, end: end, buckets: bs, totals: hourTotals{fleet: serve.HourOf(start, r), c: fromReport(r)}}, nil
 }
 
 // diagnoseAndPlan explains the pending pods of the snapshot with the

@@ -139,6 +139,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	if err := e.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	e.Refresh(ctx) // waits for the first refresh, then reads again
 	if err := e.Ready(); err != nil {
 		t.Fatalf("not ready after the first refresh: %v\n%s", err, log.String())
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -42,8 +43,8 @@ type hour struct {
 
 // hourTotals are what the chart and the counters need of one hour.
 type hourTotals struct {
-	Cluster usage.ClusterUsage
-	c       counters
+	fleet serve.Hour
+	c     counters
 }
 
 // counters are GPU-seconds and money by pod and by node, summed over hours.
