@@ -1,0 +1,218 @@
+// Package grafana holds gpupack's Grafana dashboard (gpupack.json) and the
+// test that keeps it true to the metrics gpupack exports.
+package grafana
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/VictoriaMetrics/metricsql"
+
+	"github.com/gpupack/gpupack/internal/testcluster"
+)
+
+// grafanaVars are the dashboard's variables with values a query may take.
+var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__range", "1d", "$__interval", "1m", "$namespace", ".*")
+
+// labelValues is Grafana's label_values(METRIC, LABEL) variable query.
+var labelValues = regexp.MustCompile(`^label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)$`)
+
+// TestDashboard checks every PromQL expression of gpupack.json against a
+// real Prometheus (a parse error is HTTP 400 bad_data) and that each names
+// only metrics that gpupack's code declares.
+func TestDashboard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real Prometheus")
+	}
+	exprs, varMetrics := dashboardQueries(t)
+	exported := exportedMetrics(t)
+	if len(exported) == 0 {
+		t.Fatal("found no metric declared in gpupack's code")
+	}
+	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{})
+	for panel, list := range exprs {
+		for _, e := range list {
+			q := grafanaVars.Replace(e)
+			resp, err := http.Get(prom.URL + "/api/v1/query?query=" + url.QueryEscape(q))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("panel %q: Prometheus refuses %s: %d %s", panel, q, resp.StatusCode, b)
+			}
+			for _, m := range metricNames(t, q) {
+				if !exported[m] {
+					t.Errorf("panel %q names %s, which gpupack does not export (it exports %v)", panel, m, keys(exported))
+				}
+			}
+		}
+	}
+	for _, m := range varMetrics {
+		if !exported[m] {
+			t.Errorf("a variable queries %s, which gpupack does not export", m)
+		}
+	}
+}
+
+// dashboardQueries returns the expressions of each panel by title, and
+// the metrics the variables' label_values queries read.
+func dashboardQueries(t *testing.T) (map[string][]string, []string) {
+	t.Helper()
+	data, err := os.ReadFile("gpupack.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Type  string `json:"type"`
+				Query any    `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("gpupack.json: %v", err)
+	}
+	exprs := map[string][]string{}
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs[p.Title] = append(exprs[p.Title], tg.Expr)
+		}
+	}
+	var metrics []string
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		q, _ := v.Query.(map[string]any)
+		s, _ := q["query"].(string)
+		m := labelValues.FindStringSubmatch(s)
+		if m == nil {
+			t.Errorf("variable query %q: want label_values(METRIC, LABEL)", s)
+			continue
+		}
+		metrics = append(metrics, m[1])
+	}
+	return exprs, metrics
+}
+
+// metricNames are the metric names the PromQL expression selects.
+func metricNames(t *testing.T, q string) []string {
+	t.Helper()
+	e, err := metricsql.Parse(q)
+	if err != nil {
+		t.Errorf("%s: %v", q, err)
+		return nil
+	}
+	var names []string
+	metricsql.VisitAll(e, func(x metricsql.Expr) {
+		me, ok := x.(*metricsql.MetricExpr)
+		if !ok {
+			return
+		}
+		for _, group := range me.LabelFilterss {
+			found := false
+			for _, f := range group {
+				if f.Label == "__name__" && !f.IsRegexp && !f.IsNegative {
+					names, found = append(names, f.Value), true
+				}
+			}
+			if !found {
+				t.Errorf("%s: a selector without a metric name", q)
+			}
+		}
+	})
+	return names
+}
+
+// exportedMetrics are the names that gpupack's (non-test) code declares
+// with prometheus.NewDesc or a prometheus ...Opts{Name: ...} literal.
+func exportedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	out := map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "scheduler") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "NewDesc" && len(n.Args) > 0 {
+					if s, ok := stringLit(n.Args[0]); ok {
+						out[s] = true
+					}
+				}
+			case *ast.CompositeLit:
+				if sel, ok := n.Type.(*ast.SelectorExpr); ok && strings.HasSuffix(sel.Sel.Name, "Opts") {
+					for _, el := range n.Elts {
+						if kv, ok := el.(*ast.KeyValueExpr); ok {
+							if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Name" {
+								if s, ok := stringLit(kv.Value); ok {
+									out[s] = true
+								}
+							}
+						}
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func stringLit(e ast.Expr) (string, bool) {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", false
+	}
+	s, err := strconv.Unquote(lit.Value)
+	return s, err == nil
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
