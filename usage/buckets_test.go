@@ -208,14 +208,6 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 	return out
 }
 
-// within reports whether got is within rel of want (or both unknown).
-func within(got, want Amount, rel float64) bool {
-	if got.Known != want.Known {
-		return false
-	}
-	return math.Abs(got.Value-want.Value) <= rel*math.Max(math.Abs(want.Value), 1e-9)
-}
-
 func TestAccountBucketsAgreesWithAccount(t *testing.T) {
 	const step, hours = 10 * time.Second, 3
 	per := int(time.Hour / step)
@@ -275,7 +267,9 @@ func TestAccountBucketsAgreesWithAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compareReports(t, raw, got, 0.01)
+	for _, d := range Disagreements(raw, got, 0.01) {
+		t.Error(d)
+	}
 	if q := got.Quality; q.CounterResets != raw.Quality.CounterResets || q.Samples != raw.Quality.Samples || q.NaNSamples != raw.Quality.NaNSamples || q.Gaps != raw.Quality.Gaps {
 		t.Errorf("quality %+v, want that of the raw path %+v", q, raw.Quality)
 	}
@@ -291,82 +285,6 @@ func mustPod(t *testing.T, r *Report, ns, name string) *PodUsage {
 		t.Fatalf("no pod %s/%s in the report", ns, name)
 	}
 	return p
-}
-
-// compareReports checks that the hourly report agrees with the raw one
-// within rel for every device and pod: allocated, active, idle, unknown,
-// unallocated, unsampled, cost and energy.
-func compareReports(t *testing.T, raw, got *Report, rel float64) {
-	t.Helper()
-	totals := func(where string, want, got Totals) {
-		t.Helper()
-		for _, f := range []struct {
-			name      string
-			want, got Amount
-		}{
-			{"allocated", Known(float64(want.AllocatedGPUSeconds)), Known(float64(got.AllocatedGPUSeconds))},
-			{"active", want.ActiveGPUSeconds, got.ActiveGPUSeconds},
-			{"idle", want.IdleAllocatedGPUSeconds, got.IdleAllocatedGPUSeconds},
-			{"activity unknown", Known(float64(want.ActivityUnknownGPUSeconds)), Known(float64(got.ActivityUnknownGPUSeconds))},
-			{"cost", want.Cost, got.Cost},
-			{"energy", want.EnergyJoules, got.EnergyJoules},
-		} {
-			if !within(f.got, f.want, rel) && math.Abs(f.got.Value-f.want.Value) > 1e-6 {
-				t.Errorf("%s: %s %+v, raw path %+v", where, f.name, f.got, f.want)
-			}
-		}
-	}
-	capacity := func(where string, want, got Capacity) {
-		t.Helper()
-		for _, f := range []struct {
-			name      string
-			want, got Seconds
-		}{{"capacity", want.CapacityGPUSeconds, got.CapacityGPUSeconds}, {"unallocated", want.UnallocatedGPUSeconds, got.UnallocatedGPUSeconds}, {"unsampled", want.UnsampledGPUSeconds, got.UnsampledGPUSeconds}} {
-			if !within(Known(float64(f.got)), Known(float64(f.want)), rel) && math.Abs(float64(f.got-f.want)) > 1e-6 {
-				t.Errorf("%s: %s %v GPU-seconds, raw path %v", where, f.name, f.got, f.want)
-			}
-		}
-	}
-	totals("cluster", raw.Cluster.Totals, got.Cluster.Totals)
-	capacity("cluster", raw.Cluster.Capacity, got.Cluster.Capacity)
-	if len(got.Devices) != len(raw.Devices) || len(got.Pods) != len(raw.Pods) || len(got.Containers) != len(raw.Containers) {
-		t.Fatalf("%d devices, %d pods, %d containers; raw path %d, %d, %d", len(got.Devices), len(got.Pods), len(got.Containers), len(raw.Devices), len(raw.Pods), len(raw.Containers))
-	}
-	for i, d := range raw.Devices {
-		g := got.Devices[i]
-		where := "device " + d.Key()
-		if d.Uninstantiated {
-			where += " (uninstantiated)"
-		}
-		if g.Key() != d.Key() || g.Uninstantiated != d.Uninstantiated || g.ActivitySource != d.ActivitySource {
-			t.Errorf("%s: got %s uninstantiated %v source %q, raw source %q", where, g.Key(), g.Uninstantiated, g.ActivitySource, d.ActivitySource)
-		}
-		totals(where, d.Totals, g.Totals)
-		capacity(where, d.Capacity, g.Capacity)
-		if !within(g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max, 0) {
-			t.Errorf("%s: VRAM max %+v, raw %+v", where, g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max)
-		}
-	}
-	for i, p := range raw.Pods {
-		g := got.Pods[i]
-		if g.Key() != p.Key() || strings.Join(g.Devices, ",") != strings.Join(p.Devices, ",") {
-			t.Errorf("pod %d: %s on %v, raw path %s on %v", i, g.Key(), g.Devices, p.Key(), p.Devices)
-		}
-		totals("pod "+p.Key(), p.Totals, g.Totals)
-		if !within(g.Pattern.MeanActivity, p.Pattern.MeanActivity, 1e-3) || !within(g.Pattern.IdleRatio, p.Pattern.IdleRatio, 1e-3) {
-			t.Errorf("pod %s: pattern %+v, raw path %+v", p.Key(), g.Pattern, p.Pattern)
-		}
-		if !timesEqual(g.Startup.GPUAttached, p.Startup.GPUAttached) || !timesEqual(g.Startup.FirstGPUUse, p.Startup.FirstGPUUse) {
-			t.Errorf("pod %s: attached %v first use %v, raw path %v %v", p.Key(), g.Startup.GPUAttached, g.Startup.FirstGPUUse, p.Startup.GPUAttached, p.Startup.FirstGPUUse)
-		}
-	}
-}
-
-func timesEqual(a, b *time.Time) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Equal(*b)
 }
 
 func TestAccountBucketsEdgeCases(t *testing.T) {

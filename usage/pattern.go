@@ -35,6 +35,10 @@ const (
 	burstLevelActivity = 0.3
 )
 
+// BurstLevelActivity is the activity (ratio) at or above which a sample
+// counts as a burst for the bursty pattern.
+const BurstLevelActivity = burstLevelActivity
+
 // Pattern is a pod's usage pattern with the numbers behind it.
 type Pattern struct {
 	Name PatternName `json:"name"`

@@ -38,6 +38,10 @@ type PrometheusOptions struct {
 	// new one. Backfill into filepath.Join(Dir, "data") before the start to
 	// have the server load the blocks at once.
 	Dir string
+	// Args are extra command-line flags, such as
+	// --query.lookback-delta=59s for backfilled samples that have no
+	// staleness markers.
+	Args []string
 }
 
 // Prometheus is a real Prometheus server (Debian's package) on a loopback
@@ -77,6 +81,7 @@ func StartPrometheus(t testing.TB, o PrometheusOptions) *Prometheus {
 		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
 		"--storage.tsdb.retention.time=10y",
 	}}
+	p.args = append(p.args, o.Args...)
 	p.start("127.0.0.1:0")
 	addr, err := waitLogAddress(t.Context(), p.proc, DefaultStartTimeout, promListening)
 	if err != nil {

@@ -1,0 +1,104 @@
+package usage
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Disagreements lists where report got differs from report want by more
+// than the ratio rel: for the cluster, every device and every pod, the
+// allocated, active, idle, activity-unknown GPU-seconds, cost and energy;
+// for the cluster and devices the capacity, unallocated and unsampled
+// GPU-seconds; for pods their pattern's mean activity and idle ratio, and
+// when they were first attached to and first used a GPU. It is how the
+// raw path and the hourly path prove that they agree; empty when they do.
+func Disagreements(want, got *Report, rel float64) []string {
+	var out []string
+	differ := func(g, w Amount) bool {
+		if g.Known != w.Known {
+			return true
+		}
+		d := math.Abs(g.Value - w.Value)
+		return d > 1e-6 && d > rel*math.Abs(w.Value)
+	}
+	totals := func(where string, w, g Totals) {
+		for _, f := range []struct {
+			name string
+			w, g Amount
+		}{
+			{"allocated GPU-seconds", Known(float64(w.AllocatedGPUSeconds)), Known(float64(g.AllocatedGPUSeconds))},
+			{"active GPU-seconds", w.ActiveGPUSeconds, g.ActiveGPUSeconds},
+			{"idle GPU-seconds", w.IdleAllocatedGPUSeconds, g.IdleAllocatedGPUSeconds},
+			{"activity-unknown GPU-seconds", Known(float64(w.ActivityUnknownGPUSeconds)), Known(float64(g.ActivityUnknownGPUSeconds))},
+			{"cost", w.Cost, g.Cost},
+			{"energy", w.EnergyJoules, g.EnergyJoules},
+		} {
+			if differ(f.g, f.w) {
+				out = append(out, fmt.Sprintf("%s: %s %s, want %s", where, f.name, amountText(f.g), amountText(f.w)))
+			}
+		}
+	}
+	capacity := func(where string, w, g Capacity) {
+		for _, f := range []struct {
+			name string
+			w, g Seconds
+		}{{"capacity", w.CapacityGPUSeconds, g.CapacityGPUSeconds}, {"unallocated GPU-seconds", w.UnallocatedGPUSeconds, g.UnallocatedGPUSeconds}, {"unsampled GPU-seconds", w.UnsampledGPUSeconds, g.UnsampledGPUSeconds}} {
+			if differ(Known(float64(f.g)), Known(float64(f.w))) {
+				out = append(out, fmt.Sprintf("%s: %s %v, want %v", where, f.name, f.g, f.w))
+			}
+		}
+	}
+	totals("cluster", want.Cluster.Totals, got.Cluster.Totals)
+	capacity("cluster", want.Cluster.Capacity, got.Cluster.Capacity)
+	if len(got.Devices) != len(want.Devices) || len(got.Pods) != len(want.Pods) || len(got.Containers) != len(want.Containers) {
+		return append(out, fmt.Sprintf("%d devices, %d pods, %d containers; want %d, %d, %d", len(got.Devices), len(got.Pods), len(got.Containers), len(want.Devices), len(want.Pods), len(want.Containers)))
+	}
+	for i, d := range want.Devices {
+		g := got.Devices[i]
+		where := "device " + d.Key()
+		if d.Uninstantiated {
+			where += " (uninstantiated)"
+		}
+		if g.Key() != d.Key() || g.Uninstantiated != d.Uninstantiated || g.ActivitySource != d.ActivitySource {
+			out = append(out, fmt.Sprintf("%s: got %s uninstantiated %v activity from %q, want %q", where, g.Key(), g.Uninstantiated, g.ActivitySource, d.ActivitySource))
+			continue
+		}
+		totals(where, d.Totals, g.Totals)
+		capacity(where, d.Capacity, g.Capacity)
+		if differ(g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max) {
+			out = append(out, fmt.Sprintf("%s: VRAM max %s, want %s", where, amountText(g.VRAMUsedMiB.Max), amountText(d.VRAMUsedMiB.Max)))
+		}
+	}
+	for i, p := range want.Pods {
+		g := got.Pods[i]
+		where := "pod " + p.Key()
+		if g.Key() != p.Key() || strings.Join(g.Devices, ",") != strings.Join(p.Devices, ",") {
+			out = append(out, fmt.Sprintf("%s: got %s on %v, want on %v", where, g.Key(), g.Devices, p.Devices))
+			continue
+		}
+		totals(where, p.Totals, g.Totals)
+		if differ(g.Pattern.MeanActivity, p.Pattern.MeanActivity) || differ(g.Pattern.IdleRatio, p.Pattern.IdleRatio) {
+			out = append(out, fmt.Sprintf("%s: mean activity %s idle ratio %s, want %s, %s", where, amountText(g.Pattern.MeanActivity), amountText(g.Pattern.IdleRatio), amountText(p.Pattern.MeanActivity), amountText(p.Pattern.IdleRatio)))
+		}
+		if !sameTime(g.Startup.GPUAttached, p.Startup.GPUAttached) || !sameTime(g.Startup.FirstGPUUse, p.Startup.FirstGPUUse) {
+			out = append(out, fmt.Sprintf("%s: attached %v first use %v, want %v, %v", where, g.Startup.GPUAttached, g.Startup.FirstGPUUse, p.Startup.GPUAttached, p.Startup.FirstGPUUse))
+		}
+	}
+	return out
+}
+
+func amountText(a Amount) string {
+	if !a.Known {
+		return "unknown"
+	}
+	return fmt.Sprint(a.Value)
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
