@@ -46,7 +46,7 @@ type Options struct {
 	Window, Bucket, Step, Refresh time.Duration
 	// Pricing prices devices; its NodeLabels are filled from the cluster.
 	Pricing usage.Pricing
-	// Plan are the planner's options.
+	// Plan are the planner's options; zero is plan.DefaultOptions.
 	Plan plan.Options
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
@@ -75,6 +75,9 @@ func (o *Options) defaults() {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.Plan == (plan.Options{}) {
+		o.Plan = plan.DefaultOptions()
 	}
 	if o.Pricing.Catalogue == nil {
 		o.Pricing.Catalogue = gpu.Default()
@@ -211,6 +214,9 @@ func (e *Engine) Refresh(ctx context.Context) {
 		fmt.Fprintf(e.o.Log, "serve: refresh at %s: %v\n", now.Format(time.RFC3339), err)
 	}
 	e.diagnoseAndPlan(ctx, &next)
+	if next.Err != "" {
+		next.ErrAt = now
+	}
 	v := e.view(next, now)
 	e.mu.Lock()
 	e.state, e.current = next, v
