@@ -23,9 +23,13 @@ var deployHeaders = map[string]string{
 #   kubectl create token gpupack -n gpupack-system   # for use outside the cluster
 # The end-to-end tests apply this file and read a cluster with this
 # ServiceAccount's token, so a missing verb fails them.`,
-	"serve.yaml": `# gpupack serve: GPU-seconds allocated, active and idle and their cost as
-# Prometheus counters on :9401/metrics. Edit --prometheus first.
-#   kubectl apply -f deploy/rbac.yaml -f deploy/serve.yaml`,
+	"serve.yaml": `# gpupack serve: the dashboard on :9401/, the JSON API under /api/v1/ and
+# gpupack's counters on /metrics. Edit --prometheus first.
+#   kubectl apply -f deploy/rbac.yaml -f deploy/serve.yaml
+#   kubectl -n gpupack-system port-forward svc/gpupack 9401   # then open http://127.0.0.1:9401/`,
+	"grafana.yaml": `# gpupack's Grafana dashboard, a ConfigMap that Grafana's dashboard sidecar
+# loads by its label grafana_dashboard: "1" (or import its gpupack.json).
+#   kubectl apply -f deploy/grafana.yaml`,
 	"scheduler.yaml": `# gpupack-scheduler: a second scheduler (schedulerName: gpupack) with
 # leader election.
 #   kubectl apply -f deploy/rbac.yaml -f deploy/scheduler.yaml`,

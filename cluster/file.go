@@ -67,6 +67,13 @@ type FileGPUGroup struct {
 	// SharedResource: the replicas are offered as nvidia.com/gpu.shared
 	// (the device plugin's renameByDefault); time-slicing and mps only.
 	SharedResource bool `json:"sharedResource,omitempty"`
+
+	// Unlisted: the model is not in the catalogue (a product label read
+	// from a node, gpu.Catalogue.Unlisted): it is taken as named, with
+	// Memory (when given) and no price or MIG geometry. Without it an
+	// unknown model name is an error, so that a typo is not taken for a
+	// new GPU.
+	Unlisted bool `json:"unlisted,omitempty"`
 }
 
 // FilePod is a pod in the snapshot file.
@@ -208,9 +215,16 @@ func (fn *FileNode) node(c *gpu.Catalogue) (*Node, error) {
 }
 
 func (g *FileGPUGroup) gpus(c *gpu.Catalogue, first int) ([]GPU, error) {
-	m, err := c.Resolve(g.Model)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+	m, ok := c.Lookup(g.Model)
+	switch {
+	case !ok && g.Unlisted:
+		mem, err := parseOptionalMemory(g.Memory)
+		if err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+		m = c.Unlisted(g.Model, mem)
+	case !ok:
+		return nil, fmt.Errorf("model: %w (a GPU gpupack does not list: add `unlisted: true` and its memory, or add it to a --catalogue file)", &gpu.UnknownModelError{Name: g.Model, Known: c.Names()})
 	}
 	if g.Count < 1 || g.Count > 64 {
 		return nil, fmt.Errorf("count: %d (want 1..64)", g.Count)
@@ -375,6 +389,13 @@ func (r *FileGPURequest) request(c *gpu.Catalogue) (Request, error) {
 	return Request{}, fmt.Errorf("empty GPU request; give count, milli, memory or mig (or omit gpu)")
 }
 
+func parseOptionalMemory(s string) (gpu.MiB, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return ParseMemory(s)
+}
+
 // ToFile converts a snapshot to the file document, so that it can be
 // written and read back unchanged.
 func ToFile(s *Snapshot) *File {
@@ -382,11 +403,11 @@ func ToFile(s *Snapshot) *File {
 	for _, n := range s.Nodes {
 		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable}
 		for _, g := range n.GPUs {
-			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas, SharedResource: g.SharedResource}
+			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas, SharedResource: g.SharedResource, Unlisted: g.Model.Unlisted}
 			if g.Sharing != Exclusive {
 				grp.Sharing = g.Sharing.String()
 			}
-			if g.Memory != g.Model.Usable {
+			if g.Memory != g.Model.Usable || g.Model.Unlisted && g.Memory > 0 {
 				grp.Memory = FormatMemory(g.Memory)
 			}
 			for _, sl := range g.Layout {

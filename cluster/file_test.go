@@ -157,3 +157,33 @@ func TestQuantities(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFileUnlisted: a GPU the catalogue does not list is read back
+// from a snapshot when the file says it is unlisted, and written so again.
+func TestParseFileUnlisted(t *testing.T) {
+	doc := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes:\n" +
+		"- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: NVIDIA-B300-SXM6-AC, count: 2, memory: 275040Mi, unlisted: true}]}\n"
+	c, err := gpu.ParseCatalogue([]byte("currency: EUR\nmodels: [{name: T4, usableMiB: 15360}]"), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseFile([]byte(doc), "u.yaml", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.Nodes[0].GPUs[1]
+	if !g.Model.Unlisted || g.Model.Name != "NVIDIA-B300-SXM6-AC" || g.Memory != 275040 {
+		t.Errorf("GPU = %+v (model %+v), want the unlisted B300 with 275040 MiB", g, g.Model)
+	}
+	out, err := MarshalFile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "unlisted: true") || !strings.Contains(string(out), "memory: ") {
+		t.Errorf("written file lost the unlisted model:\n%s", out)
+	}
+	fresh, _ := gpu.ParseCatalogue([]byte("currency: EUR\nmodels: [{name: T4, usableMiB: 15360}]"), "c.yaml")
+	if _, err := ParseFile([]byte(strings.Replace(doc, ", unlisted: true", "", 1)), "u.yaml", fresh); err == nil || !strings.Contains(err.Error(), "add `unlisted: true`") {
+		t.Errorf("an unknown model without unlisted: err = %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/gpupack/gpupack/gpu"
 )
@@ -393,6 +394,71 @@ func (s *Snapshot) GPUCount() int {
 		n += len(node.GPUs)
 	}
 	return n
+}
+
+// UnknownModel is a GPU model of the snapshot that the catalogue does not
+// fully describe, and what of it is unknown.
+type UnknownModel struct {
+	Model string `json:"model"`
+	GPUs  int    `json:"gpus"`
+	// Unknown names what is missing, of "price", "MIG geometry" and
+	// "memory" (the last two only for models the catalogue does not list,
+	// known from node labels alone).
+	Unknown []string `json:"unknown"`
+}
+
+// UnknownModels lists, by model name, the snapshot's GPU models that the
+// catalogue does not list (gpu.Model.Unlisted) or does not price, with their
+// GPUs, so that the verbs that cost or partition GPUs can say what they
+// left out.
+func (s *Snapshot) UnknownModels() []UnknownModel {
+	byName := map[string]*UnknownModel{}
+	for _, n := range s.Nodes {
+		for _, g := range n.GPUs {
+			m := g.Model
+			var unknown []string
+			if !m.Priced {
+				unknown = append(unknown, "price")
+			}
+			if m.Unlisted {
+				unknown = append(unknown, "MIG geometry")
+				if g.Memory == 0 {
+					unknown = append(unknown, "memory")
+				}
+			}
+			if len(unknown) == 0 {
+				continue
+			}
+			u, ok := byName[m.Name]
+			if !ok {
+				u = &UnknownModel{Model: m.Name, Unknown: unknown}
+				byName[m.Name] = u
+			}
+			u.GPUs++
+		}
+	}
+	out := make([]UnknownModel, 0, len(byName))
+	for _, u := range byName {
+		out = append(out, *u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Model < out[j].Model })
+	return out
+}
+
+// Describe says what is unknown of the model, for messages: "NVIDIA-B300
+// (16 GPUs): price and MIG geometry unknown".
+func (u UnknownModel) Describe() string {
+	return fmt.Sprintf("%s (%d GPUs): %s unknown", u.Model, u.GPUs, joinAnd(u.Unknown))
+}
+
+func joinAnd(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return ""
+	case 1:
+		return xs[0]
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }
 
 // ModelNames lists the GPU models present, sorted.

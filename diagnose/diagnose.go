@@ -9,6 +9,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Cause is why a pending GPU pod waits.
@@ -50,6 +51,11 @@ type Report struct {
 	// Warnings are the snapshot's inconsistencies (bound pods that no
 	// longer fit their node), counted as they are.
 	Warnings []string `json:"warnings,omitempty"`
+	// UnknownModels are the cluster's GPU models the catalogue does not
+	// describe in full (cluster.Snapshot.UnknownModels): their GPUs are
+	// judged on the memory their nodes report, and no fix proposes MIG
+	// for them.
+	UnknownModels []cluster.UnknownModel `json:"unknownModels,omitempty"`
 }
 
 // Finding explains one pending pod.
@@ -155,9 +161,9 @@ type Holder struct {
 type MemoryFacts struct {
 	// Need is the memory one device of the pod needs; Source says where
 	// it comes from: "request", "mig-profile", "stated" or "estimate".
-	Need     gpu.MiB   `json:"needMiB"`
-	Source   string    `json:"source"`
-	Estimate *Estimate `json:"estimate,omitempty"`
+	Need     gpu.MiB        `json:"needMiB"`
+	Source   string         `json:"source"`
+	Estimate *vram.Estimate `json:"estimate,omitempty"`
 	// LargestFree is the most VRAM free on one GPU the pod may use;
 	// LargestGPU the largest such GPU.
 	LargestFree gpu.MiB `json:"largestFreeMiB"`
@@ -167,7 +173,7 @@ type MemoryFacts struct {
 	LargestGPUNodes     []string `json:"largestGPUNodes,omitempty"`
 	LargestGPUNodeCount int      `json:"largestGPUNodeCount,omitempty"`
 	// Options are the catalogue's GPUs and MIG profiles that hold Need.
-	Options []Option `json:"options,omitempty"`
+	Options []vram.Option `json:"options,omitempty"`
 }
 
 // Rule is one of the pod's rules (or a node's configuration) that keeps it
@@ -202,7 +208,7 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 	}
 	e := &engine{s: s, usage: usage, states: states, holders: s.PodsOn()}
 	e.classify()
-	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings}
+	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings, UnknownModels: s.UnknownModels()}
 	done := map[string]int{} // pod fingerprint -> finding index
 	for _, p := range s.Pending() {
 		rep.Pending++
@@ -263,7 +269,7 @@ func (e *engine) rep(k int) *placement.NodeState { return e.states[e.classes[k].
 // fingerprint identifies pods that get the same finding but for their name.
 func (e *engine) fingerprint(p *cluster.Pod) string {
 	facts, ok := e.usage.Pods[p.Key()]
-	var model ModelSpec
+	var model vram.ModelSpec
 	if facts.Model != nil {
 		model = *facts.Model
 	}
@@ -480,7 +486,7 @@ func reconfigure(st *placement.NodeState, req cluster.Request, all bool) *placem
 type need struct {
 	perDevice gpu.MiB
 	Source    string
-	estimate  *Estimate
+	estimate  *vram.Estimate
 	// stated is the per-device need from the usage file (stated or
 	// estimated), 0 when none; for a MIG pod it is compared with the slice.
 	stated gpu.MiB
@@ -501,7 +507,7 @@ func memoryNeed(p *cluster.Pod, facts PodFacts, c *gpu.Catalogue) need {
 			n.perDevice, n.Source = n.stated, "stated"
 		}
 	} else if facts.Model != nil {
-		est := EstimateMemory(*facts.Model)
+		est := vram.EstimateMemory(*facts.Model)
 		n.estimate = &est
 		n.stated = (est.Total + devices - 1) / devices
 		if n.stated > n.perDevice {

@@ -10,6 +10,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // quietRatio is the activity under which a holder's GPU is offered as a
@@ -32,14 +33,32 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 	if h.IdleHeld > 0 {
 		f.Fix = append(f.Fix, fmt.Sprintf("reclaim the GPUs of the %d idle-held holder(s) (%s): they hold GPUs without work", h.IdleHeld, JoinNames(idle, h.IdleHeld)))
 	}
+	methods, isolation := "time-slicing or MPS", ""
+	if e.anyMIG(idx) {
+		methods, isolation = "time-slicing, MPS or MIG", ", MIG for isolation"
+	}
 	switch {
 	case len(h.ShareCandidates) > 0:
-		f.Fix = append(f.Fix, fmt.Sprintf("share GPUs whose holders use a sliver (time-slicing or MPS within one trust boundary, MIG for isolation); these could host the pod if shared: %s", strings.Join(h.ShareCandidates, ", ")))
+		f.Fix = append(f.Fix, fmt.Sprintf("share GPUs whose holders use a sliver (time-slicing or MPS within one trust boundary%s); these could host the pod if shared: %s", isolation, strings.Join(h.ShareCandidates, ", ")))
 	case h.Measured == 0:
-		f.Fix = append(f.Fix, "measure the holders (give --usage) to find idle ones; where holders use a sliver, share their GPUs with time-slicing, MPS or MIG")
+		f.Fix = append(f.Fix, "measure the holders (give --usage) to find idle ones; where holders use a sliver, share their GPUs with "+methods)
 	default:
 		f.Fix = append(f.Fix, fmt.Sprintf("the holders are busy (mean activity %s): the GPUs are used; add %s GPUs or wait", pct(*h.MeanActiveRatio), strings.Join(f.Evidence.GPUModels, "/")))
 	}
+}
+
+// anyMIG reports whether a GPU of the nodes can be partitioned with MIG:
+// a model the catalogue gives MIG geometry (not one known only from node
+// labels, whose geometry is unknown).
+func (e *engine) anyMIG(idx []int) bool {
+	for _, i := range idx {
+		for _, g := range e.s.Nodes[i].GPUs {
+			if g.Model.MIG != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // holderStats aggregates the GPU pods bound to the nodes.
@@ -152,7 +171,13 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	if n.stated == 0 || n.Source == "request" {
 		total = n.perDevice * devices
 	}
-	mf.Options = Options(e.s.Catalogue, total)
+	need := vram.Need(total)
+	if n.estimate != nil && n.Source == "estimate" {
+		// A model's estimate splits across a tensor-parallel group by its
+		// weights and KV heads, not evenly.
+		need = *n.estimate
+	}
+	mf.Options = vram.Options(e.s.Catalogue, need)
 	f.Evidence.Memory = mf
 
 	if migTooSmall {
@@ -170,11 +195,11 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	}
 	if n.estimate != nil {
 		var parts []string
-		for _, dt := range []DType{"fp8", "int4"} {
+		for _, dt := range []vram.DType{"fp8", "int4"} {
 			if dt.Bytes() < n.estimate.Spec.DType.Bytes() {
 				spec := n.estimate.Spec
 				spec.DType = dt
-				parts = append(parts, fmt.Sprintf("%s needs %s", strings.ToUpper(string(dt)), EstimateMemory(spec).Total))
+				parts = append(parts, fmt.Sprintf("%s needs %s", strings.ToUpper(string(dt)), vram.EstimateMemory(spec).Total))
 			}
 		}
 		if len(parts) > 0 {
@@ -186,7 +211,7 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	for _, m := range e.s.ModelNames() {
 		present[m] = true
 	}
-	var parallel []Option
+	var parallel []vram.Option
 	for _, o := range mf.Options {
 		if o.GPUs == 1 && !migTooSmall {
 			if present[o.Model] {

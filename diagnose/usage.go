@@ -12,6 +12,7 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/yamldoc"
 	"github.com/gpupack/gpupack/usage"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Pattern names how a pod uses the GPUs it holds over a window, as the
@@ -51,7 +52,7 @@ type PodFacts struct {
 	GPUMemory gpu.MiB
 	// Model describes the model the pod serves or trains, for an estimate
 	// of its GPU memory; nil when unknown.
-	Model *ModelSpec
+	Model *vram.ModelSpec
 	// IdleHeldRatio is the share of the window, 0..1, during which the pod
 	// held its GPUs with no activity; meaningful when IdleHeldMeasured.
 	IdleHeldRatio    float64
@@ -111,14 +112,22 @@ type UsageFilePod struct {
 	HourlyActivity []float64 `json:"hourlyActivity,omitempty"`
 }
 
-// UsageFileModel is a model description in the usage file.
+// UsageFileModel is a model description in the usage file: a built-in
+// family (vram.Families) or a parameter count, and for the KV cache the
+// layers with the hidden size (full multi-head attention) or the KV heads
+// and head dimension (grouped-query attention). Figures given override the
+// family's.
 type UsageFileModel struct {
-	Params  string `json:"params"`
-	DType   string `json:"dtype"`
+	Family  string `json:"family,omitempty"`
+	Params  string `json:"params,omitempty"`
+	DType   string `json:"dtype,omitempty"`
+	KVDType string `json:"kvDtype,omitempty"`
 	Context int    `json:"context,omitempty"`
 	Batch   int    `json:"batch,omitempty"`
 	Layers  int    `json:"layers,omitempty"`
 	Hidden  int    `json:"hidden,omitempty"`
+	KVHeads int    `json:"kvHeads,omitempty"`
+	HeadDim int    `json:"headDim,omitempty"`
 }
 
 // ParseUsage reads a usage file: exactly one YAML or JSON document. source
@@ -296,16 +305,45 @@ func optionalMemory(s string) (gpu.MiB, error) {
 	return m, nil
 }
 
-func (m *UsageFileModel) spec() (ModelSpec, error) {
-	params, err := ParseParams(m.Params)
-	if err != nil {
-		return ModelSpec{}, fmt.Errorf("params: %w", err)
+func (m *UsageFileModel) spec() (vram.ModelSpec, error) {
+	var spec vram.ModelSpec
+	switch {
+	case m.Family != "":
+		a, err := vram.Family(m.Family)
+		if err != nil {
+			return spec, fmt.Errorf("family: %w", err)
+		}
+		spec = a.Spec(m.Family)
+		if m.Layers != 0 || m.Hidden != 0 || m.KVHeads != 0 || m.HeadDim != 0 {
+			return spec, fmt.Errorf("layers, hidden, kvHeads and headDim: the family gives them; give a family or the figures, not both")
+		}
+	case m.Params == "":
+		return spec, fmt.Errorf("params: missing; give the parameter count (such as 7B) or a family (%s)", strings.Join(vram.Families(), ", "))
+	default:
+		spec = vram.ModelSpec{Layers: m.Layers, Hidden: m.Hidden, KVHeads: m.KVHeads, HeadDim: m.HeadDim}
 	}
-	dt, err := ParseDType(m.DType)
-	if err != nil {
-		return ModelSpec{}, fmt.Errorf("dtype: %w", err)
+	if m.Params != "" {
+		params, err := vram.ParseParams(m.Params)
+		if err != nil {
+			return spec, fmt.Errorf("params: %w", err)
+		}
+		spec.Params, spec.ActiveParams = params, 0
 	}
-	spec := ModelSpec{Params: params, DType: dt, Context: m.Context, Batch: m.Batch, Layers: m.Layers, Hidden: m.Hidden}
+	if m.DType != "" || spec.DType == "" {
+		dt, err := vram.ParseDType(m.DType)
+		if err != nil {
+			return spec, fmt.Errorf("dtype: %w", err)
+		}
+		spec.DType = dt
+	}
+	if m.KVDType != "" {
+		dt, err := vram.ParseDType(m.KVDType)
+		if err != nil {
+			return spec, fmt.Errorf("kvDtype: %w", err)
+		}
+		spec.KVDType = dt
+	}
+	spec.Context, spec.Batch = m.Context, m.Batch
 	return spec, spec.Validate()
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/vram"
 )
 
 const usageHeader = "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\n"
@@ -18,13 +19,22 @@ func TestParseUsage(t *testing.T) {
 pods:
 - {pod: ml/a, activity: 0.04, pattern: idle-held, vramUsedP95: 3Gi}
 - {pod: ml/llm, model: {params: 7B, dtype: int4, context: 8192}, gpuMemory: 6Gi}
+- {pod: ml/gqa, model: {params: 8B, dtype: bf16, kvDtype: fp8, layers: 32, kvHeads: 8, headDim: 128}}
+- {pod: ml/mixtral, model: {family: mixtral-8x7b, context: 32768, batch: 2}}
 `), "u.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &Usage{Window: 30 * time.Minute, Pods: map[string]PodFacts{
 		"ml/a":   {Measured: true, ActiveRatio: 0.04, Pattern: IdleHeld, VRAMUsedP95: gpu.GiB(3)},
-		"ml/llm": {GPUMemory: gpu.GiB(6), Model: &ModelSpec{Params: 7e9, DType: "int4", Context: 8192}},
+		"ml/llm": {GPUMemory: gpu.GiB(6), Model: &vram.ModelSpec{Params: 7e9, DType: "int4", Context: 8192}},
+		"ml/gqa": {Model: &vram.ModelSpec{Params: 8e9, DType: "bf16", KVDType: "fp8", Layers: 32, KVHeads: 8, HeadDim: 128}},
+		"ml/mixtral": {Model: func() *vram.ModelSpec {
+			a, _ := vram.Family("mixtral-8x7b")
+			s := a.Spec("mixtral-8x7b")
+			s.Context, s.Batch = 32768, 2
+			return &s
+		}()},
 	}}
 	if diff := cmp.Diff(want, u); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -102,6 +112,10 @@ func TestParseUsageErrors(t *testing.T) {
 		"empty entry":        {usageHeader + "pods: [{pod: ml/a}]", "pods[0]: no facts"},
 		"bad params":         {usageHeader + "pods: [{pod: ml/a, model: {params: lots, dtype: fp16}}]", "pods[0]: model.params"},
 		"layers sans hidden": {usageHeader + "pods: [{pod: ml/a, model: {params: 7B, dtype: fp16, layers: 32}}]", "pods[0]: model.layers and hidden"},
+		"unknown family":     {usageHeader + "pods: [{pod: ml/a, model: {family: gpt-9}}]", `pods[0]: model.family: "gpt-9" is not a built-in model family`},
+		"family and figures": {usageHeader + "pods: [{pod: ml/a, model: {family: mistral-7b, layers: 4}}]", "pods[0]: model.layers, hidden, kvHeads and headDim: the family gives them"},
+		"no params":          {usageHeader + "pods: [{pod: ml/a, model: {dtype: fp16}}]", "pods[0]: model.params: missing"},
+		"kv heads sans dim":  {usageHeader + "pods: [{pod: ml/a, model: {params: 7B, dtype: fp16, layers: 32, kvHeads: 8}}]", "pods[0]: model.kv heads and head dim: give both"},
 		"not yaml":           {"pods: [", "u.yaml"},
 		"idle as percent":    {usageHeader + "pods: [{pod: ml/a, idleHeldRatio: 90}]", "pods[0]: idleHeldRatio: 90 is not a ratio"},
 		"hourly too long":    {usageHeader + "window: 2h\npods: [{pod: ml/a, hourlyActivity: [0, 0, 0]}]", "pods[0]: hourlyActivity: 3 hours listed, the window has 2"},
@@ -163,7 +177,7 @@ func FuzzParseUsage(f *testing.F) {
 				if err := p.Model.Validate(); err != nil {
 					t.Fatalf("accepted an invalid model: %v", err)
 				}
-				if e := EstimateMemory(*p.Model); e.Total <= 0 {
+				if e := vram.EstimateMemory(*p.Model); e.Total <= 0 {
 					t.Fatalf("estimate of an accepted model is %d", e.Total)
 				}
 			}

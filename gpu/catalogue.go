@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Model is one GPU model of the catalogue.
@@ -37,12 +38,18 @@ type Model struct {
 	Priced bool
 	// Index is the model's position in its catalogue, for dense tables.
 	Index int
+	// Unlisted says that the catalogue does not list the model: it is known
+	// only from a node's labels (Catalogue.Unlisted), so its price and MIG
+	// geometry are unknown.
+	Unlisted bool
 }
 
 // MemoryKnown reports whether the model's usable framebuffer is known.
 func (m *Model) MemoryKnown() bool { return m.Usable > 0 }
 
-// Catalogue is an immutable set of GPU models with prices in one currency.
+// Catalogue is an immutable set of GPU models with prices in one currency,
+// and the models of GPUs it does not list that were met on nodes
+// (Unlisted), which only grow.
 type Catalogue struct {
 	Currency string
 	models   []*Model
@@ -50,6 +57,9 @@ type Catalogue struct {
 	// repriced: a price file replaced the currency, so the built-in prices
 	// were dropped and only the file's are known.
 	repriced bool
+
+	mu       sync.Mutex
+	unlisted map[string]*Model // by normalised product label
 }
 
 // Repriced reports whether a price file replaced the catalogue's currency,
@@ -62,13 +72,44 @@ func (c *Catalogue) Repriced() bool { return c.repriced }
 func (c *Catalogue) Models() []*Model { return c.models }
 
 // Lookup finds a model by its canonical name, an alias, or a GPU feature
-// discovery product label, ignoring case and the "NVIDIA-"/"Tesla-" prefixes.
+// discovery product label, ignoring case and the "NVIDIA-"/"Tesla-" prefixes,
+// and then among the unlisted models met so far.
 func (c *Catalogue) Lookup(name string) (*Model, bool) {
 	m, ok := c.byKey[normalise(name)]
 	if ok {
 		return m, true
 	}
-	return c.lookupProduct(name)
+	if m, ok := c.lookupProduct(name); ok {
+		return m, true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok = c.unlisted[normalise(name)]
+	return m, ok
+}
+
+// Unlisted returns the model of a GPU that the catalogue does not list,
+// known only by the product label a node carries (GPU feature discovery's
+// nvidia.com/gpu.product, or a cloud's accelerator label) and the memory
+// one GPU has (nvidia.com/gpu.memory; 0 when unknown). The model is named
+// by the label, has no price and no MIG geometry, and Unlisted set. The
+// first call for a label makes the model, with the next index after every
+// model made so far; later calls return the same model, whatever memory
+// they give (a GPU's own memory lives on cluster.GPU). It is safe for
+// concurrent use. Callers look a label up first: Unlisted does not.
+func (c *Catalogue) Unlisted(product string, usable MiB) *Model {
+	key := normalise(product)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.unlisted[key]; ok {
+		return m
+	}
+	if c.unlisted == nil {
+		c.unlisted = map[string]*Model{}
+	}
+	m := &Model{Name: strings.TrimSpace(product), Usable: max(usable, 0), Unlisted: true, Index: len(c.models) + len(c.unlisted)}
+	c.unlisted[key] = m
+	return m
 }
 
 // MustLookup is Lookup for names that are known to be in the catalogue, such
@@ -117,7 +158,7 @@ func (c *Catalogue) lookupProduct(label string) (*Model, bool) {
 	var best *Model
 	bestLen := 0
 	for _, m := range c.models {
-		family := strings.SplitN(normalise(m.Name), "-", 2)[0]
+		family := modelFamily(normalise(m.Name))
 		if len(family) < 2 || !strings.Contains(key, family) {
 			continue
 		}
@@ -132,6 +173,19 @@ func (c *Catalogue) lookupProduct(label string) (*Model, bool) {
 	return best, best != nil
 }
 
+// modelFamily is a normalised name up to its first part with a digit:
+// "H100" of "H100-80GB", "RTX-PRO-6000" of "RTX-PRO-6000", so that a
+// family is never a bare word such as "RTX".
+func modelFamily(name string) string {
+	parts := strings.Split(name, "-")
+	for i, p := range parts {
+		if strings.ContainsAny(p, "0123456789") {
+			return strings.Join(parts[:i+1], "-")
+		}
+	}
+	return name
+}
+
 func normalise(name string) string {
 	k := strings.ToUpper(strings.TrimSpace(name))
 	k = strings.ReplaceAll(k, " ", "-")
@@ -142,22 +196,22 @@ func normalise(name string) string {
 	return k
 }
 
-// newCatalogue indexes models by name and aliases. It panics on a duplicate
-// key, which can only come from a mistake in the built-in table.
-func newCatalogue(currency string, models []*Model) *Catalogue {
+// newCatalogue indexes models by name and aliases; two models sharing a
+// key are a *duplicateKeyError.
+func newCatalogue(currency string, models []*Model) (*Catalogue, error) {
 	c := &Catalogue{Currency: currency, byKey: map[string]*Model{}}
 	for i, m := range models {
 		m.Index = i
 		for _, k := range append([]string{m.Name}, m.Aliases...) {
 			nk := normalise(k)
 			if other, dup := c.byKey[nk]; dup && other != m {
-				panic(fmt.Sprintf("gpu: catalogue key %q names both %s and %s", k, other.Name, m.Name))
+				return nil, &duplicateKeyError{key: k, first: other, second: m}
 			}
 			c.byKey[nk] = m
 		}
 	}
 	c.models = models
-	return c
+	return c, nil
 }
 
 // clone copies the catalogue so that prices can be changed without touching
@@ -168,8 +222,20 @@ func (c *Catalogue) clone() *Catalogue {
 		cp := *m
 		models[i] = &cp
 	}
-	out := newCatalogue(c.Currency, models)
+	out, err := newCatalogue(c.Currency, models)
+	if err != nil {
+		panic(fmt.Sprintf("gpu: cloning a valid catalogue: %v", err)) // its keys were checked when it was built
+	}
 	out.repriced = c.repriced
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.unlisted) > 0 {
+		out.unlisted = make(map[string]*Model, len(c.unlisted))
+		for k, m := range c.unlisted {
+			cp := *m
+			out.unlisted[k] = &cp
+		}
+	}
 	return out
 }
 

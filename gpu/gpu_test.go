@@ -41,6 +41,14 @@ func TestMIGFit(t *testing.T) {
 		"h200 7g.141gb + 1g.18gb":         {"H200-141GB", []string{"7g.141gb", "1g.18gb"}, ""},
 		"a30 four 1g.6gb":                 {"A30", rep("1g.6gb", 4), "1g.6gb@0,1g.6gb@1,1g.6gb@2,1g.6gb@3"},
 		"a30 2g+2g+1g":                    {"A30", []string{"2g.12gb", "2g.12gb", "1g.6gb"}, ""},
+		"b200 two 3g.90gb":                {"B200", rep("3g.90gb", 2), "3g.90gb@0,3g.90gb@4"},
+		"b200 seven 1g.23gb":              {"B200", rep("1g.23gb", 7), "1g.23gb@0,1g.23gb@1,1g.23gb@2,1g.23gb@3,1g.23gb@4,1g.23gb@5,1g.23gb@6"},
+		"gb200 4g+3g":                     {"GB200", []string{"4g.93gb", "3g.93gb"}, "4g.93gb@0,3g.93gb@4"},
+		"h100 nvl five 1g.24gb":           {"H100-NVL", rep("1g.24gb", 5), ""},
+		"gh200 three 2g.24gb + 1g.12gb":   {"GH200", []string{"2g.24gb", "2g.24gb", "2g.24gb", "1g.12gb"}, "2g.24gb@0,2g.24gb@2,2g.24gb@4,1g.12gb@6"},
+		"rtx pro 6000 four 1g.24gb":       {"RTX-PRO-6000", rep("1g.24gb", 4), "1g.24gb@0,1g.24gb@1,1g.24gb@2,1g.24gb@3"},
+		"rtx pro 6000 2g+1g+1g":           {"RTX-PRO-6000", []string{"2g.48gb", "1g.24gb", "1g.24gb"}, "2g.48gb@0,1g.24gb@2,1g.24gb@3"},
+		"rtx pro 6000 4g+1g":              {"RTX-PRO-6000", []string{"4g.96gb", "1g.24gb"}, ""},
 	}
 	c := Default()
 	for name, tc := range cases {
@@ -77,7 +85,7 @@ func rep(p string, n int) []string {
 // TestMaximalLayouts checks every enumerated layout against the placement
 // rules independently: valid, and no placement can be added.
 func TestMaximalLayouts(t *testing.T) {
-	for _, name := range []string{"A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "A30"} {
+	for _, name := range []string{"A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "A30", "B200", "RTX-PRO-6000"} {
 		t.Run(name, func(t *testing.T) {
 			g := Default().MustLookup(name).MIG
 			layouts := g.MaximalLayouts()

@@ -58,6 +58,11 @@ type Plan struct {
 	Reservations []Reservation `json:"reservations"`
 	Spot         []string      `json:"spot"`
 	Warnings     []string      `json:"warnings"`
+	// UnknownModels are the cluster's GPU models the catalogue does not
+	// describe in full (cluster.Snapshot.UnknownModels): the proof's
+	// saving leaves out the GPUs of unpriced ones, and MIG is not planned
+	// on unlisted ones.
+	UnknownModels []cluster.UnknownModel `json:"unknownModels,omitempty"`
 	// DevicePlugin and MIGParted are the configurations, by name.
 	DevicePlugin map[string]DevicePluginConfig `json:"devicePluginConfigs"`
 	MIGParted    map[string][]MIGDeviceConfig  `json:"migConfigs"`
@@ -156,6 +161,7 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *Usage, o Options) (*Plan,
 	}
 	ps, poolOf, warnings := pools(s)
 	pl.Warnings = warnings
+	pl.UnknownModels = s.UnknownModels()
 	var largest gpu.MiB
 	for _, n := range s.Nodes {
 		for _, g := range n.GPUs {
@@ -461,6 +467,12 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 	}
 	pr := &pl.Proof
 	pr.Policy, pr.Currency, pr.Risks, pr.placed = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}, map[string]string{}
+	unpriced := map[string]int{} // freed GPUs of unpriced models, by model
+	defer func() {
+		for _, name := range slices.Sorted(maps.Keys(unpriced)) {
+			pl.Warnings = append(pl.Warnings, fmt.Sprintf("the monthly saving leaves out the %d freed GPUs of %s, whose price is unknown; give it with pricePerHour in a --catalogue file", unpriced[name], name))
+		}
+	}()
 	for _, d := range pl.Decisions {
 		for _, r := range d.Risks {
 			pr.Risks[r]++
@@ -566,6 +578,9 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 			pr.NodesFreed = append(pr.NodesFreed, st.Node.Name)
 			for _, g := range st.Node.GPUs {
 				pr.GPUsOnFreed++
+				if !g.Model.Priced {
+					unpriced[g.Model.Name]++
+				}
 				pr.MonthlySaving += g.Model.PricePerHour * HoursPerMonth
 			}
 		}

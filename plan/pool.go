@@ -86,6 +86,9 @@ func pools(s *cluster.Snapshot) ([]*pool, map[int]*pool, []string) {
 			p = &pool{name: name, model: m}
 			byName[name] = p
 			out = append(out, p)
+			if m.Unlisted {
+				warnings = append(warnings, fmt.Sprintf("pool %s: GPU model %s is not in gpupack's catalogue, so the plan shares its GPUs by time-slicing or MPS only (its MIG geometry is unknown); add the model to a --catalogue file to plan MIG layouts", name, m.Name))
+			}
 		}
 		p.nodes = append(p.nodes, i)
 		p.perNode = max(p.perNode, len(n.GPUs))

@@ -154,9 +154,15 @@ func TestBuildNodeGPUs(t *testing.T) {
 			node:         makeNode("n").alloc(ResourceGPU, "4").obj(),
 			wantWarnings: []string{"node n: advertises GPUs but has no nvidia.com/gpu.product label"},
 		},
-		"unknown product": {
+		"unknown product counts, memory from its label": {
 			node:         makeNode("u").gfd("NVIDIA-B300-SXM6-AC", "275040", "8").alloc(ResourceGPU, "8").obj(),
-			wantWarnings: []string{`node u: GPU product "NVIDIA-B300-SXM6-AC" (label nvidia.com/gpu.product) is not in gpupack's catalogue`},
+			want:         repeat(cluster.GPU{Model: c.Unlisted("NVIDIA-B300-SXM6-AC", 275040), Memory: 275040}, 8),
+			wantWarnings: []string{`node u: GPU product "NVIDIA-B300-SXM6-AC" (label nvidia.com/gpu.product) is not in gpupack's catalogue; its GPUs count with the 275040 MiB of its nvidia.com/gpu.memory label; their price and MIG geometry are unknown`},
+		},
+		"unknown product without a memory label": {
+			node:         makeNode("u").label(LabelGPUProduct, "NVIDIA-X9").alloc(ResourceGPU, "2").obj(),
+			want:         repeat(cluster.GPU{Model: c.Unlisted("NVIDIA-X9", 0)}, 2),
+			wantWarnings: []string{`GPU product "NVIDIA-X9" (label nvidia.com/gpu.product) is not in gpupack's catalogue; its GPUs count with unknown memory (no nvidia.com/gpu.memory label), so only whole-GPU requests fit them`},
 		},
 		"unknown extended resources are ignored": {
 			node: makeNode("x").alloc("example.com/fpga", "2").obj(),
@@ -462,5 +468,107 @@ func TestBuildReadsRecordedDevices(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"c", "b", "b", "a", "d"}, holders); diff != "" {
 		t.Errorf("holder of each GPU (-want +got):\n%s", diff)
+	}
+}
+
+// TestBuildCloudNodes: nodes labelled as each managed cloud labels them,
+// without GPU feature discovery, keep their GPUs, with a warning naming
+// what was inferred.
+func TestBuildCloudNodes(t *testing.T) {
+	c := gpu.Default()
+	model := c.MustLookup
+	repeat := func(g cluster.GPU, n int) []cluster.GPU {
+		out := make([]cluster.GPU, n)
+		for i := range out {
+			out[i] = g
+			out[i].Index = i
+		}
+		return out
+	}
+	cases := map[string]struct {
+		node         *corev1.Node
+		want         []cluster.GPU
+		wantWarnings []string
+	}{
+		"GKE": {
+			node: makeNode("gke-l4").label(LabelGKEAccelerator, "nvidia-l4").label(LabelInstanceType, "g2-standard-24").
+				alloc(ResourceGPU, "2").obj(),
+			want:         repeat(cluster.GPU{Model: model("L4"), Memory: 23034}, 2),
+			wantWarnings: []string{"node gke-l4: no GPU feature discovery labels; inferred model L4 from label cloud.google.com/gke-accelerator=nvidia-l4, 2 GPUs from label node.kubernetes.io/instance-type=g2-standard-24"},
+		},
+		"GKE time-sharing": {
+			node: makeNode("gke-ts").label(LabelGKEAccelerator, "nvidia-tesla-t4").label(LabelGKEGPUSharingStrategy, "time-sharing").
+				label(LabelGKEMaxSharedClients, "4").alloc(ResourceGPU, "8").obj(),
+			want:         repeat(cluster.GPU{Model: model("T4"), Memory: 15360, Sharing: cluster.TimeSliced, Replicas: 4}, 2),
+			wantWarnings: []string{"inferred model T4 from label cloud.google.com/gke-accelerator=nvidia-tesla-t4"},
+		},
+		"GKE MPS": {
+			node: makeNode("gke-mps").label(LabelGKEAccelerator, "nvidia-h100-80gb").label(LabelGKEGPUSharingStrategy, "mps").
+				label(LabelGKEMaxSharedClients, "3").label(LabelInstanceType, "a3-highgpu-1g").alloc(ResourceGPU, "3").obj(),
+			want:         repeat(cluster.GPU{Model: model("H100-80GB"), Memory: 81559, Sharing: cluster.MPS, Replicas: 3}, 1),
+			wantWarnings: []string{"inferred model H100-80GB from label cloud.google.com/gke-accelerator=nvidia-h100-80gb, 1 GPUs from label node.kubernetes.io/instance-type=a3-highgpu-1g"},
+		},
+		"GKE MIG partitions": {
+			node: makeNode("gke-mig").label(LabelGKEAccelerator, "nvidia-tesla-a100").label(LabelGKEGPUPartitionSize, "1g.5gb").
+				label(LabelInstanceType, "a2-highgpu-1g").alloc(ResourceGPU, "7").obj(),
+			want:         repeat(cluster.GPU{Model: model("A100-40GB"), Memory: gpu.GiB(5)}, 7),
+			wantWarnings: []string{"inferred model A100-40GB from label cloud.google.com/gke-accelerator=nvidia-tesla-a100"},
+		},
+		"GKE accelerator gpupack does not know": {
+			node:         makeNode("gke-p4").label(LabelGKEAccelerator, "nvidia-tesla-p4").alloc(ResourceGPU, "1").obj(),
+			want:         repeat(cluster.GPU{Model: c.Unlisted("nvidia-tesla-p4", 0)}, 1),
+			wantWarnings: []string{"inferred model nvidia-tesla-p4 from label cloud.google.com/gke-accelerator=nvidia-tesla-p4; the model is not in gpupack's catalogue, so its price and MIG geometry are unknown (add it to a --catalogue file) and only whole-GPU requests fit its GPUs (memory unknown)"},
+		},
+		"EKS with Karpenter": {
+			node: makeNode("eks-k").label(LabelKarpenterGPUName, "a100").label(LabelKarpenterGPUMemory, "81920").
+				label(LabelKarpenterGPUCount, "8").label(LabelInstanceType, "p4de.24xlarge").alloc(ResourceGPU, "8").obj(),
+			want:         repeat(cluster.GPU{Model: model("A100-80GB"), Memory: 81920}, 8),
+			wantWarnings: []string{"inferred model A100-80GB from label karpenter.k8s.aws/instance-gpu-name=a100, 8 GPUs from label karpenter.k8s.aws/instance-gpu-count=8"},
+		},
+		"EKS Auto Mode, a GPU gpupack does not know": {
+			node: makeNode("eks-auto").label(LabelEKSAutoGPUName, "b300").label(LabelEKSAutoGPUMemory, "275040").
+				label(LabelEKSAutoGPUCount, "8").alloc(ResourceGPU, "8").obj(),
+			want:         repeat(cluster.GPU{Model: c.Unlisted("b300", 275040), Memory: 275040}, 8),
+			wantWarnings: []string{"inferred model b300 from label eks.amazonaws.com/instance-gpu-name=b300, memory from label eks.amazonaws.com/instance-gpu-memory=275040, 8 GPUs from label eks.amazonaws.com/instance-gpu-count=8; the model is not in gpupack's catalogue"},
+		},
+		"EKS managed node group": {
+			node: makeNode("eks-ng").label(LabelAWSAccelerator, "nvidia-tesla-v100").label(LabelInstanceType, "p3.8xlarge").
+				alloc(ResourceGPU, "4").obj(),
+			want:         repeat(cluster.GPU{Model: model("V100-16GB"), Memory: 16384}, 4),
+			wantWarnings: []string{"inferred model V100-16GB from label k8s.amazonaws.com/accelerator=nvidia-tesla-v100, 4 GPUs from label node.kubernetes.io/instance-type=p3.8xlarge"},
+		},
+		"EKS, instance type only": {
+			node:         makeNode("eks-g5").label(LabelInstanceType, "g5.48xlarge").alloc(ResourceGPU, "8").obj(),
+			want:         repeat(cluster.GPU{Model: model("A10G"), Memory: 23028}, 8),
+			wantWarnings: []string{"inferred model A10G from label node.kubernetes.io/instance-type=g5.48xlarge, 8 GPUs from label node.kubernetes.io/instance-type=g5.48xlarge"},
+		},
+		"AKS": {
+			node: makeNode("aks").label("kubernetes.azure.com/accelerator", "nvidia").label("accelerator", "nvidia").
+				label(LabelInstanceType, "Standard_NC40ads_H100_v5").alloc(ResourceGPU, "1").obj(),
+			want:         repeat(cluster.GPU{Model: model("H100-NVL"), Memory: 95830}, 1),
+			wantWarnings: []string{"node aks: no GPU feature discovery labels; inferred model H100-NVL from label node.kubernetes.io/instance-type=Standard_NC40ads_H100_v5"},
+		},
+		"AKS time-slicing by the GPU operator, count from the instance type": {
+			node: makeNode("aks-ts").label(LabelInstanceType, "Standard_NC64as_T4_v3").label(LabelGPUSharingStrategy, "time-slicing").
+				alloc(ResourceGPU, "16").obj(),
+			want:         repeat(cluster.GPU{Model: model("T4"), Memory: 15360, Sharing: cluster.TimeSliced, Replicas: 4}, 4),
+			wantWarnings: []string{"4 GPUs from label node.kubernetes.io/instance-type=Standard_NC64as_T4_v3"},
+		},
+		"no label names the model": {
+			node:         makeNode("bare").label(LabelInstanceType, "m5.large").alloc(ResourceGPU, "1").obj(),
+			wantWarnings: []string{"node bare: advertises GPUs but has no nvidia.com/gpu.product label (is GPU feature discovery installed?) and no cloud label or instance type names its GPU model"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st, err := Build(c, []*corev1.Node{tc.node}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, st.Snapshot.Nodes[0].GPUs); diff != "" {
+				t.Errorf("GPUs (-want +got):\n%s", diff)
+			}
+			checkWarnings(t, tc.wantWarnings, st.Warnings)
+		})
 	}
 }

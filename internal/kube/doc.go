@@ -10,8 +10,20 @@
 //     nvidia.com/mig-<profile>, as the scheduler counts them, and their model,
 //     memory and sharing from GPU feature discovery's labels
 //     (nvidia.com/gpu.product, .memory, .count, .replicas, .sharing-strategy,
-//     nvidia.com/mig.strategy, .config). A node without a product label the
-//     catalogue knows keeps its CPU and memory but no GPUs, with a warning.
+//     nvidia.com/mig.strategy, .config). A product the catalogue does not
+//     list still counts, as an unlisted model (gpu.Catalogue.Unlisted) named
+//     by the label, with the memory of nvidia.com/gpu.memory, and a warning
+//     says that its price and MIG geometry are unknown.
+//   - Without GPU feature discovery (cloud.go): the model, and where a label
+//     says so the count, come from the labels the managed clouds set: GKE's
+//     cloud.google.com/gke-accelerator (with gke-gpu-sharing-strategy,
+//     gke-max-shared-clients-per-gpu and gke-gpu-partition-size for
+//     time-sharing, MPS and MIG partitions), EKS Auto Mode's and Karpenter's
+//     instance-gpu-name/-count/-memory, k8s.amazonaws.com/accelerator, and
+//     node.kubernetes.io/instance-type for the common GPU instance types of
+//     AWS, Google Cloud and Azure. A warning names what was inferred. A node
+//     that advertises GPUs no label names keeps its CPU and memory but no
+//     GPUs, with a warning.
 //   - Time-slicing and MPS: allocatable nvidia.com/gpu is GPUs x replicas, so
 //     the node has allocatable/replicas GPUs with Replicas each. Under the
 //     device plugin's renameByDefault the replicas are nvidia.com/gpu.shared

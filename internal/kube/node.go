@@ -74,28 +74,18 @@ func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
 	warn := func(format string, args ...any) []string {
 		return []string{fmt.Sprintf("node %s: ", n.Name) + fmt.Sprintf(format, args...)}
 	}
-	product, ok := n.Labels[LabelGPUProduct]
-	if !ok {
-		return nil, warn("advertises GPUs but has no %s label (is GPU feature discovery installed?); its GPUs are left out", LabelGPUProduct)
+	model, memory, labelCount, warnings := nodeModel(n, c)
+	if model == nil {
+		return nil, warnings
 	}
-	model, ok := c.Lookup(product)
-	if !ok || !model.MemoryKnown() {
-		return nil, warn("GPU product %q (label %s) is not in gpupack's catalogue; its GPUs are left out", product, LabelGPUProduct)
-	}
-	memory := model.Usable
-	if v, err := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64); err == nil && v > 0 {
-		memory = gpu.MiB(v)
-	}
-	labelCount, _ := strconv.Atoi(n.Labels[LabelGPUCount])
 
 	if profile := singleMIGProfile(n.Labels, model); profile != nil && len(mig) == 0 {
 		// Under the single strategy each nvidia.com/gpu is one MIG device;
 		// the scheduler counts them as GPUs, and so does the snapshot.
-		return repeatGPU(cluster.GPU{Model: model, Memory: profile.Memory, Sharing: cluster.Exclusive}, int(whole)), nil
+		return repeatGPU(cluster.GPU{Model: model, Memory: profile.Memory, Sharing: cluster.Exclusive}, int(whole)), warnings
 	}
 
 	var gpus []cluster.GPU
-	var warnings []string
 	switch {
 	case shared > 0:
 		// Renamed replicas: the sharing labels describe them, and any
@@ -124,13 +114,67 @@ func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
 	return gpus, warnings
 }
 
+// nodeModel finds the model of a node's GPUs, their memory and how many
+// the node has (0: no label says): from GPU feature discovery's labels, or,
+// without them, from the labels the managed clouds set (fromCloudLabels).
+// A product the catalogue does not list still counts, as an unlisted model
+// named by its label with the memory its label gives, and a warning says
+// what is unknown. A nil model means the node's GPUs are left out; the
+// warnings say why.
+func nodeModel(n *corev1.Node, c *gpu.Catalogue) (*gpu.Model, gpu.MiB, int, []string) {
+	warn := func(format string, args ...any) string {
+		return fmt.Sprintf("node %s: ", n.Name) + fmt.Sprintf(format, args...)
+	}
+	labelMemory := gpu.MiB(0)
+	if v, err := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64); err == nil && v > 0 {
+		labelMemory = gpu.MiB(v)
+	}
+	labelCount, _ := strconv.Atoi(n.Labels[LabelGPUCount])
+	if product, ok := n.Labels[LabelGPUProduct]; ok {
+		model, ok := c.Lookup(product)
+		var warnings []string
+		if !ok {
+			model = c.Unlisted(product, labelMemory)
+		}
+		if model.Unlisted {
+			memory := fmt.Sprintf("the %d MiB of its %s label", labelMemory, LabelGPUMemory)
+			if labelMemory == 0 {
+				memory = fmt.Sprintf("unknown memory (no %s label), so only whole-GPU requests fit them", LabelGPUMemory)
+			}
+			warnings = append(warnings, warn("GPU product %q (label %s) is not in gpupack's catalogue; its GPUs count with %s; their price and MIG geometry are unknown (add the model to a --catalogue file)", product, LabelGPUProduct, memory))
+		}
+		memory := model.Usable
+		if labelMemory > 0 {
+			memory = labelMemory
+		}
+		return model, memory, labelCount, warnings
+	}
+	cg, ok := fromCloudLabels(n.Labels, c)
+	if !ok {
+		return nil, 0, 0, []string{warn("advertises GPUs but has no %s label (is GPU feature discovery installed?) and no cloud label or instance type names its GPU model (%s, %s, %s, %s); its GPUs are left out", LabelGPUProduct, LabelGKEAccelerator, LabelEKSAutoGPUName, LabelKarpenterGPUName, LabelInstanceType)}
+	}
+	memory := cg.model.Usable
+	if cg.model.Unlisted {
+		memory = cg.memory
+	}
+	note := ""
+	if cg.model.Unlisted {
+		note = "; the model is not in gpupack's catalogue, so its price and MIG geometry are unknown (add it to a --catalogue file)"
+		if memory == 0 {
+			note += " and only whole-GPU requests fit its GPUs (memory unknown)"
+		}
+	}
+	return cg.model, memory, cg.count, []string{warn("no GPU feature discovery labels; inferred %s%s", strings.Join(cg.inferred, ", "), note)}
+}
+
 // sharedGPUs reads the GPUs behind allocatable resource (nvidia.com/gpu or
 // nvidia.com/gpu.shared), shared by time-slicing or MPS when the labels say
 // so: the allocatable count is GPUs x replicas. The renamed resource is
 // always shared; without a strategy label it is taken as time-slicing.
 func sharedGPUs(n *corev1.Node, model *gpu.Model, memory gpu.MiB, resource corev1.ResourceName, whole int64, labelCount int) (cluster.GPU, int, []string) {
 	proto := cluster.GPU{Model: model, Memory: memory, Sharing: cluster.Exclusive, SharedResource: resource == ResourceGPUShared}
-	switch n.Labels[LabelGPUSharingStrategy] {
+	strategy, replicasLabel := sharingLabels(n.Labels)
+	switch strategy {
 	case "time-slicing":
 		proto.Sharing = cluster.TimeSliced
 	case "mps":
@@ -141,7 +185,7 @@ func sharedGPUs(n *corev1.Node, model *gpu.Model, memory gpu.MiB, resource corev
 		}
 		proto.Sharing = cluster.TimeSliced
 	}
-	replicas, err := strconv.ParseInt(n.Labels[LabelGPUReplicas], 10, 64)
+	replicas, err := strconv.ParseInt(replicasLabel, 10, 64)
 	if err != nil || replicas < 1 {
 		replicas = 1
 		if labelCount > 0 && whole%int64(labelCount) == 0 {
@@ -161,7 +205,18 @@ func sharedGPUs(n *corev1.Node, model *gpu.Model, memory gpu.MiB, resource corev
 // strategy, read from the product label's "-MIG-<profile>" suffix or from a
 // mig.config of the form "all-<profile>"; nil otherwise.
 func singleMIGProfile(labels map[string]string, model *gpu.Model) *gpu.Profile {
-	if labels[LabelMIGStrategy] != "single" || model.MIG == nil {
+	if model.MIG == nil {
+		return nil
+	}
+	if size, ok := labels[LabelGKEGPUPartitionSize]; ok {
+		// GKE's partitioned GPUs: each nvidia.com/gpu is one instance of
+		// the partition size.
+		if p, ok := model.MIG.Profile(size); ok {
+			return &p
+		}
+		return nil
+	}
+	if labels[LabelMIGStrategy] != "single" {
 		return nil
 	}
 	candidates := []string{strings.TrimPrefix(labels[LabelMIGConfig], "all-")}

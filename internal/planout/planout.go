@@ -61,6 +61,9 @@ func WriteTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
+	for _, u := range p.UnknownModels {
+		fmt.Fprintf(w, "unknown GPU model: %s; add it to a --catalogue file\n", u.Describe())
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKLOAD\tPODS\tNOW\tACTION\tAFTER\tWHY")
@@ -201,6 +204,9 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	fmt.Fprintf(w, "# GPU sharing plan\n\nCluster: %d nodes, %d GPUs; %d workloads; usage over %s.\n\n", len(s.Nodes), s.GPUCount(), len(p.Decisions), windowText(p))
 	for _, warn := range p.Warnings {
 		fmt.Fprintf(w, "- **Warning:** %s\n", warn)
+	}
+	for _, u := range p.UnknownModels {
+		fmt.Fprintf(w, "- **Unknown GPU model:** %s; add it to a --catalogue file\n", u.Describe())
 	}
 	fmt.Fprintf(w, "\n## Proof\n\n```\n%s\n```\n\n## Workloads\n\n", strings.Join(proofLines(p), "\n"))
 	fmt.Fprintln(w, "| workload | pods | now | action | after | why | risks |")

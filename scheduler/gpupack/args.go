@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
 )
 
@@ -21,6 +23,12 @@ type Args struct {
 	// WorkloadPods is how many of the most recent GPU pods form the workload
 	// that fragmentation is measured against (fgd and gpupack); default 5000.
 	WorkloadPods int `json:"workloadPods,omitempty"`
+	// Catalogue is the path of a GPU catalogue file (the format of
+	// gpupack's gpu/catalogue.yaml, e.g. mounted from a ConfigMap) whose
+	// models extend or override the built-in ones; "" for the built-in
+	// catalogue alone. GPUs of products neither lists still count, by the
+	// labels of their nodes (internal/kube).
+	Catalogue string `json:"catalogue,omitempty"`
 }
 
 // defaultWorkloadPods bounds the memory of the workload window while keeping
@@ -40,7 +48,7 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 			dec := json.NewDecoder(bytes.NewReader(raw.Raw))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&args); err != nil {
-				return Args{}, fmt.Errorf("%s args: %w (fields: policy, workloadPods)", Name, err)
+				return Args{}, fmt.Errorf("%s args: %w (fields: policy, workloadPods, catalogue)", Name, err)
 			}
 		}
 	}
@@ -51,4 +59,21 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 		return Args{}, fmt.Errorf("%s args: workloadPods: %d (want at least 1)", Name, args.WorkloadPods)
 	}
 	return args, nil
+}
+
+// loadCatalogue returns the built-in catalogue, extended by the file the
+// args name.
+func loadCatalogue(args Args) (*gpu.Catalogue, error) {
+	if args.Catalogue == "" {
+		return gpu.Default(), nil
+	}
+	data, err := os.ReadFile(args.Catalogue)
+	if err != nil {
+		return nil, fmt.Errorf("%s args: catalogue: %w", Name, err)
+	}
+	c, err := gpu.Default().Extend(data, args.Catalogue)
+	if err != nil {
+		return nil, fmt.Errorf("%s args: catalogue: %w", Name, err)
+	}
+	return c, nil
 }

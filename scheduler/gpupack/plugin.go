@@ -106,9 +106,13 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if err != nil {
 		return nil, err
 	}
+	catalogue, err := loadCatalogue(args)
+	if err != nil {
+		return nil, err
+	}
 	p := &Plugin{
 		handle:    h,
-		catalogue: gpu.Default(),
+		catalogue: catalogue,
 		args:      args,
 		nodes:     map[fwk.NodeInfo]*nodeEntry{},
 		reserved:  map[types.UID]reservation{},

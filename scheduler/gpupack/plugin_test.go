@@ -3,6 +3,8 @@ package gpupack
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,6 +59,26 @@ func TestArgs(t *testing.T) {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestCatalogueArg(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogue.yaml")
+	if err := os.WriteFile(path, []byte("models: [{name: B300, product: NVIDIA B300 SXM6 AC, aliases: [NVIDIA-B300-SXM6-AC], usableMiB: 275040, pricePerHour: 7}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadCatalogue(Args{Catalogue: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := c.Lookup("NVIDIA-B300-SXM6-AC"); !ok || m.Unlisted || !m.Priced {
+		t.Errorf("B300 from the catalogue file = %+v, %v", m, ok)
+	}
+	if err := os.WriteFile(path, []byte("models: [{name: B300, usableMiB: -1}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadCatalogue(Args{Catalogue: path}); err == nil || !strings.Contains(err.Error(), "catalogue: "+path+":1: models[0].usableMiB") {
+		t.Errorf("bad catalogue file: err = %v", err)
 	}
 }
 
@@ -266,6 +288,12 @@ func TestPlugin(t *testing.T) {
 			nodes:       []*v1.Node{node(t, "l4", l4Renamed)},
 			pod:         makePod("new").req("nvidia.com/gpu", 1).obj(),
 			wantFailure: map[string]string{"l4": "node(s) didn't offer nvidia.com/gpu"},
+		},
+		"a GPU the catalogue does not list counts by its node's labels": {
+			nodes:    []*v1.Node{node(t, "b300", testcluster.GPUNode{Product: "NVIDIA-B300-SXM6-AC", MemoryMiB: 275040, GPUs: 2})},
+			held:     []*v1.Pod{makePod("old").req("nvidia.com/gpu", 1).on("b300", "0").obj()},
+			pod:      makePod("new").req("nvidia.com/gpu", 1).obj(),
+			wantNode: "b300", wantDevices: "1",
 		},
 		"two GPUs do not fit one free": {
 			nodes:       []*v1.Node{node(t, "a", h100x2)},

@@ -194,6 +194,9 @@ func writeTable(w io.Writer, rep *diagnose.Report, views map[string]schedulerVie
 	for _, warn := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
+	for _, u := range rep.UnknownModels {
+		fmt.Fprintf(w, "unknown GPU model: %s; add it to a --catalogue file\n", u.Describe())
+	}
 	for _, f := range rep.Findings {
 		fmt.Fprintln(w)
 		if f.Cause == "" {

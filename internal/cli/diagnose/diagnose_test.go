@@ -20,6 +20,7 @@ func TestGolden(t *testing.T) {
 		"demo.json":      {format: "json"},
 		"demo-pod.table": {format: "table", pod: "ml/train-7b"},
 		"no-usage.table": {format: "table", cluster: source.Cluster{Snapshot: "demo/cluster.yaml"}},
+		"unlisted.table": {format: "table", cluster: source.Cluster{Snapshot: "testdata/unlisted.yaml"}},
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {

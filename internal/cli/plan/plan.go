@@ -144,7 +144,7 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 	}
 	var u *plan.Usage
 	if o.prometheus != "" {
-		if u, err = measure(ctx, o.prometheus, o.window); err != nil {
+		if u, err = measure(ctx, o.prometheus, o.window, s.Catalogue); err != nil {
 			return nil, nil, err
 		}
 	} else if usageData != nil {
@@ -175,7 +175,7 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 
 // measure accounts the window ending now from Prometheus and returns the
 // planner's input; the window defaults to 7 days.
-func measure(ctx context.Context, url, window string) (*plan.Usage, error) {
+func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*plan.Usage, error) {
 	if window == "" {
 		window = "7d"
 	}
@@ -185,7 +185,7 @@ func measure(ctx context.Context, url, window string) (*plan.Usage, error) {
 	}
 	step := usagefacts.Step(length)
 	end := time.Now().UTC().Truncate(step)
-	r, err := usagefacts.FromPrometheus(ctx, url, usage.Window{Start: end.Add(-length), End: end, Step: step}, usage.Pricing{Catalogue: gpu.Default()}, nil)
+	r, err := usagefacts.FromPrometheus(ctx, url, usage.Window{Start: end.Add(-length), End: end, Step: step}, usage.Pricing{Catalogue: c}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -12,13 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/source"
 	"github.com/gpupack/gpupack/internal/kube"
 )
 
 type options struct {
 	kubeconfig string
+	catalogue  string
 	output     string
 }
 
@@ -76,12 +77,17 @@ The file (YAML):
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
+	source.AddCatalogueFlag(f, &o.catalogue)
 	f.StringVarP(&o.output, "output", "o", "-", "file to write the snapshot to; - for standard output")
 	return cmd
 }
 
 func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
-	st, err := kube.LoadFrom(ctx, o.kubeconfig, gpu.Default())
+	c, err := source.LoadCatalogue(o.catalogue)
+	if err != nil {
+		return err
+	}
+	st, err := kube.LoadFrom(ctx, o.kubeconfig, c)
 	if err != nil {
 		return err
 	}

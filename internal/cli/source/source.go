@@ -21,19 +21,41 @@ import (
 	"github.com/gpupack/gpupack/placement"
 )
 
-// Cluster holds the flags that name a cluster.
+// Cluster holds the flags that name a cluster, and the catalogue file its
+// GPUs are read with.
 type Cluster struct {
 	Snapshot   string
 	Kubeconfig string
 	Live       bool
+	Catalogue  string
 }
 
-// AddFlags registers --snapshot, --kubeconfig and --live; verb names the
-// command in the help ("diagnose", "plan").
+// AddFlags registers --snapshot, --kubeconfig, --live and --catalogue; verb
+// names the command in the help ("diagnose", "plan").
 func (c *Cluster) AddFlags(f *pflag.FlagSet, verb string) {
 	f.StringVar(&c.Snapshot, "snapshot", "", "cluster snapshot file (YAML or JSON); the embedded demo when no cluster is named")
 	f.StringVar(&c.Kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
 	f.BoolVar(&c.Live, "live", false, verb+" the live cluster, found as --kubeconfig says when it is not given")
+	AddCatalogueFlag(f, &c.Catalogue)
+}
+
+// AddCatalogueFlag registers --catalogue, the file whose GPU models extend
+// or override the built-in catalogue.
+func AddCatalogueFlag(f *pflag.FlagSet, path *string) {
+	f.StringVar(path, "catalogue", "", "GPU catalogue file (YAML or JSON, the format of gpupack's gpu/catalogue.yaml): its models are added to the built-in ones, or replace those of the same name")
+}
+
+// LoadCatalogue returns the built-in catalogue, extended by the catalogue
+// file at path when path is not empty.
+func LoadCatalogue(path string) (*gpu.Catalogue, error) {
+	if path == "" {
+		return gpu.Default(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--catalogue: %w", err)
+	}
+	return gpu.Default().Extend(data, path)
 }
 
 // IsLive reports whether the live cluster was named.
@@ -56,11 +78,15 @@ func (c *Cluster) Name(demoName string) string {
 // Load reads the named cluster: the live one (its warnings go to stderr and
 // its state is returned too), the snapshot file, or the demo document.
 func (c *Cluster) Load(ctx context.Context, demo []byte, demoName string, stderr io.Writer) (*cluster.Snapshot, *kube.State, error) {
+	cat, err := LoadCatalogue(c.Catalogue)
+	if err != nil {
+		return nil, nil, err
+	}
 	switch {
 	case c.IsLive() && c.Snapshot != "":
 		return nil, nil, errors.New("--snapshot and --kubeconfig/--live both name a cluster; give one")
 	case c.IsLive():
-		st, err := kube.LoadFrom(ctx, c.Kubeconfig, gpu.Default())
+		st, err := kube.LoadFrom(ctx, c.Kubeconfig, cat)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -73,18 +99,18 @@ func (c *Cluster) Load(ctx context.Context, demo []byte, demoName string, stderr
 		if err != nil {
 			return nil, nil, fmt.Errorf("--snapshot: %w", err)
 		}
-		s, err := parseFile(data, c.Snapshot)
+		s, err := parseFile(data, c.Snapshot, cat)
 		return s, nil, err
 	}
-	s, err := parseFile(demo, demoName)
+	s, err := parseFile(demo, demoName, cat)
 	return s, nil, err
 }
 
 // parseFile reads a snapshot file and refuses one that binds more to a
 // node than it has. A live cluster is only warned about (its warnings say
 // which pods no longer fit): a node can lose a GPU under running pods.
-func parseFile(data []byte, name string) (*cluster.Snapshot, error) {
-	s, err := cluster.ParseFile(data, name, gpu.Default())
+func parseFile(data []byte, name string, c *gpu.Catalogue) (*cluster.Snapshot, error) {
+	s, err := cluster.ParseFile(data, name, c)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package diagnose
+package vram
 
 import (
 	"slices"
@@ -37,7 +37,7 @@ func TestEstimateMemory(t *testing.T) {
 				t.Errorf("total %d != %d + %d + %d", e.Total, e.Weights, e.KVCache, e.Overhead)
 			}
 			var h100 Option
-			for _, o := range Options(gpu.Default(), e.Total) {
+			for _, o := range Options(gpu.Default(), e) {
 				if o.Model == "H100-80GB" {
 					h100 = o
 				}
@@ -59,7 +59,7 @@ func TestEstimateMemory(t *testing.T) {
 }
 
 func TestOptionsMIG(t *testing.T) {
-	opts := Options(gpu.Default(), gpu.GiB(15))
+	opts := Options(gpu.Default(), Need(gpu.GiB(15)))
 	got := map[string]string{}
 	for _, o := range opts {
 		if o.GPUs == 1 {
@@ -67,8 +67,9 @@ func TestOptionsMIG(t *testing.T) {
 		}
 	}
 	want := map[string]string{"H200-141GB": "1g.18gb", "H100-80GB": "1g.20gb", "A100-80GB": "1g.20gb", "A100-40GB": "3g.20gb",
-		"L40S": "", "A30": "2g.12gb", "A10": "", "L4": "", "V100-32GB": "", "V100-16GB": "", "T4": "", "P100": ""}
-	want["A30"] = "4g.24gb"
+		"L40S": "", "A30": "4g.24gb", "A10": "", "L4": "", "V100-32GB": "", "V100-16GB": "", "T4": "", "P100": "",
+		"B200": "1g.23gb", "GB200": "1g.23gb", "H200-NVL": "1g.18gb", "H100-NVL": "1g.24gb", "H100-PCIe": "1g.20gb",
+		"GH200": "1g.24gb", "GH200-144GB": "1g.18gb", "H20": "1g.24gb", "RTX-PRO-6000": "1g.24gb", "L40": "", "A10G": ""}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("single-GPU options for 15GiB (-want +got):\n%s", diff)
 	}
@@ -99,7 +100,7 @@ func TestParseParamsAndDType(t *testing.T) {
 func TestOptionsTensorParallelDegrees(t *testing.T) {
 	c := gpu.Default()
 	for need := gpu.GiB(1); need <= gpu.GiB(1200); need += gpu.GiB(7.5) {
-		for _, o := range Options(c, need) {
+		for _, o := range Options(c, Need(need)) {
 			if !slices.Contains(TensorParallelDegrees, o.GPUs) {
 				t.Fatalf("need %s: %d x %s is not a tensor-parallel degree %v", need, o.GPUs, o.Model, TensorParallelDegrees)
 			}
@@ -114,13 +115,13 @@ func TestOptionsTensorParallelDegrees(t *testing.T) {
 	}
 	// 144.4GiB (70B in FP16) on 32 GiB V100s: 5 would hold it, and the
 	// degree serving stacks run is 8.
-	for _, o := range Options(c, gpu.GiB(144.4)) {
+	for _, o := range Options(c, Need(gpu.GiB(144.4))) {
 		if o.Model == "V100-32GB" && o.GPUs != 8 {
 			t.Errorf("70B fp16 on V100-32GB: %d GPUs, want 8", o.GPUs)
 		}
 	}
 	// 7B in FP16 (15,712 MiB) is more than a T4's 15,360 usable MiB.
-	for _, o := range Options(c, 15712) {
+	for _, o := range Options(c, Need(15712)) {
 		if o.Model == "T4" && o.GPUs != 2 {
 			t.Errorf("15712 MiB on T4: %d GPUs, want 2", o.GPUs)
 		}

@@ -1,6 +1,4 @@
-// Package grafana holds gpupack's Grafana dashboard (gpupack.json) and the
-// test that keeps it true to the metrics gpupack exports.
-package grafana
+package charts
 
 import (
 	"encoding/json"
@@ -72,7 +70,7 @@ func TestDashboard(t *testing.T) {
 // the metrics the variables' label_values queries read.
 func dashboardQueries(t *testing.T) (map[string][]string, []string) {
 	t.Helper()
-	data, err := os.ReadFile("gpupack.json")
+	data, err := os.ReadFile(filepath.Join(Dir, "dashboards", "gpupack.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +150,7 @@ func metricNames(t *testing.T, q string) []string {
 // with prometheus.NewDesc or a prometheus ...Opts{Name: ...} literal.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	root := filepath.Join("..", "..")
+	root := ".."
 	out := map[string]bool{}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

@@ -1,0 +1,186 @@
+package kube
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// Labels the managed clouds set on GPU nodes themselves, read when GPU
+// feature discovery has not labelled a node.
+const (
+	// GKE (cloud.google.com/kubernetes-engine/docs/how-to/gpus,
+	// .../timesharing-gpus, .../nvidia-mps-gpus, .../gpus-multi).
+	LabelGKEAccelerator        = "cloud.google.com/gke-accelerator"
+	LabelGKEGPUSharingStrategy = "cloud.google.com/gke-gpu-sharing-strategy" // time-sharing or mps
+	LabelGKEMaxSharedClients   = "cloud.google.com/gke-max-shared-clients-per-gpu"
+	LabelGKEGPUPartitionSize   = "cloud.google.com/gke-gpu-partition-size" // a MIG profile, e.g. 1g.5gb
+	LabelKarpenterGPUName      = "karpenter.k8s.aws/instance-gpu-name"     // Karpenter on AWS, e.g. a100
+	LabelKarpenterGPUCount     = "karpenter.k8s.aws/instance-gpu-count"
+	LabelKarpenterGPUMemory    = "karpenter.k8s.aws/instance-gpu-memory" // MiB per GPU
+	LabelEKSAutoGPUName        = "eks.amazonaws.com/instance-gpu-name"   // EKS Auto Mode
+	LabelEKSAutoGPUCount       = "eks.amazonaws.com/instance-gpu-count"
+	LabelEKSAutoGPUMemory      = "eks.amazonaws.com/instance-gpu-memory"
+	LabelAWSAccelerator        = "k8s.amazonaws.com/accelerator" // EKS node groups, cluster-autoscaler, e.g. nvidia-tesla-v100
+	LabelInstanceType          = "node.kubernetes.io/instance-type"
+)
+
+// gkeAccelerators maps GKE's accelerator names to catalogue models.
+var gkeAccelerators = map[string]string{
+	"nvidia-tesla-t4":       "T4",
+	"nvidia-tesla-p100":     "P100",
+	"nvidia-tesla-v100":     "V100-16GB",
+	"nvidia-l4":             "L4",
+	"nvidia-tesla-a100":     "A100-40GB",
+	"nvidia-a100-80gb":      "A100-80GB",
+	"nvidia-h100-80gb":      "H100-80GB",
+	"nvidia-h100-mega-80gb": "H100-80GB",
+	"nvidia-h200-141gb":     "H200-141GB",
+	"nvidia-b200":           "B200",
+	"nvidia-gb200":          "GB200",
+	"nvidia-rtx-pro-6000":   "RTX-PRO-6000",
+}
+
+// instanceGPUs maps a cloud instance type (node.kubernetes.io/instance-type)
+// to its GPU model and GPUs per instance, from the providers' instance-type
+// pages: AWS "Accelerated computing" EC2 instance types, Google Cloud's
+// "GPU machine types", Azure's GPU-accelerated VM sizes.
+var instanceGPUs = map[string]struct {
+	model string
+	count int
+}{
+	// AWS
+	"p3.2xlarge": {"V100-16GB", 1}, "p3.8xlarge": {"V100-16GB", 4}, "p3.16xlarge": {"V100-16GB", 8},
+	"p3dn.24xlarge": {"V100-32GB", 8},
+	"p4d.24xlarge":  {"A100-40GB", 8}, "p4de.24xlarge": {"A100-80GB", 8},
+	"p5.4xlarge": {"H100-80GB", 1}, "p5.48xlarge": {"H100-80GB", 8},
+	"p5e.48xlarge": {"H200-141GB", 8}, "p5en.48xlarge": {"H200-141GB", 8},
+	"p6-b200.48xlarge": {"B200", 8},
+	"g4dn.xlarge":      {"T4", 1}, "g4dn.2xlarge": {"T4", 1}, "g4dn.4xlarge": {"T4", 1}, "g4dn.8xlarge": {"T4", 1},
+	"g4dn.16xlarge": {"T4", 1}, "g4dn.12xlarge": {"T4", 4}, "g4dn.metal": {"T4", 8},
+	"g5.xlarge": {"A10G", 1}, "g5.2xlarge": {"A10G", 1}, "g5.4xlarge": {"A10G", 1}, "g5.8xlarge": {"A10G", 1},
+	"g5.16xlarge": {"A10G", 1}, "g5.12xlarge": {"A10G", 4}, "g5.24xlarge": {"A10G", 4}, "g5.48xlarge": {"A10G", 8},
+	"g6.xlarge": {"L4", 1}, "g6.2xlarge": {"L4", 1}, "g6.4xlarge": {"L4", 1}, "g6.8xlarge": {"L4", 1},
+	"g6.16xlarge": {"L4", 1}, "g6.12xlarge": {"L4", 4}, "g6.24xlarge": {"L4", 4}, "g6.48xlarge": {"L4", 8},
+	"g6e.xlarge": {"L40S", 1}, "g6e.2xlarge": {"L40S", 1}, "g6e.4xlarge": {"L40S", 1}, "g6e.8xlarge": {"L40S", 1},
+	"g6e.16xlarge": {"L40S", 1}, "g6e.12xlarge": {"L40S", 4}, "g6e.24xlarge": {"L40S", 4}, "g6e.48xlarge": {"L40S", 8},
+	// Google Cloud
+	"a2-highgpu-1g": {"A100-40GB", 1}, "a2-highgpu-2g": {"A100-40GB", 2}, "a2-highgpu-4g": {"A100-40GB", 4},
+	"a2-highgpu-8g": {"A100-40GB", 8}, "a2-megagpu-16g": {"A100-40GB", 16},
+	"a2-ultragpu-1g": {"A100-80GB", 1}, "a2-ultragpu-2g": {"A100-80GB", 2}, "a2-ultragpu-4g": {"A100-80GB", 4},
+	"a2-ultragpu-8g": {"A100-80GB", 8},
+	"a3-highgpu-1g":  {"H100-80GB", 1}, "a3-highgpu-2g": {"H100-80GB", 2}, "a3-highgpu-4g": {"H100-80GB", 4},
+	"a3-highgpu-8g": {"H100-80GB", 8}, "a3-edgegpu-8g": {"H100-80GB", 8}, "a3-megagpu-8g": {"H100-80GB", 8},
+	"a3-ultragpu-8g": {"H200-141GB", 8}, "a4-highgpu-8g": {"B200", 8}, "a4x-highgpu-4g": {"GB200", 4},
+	"g2-standard-4": {"L4", 1}, "g2-standard-8": {"L4", 1}, "g2-standard-12": {"L4", 1}, "g2-standard-16": {"L4", 1},
+	"g2-standard-32": {"L4", 1}, "g2-standard-24": {"L4", 2}, "g2-standard-48": {"L4", 4}, "g2-standard-96": {"L4", 8},
+	// Azure
+	"Standard_NC6s_v3": {"V100-16GB", 1}, "Standard_NC12s_v3": {"V100-16GB", 2}, "Standard_NC24s_v3": {"V100-16GB", 4},
+	"Standard_NC24rs_v3": {"V100-16GB", 4}, "Standard_ND40rs_v2": {"V100-32GB", 8},
+	"Standard_NC4as_T4_v3": {"T4", 1}, "Standard_NC8as_T4_v3": {"T4", 1}, "Standard_NC16as_T4_v3": {"T4", 1},
+	"Standard_NC64as_T4_v3":    {"T4", 4},
+	"Standard_NC24ads_A100_v4": {"A100-80GB", 1}, "Standard_NC48ads_A100_v4": {"A100-80GB", 2}, "Standard_NC96ads_A100_v4": {"A100-80GB", 4},
+	"Standard_ND96asr_v4": {"A100-40GB", 8}, "Standard_ND96amsr_A100_v4": {"A100-80GB", 8},
+	"Standard_NC40ads_H100_v5": {"H100-NVL", 1}, "Standard_NC80adis_H100_v5": {"H100-NVL", 2},
+	"Standard_ND96isr_H100_v5": {"H100-80GB", 8}, "Standard_ND96isr_H200_v5": {"H200-141GB", 8},
+}
+
+// cloudGPU is what a node's cloud labels say of its GPUs.
+type cloudGPU struct {
+	model *gpu.Model
+	count int // GPUs per node; 0 when no label says
+	// memory is one GPU's memory when the model is unlisted and a label
+	// gives it; 0 otherwise (a listed model's usable memory is the
+	// catalogue's: the clouds' labels give nominal sizes).
+	memory   gpu.MiB
+	inferred []string // "model A100-80GB from label k=v"
+}
+
+// fromCloudLabels reads the GPU model and count from the labels GKE, EKS
+// (managed node groups, Karpenter, Auto Mode) and AKS set, or from the
+// instance type, in that order of preference. It reports false when no
+// label names the model. A name the catalogue does not list becomes an
+// unlisted model (gpu.Catalogue.Unlisted).
+func fromCloudLabels(labels map[string]string, c *gpu.Catalogue) (cloudGPU, bool) {
+	var cg cloudGPU
+	from := func(key string) string { return fmt.Sprintf("label %s=%s", key, labels[key]) }
+	if v := labels[LabelGKEAccelerator]; v != "" {
+		cg.model = resolveCloudName(c, gkeAccelerators[v], v, 0)
+		cg.inferred = append(cg.inferred, fmt.Sprintf("model %s from %s", cg.model.Name, from(LabelGKEAccelerator)))
+	}
+	for _, k := range [][3]string{{LabelEKSAutoGPUName, LabelEKSAutoGPUCount, LabelEKSAutoGPUMemory}, {LabelKarpenterGPUName, LabelKarpenterGPUCount, LabelKarpenterGPUMemory}} {
+		name := labels[k[0]]
+		if cg.model != nil || name == "" {
+			continue
+		}
+		mem, _ := strconv.ParseInt(labels[k[2]], 10, 64)
+		cg.model = resolveCloudName(c, "", name, gpu.MiB(mem))
+		cg.inferred = append(cg.inferred, fmt.Sprintf("model %s from %s", cg.model.Name, from(k[0])))
+		if cg.model.Unlisted && mem > 0 {
+			cg.memory = gpu.MiB(mem)
+			cg.inferred = append(cg.inferred, fmt.Sprintf("memory from %s", from(k[2])))
+		}
+		if n, err := strconv.Atoi(labels[k[1]]); err == nil && n > 0 {
+			cg.count = n
+			cg.inferred = append(cg.inferred, fmt.Sprintf("%d GPUs from %s", n, from(k[1])))
+		}
+	}
+	if v := labels[LabelAWSAccelerator]; v != "" && cg.model == nil {
+		cg.model = resolveCloudName(c, gkeAccelerators[v], strings.TrimPrefix(v, "nvidia-"), 0)
+		cg.inferred = append(cg.inferred, fmt.Sprintf("model %s from %s", cg.model.Name, from(LabelAWSAccelerator)))
+	}
+	if it, ok := instanceGPUs[labels[LabelInstanceType]]; ok {
+		if cg.model == nil {
+			cg.model = c.MustLookup(it.model)
+			cg.inferred = append(cg.inferred, fmt.Sprintf("model %s from %s", cg.model.Name, from(LabelInstanceType)))
+		}
+		if cg.count == 0 {
+			cg.count = it.count
+			cg.inferred = append(cg.inferred, fmt.Sprintf("%d GPUs from %s", it.count, from(LabelInstanceType)))
+		}
+	}
+	return cg, cg.model != nil
+}
+
+// resolveCloudName finds a cloud's GPU name in the catalogue: first the
+// mapped name (when known), then the name with its memory ("a100" with
+// 81920 MiB: A100-80GB), then the name itself; a name found nowhere becomes
+// an unlisted model with the memory given.
+func resolveCloudName(c *gpu.Catalogue, mapped, name string, memory gpu.MiB) *gpu.Model {
+	if mapped != "" {
+		if m, ok := c.Lookup(mapped); ok {
+			return m
+		}
+	}
+	if memory > 0 {
+		if m, ok := c.Lookup(fmt.Sprintf("%s-%dGB", name, memory/1024)); ok {
+			return m
+		}
+	}
+	if m, ok := c.Lookup(name); ok {
+		return m
+	}
+	return c.Unlisted(name, memory)
+}
+
+// sharingLabels returns the node's GPU sharing strategy ("time-slicing",
+// "mps" or "") and its replicas label, from GPU feature discovery's labels
+// or, without them, GKE's.
+func sharingLabels(labels map[string]string) (strategy, replicas string) {
+	strategy, ok := labels[LabelGPUSharingStrategy]
+	if !ok {
+		switch labels[LabelGKEGPUSharingStrategy] {
+		case "time-sharing":
+			strategy = "time-slicing"
+		case "mps":
+			strategy = "mps"
+		}
+	}
+	replicas, ok = labels[LabelGPUReplicas]
+	if !ok {
+		replicas = labels[LabelGKEMaxSharedClients]
+	}
+	return strategy, replicas
+}
