@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,4 +87,22 @@ func (w *Watcher) State() (*State, error) {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	return Build(w.catalogue, nodes, pods, nil)
+}
+
+// Created returns when each unbound pod that is not finished was created,
+// by pod key ("namespace/name"), so that long-running edges can say how
+// long a pending pod has waited.
+func (w *Watcher) Created() (map[string]time.Time, error) {
+	pods, err := w.pods.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Time{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out[p.Namespace+"/"+p.Name] = p.CreationTimestamp.UTC()
+	}
+	return out, nil
 }

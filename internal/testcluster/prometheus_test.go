@@ -3,6 +3,7 @@ package testcluster
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -82,4 +83,36 @@ func queryScalar(t *testing.T, base, query string, at time.Time) float64 {
 	var v float64
 	fmt.Sscan(s, &v)
 	return v
+}
+
+// TestProxyCut checks that a cut closes open connections and refuses new
+// ones until Resume.
+func TestProxyCut(t *testing.T) {
+	srv := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	p := NewProxy(t, ln.Addr().String())
+	get := func() error {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+		resp, err := c.Get("http://" + p.Addr())
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.Cut()
+	if err := get(); err == nil {
+		t.Error("a request went through a cut proxy")
+	}
+	p.Resume()
+	if err := get(); err != nil {
+		t.Errorf("after Resume: %v", err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/promsource"
+	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -97,4 +98,14 @@ func File(r *usage.Report) diagnose.UsageFile {
 		f.Pods = append(f.Pods, e)
 	}
 	return f
+}
+
+// PlanUsage converts diagnose's usage facts into the planner's input.
+func PlanUsage(du *diagnose.Usage) *plan.Usage {
+	u := &plan.Usage{Window: du.Window, Pods: make(map[string]plan.Observation, len(du.Pods))}
+	for key, f := range du.Pods {
+		u.Pods[key] = plan.Observation{ActiveMeasured: f.Measured, ActiveRatio: f.ActiveRatio, Pattern: f.Pattern, VRAMUsedP95: f.VRAMUsedP95,
+			IdleHeldRatio: f.IdleHeldRatio, IdleHeldMeasured: f.IdleHeldMeasured, HourlyActivity: f.HourlyActivity}
+	}
+	return u
 }

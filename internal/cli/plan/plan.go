@@ -152,7 +152,7 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 		if err != nil {
 			return nil, nil, err
 		}
-		u = observations(du)
+		u = usagefacts.PlanUsage(du)
 	}
 	if o.window != "" {
 		w, err := diagnose.ParseWindow(o.window)
@@ -194,17 +194,7 @@ func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*plan.U
 	if err != nil {
 		return nil, fmt.Errorf("usage measured from %s: %w", url, err)
 	}
-	return observations(du), nil
-}
-
-// observations converts diagnose's usage facts into the planner's input.
-func observations(du *diagnose.Usage) *plan.Usage {
-	u := &plan.Usage{Window: du.Window, Pods: make(map[string]plan.Observation, len(du.Pods))}
-	for key, f := range du.Pods {
-		u.Pods[key] = plan.Observation{ActiveMeasured: f.Measured, ActiveRatio: f.ActiveRatio, Pattern: f.Pattern, VRAMUsedP95: f.VRAMUsedP95,
-			IdleHeldRatio: f.IdleHeldRatio, IdleHeldMeasured: f.IdleHeldMeasured, HourlyActivity: f.HourlyActivity}
-	}
-	return u
+	return usagefacts.PlanUsage(du), nil
 }
 
 func writeOut(dir string, p *plan.Plan, s *cluster.Snapshot) error {

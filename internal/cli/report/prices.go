@@ -60,3 +60,8 @@ func parsePricing(data []byte, path string, c *gpu.Catalogue) (usage.Pricing, er
 	}
 	return usage.Pricing{Catalogue: c, Rules: pf.NodeRules}, nil
 }
+
+// LoadPricing reads a prices file (the format of --prices) over the
+// built-in catalogue; "" is the catalogue's own prices. serve reads the
+// same file.
+func LoadPricing(path string) (usage.Pricing, error) { return loadPricing(path) }

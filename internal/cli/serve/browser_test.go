@@ -79,10 +79,16 @@ func browser(t *testing.T) (context.Context, func() []string) {
 // returns its base URL, read from the line it prints.
 func startServe(t *testing.T) string {
 	t.Helper()
+	return startServeArgs(t, "--demo", "--listen", "127.0.0.1:0")
+}
+
+// startServeArgs runs `gpupack serve` with args and returns its base URL.
+func startServeArgs(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	cmd := NewCommand(ctx)
-	cmd.SetArgs([]string{"--demo", "--listen", "127.0.0.1:0"})
+	cmd.SetArgs(args)
 	cmd.SetErr(pw)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Execute(); pw.Close() }()

@@ -5,17 +5,35 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/report"
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/serve/live"
+	"github.com/gpupack/gpupack/plan"
 )
 
 type options struct {
-	demo   bool
-	listen string
+	demo       bool
+	listen     string
+	prometheus string
+	kubeconfig string
+	live       bool
+	window     time.Duration
+	step       time.Duration
+	refresh    time.Duration
+	prices     string
 }
 
 // NewCommand returns the serve command.
@@ -35,22 +53,55 @@ the structures the CLI prints), /healthz and /readyz.
 It is read-only and listens on loopback unless --listen says otherwise;
 the page loads nothing from outside the server.
 
---demo (the default) serves the embedded demos of report, diagnose, plan
-and simulate, with no cluster.`,
+With --prometheus it serves the live cluster: it watches nodes and pods
+(found as --kubeconfig says, in a pod its in-cluster config), reads the
+accounting of the last --window from Prometheus in hourly buckets that
+the query engine sums (a few numbers per device-hour, never raw samples),
+then each new hour once and the current hour at every --refresh, and
+keeps only the window in memory. /metrics serves the counters
+gpupack_gpu_allocated_seconds_total, ..._active_seconds_total,
+..._idle_allocated_seconds_total, ..._unallocated_seconds_total and
+gpupack_gpu_cost_total, which count from the start of the window read
+at start-up and grow by each hour read since (a restart starts them
+again, which rate() reads as a counter reset), and the gauges
+gpupack_pending_pods and gpupack_pending_wait_seconds. When Prometheus
+or the apiserver is down the page shows the last good data, as of when,
+with the error; /metrics keeps its last values and /readyz says why.
+
+--demo (the default without --prometheus) serves the embedded demos of
+report, diagnose, plan and simulate, with no cluster.`,
 		Example: `  gpupack serve
-  gpupack serve --demo --listen 127.0.0.1:9400`,
+  gpupack serve --demo --listen 127.0.0.1:9400
+  gpupack serve --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config
+  gpupack serve --prometheus http://prometheus:9090 --live --listen 0.0.0.0:9400 --window 168h --prices prices.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(ctx, o, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.demo, "demo", false, "serve the embedded demo (the default: no other source yet)")
+	f.BoolVar(&o.demo, "demo", false, "serve the embedded demo (the default without --prometheus)")
 	f.StringVar(&o.listen, "listen", serve.DefaultAddr, "address to serve on; a port of 0 picks a free one; give 0.0.0.0:PORT to serve beyond this machine")
+	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus (or Thanos, Mimir, Cortex, VictoriaMetrics) URL holding dcgm-exporter's DCGM_FI_* series; serves the live cluster")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
+	f.BoolVar(&o.live, "live", false, "watch the live cluster, found as --kubeconfig says when it is not given (the default with --prometheus)")
+	f.DurationVar(&o.window, "window", 7*24*time.Hour, "sliding window accounted and kept, a whole number of hours")
+	f.DurationVar(&o.step, "step", 30*time.Second, "evaluation step of the pushed-down queries (the scrape resolution accounted); divides an hour")
+	f.DurationVar(&o.refresh, "refresh", time.Minute, "how often to read the current hour and the cluster again")
+	f.StringVar(&o.prices, "prices", "", "price file (YAML: currency, prices per model, nodeRules per node label), as gpupack report --prices")
 	return cmd
 }
 
 func run(ctx context.Context, o *options, stderr io.Writer) error {
+	if o.demo && o.prometheus != "" {
+		return errors.New("--demo and --prometheus exclude each other; drop one")
+	}
+	if o.prometheus != "" {
+		return runLive(ctx, o, stderr)
+	}
+	if o.live || o.kubeconfig != "" {
+		return errors.New("--kubeconfig/--live need --prometheus, which holds the GPU metrics to account; give --prometheus too, or drop them for the demo")
+	}
 	fmt.Fprintln(stderr, "serve: building the demo view (report, diagnose, plan and a simulator run)...")
 	v, err := DemoView(ctx)
 	if err != nil {
@@ -64,3 +115,39 @@ type fixed struct{ v *serve.View }
 
 func (f fixed) View() *serve.View { return f.v }
 func (f fixed) Ready() error      { return nil }
+
+// runLive serves the live cluster from Prometheus and the apiserver.
+func runLive(ctx context.Context, o *options, stderr io.Writer) error {
+	pricing, err := report.LoadPricing(o.prices)
+	if err != nil {
+		return err
+	}
+	opts := live.Options{Window: o.window, Step: o.step, Refresh: o.refresh, Pricing: pricing, Plan: plan.DefaultOptions(), Log: stderr}
+	if err := opts.Check(); err != nil {
+		return fmt.Errorf("--window/--step: %w", err)
+	}
+	src, err := promsource.New(o.prometheus)
+	if err != nil {
+		return fmt.Errorf("--prometheus: %w", err)
+	}
+	cfg, err := kube.RESTConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kube.NewClient(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	opts.Source = fmt.Sprintf("Prometheus %s and the cluster at %s", o.prometheus, cfg.Host)
+	e, err := live.New(opts, src, client)
+	if err != nil {
+		return err
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e.Collector())
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: e, Metrics: http.Handler(metrics)}, stderr)
+}

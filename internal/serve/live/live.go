@@ -1,0 +1,473 @@
+// Package live is the engine of `gpupack serve` on a real cluster: it keeps
+// the cluster's snapshot current with informers, reads each new hour of
+// DCGM accounting from Prometheus once (pushed down to PromQL, a few
+// numbers per device-hour) and the current partial hour at every refresh,
+// keeps a sliding window of those buckets, and from them gives the report,
+// the pending pods' diagnoses, the plan and the counters that /metrics
+// serves. Its memory and its cost per refresh are bounded by the window,
+// not by how long it has run.
+//
+// It is an edge: it talks to Prometheus and the apiserver.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/usagefacts"
+	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// Source reads pushed-down accounting (promsource.Source does).
+type Source interface {
+	LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error)
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Window is the sliding window accounted (default 7 days); Bucket the
+	// length of one bucket (default 1 h); Step the evaluation step of the
+	// pushed-down queries (default 30 s); Refresh how often the engine
+	// reads again (default 1 min).
+	Window, Bucket, Step, Refresh time.Duration
+	// Pricing prices devices; its NodeLabels are filled from the cluster.
+	Pricing usage.Pricing
+	// Plan are the planner's options; zero is plan.DefaultOptions.
+	Plan plan.Options
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Log receives progress and errors, one line each; nil discards.
+	Log io.Writer
+	// Source names the data's origin on the page, such as "Prometheus
+	// http://prometheus:9090 and the cluster at https://...".
+	Source string
+}
+
+func (o *Options) defaults() {
+	if o.Window <= 0 {
+		o.Window = 7 * 24 * time.Hour
+	}
+	if o.Bucket <= 0 {
+		o.Bucket = time.Hour
+	}
+	if o.Step <= 0 {
+		o.Step = 30 * time.Second
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Plan == (plan.Options{}) {
+		o.Plan = plan.DefaultOptions()
+	}
+	if o.Pricing.Catalogue == nil {
+		o.Pricing.Catalogue = gpu.Default()
+	}
+}
+
+// Check refuses options that cannot run, before anything starts.
+func (o Options) Check() error {
+	o.defaults()
+	switch {
+	case o.Bucket%o.Step != 0:
+		return fmt.Errorf("bucket %s is not a whole number of steps of %s; use a step that divides it, such as 30s", o.Bucket, o.Step)
+	case o.Window%o.Bucket != 0:
+		return fmt.Errorf("window %s is not a whole number of %s buckets; use a window such as 168h", o.Window, o.Bucket)
+	case o.Window < o.Bucket:
+		return fmt.Errorf("window %s is shorter than one bucket of %s", o.Window, o.Bucket)
+	}
+	return nil
+}
+
+// settle is how long after a bucket ends its last scrapes may still be
+// arriving: until then it is read again as the partial one.
+func (o Options) settle() time.Duration { return 2 * o.Step }
+
+// forgetAfter is how long a pod or node keeps its counters after the last
+// hour that named it left the window: long enough for Prometheus to scrape
+// their last values.
+const forgetAfter = time.Hour
+
+// Engine is one running serve engine. Its methods are safe for concurrent
+// use once New has returned.
+type Engine struct {
+	o       Options
+	src     Source
+	watcher *kube.Watcher
+
+	// refreshMu serialises refreshes; mu guards what they publish.
+	refreshMu sync.Mutex
+	store     *store
+
+	mu      sync.Mutex
+	state   State
+	current *serve.View
+}
+
+// State is what the engine knows as of its last refresh.
+type State struct {
+	// AsOf is the end of the last good refresh of usage; zero before the
+	// first. Err is the last refresh's error ("" when it went well) and
+	// ErrAt when it happened.
+	AsOf  time.Time
+	Err   string
+	ErrAt time.Time
+	// KubeAsOf is when the cluster's snapshot was last taken.
+	KubeAsOf time.Time
+	// Report is the accounting of the window, from the buckets.
+	Report *usage.Report
+	// Hours are the fleet's totals per bucket, oldest first, the current
+	// partial bucket last.
+	Hours []serve.Hour
+	// Snapshot is the cluster as the informers see it, with its
+	// warnings.
+	Snapshot *cluster.Snapshot
+	Warnings []string
+	// Diagnosis explains the pending GPU pods; Created and Failures have,
+	// by pod key, when each pending pod was created and the scheduler's
+	// last word on it.
+	Diagnosis *diagnose.Report
+	Created   map[string]time.Time
+	Failures  map[string]kube.SchedulingFailure
+	// Plan is the plan for the cluster and its measured usage.
+	Plan *plan.Plan
+	// Counters are what /metrics serves.
+	counters counters
+}
+
+// New makes an engine on a Prometheus source and a Kubernetes client;
+// Start begins it.
+func New(o Options, src Source, client kubernetes.Interface) (*Engine, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	o.defaults()
+	e := &Engine{o: o, src: src, store: newStore(o.Bucket, o.Window)}
+	if client != nil {
+		e.watcher = kube.NewWatcher(client, o.Pricing.Catalogue)
+	}
+	return e, nil
+}
+
+// Start syncs the informers (failing if the apiserver does not answer or
+// refuses gpupack the list and watch it needs), then starts, in the
+// background, the first refresh, which reads the whole window, and the
+// refresh loop, until ctx ends; Ready says when the first is done. A refresh that fails leaves the last good state in place, with its
+// error beside it, and is tried again at the next tick; the informers
+// resume their watches by themselves when the apiserver comes back.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.watcher != nil {
+		if err := e.watcher.Start(ctx); err != nil {
+			return err
+		}
+	}
+	go func() {
+		fmt.Fprintf(e.o.Log, "serve: reading %s of accounting from Prometheus in %s buckets\n", e.o.Window, e.o.Bucket)
+		begun := time.Now()
+		e.Refresh(ctx)
+		if st := e.State(); st.Err == "" {
+			fmt.Fprintf(e.o.Log, "serve: read the window in %s; refreshing every %s\n", time.Since(begun).Round(time.Millisecond), e.o.Refresh)
+		}
+		t := time.NewTicker(e.o.Refresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				e.Refresh(ctx)
+			}
+		}
+	}()
+	return nil
+}
+
+// Refresh reads what is new and publishes the new state. It is called by
+// the loop; tests call it to step the engine.
+func (e *Engine) Refresh(ctx context.Context) {
+	e.refreshMu.Lock()
+	defer e.refreshMu.Unlock()
+	now := e.o.Now().UTC()
+	next := e.snapshotState(now)
+	err := e.readUsage(ctx, now, &next)
+	if err != nil {
+		next.Err, next.ErrAt = err.Error(), now
+		fmt.Fprintf(e.o.Log, "serve: refresh at %s: %v\n", now.Format(time.RFC3339), err)
+	}
+	e.diagnoseAndPlan(ctx, &next)
+	if next.Err != "" {
+		next.ErrAt = now
+	}
+	v := e.view(next, now)
+	e.mu.Lock()
+	e.state, e.current = next, v
+	e.mu.Unlock()
+}
+
+// View is the dashboard's view as of the last refresh; nil before the
+// first. It implements serve.Provider.
+func (e *Engine) View() *serve.View {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.current
+}
+
+// view builds the immutable view of a state.
+func (e *Engine) view(st State, now time.Time) *serve.View {
+	v := &serve.View{Source: e.o.Source, AsOf: st.AsOf, Err: st.Err, Report: st.Report, Hours: st.Hours, Plan: st.Plan, Warnings: st.Warnings}
+	if st.Err != "" {
+		at := st.ErrAt
+		v.ErrAt = &at
+	}
+	if st.Report != nil {
+		v.Start, v.End = st.Report.Start, st.Report.End
+	}
+	if d := st.Diagnosis; d != nil {
+		v.Nodes, v.GPUs = d.Nodes, d.GPUs
+		v.Warnings = append(append([]string(nil), v.Warnings...), d.Warnings...)
+		for _, f := range d.Findings {
+			p := serve.PendingPod{Finding: f}
+			if c, ok := st.Created[f.Pod]; ok {
+				created := c
+				p.Created = &created
+				p.WaitedSeconds = usage.Known(max(0, now.Sub(c).Seconds()))
+			}
+			if fail, ok := st.Failures[f.Pod]; ok {
+				p.SchedulerMessage = fail.Message
+			}
+			v.Pending = append(v.Pending, p)
+		}
+	}
+	if st.Plan != nil && st.Snapshot != nil {
+		files, err := planout.Files(st.Plan, st.Snapshot)
+		if err != nil {
+			v.Err = joinErr(v.Err, fmt.Sprintf("plan files: %v", err))
+		}
+		for _, f := range files {
+			v.PlanFiles = append(v.PlanFiles, serve.PlanFile{Name: f.Name, Data: f.Data})
+		}
+	}
+	return v
+}
+
+// snapshotState starts the next state from the last one, so that what a
+// failed read leaves alone stays as it was.
+func (e *Engine) snapshotState(now time.Time) State {
+	e.mu.Lock()
+	next := e.state
+	e.mu.Unlock()
+	next.Err, next.ErrAt = "", time.Time{}
+	if e.watcher == nil {
+		return next
+	}
+	st, err := e.watcher.State()
+	if err == nil {
+		next.Snapshot, next.Warnings = st.Snapshot, st.Warnings
+		next.Failures = st.SchedulingFailures
+		next.KubeAsOf = now
+	}
+	if created, err := e.watcher.Created(); err == nil {
+		next.Created = created
+	}
+	return next
+}
+
+// readUsage brings the store up to now: it retires the hours that left the
+// window, reads the complete hours not read yet (all of them at the first
+// refresh) and the partial one, and accounts the window.
+func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) error {
+	s := e.store
+	cur := now.Add(-e.o.settle()).Truncate(e.o.Bucket) // the partial bucket's start
+	from := cur.Add(-e.o.Window)
+	s.slide(from, from.Add(-forgetAfter))
+	pricing := e.o.Pricing
+	if next.Snapshot != nil {
+		pricing.NodeLabels = make(map[string]map[string]string, len(next.Snapshot.Nodes))
+		for _, n := range next.Snapshot.Nodes {
+			pricing.NodeLabels[n.Name] = n.Labels
+		}
+	}
+	var errs []error
+	if s.loadedTo.Before(cur) {
+		w := usage.Window{Start: s.loadedTo, End: cur, Step: e.o.Step}
+		bs, err := e.src.LoadBuckets(ctx, w, e.o.Bucket)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			byHour := map[time.Time][]usage.Bucket{}
+			for _, b := range bs {
+				byHour[b.Start] = append(byHour[b.Start], b)
+			}
+			for t := w.Start; t.Before(w.End); t = t.Add(e.o.Bucket) {
+				h, err := e.account(pricing, t, t.Add(e.o.Bucket), byHour[t])
+				if err != nil {
+					errs = append(errs, err)
+					break
+				}
+				s.hours[t] = h
+				s.loadedTo = t.Add(e.o.Bucket)
+			}
+		}
+	}
+	end := now.Truncate(e.o.Step)
+	s.partial = nil
+	if end.After(cur) && s.loadedTo.Equal(cur) {
+		w := usage.Window{Start: cur, End: end, Step: e.o.Step}
+		bs, err := e.src.LoadBuckets(ctx, w, end.Sub(cur))
+		if err == nil {
+			s.partial, err = e.account(pricing, cur, end, bs)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		// The state keeps the last good report; the counters too.
+		return errors.Join(errs...)
+	}
+	start := from
+	if len(s.hours) == 0 && s.partial == nil {
+		return nil
+	}
+	r, err := usage.AccountBuckets(usage.BucketInput{Start: start, End: end, Buckets: s.buckets(), Pricing: pricing})
+	if err != nil {
+		return err
+	}
+	next.Report = r
+	next.AsOf = end
+	next.Hours = next.Hours[:0:0]
+	for _, h := range s.sorted() {
+		next.Hours = append(next.Hours, h.totals.fleet)
+	}
+	next.counters = s.counters()
+	return nil
+}
+
+// account accounts one bucket of time once, for the chart and the
+// counters.
+func (e *Engine) account(pricing usage.Pricing, start, end time.Time, bs []usage.Bucket) (*hour, error) {
+	r, err := usage.AccountBuckets(usage.BucketInput{Start: start, End: end, Buckets: bs, Pricing: pricing})
+	if err != nil {
+		return nil, fmt.Errorf("accounting %s..%s: %w", start.Format(time.RFC3339), end.Format(time.RFC3339), err)
+	}
+	return &hour{start: start, end: end, buckets: bs, totals: hourTotals{fleet: serve.HourOf(start, r), c: fromReport(r)}}, nil
+}
+
+// diagnoseAndPlan explains the pending pods of the snapshot with the
+// measured usage, and plans; a failure is kept beside the last good ones.
+func (e *Engine) diagnoseAndPlan(ctx context.Context, next *State) {
+	if next.Snapshot == nil {
+		return
+	}
+	var du *diagnose.Usage
+	if next.Report != nil {
+		f := usagefacts.File(next.Report)
+		u, err := f.Usage()
+		if err == nil {
+			du = u
+		} else {
+			next.Err = joinErr(next.Err, fmt.Sprintf("usage facts: %v", err))
+		}
+	}
+	rep, err := diagnose.Diagnose(next.Snapshot, du)
+	if err != nil {
+		next.Err = joinErr(next.Err, fmt.Sprintf("diagnose: %v", err))
+	} else {
+		next.Diagnosis = rep
+	}
+	var pu *plan.Usage
+	if du != nil {
+		pu = usagefacts.PlanUsage(du)
+	}
+	p, err := plan.Make(ctx, next.Snapshot, pu, e.o.Plan)
+	if err != nil {
+		next.Err = joinErr(next.Err, fmt.Sprintf("plan: %v", err))
+	} else {
+		next.Plan = p
+	}
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// State returns the state as of the last refresh. Callers must not modify
+// it.
+func (e *Engine) State() State {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state
+}
+
+// Ready says why the engine cannot serve yet, or nil: it needs one good
+// read of the window and, with a cluster, a snapshot; the last refresh
+// must have gone well.
+func (e *Engine) Ready() error {
+	st := e.State()
+	switch {
+	case st.AsOf.IsZero() && st.Err != "":
+		return fmt.Errorf("no accounting read yet: %s", st.Err)
+	case st.AsOf.IsZero():
+		return errors.New("no accounting read yet: the first refresh is running")
+	case e.watcher != nil && st.Snapshot == nil:
+		return errors.New("no cluster snapshot yet")
+	case st.Err != "":
+		return fmt.Errorf("last refresh at %s failed (serving data as of %s): %s", st.ErrAt.Format(time.RFC3339), st.AsOf.Format(time.RFC3339), st.Err)
+	}
+	return nil
+}
+
+// pendingGPUPods counts the pending GPU pods by namespace and cause, with
+// the longest wait of each, for /metrics.
+func pendingGPUPods(st State, now time.Time) map[[2]string]*pendingStat {
+	out := map[[2]string]*pendingStat{}
+	if st.Diagnosis == nil {
+		return out
+	}
+	for _, f := range st.Diagnosis.Findings {
+		if f.Cause == "" {
+			continue
+		}
+		ns, _, _ := strings.Cut(f.Pod, "/")
+		k := [2]string{ns, string(f.Cause)}
+		p := out[k]
+		if p == nil {
+			p = &pendingStat{}
+			out[k] = p
+		}
+		p.pods++
+		if c, ok := st.Created[f.Pod]; ok {
+			p.maxWait = max(p.maxWait, now.Sub(c).Seconds())
+			p.waitKnown = true
+		}
+	}
+	return out
+}
+
+type pendingStat struct {
+	pods      int
+	maxWait   float64
+	waitKnown bool
+}

@@ -1,0 +1,86 @@
+package live
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The metrics /metrics serves, declared once. The counters count from the
+// start of the window that the process read at its start: a restarted
+// serve starts them again from its window's totals, which Prometheus'
+// rate() and increase() read as a counter reset. Each hour is read from
+// Prometheus once; the counters then grow by the hours that follow, never
+// by reading history again.
+var (
+	allocatedDesc = prometheus.NewDesc("gpupack_gpu_allocated_seconds_total",
+		"GPU-seconds allocated to the pod (a whole GPU counts 1 per second, a MIG slice or time-slice its share).", []string{"namespace", "pod"}, nil)
+	activeDesc = prometheus.NewDesc("gpupack_gpu_active_seconds_total",
+		"GPU-seconds the pod's GPUs were active (activity ratio integrated over time); absent when activity is unknown.", []string{"namespace", "pod"}, nil)
+	idleDesc = prometheus.NewDesc("gpupack_gpu_idle_allocated_seconds_total",
+		"GPU-seconds allocated to the pod while its GPUs were idle; absent when activity is unknown.", []string{"namespace", "pod"}, nil)
+	unallocatedDesc = prometheus.NewDesc("gpupack_gpu_unallocated_seconds_total",
+		"GPU-seconds of the node's GPUs held by no pod, the MIG slices that no instance covers included.", []string{"node"}, nil)
+	costDesc = prometheus.NewDesc("gpupack_gpu_cost_total",
+		"Cost of the GPU time allocated to the pod, in the currency of the label.", []string{"namespace", "pod", "currency"}, nil)
+	pendingDesc = prometheus.NewDesc("gpupack_pending_pods",
+		"Pending GPU pods by namespace and diagnosed cause.", []string{"namespace", "cause"}, nil)
+	waitDesc = prometheus.NewDesc("gpupack_pending_wait_seconds",
+		"The longest time a pending GPU pod of the namespace and cause has waited since it was created.", []string{"namespace", "cause"}, nil)
+	asOfDesc = prometheus.NewDesc("gpupack_data_as_of_timestamp_seconds",
+		"End of the accounting that the last good refresh read, as a Unix time; absent before the first.", nil, nil)
+	upDesc = prometheus.NewDesc("gpupack_refresh_ok",
+		"1 if the last refresh read Prometheus and the cluster without error, else 0.", nil, nil)
+)
+
+// Collector serves the engine's state as metrics. It reads only what the
+// last refresh published: a scrape never queries Prometheus, and when
+// Prometheus is down the counters keep their last values.
+func (e *Engine) Collector() prometheus.Collector { return collector{e} }
+
+type collector struct{ e *Engine }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{allocatedDesc, activeDesc, idleDesc, unallocatedDesc, costDesc, pendingDesc, waitDesc, asOfDesc, upDesc} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.e.State()
+	ok := 0.0
+	if st.Err == "" && !st.AsOf.IsZero() {
+		ok = 1
+	}
+	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, ok)
+	if !st.AsOf.IsZero() {
+		ch <- prometheus.MustNewConstMetric(asOfDesc, prometheus.GaugeValue, float64(st.AsOf.Unix()))
+	}
+	cs := st.counters
+	for _, k := range slices.SortedFunc(maps.Keys(cs.pods), func(a, b podKey) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod))
+	}) {
+		p := cs.pods[k]
+		ch <- prometheus.MustNewConstMetric(allocatedDesc, prometheus.CounterValue, p.allocated, k.Namespace, k.Pod)
+		if p.activityKnown {
+			ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.CounterValue, p.active, k.Namespace, k.Pod)
+			ch <- prometheus.MustNewConstMetric(idleDesc, prometheus.CounterValue, p.idle, k.Namespace, k.Pod)
+		}
+		if p.costKnown {
+			ch <- prometheus.MustNewConstMetric(costDesc, prometheus.CounterValue, p.cost, k.Namespace, k.Pod, cs.currency)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(cs.nodes)) {
+		ch <- prometheus.MustNewConstMetric(unallocatedDesc, prometheus.CounterValue, cs.nodes[n].unallocated, n)
+	}
+	pending := pendingGPUPods(st, c.e.o.Now())
+	for _, k := range slices.SortedFunc(maps.Keys(pending), func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) }) {
+		p := pending[k]
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(p.pods), k[0], k[1])
+		if p.waitKnown {
+			ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.GaugeValue, p.maxWait, k[0], k[1])
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package live
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// store keeps the pushed-down buckets of a sliding window, one entry per
+// complete bucket of time (an hour), plus the current partial one, and the
+// counters that /metrics serves. Its size is bounded by the window: buckets
+// older than it are retired into the counters and dropped, and pods that
+// no bucket names for forgetAfter are forgotten.
+type store struct {
+	bucket time.Duration
+	window time.Duration
+
+	// hours are the complete buckets by start; loadedTo is where the
+	// loaded complete buckets end (every hour before it, back to the
+	// window's start, is in hours, possibly empty).
+	hours    map[time.Time]*hour
+	loadedTo time.Time
+	// partial is the current, incomplete bucket: read again each refresh.
+	partial *hour
+
+	// retired holds the counters of hours that left the window.
+	retired counters
+	// emitted are the last values served, so that a counter never goes
+	// down when a partial hour reads less than before.
+	emitted counters
+}
+
+// hour is one bucket of time: its buckets as read, and its totals
+// accounted once when it was read.
+type hour struct {
+	start, end time.Time
+	buckets    []usage.Bucket
+	totals     hourTotals
+}
+
+// hourTotals are what the chart and the counters need of one hour.
+type hourTotals struct {
+	fleet serve.Hour
+	c     counters
+}
+
+// counters are GPU-seconds and money by pod and by node, summed over hours.
+type counters struct {
+	currency string
+	pods     map[podKey]*podCounter
+	nodes    map[string]*nodeCounter
+}
+
+type podKey struct{ Namespace, Pod string }
+
+type podCounter struct {
+	allocated, active, idle, cost float64
+	activityKnown, costKnown      bool
+	// last is the end of the latest hour that named the pod.
+	last time.Time
+}
+
+type nodeCounter struct {
+	unallocated float64
+	last        time.Time
+}
+
+func newCounters() counters {
+	return counters{pods: map[podKey]*podCounter{}, nodes: map[string]*nodeCounter{}}
+}
+
+// fromReport takes the counters of one hour's report.
+func fromReport(r *usage.Report) counters {
+	c := newCounters()
+	c.currency = r.Currency
+	for _, p := range r.Pods {
+		pc := &podCounter{allocated: float64(p.AllocatedGPUSeconds), last: r.End}
+		if p.ActiveGPUSeconds.Known && p.IdleAllocatedGPUSeconds.Known {
+			pc.active, pc.idle, pc.activityKnown = p.ActiveGPUSeconds.Value, p.IdleAllocatedGPUSeconds.Value, true
+		}
+		if p.Cost.Known {
+			pc.cost, pc.costKnown = p.Cost.Value, true
+		}
+		c.pods[podKey{p.Namespace, p.Pod}] = pc
+	}
+	for _, n := range r.Nodes {
+		c.nodes[n.Name] = &nodeCounter{unallocated: float64(n.UnallocatedGPUSeconds), last: r.End}
+	}
+	return c
+}
+
+// add adds o into c.
+func (c *counters) add(o counters) {
+	if o.currency != "" {
+		c.currency = o.currency
+	}
+	for k, v := range o.pods {
+		p := c.pods[k]
+		if p == nil {
+			p = &podCounter{}
+			c.pods[k] = p
+		}
+		p.allocated += v.allocated
+		p.active += v.active
+		p.idle += v.idle
+		p.cost += v.cost
+		p.activityKnown = p.activityKnown || v.activityKnown
+		p.costKnown = p.costKnown || v.costKnown
+		p.last = later(p.last, v.last)
+	}
+	for k, v := range o.nodes {
+		n := c.nodes[k]
+		if n == nil {
+			n = &nodeCounter{}
+			c.nodes[k] = n
+		}
+		n.unallocated += v.unallocated
+		n.last = later(n.last, v.last)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func newStore(bucket, window time.Duration) *store {
+	return &store{bucket: bucket, window: window, hours: map[time.Time]*hour{}, retired: newCounters(), emitted: newCounters()}
+}
+
+// slide drops the hours that start before from, adding their counters to
+// the retired ones, and forgets retired pods and nodes that no hour has
+// named since forget.
+func (s *store) slide(from, forget time.Time) {
+	for start, h := range s.hours {
+		if start.Before(from) {
+			s.retired.add(h.totals.c)
+			delete(s.hours, start)
+		}
+	}
+	if s.loadedTo.Before(from) {
+		s.loadedTo = from
+	}
+	maps.DeleteFunc(s.retired.pods, func(_ podKey, p *podCounter) bool { return p.last.Before(forget) })
+	maps.DeleteFunc(s.retired.nodes, func(_ string, n *nodeCounter) bool { return n.last.Before(forget) })
+	maps.DeleteFunc(s.emitted.pods, func(k podKey, p *podCounter) bool {
+		_, kept := s.retired.pods[k]
+		return !kept && p.last.Before(forget)
+	})
+	maps.DeleteFunc(s.emitted.nodes, func(k string, n *nodeCounter) bool {
+		_, kept := s.retired.nodes[k]
+		return !kept && n.last.Before(forget)
+	})
+}
+
+// sorted returns the complete hours in time order, then the partial one.
+func (s *store) sorted() []*hour {
+	out := make([]*hour, 0, len(s.hours)+1)
+	for _, start := range slices.SortedFunc(maps.Keys(s.hours), func(a, b time.Time) int { return a.Compare(b) }) {
+		out = append(out, s.hours[start])
+	}
+	if s.partial != nil {
+		out = append(out, s.partial)
+	}
+	return out
+}
+
+// buckets returns every bucket of the window, complete hours and partial.
+func (s *store) buckets() []usage.Bucket {
+	n := 0
+	hs := s.sorted()
+	for _, h := range hs {
+		n += len(h.buckets)
+	}
+	out := make([]usage.Bucket, 0, n)
+	for _, h := range hs {
+		out = append(out, h.buckets...)
+	}
+	return out
+}
+
+// counters sums the retired counters and every hour's, and keeps each
+// value at least the last one served, so that the served counters only
+// grow (a partial hour read again may come back with less).
+func (s *store) counters() counters {
+	c := newCounters()
+	c.add(s.retired)
+	for _, h := range s.sorted() {
+		c.add(h.totals.c)
+	}
+	for k, p := range c.pods {
+		if e := s.emitted.pods[k]; e != nil {
+			p.allocated = max(p.allocated, e.allocated)
+			p.active = max(p.active, e.active)
+			p.idle = max(p.idle, e.idle)
+			p.cost = max(p.cost, e.cost)
+		}
+	}
+	for k, n := range c.nodes {
+		if e := s.emitted.nodes[k]; e != nil {
+			n.unallocated = max(n.unallocated, e.unallocated)
+		}
+	}
+	// Pods and nodes served before and not in the window any more (until
+	// forgotten) keep their last values rather than vanish.
+	for k, e := range s.emitted.pods {
+		if c.pods[k] == nil {
+			cp := *e
+			c.pods[k] = &cp
+		}
+	}
+	for k, e := range s.emitted.nodes {
+		if c.nodes[k] == nil {
+			cp := *e
+			c.nodes[k] = &cp
+		}
+	}
+	s.emitted = newCounters()
+	s.emitted.add(c)
+	return c
+}
