@@ -1,7 +1,7 @@
 // Package report is the `gpupack report` verb: GPU-seconds allocated next
 // to GPU-seconds active, idle cost and cost per active GPU-hour, from a
 // Prometheus that scrapes dcgm-exporter or from the embedded demo, and
-// optionally the same figures served as Prometheus metrics (--serve).
+// (gpupack serve keeps them current as a service).
 //
 // It only wires flags, sources and formats; the accounting is usage's.
 package report
@@ -11,18 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/usagefacts"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/gpu"
@@ -75,11 +69,8 @@ With --prometheus it reads dcgm-exporter's DCGM_FI_* series (and
 kube-state-metrics' pod times where present) with query_range; without it,
 it runs on an embedded one-day demo scenario in-process.
 
-With --serve ADDR it also serves the figures as Prometheus counters on
-ADDR/metrics (gpupack_gpu_allocated_seconds_total, ..._active_seconds_total,
-..._idle_allocated_seconds_total, ..._unallocated_seconds_total and
-gpupack_gpu_cost_total), counted from the window's start: each scrape
-queries only the time since the previous one and adds it.
+The same figures as Prometheus counters, kept current, and a dashboard:
+gpupack serve --prometheus URL.
 
 --accounting says how Prometheus data is accounted: raw reads every sample
 at --step (exact, for windows of hours); hourly has Prometheus sum each hour
@@ -91,7 +82,6 @@ windows longer than 6h or of more than 11000 steps. The JSON's
   gpupack report --prometheus http://prometheus:9090 --window 24h --format json
   gpupack report --prometheus http://prometheus:9090 --window 720h --accounting hourly
   gpupack report --prometheus http://prometheus:9090 --app-metric tokens='sum by (namespace, pod) (rate(vllm:generation_tokens_total[5m]))'
-  gpupack report --prometheus http://prometheus:9090 --serve :9401
   gpupack report --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config --prices prices.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -109,7 +99,8 @@ windows longer than 6h or of more than 11000 steps. The JSON's
 	f.BoolVar(&opts.demo, "demo", false, "run on the embedded demo scenario (the default without --prometheus)")
 	f.IntVar(&opts.top, "top", 10, "number of worst offenders listed per namespace and per pod (0 lists none)")
 	f.StringArrayVar(&opts.app, "app-metric", nil, "NAME=PROMQL application metric shown beside the pods it names (repeatable)")
-	f.StringVar(&opts.serve, "serve", "", "also serve the figures as Prometheus metrics on this address until interrupted")
+	f.StringVar(&opts.serve, "serve", "", "moved: gpupack serve --prometheus URL --listen ADDR serves the dashboard and the counters")
+	_ = f.MarkHidden("serve")
 	f.StringVar(&opts.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage+"; its node labels then select --prices' nodeRules")
 	f.StringVar(&opts.accounting, "accounting", accountingAuto, "raw (every sample at --step), hourly (Prometheus sums each hour; whole hours) or auto (hourly beyond 6h or 11000 steps)")
 	f.BoolVar(&opts.live, "live", false, "read node labels from the live cluster, found as --kubeconfig says when it is not given")
@@ -117,6 +108,9 @@ windows longer than 6h or of more than 11000 steps. The JSON's
 }
 
 func run(ctx context.Context, opts *options, out io.Writer) error {
+	if opts.serve != "" {
+		return fmt.Errorf("--serve %s: the counters moved to gpupack serve, which also serves the dashboard and reads each hour once: gpupack serve --prometheus URL --listen %s", opts.serve, opts.serve)
+	}
 	if opts.demo && opts.prometheus != "" {
 		return errors.New("--demo and --prometheus exclude each other; drop one")
 	}
@@ -198,19 +192,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		}
 		return err
 	}
-	if err := write(out, r, opts.format, source, opts.top); err != nil {
-		return err
-	}
-	if opts.serve == "" {
-		return nil
-	}
-	// Counters from the window's start on, each scrape adding only the
-	// span since the last; the demo's stay as they are.
-	next := account
-	if opts.prometheus == "" {
-		next = nil
-	}
-	return serve(ctx, opts.serve, newTally(r, next, time.Now, opts.step))
+	return write(out, r, opts.format, source, opts.top)
 }
 
 // hourly decides --accounting: whether the window is read in hourly
@@ -256,34 +238,6 @@ func (o *options) checkWindow(hourly bool) error {
 		return fmt.Errorf("--window %s at --step %s is more than %d steps per series, the most that report accounts (and that one Prometheus query returns); use --step %s or more, or a shorter --window", o.window, o.step, usage.MaxSteps, usage.MinStep(o.window))
 	}
 	return nil
-}
-
-func serve(ctx context.Context, addr string, t *tally) error {
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{tally: t})
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--serve %s: %v; pick a free address such as 127.0.0.1:9401", addr, err)
-	}
-	fmt.Fprintf(os.Stderr, "serving gpupack metrics on http://%s/metrics\n", ln.Addr())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shut)
-	}()
-	err = srv.Serve(ln)
-	wg.Wait()
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
 }
 
 // liveNodeLabels reads every node's labels from the live cluster, so that

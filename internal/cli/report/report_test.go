@@ -4,26 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/golden"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/internal/golden"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -52,37 +43,6 @@ func TestDemoGolden(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestMetricsGolden(t *testing.T) {
-	var b bytes.Buffer
-	opts := defaults()
-	r := demoReport(t, opts)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{tally: newTally(r, nil, nil, opts.step)})
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(&b, resp.Body); err != nil {
-		t.Fatal(err)
-	}
-	check(t, "metrics.txt", b.Bytes())
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("GPUPACK_E2E") == "1" {
-			t.Fatal("GPUPACK_E2E=1 but promtool is not on PATH; apt-get install -y prometheus")
-		}
-		t.Skip("promtool not installed (apt-get install -y prometheus); set GPUPACK_E2E=1 to make this a failure")
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(b.Bytes())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }
 
@@ -211,130 +171,5 @@ func TestPriceFileCurrency(t *testing.T) {
 	// Type errors are placed.
 	if _, err := loadPricing(write("bad.yaml", "prices:\n  T4: 0.3\nnodeRules:\n  - labels: {a: b}\n    perHour: \"1\"\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:5: nodeRules[0].perHour") {
 		t.Errorf("err = %v, want it placed at bad.yaml:5: nodeRules[0].perHour", err)
-	}
-}
-
-// TestServeAccountsOnlyNewSpans scrapes --serve's counters over 25,000
-// steps, more than one Prometheus query may span (11,000 points), against a
-// fake source that refuses such a query as Prometheus does. Re-querying
-// from the window's start failed at the third scrape; the tally queries
-// only each new span, and its counters add up to the whole time.
-func TestServeAccountsOnlyNewSpans(t *testing.T) {
-	const step = 30 * time.Second
-	start := demoStart
-	var asked []usage.Window
-	// Pod a/p holds a GPU throughout at half activity; node n is idle.
-	account := func(w usage.Window) (*usage.Report, error) {
-		if n := w.Slots(); n > usage.MaxSteps {
-			return nil, fmt.Errorf("bad_data: exceeded maximum resolution of 11,000 points per timeseries (%d)", n)
-		}
-		asked = append(asked, w)
-		secs := w.End.Sub(w.Start).Seconds()
-		r := &usage.Report{Start: w.Start, End: w.End, Currency: "EUR"}
-		r.Pods = []usage.PodUsage{{Namespace: "a", Pod: "p", Totals: usage.Totals{AllocatedGPUSeconds: usage.Seconds(secs),
-			ActiveGPUSeconds: usage.Known(secs / 2), IdleAllocatedGPUSeconds: usage.Known(secs / 2), Cost: usage.Known(secs / 3600)}}}
-		r.Nodes = []usage.NodeUsage{{GroupUsage: usage.GroupUsage{Name: "n"}, Capacity: usage.Capacity{UnallocatedGPUSeconds: usage.Seconds(secs)}}}
-		return r, nil
-	}
-	first, err := account(usage.Window{Start: start, End: start.Add(time.Hour), Step: step})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := start.Add(time.Hour)
-	tl := newTally(first, account, func() time.Time { return clock }, step)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{tally: tl})
-	var last map[string]float64
-	for scrape := 1; scrape <= 5; scrape++ {
-		clock = clock.Add(5000 * step)
-		if scrape == 4 {
-			clock = clock.Add(7000 * step) // a long pause between scrapes
-		}
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatalf("scrape %d: %v", scrape, err)
-		}
-		got := map[string]float64{}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				got[mf.GetName()] = m.GetCounter().GetValue()
-			}
-		}
-		for name, v := range last {
-			if got[name] < v {
-				t.Errorf("scrape %d: %s went down from %v to %v", scrape, name, v, got[name])
-			}
-		}
-		last = got
-	}
-	total := clock.Sub(start).Seconds()
-	want := map[string]float64{
-		"gpupack_gpu_allocated_seconds_total":      total,
-		"gpupack_gpu_active_seconds_total":         total / 2,
-		"gpupack_gpu_idle_allocated_seconds_total": total / 2,
-		"gpupack_gpu_unallocated_seconds_total":    total,
-		"gpupack_gpu_cost_total":                   total / 3600,
-	}
-	if diff := cmp.Diff(want, last, cmpopts.EquateApprox(1e-12, 0)); diff != "" {
-		t.Errorf("counters after 32,000 steps (-want +got):\n%s", diff)
-	}
-	for i, w := range asked[1:] {
-		if w.Start != asked[i].End || w.Slots() > usage.MaxSteps {
-			t.Errorf("query %d spans %s..%s (%d steps) after one that ended %s; want contiguous spans of at most %d steps", i+1, w.Start, w.End, w.Slots(), asked[i].End, usage.MaxSteps)
-		}
-	}
-}
-
-// TestServeForgetsGonePods serves a pod that runs only in the first hour
-// beside one that runs throughout: the gone pod's series ends forgetAfter
-// after it was last seen, so churn over days cannot grow the tally, and
-// the running pod keeps counting.
-func TestServeForgetsGonePods(t *testing.T) {
-	const step = 30 * time.Second
-	start := demoStart
-	account := func(w usage.Window) (*usage.Report, error) {
-		secs := usage.Seconds(w.End.Sub(w.Start).Seconds())
-		r := &usage.Report{Start: w.Start, End: w.End, Currency: "EUR"}
-		r.Pods = []usage.PodUsage{{Namespace: "a", Pod: "stays", Totals: usage.Totals{AllocatedGPUSeconds: secs}}}
-		r.Nodes = []usage.NodeUsage{{GroupUsage: usage.GroupUsage{Name: "stays"}}}
-		if !w.Start.After(start) {
-			r.Pods = append(r.Pods, usage.PodUsage{Namespace: "a", Pod: "goes", Totals: usage.Totals{AllocatedGPUSeconds: secs}})
-			r.Nodes = append(r.Nodes, usage.NodeUsage{GroupUsage: usage.GroupUsage{Name: "goes"}})
-		}
-		return r, nil
-	}
-	first, err := account(usage.Window{Start: start, End: start.Add(time.Hour), Step: step})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := start.Add(time.Hour)
-	tl := newTally(first, account, func() time.Time { return clock }, step)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(&collector{tally: tl})
-	series := func() []string {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				var ls []string
-				for _, l := range m.GetLabel() {
-					ls = append(ls, l.GetValue())
-				}
-				got = append(got, mf.GetName()+"{"+strings.Join(ls, ",")+"}")
-			}
-		}
-		return got
-	}
-	clock = clock.Add(30 * time.Minute)
-	if got := series(); !slices.Contains(got, "gpupack_gpu_allocated_seconds_total{a,goes}") || !slices.Contains(got, "gpupack_gpu_unallocated_seconds_total{goes}") {
-		t.Errorf("half an hour after it went, the gone pod's and node's series are missing: %v", got)
-	}
-	clock = clock.Add(forgetAfter)
-	want := []string{"gpupack_gpu_allocated_seconds_total{a,stays}", "gpupack_gpu_unallocated_seconds_total{stays}"}
-	if diff := cmp.Diff(want, series()); diff != "" {
-		t.Errorf("series more than forgetAfter after the pod went (-want +got):\n%s", diff)
 	}
 }
