@@ -26,15 +26,18 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/usagefacts"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/usage"
 )
 
-// Source reads pushed-down accounting (promsource.Source does).
+// Source reads pushed-down accounting and the pods' life-cycle times
+// (promsource.Source does).
 type Source interface {
 	LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error)
+	LoadMeta(ctx context.Context, w usage.Window, app map[string]string, bucket time.Duration) (*promsource.Data, error)
 }
 
 // Options configure an Engine.
@@ -344,11 +347,20 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 		// The state keeps the last good report; the counters too.
 		return errors.Join(errs...)
 	}
-	start := from
 	if len(s.hours) == 0 && s.partial == nil {
 		return nil
 	}
-	r, err := usage.AccountBuckets(usage.BucketInput{Start: start, End: end, Buckets: s.buckets(), Pricing: pricing})
+	// kube-state-metrics' pod times, for the start-up phases: a few
+	// instant queries over the window, one bucket long.
+	var pods []usage.PodEvents
+	if end.After(from) {
+		meta, err := e.src.LoadMeta(ctx, usage.Window{Start: from, End: end, Step: e.o.Step}, nil, end.Sub(from))
+		if err != nil {
+			return err
+		}
+		pods = meta.Pods
+	}
+	r, err := usage.AccountBuckets(usage.BucketInput{Start: from, End: end, Buckets: s.buckets(), Pricing: pricing, Pods: pods})
 	if err != nil {
 		return err
 	}
