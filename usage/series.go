@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -148,6 +149,15 @@ func Known(v float64) Amount { return Amount{Value: v, Known: true} }
 
 // Unknown is the unknown Amount.
 var Unknown = Amount{}
+
+// Fixed prints the amount times scale with prec decimals and suffix, or
+// "unknown": the one way every table and page prints an Amount.
+func (a Amount) Fixed(scale float64, prec int, suffix string) string {
+	if !a.Known || math.IsNaN(a.Value) || math.IsInf(a.Value, 0) {
+		return "unknown"
+	}
+	return strconv.FormatFloat(a.Value*scale, 'f', prec, 64) + suffix
+}
 
 // MarshalJSON encodes unknown as null.
 func (a Amount) MarshalJSON() ([]byte, error) {

@@ -273,19 +273,9 @@ func amountHours(a usage.Amount) string {
 	return strconv.FormatFloat(a.Value/3600, 'f', 1, 64)
 }
 
-func money(a usage.Amount) string {
-	if !a.Known {
-		return "unknown"
-	}
-	return strconv.FormatFloat(a.Value, 'f', 2, 64)
-}
+func money(a usage.Amount) string { return a.Fixed(1, 2, "") }
 
-func ratio(a usage.Amount) string {
-	if !a.Known {
-		return "unknown"
-	}
-	return strconv.FormatFloat(100*a.Value, 'f', 1, 64) + "%"
-}
+func ratio(a usage.Amount) string { return a.Fixed(100, 1, "%") }
 
 // raw is an Amount for sorting: its value, or empty when unknown (sorted
 // last).

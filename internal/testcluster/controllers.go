@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -96,4 +97,22 @@ func deploymentStatus(d *appsv1.Deployment) string {
 		s += fmt.Sprintf("; %s=%s (%s: %s)", cond.Type, cond.Status, cond.Reason, cond.Message)
 	}
 	return s
+}
+
+// CreateGPUPod creates a pod of one container asking count of resource
+// (nvidia.com/gpu, a MIG or shared resource) as request and limit, bound to
+// node (kwok runs it) or left to the scheduler when node is "".
+func (c *Cluster) CreateGPUPod(namespace, name, node string, resource corev1.ResourceName, count int64) *corev1.Pod {
+	c.t.Helper()
+	q := *apiresource.NewQuantity(count, apiresource.DecimalSI)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "cuda",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{resource: q}, Limits: corev1.ResourceList{resource: q}}}}},
+	}
+	created, err := c.client.CoreV1().Pods(namespace).Create(c.t.Context(), p, metav1.CreateOptions{})
+	if err != nil {
+		c.t.Fatalf("testcluster: create pod %s/%s: %v", namespace, name, err)
+	}
+	return created
 }

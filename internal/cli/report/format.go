@@ -40,19 +40,9 @@ func amountHours(a usage.Amount) string {
 	return hours(usage.Seconds(a.Value))
 }
 
-func money(a usage.Amount) string {
-	if !a.Known {
-		return "unknown"
-	}
-	return strconv.FormatFloat(a.Value, 'f', 2, 64)
-}
+func money(a usage.Amount) string { return a.Fixed(1, 2, "") }
 
-func ratio(a usage.Amount) string {
-	if !a.Known {
-		return "unknown"
-	}
-	return strconv.FormatFloat(a.Value*100, 'f', 1, 64) + "%"
-}
+func ratio(a usage.Amount) string { return a.Fixed(100, 1, "%") }
 
 func mib(a usage.Amount) string {
 	if !a.Known {

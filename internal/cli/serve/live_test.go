@@ -14,9 +14,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
@@ -80,13 +77,7 @@ func TestServeLive(t *testing.T) {
 		ns, name, node string
 		gpus           int64
 	}{{"train", "busy", "node-a", 1}, {"serve", "idle", "node-a", 1}, {"ml", "eight", "", 8}, {"ml", "two-l4", "", 2}} {
-		q := *resource.NewQuantity(p.gpus, resource.DecimalSI)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: p.name}, Spec: corev1.PodSpec{NodeName: p.node,
-			Containers: []corev1.Container{{Name: "main", Image: "cuda", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{"nvidia.com/gpu": q}, Limits: corev1.ResourceList{"nvidia.com/gpu": q}}}}}}
-		if _, err := kc.Client().CoreV1().Pods(p.ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		kc.CreateGPUPod(p.ns, p.name, p.node, "nvidia.com/gpu", p.gpus)
 	}
 
 	t.Logf("%s: cluster and Prometheus up", time.Since(begun))

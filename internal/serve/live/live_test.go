@@ -14,10 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/promsource"
@@ -112,9 +108,8 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	for _, ns := range []string{"train", "serve", "ml"} {
 		kc.CreateNamespace(ns)
 	}
-	admin := kc.Client()
-	createPod(t, admin, "train", "busy", "gpu-a", 1)
-	createPod(t, admin, "ml", "huge", "", 4) // no node has 4 GPUs
+	kc.CreateGPUPod("train", "busy", "gpu-a", "nvidia.com/gpu", 1)
+	kc.CreateGPUPod("ml", "huge", "", "nvidia.com/gpu", 4) // no node has 4 GPUs
 	kubeconfig, cut := kc.ProxiedKubeconfig()
 	client, err := kube.NewClient(kubeconfig)
 	if err != nil {
@@ -221,7 +216,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	// Every apiserver connection is cut; a pod is created meanwhile; once
 	// the connections come back the informers resume and see it.
 	cut.Cut()
-	createPod(t, admin, "ml", "late", "", 4)
+	kc.CreateGPUPod("ml", "late", "", "nvidia.com/gpu", 4)
 	time.Sleep(2 * time.Second)
 	e.Refresh(ctx)
 	if hasFinding(e.State(), "ml/late") {
@@ -251,24 +246,6 @@ func hasFinding(st State, key string) bool {
 		}
 	}
 	return false
-}
-
-// createPod creates a pod asking gpus nvidia.com/gpu, bound to node (kwok
-// runs it) or pending when node is "".
-func createPod(t *testing.T, client kubernetes.Interface, ns, name, node string, gpus int64) {
-	t.Helper()
-	q := *resource.NewQuantity(gpus, resource.DecimalSI)
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.PodSpec{
-			NodeName: node,
-			Containers: []corev1.Container{{Name: "main", Image: "cuda", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{"nvidia.com/gpu": q}, Limits: corev1.ResourceList{"nvidia.com/gpu": q}}}},
-		},
-	}
-	if _, err := client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create pod %s/%s: %v", ns, name, err)
-	}
 }
 
 func near(t *testing.T, what string, got, want float64) {
