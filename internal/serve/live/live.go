@@ -105,6 +105,9 @@ func (o Options) Check() error {
 // arriving: until then it is read again as the partial one.
 func (o Options) settle() time.Duration { return 2 * o.Step }
 
+// loadChunk is how much history one read asks for: a day.
+const loadChunk = 24 * time.Hour
+
 // forgetAfter is how long a pod or node keeps its counters after the last
 // hour that named it left the window: long enough for Prometheus to scrape
 // their last values.
@@ -310,25 +313,35 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 		}
 	}
 	var errs []error
-	if s.loadedTo.Before(cur) {
-		w := usage.Window{Start: s.loadedTo, End: cur, Step: e.o.Step}
+	// The complete hours not read yet, a day at a time, so that a long
+	// first read says how far it is and keeps what it read if it fails.
+	total := cur.Sub(s.loadedTo)
+	for s.loadedTo.Before(cur) && len(errs) == 0 {
+		w := usage.Window{Start: s.loadedTo, End: s.loadedTo.Add(loadChunk), Step: e.o.Step}
+		if w.End.After(cur) {
+			w.End = cur
+		}
 		bs, err := e.src.LoadBuckets(ctx, w, e.o.Bucket)
 		if err != nil {
 			errs = append(errs, err)
-		} else {
-			byHour := map[time.Time][]usage.Bucket{}
-			for _, b := range bs {
-				byHour[b.Start] = append(byHour[b.Start], b)
+			break
+		}
+		byHour := map[time.Time][]usage.Bucket{}
+		for _, b := range bs {
+			byHour[b.Start] = append(byHour[b.Start], b)
+		}
+		for t := w.Start; t.Before(w.End); t = t.Add(e.o.Bucket) {
+			h, err := e.account(pricing, t, t.Add(e.o.Bucket), byHour[t])
+			if err != nil {
+				errs = append(errs, err)
+				break
 			}
-			for t := w.Start; t.Before(w.End); t = t.Add(e.o.Bucket) {
-				h, err := e.account(pricing, t, t.Add(e.o.Bucket), byHour[t])
-				if err != nil {
-					errs = append(errs, err)
-					break
-				}
-				s.hours[t] = h
-				s.loadedTo = t.Add(e.o.Bucket)
-			}
+			s.hours[t] = h
+			s.loadedTo = t.Add(e.o.Bucket)
+		}
+		if total > loadChunk {
+			done := total - cur.Sub(s.loadedTo)
+			fmt.Fprintf(e.o.Log, "serve: read %s of %s (%d%%)\n", done, total, int(100*done/total))
 		}
 	}
 	end := now.Truncate(e.o.Step)
