@@ -24,6 +24,10 @@ type Options struct {
 	// Headroom is added to measured VRAM p95 and activity when sizing a
 	// share: 0.2 sizes for 120% of what was seen.
 	Headroom float64
+	// Autoscaling names the application metrics that scale inference
+	// workloads and the node class of the NodePools; nil scales no
+	// workload and emits NodePools of the default node class.
+	Autoscaling *AutoscalingInput
 }
 
 // DefaultOptions reclaims workloads idle-held 80% of the window and sizes
@@ -66,6 +70,9 @@ type Plan struct {
 	// DevicePlugin and MIGParted are the configurations, by name.
 	DevicePlugin map[string]DevicePluginConfig `json:"devicePluginConfigs"`
 	MIGParted    map[string][]MIGDeviceConfig  `json:"migConfigs"`
+	// Autoscaling is the KEDA ScaledObjects and Karpenter NodePools that
+	// fit the plan.
+	Autoscaling *Autoscaling `json:"autoscaling"`
 }
 
 // PoolPlan is what the plan puts on one node pool.
@@ -209,6 +216,9 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *Usage, o Options) (*Plan,
 		return nil, err
 	}
 	pl.reserve()
+	if err := pl.autoscale(s, ps, o); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 

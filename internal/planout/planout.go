@@ -1,7 +1,8 @@
 // Package planout formats a plan for people and tools: the table that
 // `gpupack plan` prints, and the files that `gpupack plan --out` writes and
 // `gpupack serve` offers for download (the device plugin ConfigMap, the
-// mig-parted config, the node labels, the workload requests and plan.md).
+// mig-parted config, the node labels, the workload requests, the KEDA
+// ScaledObjects and Karpenter NodePools, and plan.md).
 // It is an edge package: the planning is plan's, and it writes nothing to
 // disk itself.
 package planout
@@ -23,6 +24,8 @@ const (
 	FileMIGParted    = "mig-parted-config.yaml"
 	FileNodeLabels   = "node-labels.yaml"
 	FileRequests     = "workload-requests.yaml"
+	FileKEDA         = "keda-scaledobjects.yaml"
+	FileKarpenter    = "karpenter-nodepools.yaml"
 	FileSummary      = "plan.md"
 )
 
@@ -44,6 +47,8 @@ func Files(p *plan.Plan, s *cluster.Snapshot) ([]File, error) {
 		{FileMIGParted, p.MIGPartedConfig},
 		{FileNodeLabels, p.NodeLabels},
 		{FileRequests, p.WorkloadRequests},
+		{FileKEDA, p.KEDAScaledObjects},
+		{FileKarpenter, p.KarpenterNodePools},
 		{FileSummary, func() ([]byte, error) { var b strings.Builder; writeMarkdown(&b, p, s); return []byte(b.String()), nil }},
 	} {
 		b, err := g.make()
@@ -181,6 +186,33 @@ func proofLines(p *plan.Plan) []string {
 		out = append(out, fmt.Sprintf("reserve: %d %s GPUs are busy in every hour of the %dh window after the plan (peak %.2f); %d workloads with hourly data, %d without", r.BaselineGPUs, r.Model, r.Hours, r.PeakGPUs, r.Workloads, r.Without))
 	}
 	out = append(out, "spot: "+listOrNone(p.Spot)+" (interruptible Jobs)")
+	return append(out, autoscalingLines(p)...)
+}
+
+// autoscalingLines words the ScaledObjects and NodePools.
+func autoscalingLines(p *plan.Plan) []string {
+	a := p.Autoscaling
+	if a == nil {
+		return nil
+	}
+	var out []string
+	for _, so := range a.ScaledObjects {
+		target := fmt.Sprintf("%g per replica", so.Metric.Target)
+		if so.Metric.MetricType == plan.Value {
+			target = fmt.Sprintf("held at %g", so.Metric.Target)
+		}
+		out = append(out, fmt.Sprintf("scale: %s %d..%d replicas on %s (%s) onto NodePool %s; %s", so.Workload, so.MinReplicas, so.MaxReplicas, so.Metric.Metric, target, so.NodePool, so.Range))
+	}
+	if len(a.ScaledObjects) == 0 {
+		out = append(out, "scale: none (name inference workloads and their application metric in a --autoscaling file)")
+	}
+	for _, np := range a.NodePools {
+		capacity := "on-demand"
+		if np.Spot {
+			capacity = "spot"
+		}
+		out = append(out, fmt.Sprintf("nodepool: %s (%s, %s %s) nvidia.com/gpu limit %d (needs %g), %s: %s", np.Name, np.Model, np.Role, capacity, np.GPULimit, np.GPUsNeeded, np.Consolidation, strings.Join(np.Workloads, ", ")))
+	}
 	return out
 }
 
@@ -231,4 +263,6 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	fmt.Fprintf(w, "\n## Apply\n\n1. `kubectl apply -f %s` and point the GPU operator's device plugin at it (`devicePlugin.config.name=%s`).\n", FileDevicePlugin, plan.ConfigMapName)
 	fmt.Fprintf(w, "2. Give mig-manager `%s` as its config.\n3. Label the nodes as `%s` lists (`%s`, `%s`).\n4. Rewrite the workloads' requests as `%s` lists.\n",
 		FileMIGParted, FileNodeLabels, plan.DevicePluginConfigLabel, plan.MIGConfigLabel, FileRequests)
+	fmt.Fprintf(w, "5. `kubectl apply -f %s` (KEDA scales the inference workloads on their application metric) and `kubectl apply -f %s` (Karpenter NodePools whose GPU limits hold every replica KEDA may add); give spot Jobs the node selector `%s: spot`.\n",
+		FileKEDA, FileKarpenter, plan.CapacityTypeLabel)
 }

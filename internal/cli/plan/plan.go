@@ -35,17 +35,20 @@ var (
 	demoCluster []byte
 	//go:embed demo/usage.yaml
 	demoUsage []byte
+	//go:embed demo/autoscaling.yaml
+	demoAutoscaling []byte
 )
 
 type options struct {
-	cluster    source.Cluster
-	usage      string
-	prometheus string
-	window     string
-	out        string
-	format     string
-	reclaim    float64
-	headroom   float64
+	cluster     source.Cluster
+	usage       string
+	autoscaling string
+	prometheus  string
+	window      string
+	out         string
+	format      string
+	reclaim     float64
+	headroom    float64
 }
 
 // NewCommand returns the plan command.
@@ -69,9 +72,16 @@ cluster through the simulator's placement step: GPUs and nodes freed, money save
 catalogue prices, pods still pending, risks, the baseline worth reserving and the work
 that suits spot capacity.
 
+With --autoscaling it also writes KEDA ScaledObjects that scale the named inference
+workloads on their application metric (queue depth, latency or tokens/s, never GPU
+utilisation), with min/max replicas from the busy replicas measured per hour; and,
+with or without it, Karpenter NodePools for the node pools the plan uses, whose GPU
+limits hold every replica KEDA may add, spot ones for the Jobs that suit spot.
+
 With no flags it runs on an embedded demo cluster and a week of its usage.`,
 		Example: `  gpupack plan
   gpupack plan --snapshot cluster.yaml --usage usage.yaml --window 7d --out ./plan-out
+  gpupack plan --snapshot cluster.yaml --usage usage.yaml --autoscaling autoscaling.yaml --out ./plan-out
   gpupack plan --snapshot cluster.yaml --usage usage.yaml --format json
   gpupack plan --kubeconfig ~/.kube/config --prometheus http://prometheus:9090 --window 7d`,
 		Args: cobra.NoArgs,
@@ -82,9 +92,10 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	f := cmd.Flags()
 	o.cluster.AddFlags(f, "plan")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage, as `gpupack report --format podusage` writes); with the demo, the demo's usage")
+	f.StringVar(&o.autoscaling, "autoscaling", "", "autoscaling file (kind Autoscaling): the Prometheus KEDA queries, the Karpenter node class, and each inference workload's application metric; with the demo, the demo's")
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
 	f.StringVar(&o.window, "window", "", "the usage window the plan is for, such as 7d or 24h; must match the usage file's (default: the file's)")
-	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests and plan.md to")
+	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests, KEDA ScaledObjects, Karpenter NodePools and plan.md to")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
 	f.Float64Var(&o.reclaim, "reclaim-idle", def.ReclaimIdleRatio, "reclaim workloads idle-held at least this share of the window (0..1)")
 	f.Float64Var(&o.headroom, "headroom", def.Headroom, "headroom over measured VRAM p95 and activity when sizing a share (0.2 = 20%)")
@@ -166,11 +177,31 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 			u = &plan.Usage{Window: w}
 		}
 	}
-	p, err := plan.Make(ctx, s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom})
+	scaling, err := o.readAutoscaling()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := plan.Make(ctx, s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, Autoscaling: scaling})
 	if err != nil {
 		return nil, nil, err
 	}
 	return p, s, nil
+}
+
+// readAutoscaling reads --autoscaling, the demo's with the demo cluster,
+// or none.
+func (o *options) readAutoscaling() (*plan.AutoscalingInput, error) {
+	if o.autoscaling == "" {
+		if o.cluster.IsDemo() {
+			return plan.ParseAutoscaling(demoAutoscaling, "demo/autoscaling.yaml")
+		}
+		return nil, nil
+	}
+	data, err := os.ReadFile(o.autoscaling)
+	if err != nil {
+		return nil, fmt.Errorf("--autoscaling: %w", err)
+	}
+	return plan.ParseAutoscaling(data, o.autoscaling)
 }
 
 // measure accounts the window ending now from Prometheus and returns the

@@ -52,7 +52,7 @@ func TestOutFiles(t *testing.T) {
 	if err := run(context.Background(), &o, &bytes.Buffer{}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{planout.FileDevicePlugin, planout.FileMIGParted, planout.FileNodeLabels, planout.FileRequests, planout.FileSummary} {
+	for _, name := range []string{planout.FileDevicePlugin, planout.FileMIGParted, planout.FileNodeLabels, planout.FileRequests, planout.FileKEDA, planout.FileKarpenter, planout.FileSummary} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
