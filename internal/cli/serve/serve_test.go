@@ -18,6 +18,7 @@ import (
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
 	cliplan "github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/report"
+	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/serve"
 )
 
@@ -122,7 +123,15 @@ func TestDemoHoursAddUp(t *testing.T) {
 			t.Errorf("%s GPU-seconds: the hours add up to %v, the day's report says %v", x.name, x.got, x.want)
 		}
 	}
-	if len(v.PlanFiles) != 5 || len(v.Curve) != 2 || len(v.Curve[0].Points) < 100 {
-		t.Errorf("%d plan files, %d simulator runs (%d points in the first): want 5 files, 2 runs of at least 100 points", len(v.PlanFiles), len(v.Curve), len(v.Curve[0].Points))
+	p, snap, err := cliplan.Demo(context.Background(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := planout.Files(p, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.PlanFiles) != len(files) || len(v.Curve) != 2 || len(v.Curve[0].Points) < 100 {
+		t.Errorf("%d plan files, %d simulator runs (%d points in the first): want the %d files plan --out writes, 2 runs of at least 100 points", len(v.PlanFiles), len(v.Curve), len(v.Curve[0].Points), len(files))
 	}
 }
