@@ -7,7 +7,6 @@ package plan
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,15 +25,9 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
+	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/plan"
-)
-
-var (
-	//go:embed demo/cluster.yaml
-	demoCluster []byte
-	//go:embed demo/usage.yaml
-	demoUsage []byte
 )
 
 type options struct {
@@ -129,7 +122,11 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 	}
 	usageData, usageName := []byte(nil), ""
 	if o.cluster.IsDemo() && o.usage == "" && o.prometheus == "" {
-		usageData, usageName = demoUsage, "demo/usage.yaml"
+		m, err := demo.Measure()
+		if err != nil {
+			return nil, nil, err
+		}
+		usageData, usageName = m.Usage, demo.UsageName
 	}
 	if o.usage != "" {
 		var err error
@@ -138,7 +135,7 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 		}
 		usageName = o.usage
 	}
-	s, _, err := o.cluster.Load(ctx, demoCluster, "demo/cluster.yaml", stderr)
+	s, _, err := o.cluster.Load(ctx, demo.Cluster(), demo.ClusterName, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -148,7 +145,7 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 			return nil, nil, err
 		}
 	} else if usageData != nil {
-		du, err := source.ReadUsage(usageData, usageName, s, o.cluster.Name("demo/cluster.yaml"), stderr)
+		du, err := source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr)
 		if err != nil {
 			return nil, nil, err
 		}
