@@ -46,12 +46,16 @@ func TestGolden(t *testing.T) {
 }
 
 // TestOutFiles checks every generated file against its golden copy, and
-// that the node labels name configs that exist.
+// that the node labels name configs that exist. It plans the pools
+// fixture, whose workload requests the admission webhook's, the chart's and
+// the scheduler's end-to-end tests read (MPS and time slices in one pool,
+// the config names they label their nodes with).
 func TestOutFiles(t *testing.T) {
 	dir := t.TempDir()
 	o := defaults()
 	o.out = dir
 	o.window = "7d"
+	o.cluster.Snapshot, o.usage = "testdata/pools.cluster.yaml", "testdata/pools.usage.yaml"
 	if err := run(context.Background(), &o, &bytes.Buffer{}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
