@@ -81,7 +81,7 @@ func Step(window time.Duration) time.Duration {
 }
 
 // Week is the accounting of the whole week at catalogue prices and the
-// step that keeps a week within usage.MaxSteps: what report --demo prints.
+// demo's step (Step): what report --demo prints.
 func Week(c *gpu.Catalogue) (*usage.Report, error) {
 	s, err := Scenario(c)
 	if err != nil {

@@ -46,8 +46,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		Short: "Serve scripted GPUs in dcgm-exporter's exposition format, for tests and demos",
 		Long: `fake-dcgm serves /metrics as dcgm-exporter would for the GPUs, MIG slices, pods
 and activity patterns of a scenario file (without --scenario, the week of
-the embedded demo world that gpupack report --demo accounts). Time 0 of the scenario is when the server starts; after the
-scenario's duration every GPU is free. With --truth it writes the true
+the embedded demo world that gpupack report --demo accounts). Time 0 of the
+scenario is when the server starts; after the scenario's duration every GPU
+is free. With --truth it writes the true
 allocated and active GPU-seconds per pod as JSON when the scenario ends and
 again when interrupted.
 
