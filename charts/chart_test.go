@@ -52,7 +52,7 @@ func variants(t *testing.T) []variant {
 		{name: "scheduler only", values: map[string]any{"serve": map[string]any{"enabled": false}, "webhook": map[string]any{"enabled": false}}},
 		{name: "webhook only", values: map[string]any{"serve": map[string]any{"enabled": false}, "scheduler": map[string]any{"enabled": false}}},
 		{name: "everything", apis: []string{certManagerAPI, serviceMonitorAPI}, values: map[string]any{
-			"prices":           map[string]any{"currency": "USD", "prices": map[string]any{"H100-80GB": 2.49, "L40S": 1.1, "A100-80GB": 1.9}},
+			"prices":           map[string]any{"currency": "USD", "prices": map[string]any{"H100-80GB": 2.49, "L40S": 1.1, "A100-40GB": 1.3, "L4": 0.6}},
 			"serve":            map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}, "nodeSelector": map[string]any{"role": "system"}, "tolerations": []any{map[string]any{"key": "system", "operator": "Exists"}}},
 			"scheduler":        map[string]any{"policy": "fgd", "replicas": 2},
 			"webhook":          map[string]any{"certificate": "cert-manager", "requests": string(requests), "namespaces": []any{"ml", "inference"}},

@@ -2,6 +2,7 @@ package fakedcgm
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,11 +106,21 @@ func check(t *testing.T, name string, got []byte) {
 
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6+1e-9*math.Abs(want) }
 
-func TestDemoParses(t *testing.T) {
-	s := Demo(gpu.Default())
-	if len(s.Pods) == 0 {
-		t.Fatal("demo has no pods")
+// TestDayParses keeps the fixture of a day on three nodes (the demo before
+// the demo world, internal/demo) valid.
+func TestDayParses(t *testing.T) {
+	s, err := Parse(dayYAML(t), "testdata/day.yaml", gpu.Default())
+	if err != nil || len(s.Pods) == 0 {
+		t.Fatalf("err %v, %d pods; want a valid scenario with pods", err, len(s.Pods))
 	}
+}
+
+func dayYAML(t testing.TB) []byte {
+	b, err := os.ReadFile("testdata/day.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestParseErrors(t *testing.T) {
@@ -177,7 +188,7 @@ pods:
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(small))
-	f.Add(demoYAML)
+	f.Add(dayYAML(f))
 	f.Add([]byte("duration: 1m\nnodes: [{name: n, model: A30, gpus: 1, mig: {\"0\": [4g.24gb]}}]\npods: [{namespace: a, name: p, node: n, gpu: 0, slice: 0, activity: {pattern: square, on: 1s, off: 1s}}]"))
 	f.Add([]byte("duration: 1m\nnodes: [{name: n, model: L4, gpus: \"1\"}]\npods: [{namespace: a, name: p, node: n, gpu: 0, memoryMiB: 100000, activity: {pattern: idle}}]"))
 	f.Add([]byte("duration: 1m\nnodes: [{name: n, model: L4, gpus: 1}]\npods: [{namespace: a, name: p, node: n, gpu: 0, memoryMiB: 15000, activity: {pattern: idle}}, {namespace: a, name: q, node: n, gpu: 0, memoryMiB: 15000, from: 10s, to: 20s, activity: {pattern: constant, level: 1}}]\n---\nduration: 2m\n"))

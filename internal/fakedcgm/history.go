@@ -57,22 +57,13 @@ func (s *Scenario) WriteOpenMetrics(out io.Writer, start time.Time, from, to, sc
 	}
 	devices := s.devices()
 	// Each device's pods, so that a reading looks at a handful, not all.
-	onDevice := map[string][]*Pod{}
-	for i := range s.Pods {
-		p := &s.Pods[i]
-		d := s.device(p)
-		for _, dd := range devices {
-			if dd.Node == d.Node && dd.GPU == d.GPU && dd.MIGInstance == d.MIGInstance {
-				onDevice[dd.Key()] = append(onDevice[dd.Key()], p)
-			}
-		}
-	}
+	onDevice := s.podsByDevice(devices)
 	activity := map[string]bool{usage.GREngineActive: true, usage.SMActive: true, usage.GPUUtil: true}
 	for _, fam := range families {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", fam.name, fam.help, fam.name, fam.typ)
-		for _, d := range devices {
+		for di, d := range devices {
 			key := d.Key()
-			pods := onDevice[key]
+			pods := onDevice[di]
 			labels := deviceLabels(d)
 			// One series per holder, and one for the steps held by nobody.
 			for hi := -1; hi < len(pods); hi++ {

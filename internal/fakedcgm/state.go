@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -197,15 +198,34 @@ func (p *Pod) container() string {
 
 // Series samples the scenario on the window's steps, as a range query
 // against Prometheus scraping fake-dcgm would return it; start is the
-// scenario's start in wall-clock time.
+// scenario's start in wall-clock time. Each device is read from its own
+// pods, and each holder's series are found once per step, not per sample,
+// so that a week of a small cluster samples in well under a second.
 func (s *Scenario) Series(start time.Time, w usage.Window) []usage.Series {
-	type key struct {
-		metric int
-		device string
-		owner  usage.Owner
+	devices := s.devices()
+	onDevice := s.podsByDevice(devices)
+	// first[d][holder] is the index of the first of the families' series
+	// of device d and that holder (nil: held by nobody).
+	first := make([]map[*Pod]int, len(devices))
+	for i := range first {
+		first[i] = map[*Pod]int{}
 	}
-	index := map[key]int{}
 	var out []usage.Series
+	seriesOf := func(di int, d usage.Device, p *Pod) int {
+		if si, ok := first[di][p]; ok {
+			return si
+		}
+		o := usage.Owner{}
+		if p != nil {
+			o = usage.Owner{Namespace: p.Namespace, Pod: p.Name, Container: p.container()}
+		}
+		si := len(out)
+		first[di][p] = si
+		for _, f := range families {
+			out = append(out, usage.Series{Metric: f.name, Device: d, Owner: o})
+		}
+		return si
+	}
 	// usage.Account refuses a window of more than MaxSteps steps, so no
 	// more are ever sampled.
 	for k := range min(w.Slots(), usage.MaxSteps) {
@@ -214,27 +234,44 @@ func (s *Scenario) Series(start time.Time, w usage.Window) []usage.Series {
 		if t < 0 {
 			continue
 		}
-		readings := s.at(t)
-		for fi, f := range families {
-			for i := range readings {
-				r := &readings[i]
-				owners := []usage.Owner{{}}
-				if len(r.holders) > 0 {
-					owners = owners[:0]
-					for _, p := range r.holders {
-						owners = append(owners, usage.Owner{Namespace: p.Namespace, Pod: p.Name, Container: p.container()})
-					}
+		ms := ts.UnixMilli()
+		for di, d := range devices {
+			r := s.readDevice(d, onDevice[di], t, nil)
+			holders := r.holders
+			if len(holders) == 0 {
+				holders = []*Pod{nil}
+			}
+			for _, p := range holders {
+				si := seriesOf(di, d, p)
+				for fi, f := range families {
+					out[si+fi].Samples = append(out[si+fi].Samples, usage.Sample{TimeMs: ms, Value: f.value(&r)})
 				}
-				for _, o := range owners {
-					k := key{fi, r.device.Key(), o}
-					si, ok := index[k]
-					if !ok {
-						si = len(out)
-						index[k] = si
-						out = append(out, usage.Series{Metric: f.name, Device: r.device, Owner: o})
-					}
-					out[si].Samples = append(out[si].Samples, usage.Sample{TimeMs: ts.UnixMilli(), Value: f.value(r)})
-				}
+			}
+		}
+	}
+	// Family by family, each in the order of devices and holders.
+	sort.SliceStable(out, func(i, j int) bool { return familyIndex[out[i].Metric] < familyIndex[out[j].Metric] })
+	return out
+}
+
+// familyIndex is each family's place in families.
+var familyIndex = func() map[string]int {
+	m := map[string]int{}
+	for i, f := range families {
+		m[f.name] = i
+	}
+	return m
+}()
+
+// podsByDevice lists, for each of devices, the pods that ever hold it.
+func (s *Scenario) podsByDevice(devices []usage.Device) [][]*Pod {
+	out := make([][]*Pod, len(devices))
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		d := s.device(p)
+		for di, dd := range devices {
+			if dd.Node == d.Node && dd.GPU == d.GPU && dd.MIGInstance == d.MIGInstance {
+				out[di] = append(out[di], p)
 			}
 		}
 	}

@@ -5,7 +5,6 @@ package diagnose
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,15 +18,9 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
+	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/placement"
-)
-
-var (
-	//go:embed demo/cluster.yaml
-	demoCluster []byte
-	//go:embed demo/usage.yaml
-	demoUsage []byte
 )
 
 type options struct {
@@ -115,7 +108,11 @@ func Demo(ctx context.Context, stderr io.Writer) (*diagnose.Report, error) {
 func (o *options) diagnose(ctx context.Context, stderr io.Writer) (*diagnose.Report, map[string]kube.SchedulingFailure, error) {
 	usageData, usageName := []byte(nil), ""
 	if o.cluster.IsDemo() && o.usage == "" {
-		usageData, usageName = demoUsage, "demo/usage.yaml"
+		m, err := demo.Measure()
+		if err != nil {
+			return nil, nil, err
+		}
+		usageData, usageName = m.Usage, demo.UsageName
 	}
 	var err error
 	if o.usage != "" {
@@ -124,7 +121,7 @@ func (o *options) diagnose(ctx context.Context, stderr io.Writer) (*diagnose.Rep
 		}
 		usageName = o.usage
 	}
-	s, st, err := o.cluster.Load(ctx, demoCluster, "demo/cluster.yaml", stderr)
+	s, st, err := o.cluster.Load(ctx, demo.Cluster(), demo.ClusterName, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,7 +131,7 @@ func (o *options) diagnose(ctx context.Context, stderr io.Writer) (*diagnose.Rep
 	}
 	var u *diagnose.Usage
 	if usageData != nil {
-		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name("demo/cluster.yaml"), stderr); err != nil {
+		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -150,7 +147,7 @@ func (o *options) diagnose(ctx context.Context, stderr io.Writer) (*diagnose.Rep
 			}
 		}
 		if len(keep) == 0 {
-			return nil, nil, fmt.Errorf("--pod %s: no pending pod of that name in %s (%d pending)", o.pod, o.cluster.Name("demo/cluster.yaml"), rep.Pending)
+			return nil, nil, fmt.Errorf("--pod %s: no pending pod of that name in %s (%d pending)", o.pod, o.cluster.Name(demo.ClusterName), rep.Pending)
 		}
 		rep.Findings = keep
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/demo"
 	sim "github.com/gpupack/gpupack/internal/fakedcgm"
 )
 
@@ -44,9 +45,10 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		Use:   "fake-dcgm",
 		Short: "Serve scripted GPUs in dcgm-exporter's exposition format, for tests and demos",
 		Long: `fake-dcgm serves /metrics as dcgm-exporter would for the GPUs, MIG slices, pods
-and activity patterns of a scenario file (the embedded demo day without
---scenario). Time 0 of the scenario is when the server starts; after the
-scenario's duration every GPU is free. With --truth it writes the true
+and activity patterns of a scenario file (without --scenario, the week of
+the embedded demo world that gpupack report --demo accounts). Time 0 of the
+scenario is when the server starts; after the scenario's duration every GPU
+is free. With --truth it writes the true
 allocated and active GPU-seconds per pod as JSON when the scenario ends and
 again when interrupted.
 
@@ -64,7 +66,7 @@ promtool tsdb create-blocks-from openmetrics; --day K writes only day K
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.scenario, "scenario", "", "scenario YAML file; empty serves the embedded demo")
+	f.StringVar(&opts.scenario, "scenario", "", "scenario YAML file; empty serves the embedded demo week")
 	f.StringVar(&opts.listen, "listen", "127.0.0.1:9400", "address to serve /metrics on (port 0: any free port; stderr says which)")
 	f.StringVar(&opts.truth, "truth", "", "file to write the ground truth to (JSON)")
 	f.StringVar(&opts.openMetrics, "openmetrics", "", "write a fleet's history to this OpenMetrics file instead of serving")
@@ -81,7 +83,10 @@ func run(ctx context.Context, opts *options, stderr io.Writer) error {
 	if opts.openMetrics != "" {
 		return writeHistory(opts, stderr)
 	}
-	s := sim.Demo(gpu.Default())
+	s, err := demo.Scenario(gpu.Default())
+	if err != nil {
+		return err
+	}
 	if opts.scenario != "" {
 		data, err := os.ReadFile(opts.scenario)
 		if err != nil {

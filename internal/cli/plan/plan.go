@@ -26,18 +26,15 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
+	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/plan"
 )
 
-var (
-	//go:embed demo/cluster.yaml
-	demoCluster []byte
-	//go:embed demo/usage.yaml
-	demoUsage []byte
-	//go:embed demo/autoscaling.yaml
-	demoAutoscaling []byte
-)
+// demoAutoscaling says how the demo world's inference workloads scale.
+//
+//go:embed demo/autoscaling.yaml
+var demoAutoscaling []byte
 
 type options struct {
 	cluster     source.Cluster
@@ -140,7 +137,11 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 	}
 	usageData, usageName := []byte(nil), ""
 	if o.cluster.IsDemo() && o.usage == "" && o.prometheus == "" {
-		usageData, usageName = demoUsage, "demo/usage.yaml"
+		m, err := demo.Measure()
+		if err != nil {
+			return nil, nil, err
+		}
+		usageData, usageName = m.Usage, demo.UsageName
 	}
 	if o.usage != "" {
 		var err error
@@ -149,7 +150,7 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 		}
 		usageName = o.usage
 	}
-	s, _, err := o.cluster.Load(ctx, demoCluster, "demo/cluster.yaml", stderr)
+	s, _, err := o.cluster.Load(ctx, demo.Cluster(), demo.ClusterName, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -159,7 +160,7 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 			return nil, nil, err
 		}
 	} else if usageData != nil {
-		du, err := source.ReadUsage(usageData, usageName, s, o.cluster.Name("demo/cluster.yaml"), stderr)
+		du, err := source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -29,17 +29,20 @@ type options struct {
 	prometheus string
 	window     time.Duration
 	step       time.Duration
-	end        string
-	prices     string
-	format     string
-	demo       bool
-	top        int
-	app        []string
-	serve      string
-	kubeconfig string
-	live       bool
-	accounting string
-	stderr     io.Writer
+	// windowSet and stepSet say that --window and --step were given, so
+	// that a 0 given is refused rather than taken for the default.
+	windowSet, stepSet bool
+	end                string
+	prices             string
+	format             string
+	demo               bool
+	top                int
+	app                []string
+	serve              string
+	kubeconfig         string
+	live               bool
+	accounting         string
+	stderr             io.Writer
 }
 
 // The --accounting paths, and the window beyond which auto reads hourly
@@ -51,9 +54,6 @@ const (
 	accountingAuto   = "auto"
 	autoHourlyAbove  = 6 * time.Hour
 )
-
-// demoStart is where the demo's day begins, fixed so that outputs are stable.
-var demoStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
 // NewCommand returns the report command.
 func NewCommand(ctx context.Context) *cobra.Command {
@@ -67,7 +67,8 @@ allocated and per active GPU-hour, start-up phases and a usage pattern per pod.
 
 With --prometheus it reads dcgm-exporter's DCGM_FI_* series (and
 kube-state-metrics' pod times where present) with query_range; without it,
-it runs on an embedded one-day demo scenario in-process.
+it runs on the embedded demo world's week in-process (a 7-day window at the
+step that a week allows, unless --window or --step say otherwise).
 
 The same figures as Prometheus counters, kept current, and a dashboard:
 gpupack serve --prometheus URL.
@@ -86,13 +87,14 @@ windows longer than 6h or of more than 11000 steps. The JSON's
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.stderr = cmd.ErrOrStderr()
+			opts.windowSet, opts.stepSet = cmd.Flags().Changed("window"), cmd.Flags().Changed("step")
 			return run(ctx, opts, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.prometheus, "prometheus", "", "Prometheus URL; empty runs the embedded demo")
-	f.DurationVar(&opts.window, "window", 24*time.Hour, "length of the window accounted, ending at --end")
-	f.DurationVar(&opts.step, "step", 30*time.Second, "query step; each sample stands for one step")
+	f.DurationVar(&opts.window, "window", 0, "length of the window accounted, ending at --end (default 24h; the demo's week, 168h, for --demo)")
+	f.DurationVar(&opts.step, "step", 0, "query step; each sample stands for one step (default 30s; for --demo the shortest that the window allows and that divides an hour: 60s for the week)")
 	f.StringVar(&opts.end, "end", "", "end of the window, RFC 3339; default now (the demo's end for --demo)")
 	f.StringVar(&opts.prices, "prices", "", "price file (YAML: currency, prices per model, nodeRules per node label)")
 	f.StringVar(&opts.format, "format", "table", "output format: table, json, csv, or podusage (the usage file of gpupack diagnose --usage)")
@@ -117,6 +119,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if err := clio.CheckFormat(opts.format, "table", "json", "csv", "podusage"); err != nil {
 		return err
 	}
+	opts.defaults()
 	hourly, err := opts.hourly()
 	if err != nil {
 		return err
@@ -160,7 +163,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	}
 	source := "demo scenario (embedded)"
 	if opts.prometheus == "" {
-		end = demoStart.Add(opts.window)
+		end = demo.End()
 	} else {
 		source = "Prometheus " + opts.prometheus
 	}
@@ -181,8 +184,11 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		if opts.prometheus != "" {
 			return usagefacts.FromPrometheus(ctx, opts.prometheus, w, pricing, apps)
 		}
-		s := fakedcgm.Demo(gpu.Default())
-		return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: s.Series(demoStart, w), App: s.AppSeries(demoStart, w), Pods: s.Events(demoStart)})
+		s, err := demo.Scenario(gpu.Default())
+		if err != nil {
+			return nil, err
+		}
+		return demo.Account(s, w, pricing)
 	}
 	w := usage.Window{Start: end.Add(-opts.window), End: end, Step: opts.step}
 	r, err := account(w)
@@ -193,6 +199,23 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		return err
 	}
 	return write(out, r, opts.format, source, opts.top)
+}
+
+// defaults fills in --window and --step where not given: a day at 30 s
+// from Prometheus; the demo's week at the shortest step that it allows.
+func (o *options) defaults() {
+	if !o.windowSet && o.window == 0 {
+		o.window = 24 * time.Hour
+		if o.prometheus == "" {
+			o.window = demo.Window
+		}
+	}
+	if !o.stepSet && o.step == 0 {
+		o.step = 30 * time.Second
+		if o.prometheus == "" {
+			o.step = demo.Step(o.window)
+		}
+	}
 }
 
 // hourly decides --accounting: whether the window is read in hourly

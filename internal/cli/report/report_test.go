@@ -24,7 +24,8 @@ func check(t *testing.T, name string, got []byte) {
 }
 
 func defaults() *options {
-	return &options{window: 24 * time.Hour, step: 30 * time.Second, format: "table", top: 10}
+	// --window and --step unset, as on the command line: the demo's week.
+	return &options{format: "table", top: 10}
 }
 
 func TestDemoGolden(t *testing.T) {
@@ -78,14 +79,14 @@ func TestBadInput(t *testing.T) {
 			o.prometheus, o.accounting, o.end = "http://127.0.0.1:1", accountingHourly, "2026-01-05T10:30:00Z"
 		}, "want a whole hour such as 2026-01-05T10:00:00Z"},
 		// The demo is bounded as Prometheus is: these ate all memory.
-		"demo window": {func(o *options) { o.window = 100000 * time.Hour }, "--window 100000h0m0s at --step 30s is more than 11000 steps per series, the most that report accounts (and that one Prometheus query returns); use --step 9h5m28s or more, or a shorter --window"},
+		"demo window": {func(o *options) { o.window, o.step = 100000*time.Hour, 30*time.Second }, "--window 100000h0m0s at --step 30s is more than 11000 steps per series, the most that report accounts (and that one Prometheus query returns); use --step 9h5m28s or more, or a shorter --window"},
 		"demo step":   {func(o *options) { o.step = time.Nanosecond }, "--step 1ns: want a whole number of milliseconds"},
-		"tiny step":   {func(o *options) { o.step = time.Millisecond }, "use --step 8s or more"},
+		"tiny step":   {func(o *options) { o.window, o.step = 24*time.Hour, time.Millisecond }, "use --step 8s or more"},
 		// Nonsense flag values, accepted silently before.
 		"negative top":   {func(o *options) { o.top = -1 }, "--top -1: want 0 or more"},
-		"zero step":      {func(o *options) { o.step = 0 }, "--step 0s: want a positive step"},
+		"zero step":      {func(o *options) { o.step, o.stepSet = 0, true }, "--step 0s: want a positive step"},
 		"negative step":  {func(o *options) { o.step = -time.Second }, "--step -1s: want a positive step"},
-		"zero window":    {func(o *options) { o.window = 0 }, "--window 0s: want a positive length"},
+		"zero window":    {func(o *options) { o.window, o.windowSet = 0, true }, "--window 0s: want a positive length"},
 		"step > window":  {func(o *options) { o.step = 2 * time.Hour; o.window = time.Hour }, "--step 2h0m0s is longer than --window 1h0m0s"},
 		"odd step":       {func(o *options) { o.step = 1500 * time.Microsecond; o.window = time.Second }, "--step 1.5ms: want a whole number of milliseconds"},
 		"app name twice": {func(o *options) { o.app = []string{"tokens=a", "tokens=b"} }, "--app-metric tokens is given twice"},
@@ -156,7 +157,7 @@ func TestPriceFileCurrency(t *testing.T) {
 	// Every demo model free: every cost is a measured 0.
 	opts = defaults()
 	opts.format = "json"
-	opts.prices = write("free.yaml", "currency: USD\nprices: {H100-80GB: 0, A100-80GB: 0, L40S: 0}\n")
+	opts.prices = write("free.yaml", "currency: USD\nprices: {H100-80GB: 0, A100-40GB: 0, L40S: 0, L4: 0}\n")
 	var out bytes.Buffer
 	if err := run(context.Background(), opts, &out); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
+	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/testcluster"
 	"github.com/gpupack/gpupack/usage"
@@ -214,7 +215,11 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// The pending list is diagnose's, pod by pod, with its cause.
-	rows := runB(t, ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll('#pending-table tbody tr'), r => [r.dataset.pod, r.querySelector('.cause').textContent])`))
+	rows := runB(t, ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll('#pending-table tbody tr'), r => [r.dataset.pod, r.querySelector('.cause').textContent, r.cells[5].dataset.v])`))
+	created, err := demo.Created()
+	if err != nil {
+		t.Fatal(err)
+	}
 	diag, err := clidiagnose.Demo(context.Background(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -228,10 +233,15 @@ func TestBrowser(t *testing.T) {
 				cause += ", " + string(c)
 			}
 		}
-		wantRows = append(wantRows, []string{f.Pod, cause})
+		// The wait at the demo week's end, in seconds, as the page writes it.
+		wait := ""
+		if c, ok := created[f.Pod]; ok {
+			wait = strconv.FormatFloat(demo.End().Sub(c).Seconds(), 'g', -1, 64)
+		}
+		wantRows = append(wantRows, []string{f.Pod, cause, wait})
 	}
 	if !slices.EqualFunc(rows, wantRows, slices.Equal) {
-		t.Errorf("pending list %v, want diagnose's %v", rows, wantRows)
+		t.Errorf("pending list %v, want diagnose's %v with the waits at the week's end", rows, wantRows)
 	}
 
 	pending := runB(t, ctx, chromedp.Screenshot("#pending"))

@@ -6,23 +6,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 
-	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/diagnose"
 	"github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/report"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
-	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/usage"
 )
 
-// DemoView builds the view of the embedded demos, each made by its own
-// verb's code: the report of `gpupack report --demo`, the diagnosis of
-// `gpupack diagnose`, the plan and files of `gpupack plan`, and the curve
-// of `gpupack simulate`.
+// DemoView builds the view of the embedded demo world (internal/demo), each
+// part made by its own verb's code: the week's report of
+// `gpupack report --demo`, the diagnosis of `gpupack diagnose` with how long
+// each pending pod has waited at the week's end, the plan and files of
+// `gpupack plan`, and the curve of `gpupack simulate`. It is as of the
+// week's end, so that the page is the same at every run.
 func DemoView(ctx context.Context) (*serve.View, error) {
 	r, err := demoReport(ctx)
 	if err != nil {
@@ -31,6 +31,10 @@ func DemoView(ctx context.Context) (*serve.View, error) {
 	hours, err := demoHours(r)
 	if err != nil {
 		return nil, fmt.Errorf("hourly accounting: %w", err)
+	}
+	created, err := demo.Created()
+	if err != nil {
+		return nil, err
 	}
 	var warnings bytes.Buffer
 	diag, err := diagnose.Demo(ctx, &warnings)
@@ -50,7 +54,7 @@ func DemoView(ctx context.Context) (*serve.View, error) {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
 	v := &serve.View{
-		Source: "demo (embedded)", AsOf: time.Now().UTC(), Start: r.Start, End: r.End,
+		Source: "demo (embedded)", AsOf: r.End, Start: r.Start, End: r.End,
 		Report: r, Hours: hours, Nodes: diag.Nodes, GPUs: diag.GPUs, Plan: p,
 		Warnings: append(append([]string(nil), diag.Warnings...), p.Warnings...),
 	}
@@ -58,8 +62,12 @@ func DemoView(ctx context.Context) (*serve.View, error) {
 		v.Warnings = append(v.Warnings, string(w))
 	}
 	for _, f := range diag.Findings {
-		// The demo clusters record no creation times: the wait is unknown.
-		v.Pending = append(v.Pending, serve.PendingPod{Finding: f})
+		p := serve.PendingPod{Finding: f}
+		if c, ok := created[f.Pod]; ok {
+			p.Created = &c
+			p.WaitedSeconds = usage.Known(max(0, r.End.Sub(c).Seconds()))
+		}
+		v.Pending = append(v.Pending, p)
 	}
 	for _, f := range files {
 		v.PlanFiles = append(v.PlanFiles, serve.PlanFile{Name: f.Name, Data: f.Data})
@@ -87,25 +95,20 @@ func demoReport(ctx context.Context) (*usage.Report, error) {
 	return &r, nil
 }
 
-// demoHours accounts the demo scenario hour by hour over the report's
-// window, at its step and default prices (those of report --demo).
+// demoHours is the demo week hour by hour, at the step and default prices
+// of report --demo: the same accounting that the demo's usage facts come
+// from, made once per process.
 func demoHours(r *usage.Report) ([]serve.Hour, error) {
-	c := gpu.Default()
-	s := fakedcgm.Demo(c)
-	step := time.Duration(float64(r.StepSecond) * float64(time.Second))
-	var hours []serve.Hour
-	for h := r.Start; h.Before(r.End); h = h.Add(time.Hour) {
-		end := h.Add(time.Hour)
-		if end.After(r.End) {
-			end = r.End
-		}
-		w := usage.Window{Start: h, End: end, Step: step}
-		hr, err := usage.Account(usage.Input{Window: w, Pricing: usage.Pricing{Catalogue: c},
-			Series: s.Series(r.Start, w), App: s.AppSeries(r.Start, w), Pods: s.Events(r.Start)})
-		if err != nil {
-			return nil, fmt.Errorf("hour %s: %w", h.Format(time.RFC3339), err)
-		}
-		hours = append(hours, serve.HourOf(h, hr))
+	m, err := demo.Measure()
+	if err != nil {
+		return nil, err
+	}
+	if !m.Week.Start.Equal(r.Start) || !m.Week.End.Equal(r.End) || m.Week.StepSecond != r.StepSecond {
+		return nil, fmt.Errorf("report --demo covers %s..%s at %vs, the demo's hours %s..%s at %vs", r.Start, r.End, r.StepSecond, m.Week.Start, m.Week.End, m.Week.StepSecond)
+	}
+	hours := make([]serve.Hour, len(m.Hours))
+	for i, hr := range m.Hours {
+		hours[i] = serve.HourOf(hr.Start, hr)
 	}
 	return hours, nil
 }

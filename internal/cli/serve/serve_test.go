@@ -22,7 +22,7 @@ import (
 	"github.com/gpupack/gpupack/internal/serve"
 )
 
-var demo struct {
+var demoOnce struct {
 	once sync.Once
 	v    *serve.View
 	err  error
@@ -32,11 +32,11 @@ var demo struct {
 // simulator run takes a few seconds).
 func demoView(t *testing.T) *serve.View {
 	t.Helper()
-	demo.once.Do(func() { demo.v, demo.err = DemoView(context.Background()) })
-	if demo.err != nil {
-		t.Fatal(demo.err)
+	demoOnce.once.Do(func() { demoOnce.v, demoOnce.err = DemoView(context.Background()) })
+	if demoOnce.err != nil {
+		t.Fatal(demoOnce.err)
 	}
-	return demo.v
+	return demoOnce.v
 }
 
 // cliJSON runs a verb with args and returns what it prints.
