@@ -24,12 +24,11 @@ import (
 // cluster's GPU capacity.
 const DefaultInflation = 1.3
 
-// TypicalCoverage is the share of tasks the workload distribution keeps.
-// The paper's public simulator keeps the most frequent task types up to 95%
-// of tasks; on openb that cut drops every multi-GPU shape, and FGD then
-// falls below bestfit (about 90% allocation on the default trace). Keeping
-// every type reproduces the paper's figure (about 95%).
-const TypicalCoverage = 1.0
+// TypicalCoverage is the share of tasks the workload distribution keeps:
+// the most frequent task types up to 95% of tasks, as the paper's public
+// simulator does (pkg/utils/frag.go, GetTypicalPods, with its default
+// popularity threshold of 95).
+const TypicalCoverage = 0.95
 
 // Inflate builds the experiment's workload from a pod list: every listed pod,
 // then random copies of listed pods until the GPU demand reaches inflation
@@ -150,6 +149,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 		return res, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d))
+	ties := Ties{Rank: NodeOrder(len(nodes), cfg.Seed)}
 	policy, err := placement.New(cfg.Policy, placement.Options{
 		Workload:        placement.NewWorkload(typicalDemands, TypicalCoverage),
 		Rand:            rng,
@@ -180,7 +180,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 			cfg.Progress(k, len(demands))
 		}
 		arrived += gpu.Milli(d.Devices) * d.PerGPUMilli
-		best, a := Place(d, states, policy, rng)
+		best, a := Place(d, states, policy, ties)
 		if best < 0 {
 			res.PodsFailed++
 			if d.Devices > 0 {
@@ -215,13 +215,32 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	return res, nil
 }
 
+// Ties says how Place breaks exact ties between the best nodes.
+type Ties struct {
+	// Rank, when set, orders the nodes (one entry per state): the node of
+	// lowest rank wins.
+	Rank []int
+	// Rand, used when Rank is nil, picks uniformly at random among the
+	// tied nodes; nil means the lowest index wins.
+	Rand *rand.Rand
+}
+
+// NodeOrder is the simulator's tie order for n nodes and a seed: a random
+// permutation drawn once per run. The paper's public simulator keeps the
+// lexicographically smallest node name among nodes of equal score, and its
+// node names carry a random prefix drawn per seed, so its ties go to a
+// fixed random order of the nodes; this is that order.
+func NodeOrder(n int, seed uint64) []int {
+	return rand.New(rand.NewPCG(seed, 0xda3e39cb94b95bdb)).Perm(n)
+}
+
 // Place puts one demand on the node where the policy scores highest among
-// those it fits (placement.Fits), breaking ties at random with rng, and
-// assigns it there. It returns the node's index in states and the
-// assignment, or -1 when the demand fits no node. The planner replays its
-// plans with it, so a plan is proven by the same step the simulator takes.
-func Place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, rng *rand.Rand) (int, placement.Assignment) {
-	best, bestGPU, ties := -1, -1, 0
+// those it fits (placement.Fits), breaking ties as ties says, and assigns
+// it there. It returns the node's index in states and the assignment, or
+// -1 when the demand fits no node. The planner replays its plans with it,
+// so a plan is proven by the same step the simulator takes.
+func Place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, ties Ties) (int, placement.Assignment) {
+	best, bestGPU, tied := -1, -1, 0
 	bestScore := math.Inf(-1)
 	for i, s := range states {
 		if !placement.Fits(d, s) {
@@ -230,10 +249,10 @@ func Place(d *placement.Demand, states []*placement.NodeState, policy placement.
 		score, g := policy.Score(d, s)
 		switch {
 		case best < 0 || score > bestScore+1e-9:
-			best, bestGPU, bestScore, ties = i, g, score, 1
+			best, bestGPU, bestScore, tied = i, g, score, 1
 		case score >= bestScore-1e-9:
-			ties++
-			if rng.IntN(ties) == 0 {
+			tied++
+			if ties.prefer(i, best, tied) {
 				best, bestGPU = i, g
 			}
 		}
@@ -250,6 +269,18 @@ func Place(d *placement.Demand, states []*placement.NodeState, policy placement.
 	}
 	s.Assign(d, a)
 	return best, a
+}
+
+// prefer says whether node i, the tied-th node of the best score, replaces
+// the best so far.
+func (t Ties) prefer(i, best, tied int) bool {
+	switch {
+	case t.Rank != nil:
+		return t.Rank[i] < t.Rank[best]
+	case t.Rand != nil:
+		return t.Rand.IntN(tied) == 0
+	}
+	return false
 }
 
 // demandsOf prepares each pod's demand, sharing one Demand between pods of
