@@ -64,6 +64,20 @@ func TestCompare(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				r, err := OfflineCeiling(context.Background(), nodes, w, c, Config{Seed: seed, Typical: pods})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				got[key{trace, CeilingName, seed}] = r.GPUAllocRatio
+				mu.Unlock()
+			}()
 			for _, p := range strings.Split(policies, ",") {
 				wg.Add(1)
 				go func() {
@@ -84,7 +98,7 @@ func TestCompare(t *testing.T) {
 	}
 	wg.Wait()
 	var b strings.Builder
-	ps := strings.Split(policies, ",")
+	ps := append(strings.Split(policies, ","), CeilingName)
 	for _, trace := range traces {
 		fmt.Fprintf(&b, "%-12s seed", trace)
 		for _, p := range ps {

@@ -120,15 +120,9 @@ type Result struct {
 func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (Result, error) {
 	start := time.Now()
 	res := Result{Policy: cfg.Policy, Seed: cfg.Seed, Inflation: cfg.Inflation, Nodes: len(nodes), PodsArrived: len(workload)}
-	states := make([]*placement.NodeState, len(nodes))
-	var maxCPU gpu.CPUMilli
-	var maxGPU gpu.Milli
-	for i, n := range nodes {
-		states[i] = placement.NewNodeState(n)
-		states[i].Index = i
+	states, maxCPU, maxGPU := newStates(nodes)
+	for _, n := range nodes {
 		res.GPUs += len(n.GPUs)
-		maxCPU = max(maxCPU, n.CPU)
-		maxGPU = max(maxGPU, states[i].GPUMilliCapacity())
 	}
 	capacity := gpu.Milli(res.GPUs) * gpu.WholeGPU
 	res.GPUMilliCapacity = int64(capacity)
@@ -140,18 +134,14 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	if err != nil {
 		return res, err
 	}
-	typical := workload
-	if len(cfg.Typical) > 0 {
-		typical = cfg.Typical
-	}
-	typicalDemands, err := demandsOf(typical, c)
+	typical, err := typicalWorkload(workload, c, cfg)
 	if err != nil {
 		return res, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d))
 	ties := Ties{Rank: NodeOrder(len(nodes), cfg.Seed)}
 	policy, err := placement.New(cfg.Policy, placement.Options{
-		Workload:        placement.NewWorkload(typicalDemands, TypicalCoverage),
+		Workload:        typical,
 		Rand:            rng,
 		MaxNodeCPU:      maxCPU,
 		MaxNodeGPUMilli: maxGPU,
@@ -207,9 +197,8 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	res.GPUMilliArrived = int64(arrived)
 	res.GPUMilliAllocated = int64(allocated)
 	res.GPUAllocRatio = float64(allocated) / float64(capacity)
-	w := placement.NewWorkload(typicalDemands, TypicalCoverage)
 	for _, s := range states {
-		res.FragGPUMilli += placement.Fragmentation(s, &w)
+		res.FragGPUMilli += placement.Fragmentation(s, &typical)
 	}
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, nil
@@ -281,6 +270,35 @@ func (t Ties) prefer(i, best, tied int) bool {
 		return t.Rand.IntN(tied) == 0
 	}
 	return false
+}
+
+// newStates returns the empty state of each node, indexed in order, and
+// the largest node's CPU and GPU capacity.
+func newStates(nodes []*cluster.Node) ([]*placement.NodeState, gpu.CPUMilli, gpu.Milli) {
+	states := make([]*placement.NodeState, len(nodes))
+	var maxCPU gpu.CPUMilli
+	var maxGPU gpu.Milli
+	for i, n := range nodes {
+		states[i] = placement.NewNodeState(n)
+		states[i].Index = i
+		maxCPU = max(maxCPU, n.CPU)
+		maxGPU = max(maxGPU, states[i].GPUMilliCapacity())
+	}
+	return states, maxCPU, maxGPU
+}
+
+// typicalWorkload is the task distribution of cfg.Typical, or of the
+// workload when that is empty.
+func typicalWorkload(workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (placement.Workload, error) {
+	typical := workload
+	if len(cfg.Typical) > 0 {
+		typical = cfg.Typical
+	}
+	ds, err := demandsOf(typical, c)
+	if err != nil {
+		return placement.Workload{}, err
+	}
+	return placement.NewWorkload(ds, TypicalCoverage), nil
 }
 
 // demandsOf prepares each pod's demand, sharing one Demand between pods of

@@ -162,6 +162,46 @@ func TestInflate(t *testing.T) {
 
 func nan() float64 { var z float64; return z / z }
 
+// TestOfflineCeiling: the hindsight packing of the small trace is a
+// feasible placement of its GPU pods that no online policy passes there.
+func TestOfflineCeiling(t *testing.T) {
+	nodes, pods := loadSmall(t)
+	w, err := Inflate(pods, capacityOf(nodes), DefaultInflation, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Seed: 7, Inflation: DefaultInflation, Typical: pods}
+	ceiling, err := OfflineCeiling(context.Background(), nodes, w, gpu.Default(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuPods := 0
+	for _, p := range w {
+		if p.WantsGPU() {
+			gpuPods++
+		}
+	}
+	if ceiling.GPUPodsPlaced+ceiling.GPUPodsFailed != gpuPods || ceiling.GPUMilliAllocated > ceiling.GPUMilliCapacity {
+		t.Errorf("ceiling placed %d + failed %d of %d GPU pods, allocated %d of %d", ceiling.GPUPodsPlaced, ceiling.GPUPodsFailed, gpuPods,
+			ceiling.GPUMilliAllocated, ceiling.GPUMilliCapacity)
+	}
+	for _, p := range placement.Policies() {
+		cfg.Policy = p
+		r, err := Run(context.Background(), nodes, w, gpu.Default(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GPUAllocRatio > ceiling.GPUAllocRatio {
+			t.Errorf("%s allocates %.4f, above the offline ceiling %.4f", p, r.GPUAllocRatio, ceiling.GPUAllocRatio)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := OfflineCeiling(ctx, nodes, w, gpu.Default(), cfg); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled ceiling returned %v, want context.Canceled", err)
+	}
+}
+
 // TestFGDIsFaithful holds fgd to the published figures on openb default
 // at inflation 1.3: the paper's median of 95.40% GPU allocation, and the
 // 95.39% mean over seeds 1-10 of a side-by-side rebuild of its public
@@ -292,6 +332,21 @@ func BenchmarkRunDefaultTrace(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func BenchmarkOfflineCeiling(b *testing.B) {
+	c := gpu.Default()
+	nodes, pods := loadOpenb(b, c, openb.DefaultPods)
+	w, err := Inflate(pods, capacityOf(nodes), DefaultInflation, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := OfflineCeiling(context.Background(), nodes, w, c, Config{Seed: 1, Typical: pods}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
