@@ -83,7 +83,7 @@ func pack(ctx context.Context, nodes []*cluster.Node, demands []*placement.Deman
 	if res.GPUMilliCapacity == 0 {
 		return res, errors.New("the cluster has no GPUs")
 	}
-	policy, err := placement.New("fgd", placement.Options{Workload: placement.NewWorkload(demands, TypicalCoverage), MaxNodeCPU: maxCPU, MaxNodeGPUMilli: maxGPU})
+	policy, err := placement.New("fgd", placement.Options{Workload: placement.NewWorkload(demands, placement.TypicalCoverage), MaxNodeCPU: maxCPU, MaxNodeGPUMilli: maxGPU})
 	if err != nil {
 		return res, err
 	}

@@ -24,11 +24,7 @@ import (
 // cluster's GPU capacity.
 const DefaultInflation = 1.3
 
-// TypicalCoverage is the share of tasks the workload distribution keeps:
-// the most frequent task types up to 95% of tasks, as the paper's public
-// simulator does (pkg/utils/frag.go, GetTypicalPods, with its default
-// popularity threshold of 95).
-const TypicalCoverage = 0.95
+
 
 // Inflate builds the experiment's workload from a pod list: every listed pod,
 // then random copies of listed pods until the GPU demand reaches inflation
@@ -298,7 +294,7 @@ func typicalWorkload(workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (pla
 	if err != nil {
 		return placement.Workload{}, err
 	}
-	return placement.NewWorkload(ds, TypicalCoverage), nil
+	return placement.NewWorkload(ds, placement.TypicalCoverage), nil
 }
 
 // demandsOf prepares each pod's demand, sharing one Demand between pods of
