@@ -24,8 +24,6 @@ import (
 // cluster's GPU capacity.
 const DefaultInflation = 1.3
 
-
-
 // Inflate builds the experiment's workload from a pod list: every listed pod,
 // then random copies of listed pods until the GPU demand reaches inflation
 // times capacity (stopping at the first copy that would pass it), or random
