@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"math"
 	"slices"
 
 	"github.com/gpupack/gpupack/gpu"
@@ -96,6 +97,21 @@ func (m *fragMemo) frag(s *NodeState, cpuLeft gpu.CPUMilli, frees []gpu.Milli) f
 // placed on it, with the GPU that makes it grow least for a one-device
 // demand (ties to the lowest index), or the default GPUs otherwise.
 func (m *fragMemo) fragDelta(d *Demand, s *NodeState) (float64, int) {
+	best, bestGPU := 0.0, -2
+	m.eachPlacement(d, s, func(g int, delta float64) {
+		if bestGPU == -2 || delta < best {
+			best, bestGPU = delta, g
+		}
+	})
+	return best, max(bestGPU, -1)
+}
+
+// eachPlacement calls f with how much the node's fragmentation grows when
+// the demand is placed: once per distinct host GPU, in
+// index order, for a one-device demand (a host with the same free compute
+// as an earlier one gives the same result and is skipped), or once with GPU
+// -1 (the default choice) otherwise.
+func (m *fragMemo) eachPlacement(d *Demand, s *NodeState, f func(g int, delta float64)) {
 	var buf [maxStackGPUs]gpu.Milli
 	frees := buf[:len(s.GPUs)]
 	for i := range s.GPUs {
@@ -104,7 +120,8 @@ func (m *fragMemo) fragDelta(d *Demand, s *NodeState) (float64, int) {
 	before := m.frag(s, s.FreeCPU, frees)
 	cpuAfter := s.FreeCPU - d.CPU
 	if d.Devices == 0 {
-		return m.frag(s, cpuAfter, frees) - before, -1
+		f(-1, m.frag(s, cpuAfter, frees)-before)
+		return
 	}
 	var hostBuf [maxStackGPUs]int
 	hosts := Hosts(d, s, hostBuf[:0])
@@ -112,22 +129,18 @@ func (m *fragMemo) fragDelta(d *Demand, s *NodeState) (float64, int) {
 		for _, h := range hosts[:d.Devices] {
 			frees[h] -= s.GPUs[h].FreeMilli
 		}
-		return m.frag(s, cpuAfter, frees) - before, -1
+		f(-1, m.frag(s, cpuAfter, frees)-before)
+		return
 	}
-	best, bestGPU := 0.0, -1
 	for _, h := range hosts {
 		if seenFree(s, hosts, h) {
-			continue // an earlier host with the same free compute gives the same result
+			continue
 		}
 		take := shareOn(d, &s.Node.GPUs[h], &s.GPUs[h], h).Milli
 		frees[h] -= take
-		after := m.frag(s, cpuAfter, frees)
+		f(h, m.frag(s, cpuAfter, frees)-before)
 		frees[h] += take
-		if bestGPU < 0 || after < best {
-			best, bestGPU = after, h
-		}
 	}
-	return best - before, bestGPU
 }
 
 func seenFree(s *NodeState, hosts []int, h int) bool {
@@ -142,8 +155,21 @@ func seenFree(s *NodeState, hosts []int, h int) bool {
 	return false
 }
 
-// fgd is Fragmentation Gradient Descent: place where the node's
-// fragmentation grows least.
+// fgd is Fragmentation Gradient Descent as the paper's public simulator
+// implements it (hkust-adsl/kubernetes-scheduler-simulator,
+// pkg/simulator/plugin/fgd_score.go, calculateGpuShareFragExtendScore):
+//
+//   - the node score is the integer int64(100 * sigmoid((F_before -
+//     F_after) / 1000)), fragmentation in milli-GPU, so placements whose
+//     fragmentation changes differ by less than about 40 milli-GPU tie;
+//   - for a one-device share of a GPU, each host GPU is scored so, in index
+//     order, and the first with the highest score is used (the plugin's
+//     "fragScore > score" keeps the first);
+//   - whole GPUs and CPU-only pods are scored by the default assignment.
+//
+// Ties between nodes are the host's to break; the simulator breaks them by
+// a fixed node order drawn once per seed, as the public simulator does
+// (sim.Ties).
 type fgd struct{ fragMemo }
 
 func newFGD(o Options) *fgd {
@@ -153,6 +179,17 @@ func newFGD(o Options) *fgd {
 
 func (*fgd) Name() string { return "fgd" }
 func (p *fgd) Score(d *Demand, s *NodeState) (float64, int) {
-	delta, g := p.fragDelta(d, s)
-	return -delta, g
+	best, bestGPU := int64(0), -2
+	p.eachPlacement(d, s, func(g int, delta float64) {
+		if score := fgdScore(delta); bestGPU == -2 || score > best {
+			best, bestGPU = score, g
+		}
+	})
+	return float64(best), max(bestGPU, -1)
+}
+
+// fgdScore is the public simulator's node score, 0..100, for a growth of
+// the node's fragmentation by delta milli-GPU.
+func fgdScore(delta float64) int64 {
+	return int64(100 / (1 + math.Exp(delta/1000)))
 }

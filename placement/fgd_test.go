@@ -69,8 +69,9 @@ func TestFragmentationCPU(t *testing.T) {
 }
 
 // FGD places a 400-milli pod on the GPU that grows fragmentation least:
-// on GPU 1 (frees 1000,200 -> F 200, delta -100) rather than GPU 0
-// (frees 600,600 -> F 600, delta +300).
+// on GPU 1 (frees 1000,200 -> F 200, delta -100, score
+// int(100*sigmoid(0.1)) = 52) rather than GPU 0 (frees 600,600 -> F 600,
+// delta +300, score 42).
 func TestFGDChoosesGPU(t *testing.T) {
 	w := workloadOf(t, makePod("half").milli(500).obj(), makePod("whole").whole(1).obj())
 	p, err := New("fgd", Options{Workload: w})
@@ -79,8 +80,39 @@ func TestFGDChoosesGPU(t *testing.T) {
 	}
 	s := stateWithFree(t, 1000, 600)
 	score, g := p.Score(demand(t, makePod("p").milli(400).obj()), s)
-	if g != 1 || math.Abs(score-100) > 1e-9 {
-		t.Errorf("Score = %v on GPU %d, want 100 on GPU 1", score, g)
+	if g != 1 || score != 52 {
+		t.Errorf("Score = %v on GPU %d, want 52 on GPU 1", score, g)
+	}
+}
+
+// FGD's score is an integer, so placements whose fragmentation changes
+// differ by less than about 40 milli-GPU tie, and among tied GPUs the
+// first is used.
+func TestFGDQuantisedTiesGoToFirstGPU(t *testing.T) {
+	for delta, want := range map[float64]int64{0: 50, -5: 50, -39: 50, -41: 51, 30: 49, 1e6: 0, -1e6: 100} {
+		if got := fgdScore(delta); got != want {
+			t.Errorf("fgdScore(%v) = %d, want %d", delta, got, want)
+		}
+	}
+	w := workloadOf(t, makePod("tiny").milli(10).obj(), makePod("whole").whole(1).obj())
+	p, err := New("fgd", Options{Workload: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Frees 1000, 980. On GPU 0 the whole-GPU type loses its host: delta
+	// 0.5*1970 - 0.5*980 = +495, score 37. On GPU 1 the whole type's
+	// stranded 980 becomes 970: delta -5, score 50.
+	s := stateWithFree(t, 1000, 980)
+	score, g := p.Score(demand(t, makePod("p").milli(10).obj()), s)
+	if g != 1 || score != 50 {
+		t.Errorf("Score = %v on GPU %d, want 50 on GPU 1", score, g)
+	}
+	// Frees 980, 990: either GPU lowers the stranded 1970 by 10 (delta -5,
+	// score 50); GPU 0 comes first.
+	s = stateWithFree(t, 980, 990)
+	score, g = p.Score(demand(t, makePod("p").milli(10).obj()), s)
+	if g != 0 || score != 50 {
+		t.Errorf("Score = %v on GPU %d, want 50 on GPU 0 (the first of two tied GPUs)", score, g)
 	}
 }
 

@@ -25,6 +25,13 @@ type Workload struct {
 	Types []TaskType
 }
 
+// TypicalCoverage is the share of tasks that a workload distribution
+// keeps: the most frequent task types up to 95% of tasks, as the paper's
+// public simulator does (pkg/utils/frag.go, GetTypicalPods, with its
+// default popularity threshold of 95). The simulator and the scheduler
+// plugin both build their workloads with it.
+const TypicalCoverage = 0.95
+
 // NewWorkload builds the distribution from demands as FGD does: tasks are
 // grouped by (CPU, per-GPU milli, GPU count, model constraint), CPU-only
 // tasks included; the most frequent types are kept until they cover

@@ -566,7 +566,7 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 		if err != nil {
 			return err
 		}
-		n, _ := sim.Place(d, states, policy, rng)
+		n, _ := sim.Place(d, states, policy, sim.Ties{Rand: rng})
 		switch {
 		case n >= 0:
 			pr.placed[p.Key()] = states[n].Node.Name

@@ -24,13 +24,6 @@ import (
 // cluster's GPU capacity.
 const DefaultInflation = 1.3
 
-// TypicalCoverage is the share of tasks the workload distribution keeps.
-// The paper's public simulator keeps the most frequent task types up to 95%
-// of tasks; on openb that cut drops every multi-GPU shape, and FGD then
-// falls below bestfit (about 90% allocation on the default trace). Keeping
-// every type reproduces the paper's figure (about 95%).
-const TypicalCoverage = 1.0
-
 // Inflate builds the experiment's workload from a pod list: every listed pod,
 // then random copies of listed pods until the GPU demand reaches inflation
 // times capacity (stopping at the first copy that would pass it), or random
@@ -121,15 +114,9 @@ type Result struct {
 func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (Result, error) {
 	start := time.Now()
 	res := Result{Policy: cfg.Policy, Seed: cfg.Seed, Inflation: cfg.Inflation, Nodes: len(nodes), PodsArrived: len(workload)}
-	states := make([]*placement.NodeState, len(nodes))
-	var maxCPU gpu.CPUMilli
-	var maxGPU gpu.Milli
-	for i, n := range nodes {
-		states[i] = placement.NewNodeState(n)
-		states[i].Index = i
+	states, maxCPU, maxGPU := newStates(nodes)
+	for _, n := range nodes {
 		res.GPUs += len(n.GPUs)
-		maxCPU = max(maxCPU, n.CPU)
-		maxGPU = max(maxGPU, states[i].GPUMilliCapacity())
 	}
 	capacity := gpu.Milli(res.GPUs) * gpu.WholeGPU
 	res.GPUMilliCapacity = int64(capacity)
@@ -141,17 +128,14 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	if err != nil {
 		return res, err
 	}
-	typical := workload
-	if len(cfg.Typical) > 0 {
-		typical = cfg.Typical
-	}
-	typicalDemands, err := demandsOf(typical, c)
+	typical, err := typicalWorkload(workload, c, cfg)
 	if err != nil {
 		return res, err
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d))
+	ties := Ties{Rank: NodeOrder(len(nodes), cfg.Seed)}
 	policy, err := placement.New(cfg.Policy, placement.Options{
-		Workload:        placement.NewWorkload(typicalDemands, TypicalCoverage),
+		Workload:        typical,
 		Rand:            rng,
 		MaxNodeCPU:      maxCPU,
 		MaxNodeGPUMilli: maxGPU,
@@ -180,7 +164,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 			cfg.Progress(k, len(demands))
 		}
 		arrived += gpu.Milli(d.Devices) * d.PerGPUMilli
-		best, a := Place(d, states, policy, rng)
+		best, a := Place(d, states, policy, ties)
 		if best < 0 {
 			res.PodsFailed++
 			if d.Devices > 0 {
@@ -207,21 +191,39 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	res.GPUMilliArrived = int64(arrived)
 	res.GPUMilliAllocated = int64(allocated)
 	res.GPUAllocRatio = float64(allocated) / float64(capacity)
-	w := placement.NewWorkload(typicalDemands, TypicalCoverage)
 	for _, s := range states {
-		res.FragGPUMilli += placement.Fragmentation(s, &w)
+		res.FragGPUMilli += placement.Fragmentation(s, &typical)
 	}
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, nil
 }
 
+// Ties says how Place breaks exact ties between the best nodes.
+type Ties struct {
+	// Rank, when set, orders the nodes (one entry per state): the node of
+	// lowest rank wins.
+	Rank []int
+	// Rand, used when Rank is nil, picks uniformly at random among the
+	// tied nodes; nil means the lowest index wins.
+	Rand *rand.Rand
+}
+
+// NodeOrder is the simulator's tie order for n nodes and a seed: a random
+// permutation drawn once per run. The paper's public simulator keeps the
+// lexicographically smallest node name among nodes of equal score, and its
+// node names carry a random prefix drawn per seed, so its ties go to a
+// fixed random order of the nodes; this is that order.
+func NodeOrder(n int, seed uint64) []int {
+	return rand.New(rand.NewPCG(seed, 0xda3e39cb94b95bdb)).Perm(n)
+}
+
 // Place puts one demand on the node where the policy scores highest among
-// those it fits (placement.Fits), breaking ties at random with rng, and
-// assigns it there. It returns the node's index in states and the
-// assignment, or -1 when the demand fits no node. The planner replays its
-// plans with it, so a plan is proven by the same step the simulator takes.
-func Place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, rng *rand.Rand) (int, placement.Assignment) {
-	best, bestGPU, ties := -1, -1, 0
+// those it fits (placement.Fits), breaking ties as ties says, and assigns
+// it there. It returns the node's index in states and the assignment, or
+// -1 when the demand fits no node. The planner replays its plans with it,
+// so a plan is proven by the same step the simulator takes.
+func Place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, ties Ties) (int, placement.Assignment) {
+	best, bestGPU, tied := -1, -1, 0
 	bestScore := math.Inf(-1)
 	for i, s := range states {
 		if !placement.Fits(d, s) {
@@ -230,10 +232,10 @@ func Place(d *placement.Demand, states []*placement.NodeState, policy placement.
 		score, g := policy.Score(d, s)
 		switch {
 		case best < 0 || score > bestScore+1e-9:
-			best, bestGPU, bestScore, ties = i, g, score, 1
+			best, bestGPU, bestScore, tied = i, g, score, 1
 		case score >= bestScore-1e-9:
-			ties++
-			if rng.IntN(ties) == 0 {
+			tied++
+			if ties.prefer(i, best, tied) {
 				best, bestGPU = i, g
 			}
 		}
@@ -250,6 +252,47 @@ func Place(d *placement.Demand, states []*placement.NodeState, policy placement.
 	}
 	s.Assign(d, a)
 	return best, a
+}
+
+// prefer says whether node i, the tied-th node of the best score, replaces
+// the best so far.
+func (t Ties) prefer(i, best, tied int) bool {
+	switch {
+	case t.Rank != nil:
+		return t.Rank[i] < t.Rank[best]
+	case t.Rand != nil:
+		return t.Rand.IntN(tied) == 0
+	}
+	return false
+}
+
+// newStates returns the empty state of each node, indexed in order, and
+// the largest node's CPU and GPU capacity.
+func newStates(nodes []*cluster.Node) ([]*placement.NodeState, gpu.CPUMilli, gpu.Milli) {
+	states := make([]*placement.NodeState, len(nodes))
+	var maxCPU gpu.CPUMilli
+	var maxGPU gpu.Milli
+	for i, n := range nodes {
+		states[i] = placement.NewNodeState(n)
+		states[i].Index = i
+		maxCPU = max(maxCPU, n.CPU)
+		maxGPU = max(maxGPU, states[i].GPUMilliCapacity())
+	}
+	return states, maxCPU, maxGPU
+}
+
+// typicalWorkload is the task distribution of cfg.Typical, or of the
+// workload when that is empty.
+func typicalWorkload(workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (placement.Workload, error) {
+	typical := workload
+	if len(cfg.Typical) > 0 {
+		typical = cfg.Typical
+	}
+	ds, err := demandsOf(typical, c)
+	if err != nil {
+		return placement.Workload{}, err
+	}
+	return placement.NewWorkload(ds, placement.TypicalCoverage), nil
 }
 
 // demandsOf prepares each pod's demand, sharing one Demand between pods of

@@ -3,6 +3,7 @@ package gpupack
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"sync"
 
@@ -32,14 +33,15 @@ const ReasonUnschedulable = "GPUPackUnschedulable"
 const stateKey fwk.StateKey = Name
 
 var (
-	_ fwk.PreFilterPlugin  = &Plugin{}
-	_ fwk.FilterPlugin     = &Plugin{}
-	_ fwk.PostFilterPlugin = &Plugin{}
-	_ fwk.PreScorePlugin   = &Plugin{}
-	_ fwk.ScorePlugin      = &Plugin{}
-	_ fwk.ScoreExtensions  = &Plugin{}
-	_ fwk.ReservePlugin    = &Plugin{}
-	_ fwk.BindPlugin       = &Plugin{}
+	_ fwk.PreFilterPlugin   = &Plugin{}
+	_ fwk.FilterPlugin      = &Plugin{}
+	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.PreScorePlugin    = &Plugin{}
+	_ fwk.ScorePlugin       = &Plugin{}
+	_ fwk.ScoreExtensions   = &Plugin{}
+	_ fwk.EnqueueExtensions = &Plugin{}
+	_ fwk.ReservePlugin     = &Plugin{}
+	_ fwk.BindPlugin        = &Plugin{}
 )
 
 // Plugin places GPU pods with package placement. Its methods are safe for
@@ -273,7 +275,13 @@ func (p *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni f
 func (p *Plugin) ScoreExtensions() fwk.ScoreExtensions { return p }
 
 // NormalizeScore maps the scores linearly onto MinScore..MaxScore, the best
-// node getting MaxScore.
+// node getting MaxScore, and then breaks ties among the best nodes as the
+// simulator does (sim.Ties): by a fixed node order, not at random. Only
+// the tied node first in that order (the lowest FNV-1a hash of its name)
+// keeps MaxScore; the others get one less. The policies' scores are coarse
+// on purpose, so ties are frequent, and a fixed order packs them onto the
+// same nodes where the framework's random choice would scatter them (about
+// a point of GPU allocation on openb).
 func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
 	if len(scores) == 0 {
 		return nil
@@ -282,14 +290,44 @@ func (p *Plugin) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, 
 	for _, s := range scores {
 		lo, hi = min(lo, s.Score), max(hi, s.Score)
 	}
+	first, firstRank := -1, uint64(0)
 	for i := range scores {
 		if hi == lo {
 			scores[i].Score = fwk.MaxScore
-			continue
+		} else {
+			scores[i].Score = fwk.MinScore + (scores[i].Score-lo)*(fwk.MaxScore-fwk.MinScore)/(hi-lo)
 		}
-		scores[i].Score = fwk.MinScore + (scores[i].Score-lo)*(fwk.MaxScore-fwk.MinScore)/(hi-lo)
+		if scores[i].Score == fwk.MaxScore {
+			if r := nodeRank(scores[i].Name); first < 0 || r < firstRank {
+				first, firstRank = i, r
+			}
+		}
+	}
+	for i := range scores {
+		if scores[i].Score == fwk.MaxScore && i != first {
+			scores[i].Score = fwk.MaxScore - 1
+		}
 	}
 	return nil
+}
+
+// nodeRank is a node's place in the fixed tie order: the FNV-1a hash of
+// its name, a stable pseudo-random order of the cluster's nodes.
+func nodeRank(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// EventsToRegister lists the cluster events after which a pod that the
+// plugin rejected may fit: a bound pod leaves (its GPUs free up), a pod's
+// requests shrink, a node joins, or a node's allocatable, labels or taints
+// change (GPUs, models and sharing are read from them).
+func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodScaleDown}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
+	}, nil
 }
 
 // Reserve picks the exact GPUs, MIG slice or replica on the chosen node:

@@ -206,7 +206,7 @@ func (p *Plugin) score(e *nodeEntry, s *cycleState) (float64, int) {
 	defer p.policyMu.Unlock()
 	if w := &p.workload; w.stale || p.policy == nil {
 		policy, err := placement.New(p.args.Policy, placement.Options{
-			Workload:        placement.NewWorkload(w.demands, 1),
+			Workload:        placement.NewWorkload(w.demands, placement.TypicalCoverage),
 			MaxNodeCPU:      w.maxCPU,
 			MaxNodeGPUMilli: w.maxGPUMilli,
 		})

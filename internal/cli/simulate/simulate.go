@@ -32,6 +32,15 @@ type options struct {
 	inflation float64
 	format    string
 	out       string
+	loaded    loaded
+}
+
+// loaded is the trace that a run loaded, kept for the offline ceiling.
+type loaded struct {
+	nodes     []*cluster.Node
+	pods      []*cluster.Pod
+	workload  []*cluster.Pod
+	catalogue *gpu.Catalogue
 }
 
 // NewCommand returns the simulate command.
@@ -45,7 +54,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 USENIX ATC'23): the cluster of a node list; the workload is every pod of a pod
 list plus random copies (with --seed) until GPU demand is --inflation times
 the cluster's GPU capacity, shuffled; each pod arrives once, never leaves, and
-is placed by the policy or counted as failed. When the list alone asks for
+is placed by the policy or counted as failed. Beside the policies it reports
+the offline ceiling of the same arrivals: the GPU pods all known in advance
+and packed largest first, which no online policy can be expected to pass. When the list alone asks for
 more than that (--inflation below the list's demand), listed pods are dropped
 at random until it does not, and simulate says how many.
 
@@ -81,7 +92,8 @@ func defaults() *options {
 // Demo is the run that `gpupack simulate` makes with no flags, one result
 // per policy, each with its allocation curve.
 func Demo(ctx context.Context) ([]sim.Result, error) {
-	return defaults().simulate(ctx, io.Discard, nil)
+	results, _, err := defaults().simulate(ctx, io.Discard, nil)
+	return results, err
 }
 
 func embeddedNames() []string {
@@ -96,26 +108,26 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
-	var each func(sim.Result) error
+	var each func(any) error
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
-		each = func(r sim.Result) error { return enc.Encode(r) }
+		each = func(r any) error { return enc.Encode(r) }
 	}
-	results, err := o.simulate(ctx, os.Stderr, each)
+	results, ceiling, err := o.simulate(ctx, os.Stderr, each)
 	if err != nil {
 		return err
 	}
 	if o.format == "table" {
-		writeTable(stdout, results)
+		writeTable(stdout, results, ceiling)
 	}
 	if o.out != "" {
 		if err := os.MkdirAll(o.out, 0o755); err != nil {
 			return err
 		}
-		if err := writeFile(filepath.Join(o.out, "curve.csv"), func(w io.Writer) error { return writeCurveCSV(w, results) }); err != nil {
+		if err := writeFile(filepath.Join(o.out, "curve.csv"), func(w io.Writer) error { return writeCurveCSV(w, results, ceiling) }); err != nil {
 			return err
 		}
-		if err := writeFile(filepath.Join(o.out, "curve.svg"), func(w io.Writer) error { return writeCurveSVG(w, results) }); err != nil {
+		if err := writeFile(filepath.Join(o.out, "curve.svg"), func(w io.Writer) error { return writeCurveSVG(w, results, &ceiling) }); err != nil {
 			return err
 		}
 		if o.format == "table" {
@@ -125,10 +137,29 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 	return nil
 }
 
-// simulate runs every policy of the options on their trace, in order;
-// warnings go to stderr (progress too, where it is a terminal), and each, when set, sees each
-// result as soon as its policy is done.
-func (o *options) simulate(ctx context.Context, stderr io.Writer, each func(sim.Result) error) ([]sim.Result, error) {
+// simulate runs every policy of the options on their trace, in order, then
+// the offline ceiling; warnings go to stderr (progress too, where it is a
+// terminal), and each, when set, sees each result (the ceiling last) as
+// soon as it is done.
+func (o *options) simulate(ctx context.Context, stderr io.Writer, each func(any) error) ([]sim.Result, sim.Ceiling, error) {
+	results, err := o.runPolicies(ctx, stderr, each)
+	if err != nil {
+		return nil, sim.Ceiling{}, err
+	}
+	ceiling, err := sim.OfflineCeiling(ctx, o.loaded.nodes, o.loaded.workload, o.loaded.catalogue, sim.Config{Seed: o.seed, Typical: o.loaded.pods})
+	if err != nil {
+		return nil, sim.Ceiling{}, err
+	}
+	if each != nil {
+		if err := each(ceiling); err != nil {
+			return nil, sim.Ceiling{}, err
+		}
+	}
+	return results, ceiling, nil
+}
+
+// runPolicies loads the trace into o.loaded and runs every policy on it.
+func (o *options) runPolicies(ctx context.Context, stderr io.Writer, each func(any) error) ([]sim.Result, error) {
 	seen := map[string]bool{}
 	for _, p := range o.policies {
 		if _, err := placement.New(p, placement.Options{}); err != nil {
@@ -162,6 +193,7 @@ func (o *options) simulate(ctx context.Context, stderr io.Writer, each func(sim.
 	if len(workload) < len(pods) {
 		fmt.Fprintf(stderr, "simulate: --inflation %g is below the pod list's own GPU demand; %d of its %d pods were dropped at random, so %d run\n", o.inflation, len(pods)-len(workload), len(pods), len(workload))
 	}
+	o.loaded = loaded{nodes: nodes, pods: pods, workload: workload, catalogue: c}
 	var results []sim.Result
 	for _, policy := range o.policies {
 		if err := ctx.Err(); err != nil {
@@ -205,7 +237,7 @@ func loadPods(name string, c *gpu.Catalogue) ([]*cluster.Pod, error) {
 	return cluster.LoadTracePods(r, src, c)
 }
 
-func writeTable(w io.Writer, results []sim.Result) {
+func writeTable(w io.Writer, results []sim.Result, ceiling sim.Ceiling) {
 	if len(results) == 0 {
 		return
 	}
@@ -213,15 +245,17 @@ func writeTable(w io.Writer, results []sim.Result) {
 	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; workload: %d pods, GPU demand %.2fx capacity (seed %d)\n\n",
 		r0.Nodes, r0.GPUs, r0.PodsArrived, float64(r0.GPUMilliArrived)/float64(r0.GPUMilliCapacity), r0.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tGPU alloc at 100%\tGPU alloc at end\tscheduled\tfailed GPU pods\tfragmented GPUs\tseconds\t")
+	fmt.Fprintln(tw, "policy\tGPU alloc at 100%\tGPU alloc at end\tbelow ceiling\tscheduled\tfailed GPU pods\tfragmented GPUs\tseconds\t")
 	for _, r := range results {
 		atFull := "-"
 		if r.GPUAllocRatioAtFull != nil {
 			atFull = fmt.Sprintf("%.2f%%", 100**r.GPUAllocRatioAtFull)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%d\t%d\t%.1f\t%.2f\t\n", r.Policy, atFull, 100*r.GPUAllocRatio,
-			r.PodsScheduled, r.GPUPodsFailed, r.FragGPUMilli/float64(gpu.WholeGPU), r.WallSeconds)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.2f points\t%d\t%d\t%.1f\t%.2f\t\n", r.Policy, atFull, 100*r.GPUAllocRatio,
+			100*(ceiling.GPUAllocRatio-r.GPUAllocRatio), r.PodsScheduled, r.GPUPodsFailed, r.FragGPUMilli/float64(gpu.WholeGPU), r.WallSeconds)
 	}
+	fmt.Fprintf(tw, "%s (offline, hindsight)\t-\t%.2f%%\t-\t%d GPU pods\t%d\t-\t%.2f\t\n", ceiling.Policy, 100*ceiling.GPUAllocRatio,
+		ceiling.GPUPodsPlaced, ceiling.GPUPodsFailed, ceiling.WallSeconds)
 	tw.Flush()
 }
 

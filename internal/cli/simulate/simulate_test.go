@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpupack/gpupack/sim"
 )
 
 func TestSimulateJSONAndCurve(t *testing.T) {
@@ -19,9 +21,14 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("want one JSON object per policy, got %d lines:\n%s", len(lines), stdout.String())
+	if len(lines) != 4 {
+		t.Fatalf("want one JSON object per policy and one for the ceiling, got %d lines:\n%s", len(lines), stdout.String())
 	}
+	var ceiling sim.Ceiling
+	if err := json.Unmarshal([]byte(lines[3]), &ceiling); err != nil || ceiling.Policy != sim.CeilingName || ceiling.GPUAllocRatio <= 0 {
+		t.Errorf("last line %q (%v): want the offline ceiling", lines[3], err)
+	}
+	lines = lines[:3]
 	required := []string{"policy", "seed", "inflation", "nodes", "gpus", "pods_arrived", "pods_scheduled", "pods_failed",
 		"gpu_milli_capacity", "gpu_milli_allocated", "gpu_alloc_ratio", "gpu_alloc_ratio_at_full", "frag_gpu_milli", "wall_seconds"}
 	for i, line := range lines {
@@ -46,12 +53,18 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	if rows[0] != "policy,seed,arrived_ratio,gpu_alloc_ratio" || len(rows) < 3*100 {
 		t.Errorf("curve.csv: header %q, %d rows; want a header and at least 100 points per policy", rows[0], len(rows))
 	}
+	if last := rows[len(rows)-1]; !strings.HasPrefix(last, "ceiling,2,") {
+		t.Errorf("curve.csv ends with %q, want the ceiling's row", last)
+	}
 	svg, err := os.ReadFile(filepath.Join(out, "curve.svg"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(string(svg), "<polyline"); n != 2*3 || !strings.HasSuffix(strings.TrimSpace(string(svg)), "</svg>") {
 		t.Errorf("curve.svg has %d curves, want 3 in each of its 2 panels, and must be complete", n)
+	}
+	if n := strings.Count(string(svg), "stroke-dasharray"); n != 3 || !strings.Contains(string(svg), "offline ceiling") {
+		t.Errorf("curve.svg has %d dashed lines, want the ceiling's level in each panel and in the legend", n)
 	}
 }
 
@@ -62,7 +75,7 @@ func TestSimulateTable(t *testing.T) {
 	if err := run(context.Background(), o, &stdout); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd"} {
+	for _, want := range []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd", "below ceiling", "ceiling (offline, hindsight)"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
