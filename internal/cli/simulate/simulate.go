@@ -32,6 +32,8 @@ type options struct {
 	inflation float64
 	format    string
 	out       string
+	replay    bool
+	speedup   float64
 	loaded    loaded
 }
 
@@ -60,6 +62,14 @@ and packed largest first, which no online policy can be expected to pass. When t
 more than that (--inflation below the list's demand), listed pods are dropped
 at random until it does not, and simulate says how many.
 
+With --replay it follows the pod list's own clock instead (churn): each pod
+arrives at its creation_time (divided by --replay-speedup), waits in a FIFO
+queue when it fits nowhere and is retried when a pod leaves, and leaves after
+its trace run time (deletion_time minus scheduled_time, or minus
+creation_time for pods never scheduled). It reports the time-weighted GPU
+allocation, GPU pods' queue wait p50/p95/max and the GPU-hours refused to
+waiting pods (GPUs asked for x time waited).
+
 With no flags it runs gpupack's policy and FGD on the embedded openb trace.
 Files may be CSV paths or embedded names: ` + strings.Join(embeddedNames(), ", ") + `.
 Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
@@ -78,7 +88,18 @@ Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
 	f.Uint64Var(&o.seed, "seed", def.seed, "seed for the workload's copies, its order and random tie-breaks")
 	f.Float64Var(&o.inflation, "inflation", def.inflation, "GPU demand as a multiple of the cluster's GPU capacity")
 	f.StringVar(&o.format, "format", "table", "output format: table or json (one object per policy per line)")
-	f.StringVar(&o.out, "out", "", "directory to write the allocation curve to (curve.csv and curve.svg)")
+	f.StringVar(&o.out, "out", "", "directory to write the allocation curve to (curve.csv and curve.svg; replay.csv with --replay)")
+	f.BoolVar(&o.replay, "replay", false, "replay the pod list with churn: pods arrive at creation_time, queue when nothing fits and leave after their trace run time")
+	f.Float64Var(&o.speedup, "replay-speedup", 1, "with --replay, divide every creation time by this (arrivals this many times as dense; run times kept)")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if o.replay && cmd.Flags().Changed("inflation") {
+			return fmt.Errorf("--inflation has no meaning with --replay, which replays the pod list as traced; use --replay-speedup to load the cluster more")
+		}
+		if !o.replay && cmd.Flags().Changed("replay-speedup") {
+			return fmt.Errorf("--replay-speedup needs --replay")
+		}
+		return nil
+	}
 	return cmd
 }
 
@@ -112,6 +133,9 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		each = func(r any) error { return enc.Encode(r) }
+	}
+	if o.replay {
+		return o.runReplay(ctx, stdout, each)
 	}
 	results, ceiling, err := o.simulate(ctx, os.Stderr, each)
 	if err != nil {

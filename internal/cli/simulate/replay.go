@@ -1,0 +1,117 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/sim"
+)
+
+// runReplay is `simulate --replay`: every policy replays the pod list with
+// churn; each (JSON) sees each result as it is done, the table comes last.
+func (o *options) runReplay(ctx context.Context, stdout io.Writer, each func(any) error) error {
+	seen := map[string]bool{}
+	for _, p := range o.policies {
+		if _, err := placement.New(p, placement.Options{}); err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		if seen[p] {
+			return fmt.Errorf("--policy: %s is given twice; name each policy once", p)
+		}
+		seen[p] = true
+	}
+	c := gpu.Default()
+	nodes, err := loadNodes(o.nodes, c)
+	if err != nil {
+		return err
+	}
+	pods, err := loadPods(o.pods, c)
+	if err != nil {
+		return err
+	}
+	r, src, err := clio.OpenTrace(o.pods)
+	if err != nil {
+		return err
+	}
+	lifetimes, err := cluster.LoadTraceLifetimes(r, src)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("--replay: %w", err)
+	}
+	if err := checkModels(os.Stderr, nodes, pods, o.nodes, o.pods); err != nil {
+		return err
+	}
+	var results []sim.ReplayResult
+	for _, policy := range o.policies {
+		var progress func(done, total int)
+		if each == nil {
+			progress = clio.Progress(os.Stderr, "replay "+policy)
+		}
+		res, err := sim.Replay(ctx, nodes, pods, lifetimes, c, sim.ReplayConfig{Policy: policy, Seed: o.seed, Speedup: o.speedup, Typical: pods, Progress: progress})
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+		if each != nil {
+			if err := each(res); err != nil {
+				return err
+			}
+		}
+	}
+	if o.format == "table" {
+		writeReplayTable(stdout, results)
+	}
+	if o.out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(o.out, "replay.csv")
+	if err := writeFile(path, func(w io.Writer) error { return writeReplayCSV(w, results) }); err != nil {
+		return err
+	}
+	if o.format == "table" {
+		fmt.Fprintf(stdout, "\nwrote %s\n", path)
+	}
+	return nil
+}
+
+func writeReplayTable(w io.Writer, results []sim.ReplayResult) {
+	if len(results) == 0 {
+		return
+	}
+	r0 := results[0]
+	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; replay of %d pods over %.1f h of arrivals (speedup %g, seed %d)\n\n",
+		r0.Nodes, r0.GPUs, r0.Pods, r0.WindowSeconds/3600, r0.Speedup, r0.Seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tmean GPU alloc\tpeak GPU alloc\tGPU pods waited\twait p50 s\twait p95 s\twait max s\trefused GPU-hours\tunplaceable\tseconds\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%.2f%%\t%.2f%%\t%d of %d\t%.0f\t%.0f\t%.0f\t%.1f\t%d\t%.2f\t\n", r.Policy, 100*r.MeanGPUAlloc, 100*r.PeakGPUAlloc,
+			r.GPUPodsWaited, r.GPUPodsPlaced, r.WaitP50Seconds, r.WaitP95Seconds, r.WaitMaxSeconds, r.RefusedGPUHours, r.PodsUnplaceable, r.WallSeconds)
+	}
+	tw.Flush()
+}
+
+// writeReplayCSV writes every policy's allocation curve, one row per sample.
+func writeReplayCSV(w io.Writer, results []sim.ReplayResult) error {
+	if _, err := fmt.Fprintln(w, "policy,seconds,gpu_alloc_ratio,gpu_queued_ratio"); err != nil {
+		return err
+	}
+	for _, r := range results {
+		for _, p := range r.Curve {
+			if _, err := fmt.Fprintf(w, "%s,%.3f,%.6f,%.6f\n", r.Policy, p.Seconds, p.AllocRatio, p.QueuedRatio); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

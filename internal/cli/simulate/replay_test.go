@@ -1,0 +1,77 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpupack/gpupack/sim"
+)
+
+func TestReplayJSONAndCurve(t *testing.T) {
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
+		policies: []string{"gpupack", "fgd", "bestfit"}, seed: 1, replay: true, speedup: 1000, format: "json", out: out}
+	if err := run(context.Background(), o, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want one JSON object per policy, got %d lines:\n%s", len(lines), stdout.String())
+	}
+	for i, line := range lines {
+		var r sim.ReplayResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Policy != o.policies[i] || r.MeanGPUAlloc <= 0 || r.Pods == 0 {
+			t.Errorf("line %d %q (%v): want the replay of %s", i, line, err, o.policies[i])
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "replay.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := strings.Count(string(csv), "\n"); rows != 1+3*sim.ReplaySamples {
+		t.Errorf("replay.csv has %d lines; want a header and %d samples per policy", rows, sim.ReplaySamples)
+	}
+}
+
+func TestReplayTable(t *testing.T) {
+	var stdout bytes.Buffer
+	o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
+		policies: []string{"bestfit"}, seed: 1, replay: true, speedup: 1, format: "table"}
+	if err := run(context.Background(), o, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"mean GPU alloc", "wait p95 s", "refused GPU-hours", "bestfit"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestReplayFlags(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"inflation with replay": {[]string{"--replay", "--inflation", "2"}, "--inflation has no meaning with --replay"},
+		"speedup alone":         {[]string{"--replay-speedup", "10"}, "--replay-speedup needs --replay"},
+		"speedup zero":          {[]string{"--replay", "--replay-speedup", "0", "--policy", "bestfit"}, "speedup 0"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := NewCommand(context.Background())
+			cmd.SetArgs(append(tc.args, "--nodes", "../../../sim/testdata/nodes.csv", "--pods", "../../../sim/testdata/pods.csv"))
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			err := cmd.ExecuteContext(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

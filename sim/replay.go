@@ -1,0 +1,375 @@
+package sim
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/placement"
+)
+
+// ReplayConfig is one churn replay: the trace's pods arrive at their
+// creation times and leave after their trace run time.
+type ReplayConfig struct {
+	Policy string
+	Seed   uint64
+	// Speedup divides every creation time, so that pods arrive Speedup
+	// times as densely while each runs as long as in the trace; 1 is the
+	// trace's own clock.
+	Speedup float64
+	// Typical is the workload distribution of fragmentation-aware
+	// policies, as in Config; the replayed pods when empty.
+	Typical []*cluster.Pod
+	// Progress, when set, is called now and then with events done and total.
+	Progress func(done, total int)
+}
+
+// ReplayPoint is one sample of the allocation over time.
+type ReplayPoint struct {
+	Seconds     float64 `json:"seconds"`      // since the first arrival
+	AllocRatio  float64 `json:"alloc_ratio"`  // allocated GPU / capacity
+	QueuedRatio float64 `json:"queued_ratio"` // GPU demand waiting in the queue / capacity
+}
+
+// ReplaySamples is how many points a replay's curve has, evenly spaced
+// from the first arrival to the last.
+const ReplaySamples = 200
+
+// ReplayResult is what a churn replay measured. Waits are of GPU pods.
+// JSON names are the CLI's output format.
+type ReplayResult struct {
+	Policy          string        `json:"policy"`
+	Seed            uint64        `json:"seed"`
+	Speedup         float64       `json:"speedup"`
+	Nodes           int           `json:"nodes"`
+	GPUs            int           `json:"gpus"`
+	Pods            int           `json:"pods"`
+	PodsPlaced      int           `json:"pods_placed"`
+	PodsUnplaceable int           `json:"pods_unplaceable"` // fit no node even when it is empty; never queued
+	GPUPodsWaited   int           `json:"gpu_pods_waited"`  // GPU pods placed later than they arrived
+	GPUPodsPlaced   int           `json:"gpu_pods_placed"`
+	WindowSeconds   float64       `json:"window_seconds"`   // first arrival to last arrival
+	MakespanSeconds float64       `json:"makespan_seconds"` // first arrival to last departure
+	MeanGPUAlloc    float64       `json:"mean_gpu_alloc_ratio"`
+	PeakGPUAlloc    float64       `json:"peak_gpu_alloc_ratio"`
+	WaitP50Seconds  float64       `json:"wait_p50_seconds"`
+	WaitP95Seconds  float64       `json:"wait_p95_seconds"`
+	WaitMaxSeconds  float64       `json:"wait_max_seconds"`
+	RefusedGPUHours float64       `json:"refused_gpu_hours"` // GPUs asked for x hours spent waiting
+	WallSeconds     float64       `json:"wall_seconds"`
+	Curve           []ReplayPoint `json:"-"`
+}
+
+// Replay runs the trace with churn. Each pod arrives at its creation time
+// (divided by cfg.Speedup) and is placed by the policy with Place; when it
+// fits no node it waits in a FIFO queue. When a pod leaves, the queue is
+// tried again in order against the capacity it freed (a pod that fits
+// nowhere can only come to fit on a node that something left, so the
+// freed node is the only one worth testing). A placed pod runs for its
+// trace run time (TraceLifetime.RunSeconds: deletion minus scheduling, or
+// minus creation for pods the trace never scheduled) and then leaves.
+// Pods that fit no node even when empty are counted and never queued.
+// Only running pods sit in the event heap; arrivals are read in order.
+// The mean allocation is weighted by time over the arrival window, the
+// same span for every policy.
+func Replay(ctx context.Context, nodes []*cluster.Node, pods []*cluster.Pod, lifetimes []cluster.TraceLifetime, c *gpu.Catalogue, cfg ReplayConfig) (ReplayResult, error) {
+	start := time.Now()
+	res := ReplayResult{Policy: cfg.Policy, Seed: cfg.Seed, Speedup: cfg.Speedup, Nodes: len(nodes), Pods: len(pods)}
+	if len(lifetimes) != len(pods) {
+		return res, fmt.Errorf("%d pods but %d lifetimes; give one lifetime per pod, in the same order", len(pods), len(lifetimes))
+	}
+	if math.IsNaN(cfg.Speedup) || cfg.Speedup <= 0 || cfg.Speedup > 1e9 {
+		return res, fmt.Errorf("speedup %v: want how many times faster than the trace pods arrive, in (0, 1e9]", cfg.Speedup)
+	}
+	r, err := newReplay(nodes, pods, lifetimes, c, cfg)
+	if err != nil {
+		return res, err
+	}
+	res.GPUs = r.gpus
+	if err := r.run(ctx, cfg.Progress); err != nil {
+		return res, fmt.Errorf("%s: %w", cfg.Policy, err)
+	}
+	r.report(&res)
+	res.WallSeconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// replay is the state of one churn replay.
+type replay struct {
+	demands  []*placement.Demand
+	arrive   []float64 // arrival time of each pod
+	runFor   []float64 // run time of each pod
+	order    []int     // pods by arrival
+	states   []*placement.NodeState
+	empty    []*placement.NodeState
+	running  [][]runningPod // per node
+	policy   placement.Policy
+	observer placement.Observer
+	ties     Ties
+	gpus     int
+	capacity gpu.Milli
+
+	departures departureHeap
+	queue      []int
+	queuedGPU  gpu.Milli
+	allocated  gpu.Milli
+
+	// measures
+	t0, t1        float64 // arrival window
+	last          float64 // time up to which allocation is integrated
+	allocIntegral float64 // milli-GPU seconds within the window
+	peak          gpu.Milli
+	makespan      float64
+	waits         []float64
+	refused       float64 // GPU-seconds
+	placed        int
+	unplaceable   int
+	curve         []ReplayPoint
+	nextSample    int
+}
+
+type runningPod struct {
+	pod int
+	a   placement.Assignment
+}
+
+type departure struct {
+	at   float64
+	pod  int
+	node int
+}
+
+// departureHeap orders departures by time, then pod index, so that a run
+// is deterministic.
+type departureHeap []departure
+
+func (h departureHeap) Len() int { return len(h) }
+func (h departureHeap) Less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].pod < h[j].pod)
+}
+func (h departureHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *departureHeap) Push(x any)   { *h = append(*h, x.(departure)) }
+func (h *departureHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func newReplay(nodes []*cluster.Node, pods []*cluster.Pod, lifetimes []cluster.TraceLifetime, c *gpu.Catalogue, cfg ReplayConfig) (*replay, error) {
+	r := &replay{}
+	var maxCPU gpu.CPUMilli
+	var maxGPU gpu.Milli
+	r.states, maxCPU, maxGPU = newStates(nodes)
+	r.empty, _, _ = newStates(nodes)
+	for _, n := range nodes {
+		r.gpus += len(n.GPUs)
+	}
+	r.capacity = gpu.Milli(r.gpus) * gpu.WholeGPU
+	if r.capacity == 0 {
+		return nil, errors.New("the cluster has no GPUs")
+	}
+	if len(pods) == 0 {
+		return nil, errors.New("the pod list is empty")
+	}
+	var err error
+	if r.demands, err = demandsOf(pods, c); err != nil {
+		return nil, err
+	}
+	typical, err := typicalWorkload(pods, c, Config{Typical: cfg.Typical})
+	if err != nil {
+		return nil, err
+	}
+	r.policy, err = placement.New(cfg.Policy, placement.Options{
+		Workload:        typical,
+		Rand:            rand.New(rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d)),
+		MaxNodeCPU:      maxCPU,
+		MaxNodeGPUMilli: maxGPU,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.observer, _ = r.policy.(placement.Observer)
+	r.ties = Ties{Rank: NodeOrder(len(nodes), cfg.Seed)}
+	r.running = make([][]runningPod, len(nodes))
+	r.arrive = make([]float64, len(pods))
+	r.runFor = make([]float64, len(pods))
+	r.order = make([]int, len(pods))
+	for i, l := range lifetimes {
+		r.arrive[i] = float64(l.CreatedSeconds) / cfg.Speedup
+		r.runFor[i] = float64(l.RunSeconds())
+		r.order[i] = i
+	}
+	slices.SortStableFunc(r.order, func(a, b int) int {
+		switch {
+		case r.arrive[a] < r.arrive[b]:
+			return -1
+		case r.arrive[a] > r.arrive[b]:
+			return 1
+		}
+		return 0
+	})
+	r.t0, r.t1 = r.arrive[r.order[0]], r.arrive[r.order[len(pods)-1]]
+	if r.t1 == r.t0 {
+		return nil, errors.New("every pod arrives at the same time, so there is no time to replay; use the plain simulation for such a trace")
+	}
+	r.last = r.t0
+	return r, nil
+}
+
+// run processes every arrival and departure in time order; at equal times
+// departures come first, so the capacity they free is there for arrivals.
+func (r *replay) run(ctx context.Context, progress func(done, total int)) error {
+	total := 2 * len(r.demands)
+	next := 0
+	for done := 0; next < len(r.order) || len(r.departures) > 0; done++ {
+		if done%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("stopped after %d of about %d events: %w", done, total, err)
+			}
+			if progress != nil && done%1024 == 0 {
+				progress(done, total)
+			}
+		}
+		if len(r.departures) > 0 && (next == len(r.order) || r.departures[0].at <= r.arrive[r.order[next]]) {
+			d := heap.Pop(&r.departures).(departure)
+			r.advance(d.at)
+			r.leave(d)
+			continue
+		}
+		p := r.order[next]
+		next++
+		r.advance(r.arrive[p])
+		r.arrival(p)
+	}
+	if progress != nil {
+		progress(total, total)
+	}
+	if len(r.queue) > 0 {
+		return fmt.Errorf("%d pods still wait after every pod left (the first %s); this is a bug in the replay", len(r.queue), r.demands[r.queue[0]].Pod.Name)
+	}
+	r.advance(math.Inf(1))
+	return nil
+}
+
+// advance integrates the allocation up to t (within the arrival window)
+// and takes the curve's samples before t, from the state that holds until t.
+func (r *replay) advance(t float64) {
+	from, to := max(r.last, r.t0), min(t, r.t1)
+	if to > from {
+		r.allocIntegral += float64(r.allocated) * (to - from)
+	}
+	for ; r.nextSample < ReplaySamples; r.nextSample++ {
+		at := r.t0 + (r.t1-r.t0)*float64(r.nextSample)/float64(ReplaySamples-1)
+		if at >= t {
+			break
+		}
+		r.curve = append(r.curve, ReplayPoint{Seconds: at - r.t0, AllocRatio: r.ratio(r.allocated), QueuedRatio: r.ratio(r.queuedGPU)})
+	}
+	if !math.IsInf(t, 1) {
+		r.last = t
+	}
+}
+
+func (r *replay) ratio(m gpu.Milli) float64 { return float64(m) / float64(r.capacity) }
+
+func gpuMilliOf(d *placement.Demand) gpu.Milli { return gpu.Milli(d.Devices) * d.PerGPUMilli }
+
+func (r *replay) arrival(p int) {
+	d := r.demands[p]
+	if !slices.ContainsFunc(r.empty, func(s *placement.NodeState) bool { return placement.Fits(d, s) }) {
+		r.unplaceable++
+		return
+	}
+	if !r.place(p, r.arrive[p]) {
+		r.queue = append(r.queue, p)
+		r.queuedGPU += gpuMilliOf(d)
+	}
+}
+
+// place puts pod p on the best node at time now, if it fits one.
+func (r *replay) place(p int, now float64) bool {
+	d := r.demands[p]
+	node, a := Place(d, r.states, r.policy, r.ties)
+	if node < 0 {
+		return false
+	}
+	if r.observer != nil {
+		r.observer.Placed(d, r.states[node])
+	}
+	r.running[node] = append(r.running[node], runningPod{pod: p, a: a})
+	m := gpuMilliOf(d)
+	r.allocated += m
+	r.peak = max(r.peak, r.allocated)
+	r.placed++
+	if d.Devices > 0 {
+		wait := now - r.arrive[p]
+		r.waits = append(r.waits, wait)
+		r.refused += float64(m) / float64(gpu.WholeGPU) * wait
+	}
+	heap.Push(&r.departures, departure{at: now + r.runFor[p], pod: p, node: node})
+	return true
+}
+
+// leave takes a pod off its node, rebuilding the node's state from the pods
+// still on it (placement's NodeState only ever takes), then tries the queue.
+func (r *replay) leave(d departure) {
+	r.makespan = d.at
+	run := r.running[d.node]
+	i := slices.IndexFunc(run, func(rp runningPod) bool { return rp.pod == d.pod })
+	run = slices.Delete(run, i, i+1)
+	r.running[d.node] = run
+	s := r.states[d.node]
+	fresh := placement.NewNodeState(s.Node)
+	fresh.Index = s.Index
+	for _, rp := range run {
+		fresh.Assign(r.demands[rp.pod], rp.a)
+	}
+	*s = *fresh
+	r.allocated -= gpuMilliOf(r.demands[d.pod])
+
+	kept := r.queue[:0]
+	for _, p := range r.queue {
+		if placement.Fits(r.demands[p], s) && r.place(p, d.at) {
+			r.queuedGPU -= gpuMilliOf(r.demands[p])
+			continue
+		}
+		kept = append(kept, p)
+	}
+	r.queue = kept
+}
+
+func (r *replay) report(res *ReplayResult) {
+	res.PodsPlaced = r.placed
+	res.PodsUnplaceable = r.unplaceable
+	res.GPUPodsPlaced = len(r.waits)
+	for _, w := range r.waits {
+		if w > 0 {
+			res.GPUPodsWaited++
+		}
+	}
+	res.WindowSeconds = r.t1 - r.t0
+	res.MakespanSeconds = r.makespan - r.t0
+	res.MeanGPUAlloc = r.allocIntegral / res.WindowSeconds / float64(r.capacity)
+	res.PeakGPUAlloc = r.ratio(r.peak)
+	res.RefusedGPUHours = r.refused / 3600
+	if len(r.waits) > 0 {
+		w := slices.Sorted(slices.Values(r.waits))
+		res.WaitP50Seconds = w[nearestRank(len(w), 0.50)]
+		res.WaitP95Seconds = w[nearestRank(len(w), 0.95)]
+		res.WaitMaxSeconds = w[len(w)-1]
+	}
+	res.Curve = r.curve
+}
+
+// nearestRank is the index of the q-quantile of n sorted values.
+func nearestRank(n int, q float64) int {
+	return max(0, int(math.Ceil(q*float64(n)))-1)
+}
