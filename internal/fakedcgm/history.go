@@ -128,9 +128,9 @@ func inGap(gaps []Gap, key string, t time.Duration) bool {
 	return false
 }
 
-// readDevice is one device's reading at t from its own pods (at() reads
-// every device from every pod), with its energy counter restarted at the
-// last reset before t.
+// readDevice is one device's reading at t from the pods that ever hold it
+// (podsByDevice), with its energy counter restarted at the last reset
+// before t.
 func (s *Scenario) readDevice(d usage.Device, pods []*Pod, t time.Duration, resets []Reset) reading {
 	r := reading{device: d}
 	for _, p := range pods {

@@ -83,43 +83,12 @@ func (s *Scenario) holds(p *Pod, d usage.Device, t time.Duration) bool {
 // at is the state of every device t after the scenario's start.
 func (s *Scenario) at(t time.Duration) []reading {
 	devs := s.devices()
+	onDevice := s.podsByDevice(devs)
 	out := make([]reading, len(devs))
 	for i, d := range devs {
-		r := reading{device: d}
-		for pi := range s.Pods {
-			p := &s.Pods[pi]
-			if !s.holds(p, d, t) {
-				continue
-			}
-			r.holders = append(r.holders, p)
-			r.activity += p.Activity.level(t - p.From.D())
-			r.fbUsed += p.MemoryMiB
-			r.dram += p.DRAM
-		}
-		r.activity = math.Min(1, r.activity)
-		r.dram = math.Min(1, r.dram)
-		r.fbFree = s.memory(d) - r.fbUsed // Parse refuses more than the device has
-		r.powerW = idleWatts + (peakWatts-idleWatts)*r.activity
-		r.energyMJ = s.energy(d, t)
-		out[i] = r
+		out[i] = s.readDevice(d, onDevice[i], t, nil) // Parse refuses more memory than the device has
 	}
 	return out
-}
-
-// energy integrates the power model from the start to t, in millijoules.
-func (s *Scenario) energy(d usage.Device, t time.Duration) float64 {
-	j := idleWatts * t.Seconds()
-	for pi := range s.Pods {
-		p := &s.Pods[pi]
-		if !s.holds(p, d, p.From.D()) {
-			continue
-		}
-		end := min(t, p.To.D())
-		if end > p.From.D() {
-			j += (peakWatts - idleWatts) * p.Activity.integral(end-p.From.D())
-		}
-	}
-	return j * 1000
 }
 
 // family describes one metric as dcgm-exporter does.
