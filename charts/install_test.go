@@ -14,17 +14,13 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpupack/gpupack/internal/testcluster"
 )
@@ -122,7 +118,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	labelNamespace(t, client, "ml")
 
 	h.install(nil)
-	waitDeployments(t, client, "gpupack", "gpupack-scheduler", "gpupack-webhook")
+	waitDeployments(c, "gpupack", "gpupack-scheduler", "gpupack-webhook")
 
 	t.Run("the webhook registration fails open", func(t *testing.T) {
 		mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, installRelease, metav1.GetOptions{})
@@ -136,12 +132,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	})
 
 	t.Run("each ServiceAccount may do what its component needs", func(t *testing.T) {
-		admin, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, sa := range accessCases() {
-			as := impersonate(t, admin, installNamespace, sa.name)
+			as := c.ClientAs(installNamespace, sa.name)
 			for _, a := range sa.allowed {
 				if !can(t, as, a) {
 					t.Errorf("%s cannot %s; its component needs it", sa.name, a)
@@ -156,17 +148,13 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	})
 
 	t.Run("the reader and the webhook have exactly their rules", func(t *testing.T) {
-		admin, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-		if err != nil {
-			t.Fatal(err)
-		}
 		// What any ServiceAccount may do (discovery, self reviews) is not
 		// the chart's doing: compare against a ServiceAccount with no
 		// binding at all.
 		if _, err := client.CoreV1().ServiceAccounts(installNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		base := rules(t, impersonate(t, admin, installNamespace, "nobody"), installNamespace)
+		base := rules(t, c.ClientAs(installNamespace, "nobody"), installNamespace)
 		want := map[string][]string{
 			"gpupack": {
 				"/events [list]",
@@ -179,7 +167,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			},
 		}
 		for sa, wantRules := range want {
-			got := slices.DeleteFunc(rules(t, impersonate(t, admin, installNamespace, sa), installNamespace), func(r string) bool { return slices.Contains(base, r) })
+			got := slices.DeleteFunc(rules(t, c.ClientAs(installNamespace, sa), installNamespace), func(r string) bool { return slices.Contains(base, r) })
 			if !slices.Equal(got, wantRules) {
 				t.Errorf("%s's rules in %s beyond any ServiceAccount's:\n got %q\nwant %q", sa, installNamespace, got, wantRules)
 			}
@@ -222,7 +210,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			"serve":     map[string]any{"window": "12h"},
 			"webhook":   map[string]any{"namespaces": []any{"inference"}, "timeoutSeconds": 1},
 		})
-		waitDeployments(t, client, "gpupack", "gpupack-scheduler", "gpupack-webhook")
+		waitDeployments(c, "gpupack", "gpupack-scheduler", "gpupack-webhook")
 		mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, installRelease, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -340,22 +328,6 @@ func accessCases() []saCase {
 	}
 }
 
-// impersonate returns a client acting as the ServiceAccount, with the
-// groups the apiserver gives ServiceAccount tokens.
-func impersonate(t *testing.T, admin *rest.Config, ns, name string) kubernetes.Interface {
-	t.Helper()
-	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + name,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
-}
-
 // can asks the authorizer whether the client may do a.
 func can(t *testing.T, client kubernetes.Interface, a access) bool {
 	t.Helper()
@@ -449,36 +421,10 @@ func createGPUPod(t *testing.T, client kubernetes.Interface, ns, name string) {
 	}
 }
 
-// waitDeployments waits until each Deployment of the release has all its
-// replicas updated and available.
-func waitDeployments(t *testing.T, client kubernetes.Interface, names ...string) {
-	t.Helper()
+// waitDeployments waits until each of the chart's Deployments is rolled out
+// and available.
+func waitDeployments(c *testcluster.Cluster, names ...string) {
 	for _, name := range names {
-		var last string
-		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-			d, err := client.AppsV1().Deployments(installNamespace).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				last = err.Error()
-				return false, nil
-			}
-			last = fmt.Sprintf("generation %d observed %d, %d replicas, %d updated, %d available", d.Generation, d.Status.ObservedGeneration, *d.Spec.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas)
-			return deploymentDone(d), nil
-		})
-		if err != nil {
-			t.Fatalf("Deployment %s/%s not available: %s", installNamespace, name, last)
-		}
+		c.WaitDeploymentAvailable(installNamespace, name)
 	}
-}
-
-func deploymentDone(d *appsv1.Deployment) bool {
-	want := *d.Spec.Replicas
-	if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want || d.Status.Replicas != want {
-		return false
-	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentAvailable {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +41,7 @@ func TestRBACSufficesAndFaultsAreClear(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := clientWithToken(t, admin, serviceAccountToken(t, c.Client(), "gpupack-system", "gpupack"))
+	reader := c.ClientAs("gpupack-system", "gpupack")
 
 	t.Run("the ClusterRole suffices for Load", func(t *testing.T) {
 		poll(t, "the scheduler's verdict on too-big", func(ctx context.Context) (bool, string, error) {
@@ -89,7 +88,7 @@ func TestRBACSufficesAndFaultsAreClear(t *testing.T) {
 		if _, err := c.Client().CoreV1().ServiceAccounts(ns).Create(t.Context(), nobody, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		client := clientWithToken(t, admin, serviceAccountToken(t, c.Client(), ns, "nobody"))
+		client := c.ClientAs(ns, "nobody")
 		_, err := kube.Load(t.Context(), client, gpu.Default())
 		for _, want := range []string{`verb "list" on resource "nodes"`, `verb "list" on resource "pods"`, `verb "list" on resource "events"`, "deploy/rbac.yaml"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
@@ -186,18 +185,6 @@ func applyRBAC(t *testing.T, client kubernetes.Interface) {
 			t.Fatalf("apply deploy/rbac.yaml document %d (%s): %v", i, meta.Kind, err)
 		}
 	}
-}
-
-// serviceAccountToken asks the TokenRequest API for a token of the ServiceAccount.
-func serviceAccountToken(t *testing.T, client kubernetes.Interface, ns, name string) string {
-	t.Helper()
-	expiry := int64(3600)
-	tr, err := client.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest for %s/%s: %v", ns, name, err)
-	}
-	return tr.Status.Token
 }
 
 // clientWithToken is a client for the admin's cluster with another bearer token.
