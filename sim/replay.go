@@ -110,6 +110,7 @@ type replay struct {
 	arrive   []float64 // arrival time of each pod
 	runFor   []float64 // run time of each pod
 	started  []float64 // when each pod was placed; NaN until it is
+	nodeOf   []int     // where each pod was placed
 	order    []int     // pods by arrival
 	states   []*placement.NodeState
 	empty    []*placement.NodeState
@@ -217,6 +218,7 @@ func newReplay(nodes []*cluster.Node, pods []*cluster.Pod, lifetimes []cluster.T
 	r.runFor = make([]float64, len(pods))
 	r.order = make([]int, len(pods))
 	r.started = make([]float64, len(pods))
+	r.nodeOf = make([]int, len(pods))
 	r.seq = make([]int, len(pods))
 	r.shape = shapes(pods)
 	r.queues = make([][]int, slices.Max(r.shape)+1)
@@ -345,6 +347,7 @@ func (r *replay) place(p int, now float64, candidates []*placement.NodeState) bo
 	r.peak = max(r.peak, r.allocated)
 	r.placed++
 	r.started[p] = now
+	r.nodeOf[p] = node
 	if d.Devices > 0 {
 		wait := now - r.arrive[p]
 		r.waits = append(r.waits, wait)
