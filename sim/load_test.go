@@ -261,3 +261,31 @@ func cmpFloat(a, b float64) int {
 	}
 	return 1
 }
+
+// BenchmarkReplay is the churn replay of openb default on the trace's own
+// clock, and loaded to 1.3x capacity at speedup 200 (the README's run, one
+// seed); run the loaded one with -benchtime 1x.
+func BenchmarkReplay(b *testing.B) {
+	nodes, pods, lifetimes := loadOpenbReplay(b)
+	loadedPods, loadedLife, _, err := AddReplayLoad(pods, lifetimes, capacityOf(nodes), 200, 1.3, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		pods      []*cluster.Pod
+		lifetimes []cluster.TraceLifetime
+		speedup   float64
+	}{{"trace", pods, lifetimes, 1}, {"load1.3", loadedPods, loadedLife, 200}} {
+		for _, p := range []string{placement.DefaultPolicy, "fgd", "bestfit"} {
+			b.Run(tc.name+"/"+p, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := Replay(context.Background(), nodes, tc.pods, tc.lifetimes, gpu.Default(), ReplayConfig{Policy: p, Seed: 1, Speedup: tc.speedup, Typical: pods}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
