@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -56,6 +57,7 @@ type ReplayResult struct {
 	GPUPodsWaited   int           `json:"gpu_pods_waited"`  // GPU pods placed later than they arrived
 	GPUPodsPlaced   int           `json:"gpu_pods_placed"`
 	WindowSeconds   float64       `json:"window_seconds"`   // first arrival to last arrival
+	OfferedLoad     float64       `json:"offered_load"`     // OfferedLoad: GPU-time asked for within the window / capacity x window
 	MakespanSeconds float64       `json:"makespan_seconds"` // first arrival to last departure
 	MeanGPUAlloc    float64       `json:"mean_gpu_alloc_ratio"`
 	PeakGPUAlloc    float64       `json:"peak_gpu_alloc_ratio"`
@@ -97,6 +99,7 @@ func Replay(ctx context.Context, nodes []*cluster.Node, pods []*cluster.Pod, lif
 		return res, fmt.Errorf("%s: %w", cfg.Policy, err)
 	}
 	r.report(&res)
+	res.OfferedLoad = OfferedLoad(pods, lifetimes, r.capacity, cfg.Speedup)
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, nil
 }
@@ -106,6 +109,8 @@ type replay struct {
 	demands  []*placement.Demand
 	arrive   []float64 // arrival time of each pod
 	runFor   []float64 // run time of each pod
+	started  []float64 // when each pod was placed; NaN until it is
+	nodeOf   []int     // where each pod was placed
 	order    []int     // pods by arrival
 	states   []*placement.NodeState
 	empty    []*placement.NodeState
@@ -117,9 +122,19 @@ type replay struct {
 	capacity gpu.Milli
 
 	departures departureHeap
-	queue      []int
-	queuedGPU  gpu.Milli
-	allocated  gpu.Milli
+	// The queue is one FIFO per pod shape (shapes), so that a freed node
+	// is offered to each shape's first pod only: pods of one shape fit the
+	// same nodes. seq orders pods across shapes by when they queued.
+	shape     []int   // shape of each pod
+	queues    [][]int // per shape, pods waiting in order
+	waiting   []int   // shapes with a nonempty queue
+	seq       []int   // per pod, its place in the queue's arrival order
+	nextSeq   int
+	doneAt    []int // per shape, the last retry that found it not to fit
+	stamp     int   // retries so far
+	queued    int
+	queuedGPU gpu.Milli
+	allocated gpu.Milli
 
 	// measures
 	t0, t1        float64 // arrival window
@@ -202,7 +217,14 @@ func newReplay(nodes []*cluster.Node, pods []*cluster.Pod, lifetimes []cluster.T
 	r.arrive = make([]float64, len(pods))
 	r.runFor = make([]float64, len(pods))
 	r.order = make([]int, len(pods))
+	r.started = make([]float64, len(pods))
+	r.nodeOf = make([]int, len(pods))
+	r.seq = make([]int, len(pods))
+	r.shape = shapes(pods)
+	r.queues = make([][]int, slices.Max(r.shape)+1)
+	r.doneAt = make([]int, len(r.queues))
 	for i, l := range lifetimes {
+		r.started[i] = math.NaN()
 		r.arrive[i] = float64(l.CreatedSeconds) / cfg.Speedup
 		r.runFor[i] = float64(l.RunSeconds())
 		r.order[i] = i
@@ -252,8 +274,8 @@ func (r *replay) run(ctx context.Context, progress func(done, total int)) error 
 	if progress != nil {
 		progress(total, total)
 	}
-	if len(r.queue) > 0 {
-		return fmt.Errorf("%d pods still wait after every pod left (the first %s); this is a bug in the replay", len(r.queue), r.demands[r.queue[0]].Pod.Name)
+	if r.queued > 0 {
+		return fmt.Errorf("%d pods still wait after every pod left (the first %s); this is a bug in the replay", r.queued, r.demands[r.queues[r.waiting[0]][0]].Pod.Name)
 	}
 	r.advance(math.Inf(1))
 	return nil
@@ -288,19 +310,34 @@ func (r *replay) arrival(p int) {
 		r.unplaceable++
 		return
 	}
-	if !r.place(p, r.arrive[p]) {
-		r.queue = append(r.queue, p)
-		r.queuedGPU += gpuMilliOf(d)
+	// A pod whose shape already waits fits no node (see leave), and queues
+	// behind the pods of its shape.
+	if len(r.queues[r.shape[p]]) > 0 || !r.place(p, r.arrive[p], r.states) {
+		r.enqueue(p)
 	}
 }
 
-// place puts pod p on the best node at time now, if it fits one.
-func (r *replay) place(p int, now float64) bool {
+func (r *replay) enqueue(p int) {
+	sh := r.shape[p]
+	if len(r.queues[sh]) == 0 {
+		r.waiting = append(r.waiting, sh)
+	}
+	r.queues[sh] = append(r.queues[sh], p)
+	r.seq[p] = r.nextSeq
+	r.nextSeq++
+	r.queued++
+	r.queuedGPU += gpuMilliOf(r.demands[p])
+}
+
+// place puts pod p on the best of the candidate nodes at time now, if it
+// fits one.
+func (r *replay) place(p int, now float64, candidates []*placement.NodeState) bool {
 	d := r.demands[p]
-	node, a := Place(d, r.states, r.policy, r.ties)
-	if node < 0 {
+	i, a := Place(d, candidates, r.policy, r.ties)
+	if i < 0 {
 		return false
 	}
+	node := candidates[i].Index
 	if r.observer != nil {
 		r.observer.Placed(d, r.states[node])
 	}
@@ -309,6 +346,8 @@ func (r *replay) place(p int, now float64) bool {
 	r.allocated += m
 	r.peak = max(r.peak, r.allocated)
 	r.placed++
+	r.started[p] = now
+	r.nodeOf[p] = node
 	if d.Devices > 0 {
 		wait := now - r.arrive[p]
 		r.waits = append(r.waits, wait)
@@ -335,15 +374,55 @@ func (r *replay) leave(d departure) {
 	*s = *fresh
 	r.allocated -= gpuMilliOf(r.demands[d.pod])
 
-	kept := r.queue[:0]
-	for _, p := range r.queue {
-		if placement.Fits(r.demands[p], s) && r.place(p, d.at) {
-			r.queuedGPU -= gpuMilliOf(r.demands[p])
+	r.retry(s, d.at)
+}
+
+// retry offers the freed node s to the queue at time now: again and again
+// the earliest queued pod that fits s is placed, until none does. Only s
+// can newly fit a queued pod: every queued pod fit no node when it queued
+// or was last offered one, and placing pods only takes capacity. So the
+// first pod of each shape stands for its shape, and a shape whose first pod
+// does not fit s is done for this departure. This is one pass over the
+// queue in order, each pod tried against s, as a single FIFO would do.
+func (r *replay) retry(s *placement.NodeState, now float64) {
+	r.stamp++
+	done := func(sh int) bool { return r.doneAt[sh] == r.stamp }
+	only := []*placement.NodeState{s}
+	for {
+		best := -1
+		for _, sh := range r.waiting {
+			if done(sh) {
+				continue
+			}
+			head := r.queues[sh][0]
+			if !placement.Fits(r.demands[head], s) {
+				r.doneAt[sh] = r.stamp
+				continue
+			}
+			if best < 0 || r.seq[head] < r.seq[r.queues[best][0]] {
+				best = sh
+			}
+		}
+		if best < 0 {
+			return
+		}
+		// Only s fits (see above), so placing among all nodes is placing
+		// on s, and Place need not test the others.
+		p := r.queues[best][0]
+		if !r.place(p, now, only) {
+			// Fits said yes, so Place must find a node; a policy that
+			// declines every fitting node leaves the pod queued.
+			r.doneAt[best] = r.stamp
 			continue
 		}
-		kept = append(kept, p)
+		r.queues[best] = r.queues[best][1:]
+		if len(r.queues[best]) == 0 {
+			r.queues[best] = nil
+			r.waiting = slices.DeleteFunc(r.waiting, func(sh int) bool { return sh == best })
+		}
+		r.queued--
+		r.queuedGPU -= gpuMilliOf(r.demands[p])
 	}
-	r.queue = kept
 }
 
 func (r *replay) report(res *ReplayResult) {
@@ -372,4 +451,36 @@ func (r *replay) report(res *ReplayResult) {
 // nearestRank is the index of the q-quantile of n sorted values.
 func nearestRank(n int, q float64) int {
 	return max(0, int(math.Ceil(q*float64(n)))-1)
+}
+
+// shapeKey is what placement.Fits reads of a pod, for the pods that have no
+// node selector, affinity or toleration (each other pod is its own shape).
+type shapeKey struct {
+	cpu       gpu.CPUMilli
+	memory    gpu.MiB
+	gpu       cluster.Request
+	models    string
+	isolation cluster.Isolation
+	tenant    string
+	own       int
+}
+
+// shapes numbers the pods' shapes from 0: pods of one shape fit exactly
+// the same nodes.
+func shapes(pods []*cluster.Pod) []int {
+	ids := map[shapeKey]int{}
+	out := make([]int, len(pods))
+	for i, p := range pods {
+		k := shapeKey{cpu: p.CPU, memory: p.Memory, gpu: p.GPU, models: strings.Join(p.GPUModels, "|"), isolation: p.Isolation, tenant: p.TenantName()}
+		if len(p.NodeSelector) > 0 || len(p.RequiredAffinity) > 0 || len(p.Tolerations) > 0 {
+			k.own = i + 1
+		}
+		id, ok := ids[k]
+		if !ok {
+			id = len(ids)
+			ids[k] = id
+		}
+		out[i] = id
+	}
+	return out
 }

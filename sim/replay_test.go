@@ -51,10 +51,11 @@ func TestReplayKnownWaits(t *testing.T) {
 	}{
 		// B waits 0..10 for A, C waits 3..15 for B (FIFO: B first, and the
 		// GPU is full until B leaves), F arrives at 20 to an idle node.
-		// Allocation over 0..20: 1 GPU for 15 s, half for 1 s.
+		// Allocation over 0..20: 1 GPU for 15 s, half for 1 s. Offered
+		// within the window (E's two GPUs included): A 10, B 5, C 0.5, E 8.
 		"trace clock": {speedup: 1, want: ReplayResult{
 			PodsPlaced: 5, PodsUnplaceable: 1, GPUPodsPlaced: 4, GPUPodsWaited: 2,
-			WindowSeconds: 20, MakespanSeconds: 21, MeanGPUAlloc: 15.5 / 20, PeakGPUAlloc: 1,
+			WindowSeconds: 20, OfferedLoad: 23.5 / 20, MakespanSeconds: 21, MeanGPUAlloc: 15.5 / 20, PeakGPUAlloc: 1,
 			WaitP50Seconds: 0, WaitP95Seconds: 12, WaitMaxSeconds: 12, RefusedGPUHours: (8 + 0.5*12) / 3600.0,
 		}},
 		// Arrivals at half their times: A 0, B 1, C 1.5, F 10. A leaves at
@@ -62,7 +63,7 @@ func TestReplayKnownWaits(t *testing.T) {
 		// takes the GPU, so F queues behind C: C waits 1.5..15, F 10..16.
 		"twice as fast": {speedup: 2, want: ReplayResult{
 			PodsPlaced: 5, PodsUnplaceable: 1, GPUPodsPlaced: 4, GPUPodsWaited: 3,
-			WindowSeconds: 10, MakespanSeconds: 17, MeanGPUAlloc: 1, PeakGPUAlloc: 1,
+			WindowSeconds: 10, OfferedLoad: 23.5 / 10, MakespanSeconds: 17, MeanGPUAlloc: 1, PeakGPUAlloc: 1,
 			WaitP50Seconds: 6, WaitP95Seconds: 13.5, WaitMaxSeconds: 13.5, RefusedGPUHours: (9 + 0.5*13.5 + 6) / 3600.0,
 		}},
 	}

@@ -49,13 +49,28 @@ func (o *options) runReplay(ctx context.Context, stdout io.Writer, each func(any
 	if err := checkModels(os.Stderr, nodes, pods, o.nodes, o.pods); err != nil {
 		return err
 	}
+	listed := pods
+	if o.load > 0 {
+		var capacity gpu.Milli
+		for _, n := range nodes {
+			capacity += gpu.Milli(len(n.GPUs)) * gpu.WholeGPU
+		}
+		var info sim.LoadInfo
+		pods, lifetimes, info, err = sim.AddReplayLoad(pods, lifetimes, capacity, o.speedup, o.load, o.seed)
+		if err != nil {
+			return fmt.Errorf("--replay-load: %w", err)
+		}
+		if o.format == "table" {
+			fmt.Fprintf(stdout, "load: the pod list offers %.2f%% of capacity; %d copies bring it to %.3gx\n", 100*info.TraceLoad, info.Copies, info.Load)
+		}
+	}
 	var results []sim.ReplayResult
 	for _, policy := range o.policies {
 		var progress func(done, total int)
 		if each == nil {
 			progress = clio.Progress(os.Stderr, "replay "+policy)
 		}
-		res, err := sim.Replay(ctx, nodes, pods, lifetimes, c, sim.ReplayConfig{Policy: policy, Seed: o.seed, Speedup: o.speedup, Typical: pods, Progress: progress})
+		res, err := sim.Replay(ctx, nodes, pods, lifetimes, c, sim.ReplayConfig{Policy: policy, Seed: o.seed, Speedup: o.speedup, Typical: listed, Progress: progress})
 		if err != nil {
 			return err
 		}
@@ -90,9 +105,10 @@ func writeReplayTable(w io.Writer, results []sim.ReplayResult) {
 		return
 	}
 	r0 := results[0]
-	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; replay of %d pods over %.1f h of arrivals (speedup %g, seed %d)\n\n",
+	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; replay of %d pods over %.1f h of arrivals (speedup %g, seed %d); ",
 		r0.Nodes, r0.GPUs, r0.Pods, r0.WindowSeconds/3600, r0.Speedup, r0.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "offered load %.3gx capacity\n\n", r0.OfferedLoad)
 	fmt.Fprintln(tw, "policy\tmean GPU alloc\tpeak GPU alloc\tGPU pods waited\twait p50 s\twait p95 s\twait max s\trefused GPU-hours\tunplaceable\tseconds\t")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.2f%%\t%.2f%%\t%d of %d\t%.0f\t%.0f\t%.0f\t%.1f\t%d\t%.2f\t\n", r.Policy, 100*r.MeanGPUAlloc, 100*r.PeakGPUAlloc,

@@ -39,6 +39,36 @@ func TestReplayJSONAndCurve(t *testing.T) {
 	}
 }
 
+// TestReplayLoad loads the small trace past capacity: the offered load is
+// what was asked for, pods wait, and the table says how many copies.
+func TestReplayLoad(t *testing.T) {
+	base := options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
+		policies: []string{"bestfit", "gpupack"}, seed: 1, replay: true, speedup: 1000}
+	var stdout bytes.Buffer
+	o := base
+	o.format, o.load = "json", 1.5
+	if err := run(context.Background(), &o, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var r sim.ReplayResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Policy != o.policies[i] || r.OfferedLoad < 1.5 || r.GPUPodsWaited == 0 || r.RefusedGPUHours <= 0 {
+			t.Errorf("line %d %q (%v): want %s's replay at offered load >= 1.5 with pods waiting", i, line, err, o.policies[i])
+		}
+	}
+	stdout.Reset()
+	o = base
+	o.format, o.load = "table", 1.5
+	if err := run(context.Background(), &o, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"copies bring it to 1.5x", "offered load 1.5x capacity"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
 func TestReplayTable(t *testing.T) {
 	var stdout bytes.Buffer
 	o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
@@ -61,6 +91,9 @@ func TestReplayFlags(t *testing.T) {
 		"inflation with replay": {[]string{"--replay", "--inflation", "2"}, "--inflation has no meaning with --replay"},
 		"speedup alone":         {[]string{"--replay-speedup", "10"}, "--replay-speedup needs --replay"},
 		"speedup zero":          {[]string{"--replay", "--replay-speedup", "0", "--policy", "bestfit"}, "speedup 0"},
+		"load alone":            {[]string{"--replay-load", "1.3"}, "--replay-load needs --replay"},
+		"load zero":             {[]string{"--replay", "--replay-load", "0"}, "--replay-load 0: want"},
+		"load too far":          {[]string{"--replay", "--replay-load", "100", "--replay-speedup", "0.001"}, "--replay-load: the pod list offers"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -34,6 +34,7 @@ type options struct {
 	out       string
 	replay    bool
 	speedup   float64
+	load      float64
 	loaded    loaded
 }
 
@@ -68,7 +69,13 @@ queue when it fits nowhere and is retried when a pod leaves, and leaves after
 its trace run time (deletion_time minus scheduled_time, or minus
 creation_time for pods never scheduled). It reports the time-weighted GPU
 allocation, GPU pods' queue wait p50/p95/max and the GPU-hours refused to
-waiting pods (GPUs asked for x time waited).
+waiting pods (GPUs asked for x time waited). The pod list alone rarely loads
+a cluster (openb default offers 0.2% of its GPU-time); --replay-load L adds
+random copies of listed pods (with --seed), each with its source's shape and
+run time, arriving uniformly over the same arrival window, until the offered
+load is L: the GPU-time pods would hold within the window if none waited,
+over capacity x window. Above 1 pods must queue whatever the policy. Raise
+--replay-speedup to need fewer copies (the window shrinks, run times stay).
 
 With no flags it runs gpupack's policy and FGD on the embedded openb trace.
 Files may be CSV paths or embedded names: ` + strings.Join(embeddedNames(), ", ") + `.
@@ -91,12 +98,19 @@ Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
 	f.StringVar(&o.out, "out", "", "directory to write the allocation curve to (curve.csv and curve.svg; replay.csv with --replay)")
 	f.BoolVar(&o.replay, "replay", false, "replay the pod list with churn: pods arrive at creation_time, queue when nothing fits and leave after their trace run time")
 	f.Float64Var(&o.speedup, "replay-speedup", 1, "with --replay, divide every creation time by this (arrivals this many times as dense; run times kept)")
+	f.Float64Var(&o.load, "replay-load", 0, "with --replay, add copies of listed pods until the offered GPU load over the arrival window is this multiple of capacity (0: the list as traced)")
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		if o.replay && cmd.Flags().Changed("inflation") {
-			return fmt.Errorf("--inflation has no meaning with --replay, which replays the pod list as traced; use --replay-speedup to load the cluster more")
+			return fmt.Errorf("--inflation has no meaning with --replay; use --replay-load to add copies of listed pods until the offered GPU load is that multiple of capacity")
 		}
 		if !o.replay && cmd.Flags().Changed("replay-speedup") {
 			return fmt.Errorf("--replay-speedup needs --replay")
+		}
+		if !o.replay && cmd.Flags().Changed("replay-load") {
+			return fmt.Errorf("--replay-load needs --replay")
+		}
+		if cmd.Flags().Changed("replay-load") && !(o.load > 0) {
+			return fmt.Errorf("--replay-load %v: want the offered GPU load as a multiple of capacity, above 0 (leave it out to replay the list as traced)", o.load)
 		}
 		return nil
 	}
