@@ -69,8 +69,14 @@ type fragKey struct {
 	frees [maxStackGPUs]int16
 }
 
-// fragMemo caches nodeFrag by state; nodes of one shape share entries, so
-// a whole trace run touches a few thousand states.
+// maxFragMemo bounds a fragMemo: a fill-only trace run touches a few
+// thousand states, but churn (the replay, a scheduler running for weeks)
+// visits ever new ones, so the memo starts afresh once it holds this many
+// (about 13 MB) rather than grow without bound. It is a pure cache: scores
+// do not depend on it.
+const maxFragMemo = 1 << 17
+
+// fragMemo caches nodeFrag by state; nodes of one shape share entries.
 type fragMemo struct {
 	w    *Workload
 	memo map[fragKey]float64
@@ -89,6 +95,9 @@ func (m *fragMemo) frag(s *NodeState, cpuLeft gpu.CPUMilli, frees []gpu.Milli) f
 		return v
 	}
 	v := nodeFrag(m.w, s, cpuLeft, frees)
+	if len(m.memo) >= maxFragMemo {
+		clear(m.memo)
+	}
 	m.memo[k] = v
 	return v
 }

@@ -161,3 +161,22 @@ func BenchmarkFitScore(b *testing.B) {
 		})
 	}
 }
+
+// The fragmentation memo is a cache with a bound: visiting more node states
+// than maxFragMemo (churn over weeks) keeps it at the bound, and a state
+// scored after the memo started afresh scores as before.
+func TestFragMemoBounded(t *testing.T) {
+	w := workloadOf(t, makePod("half").milli(500).obj(), makePod("whole").whole(1).obj())
+	m := fragMemo{w: &w, memo: map[fragKey]float64{}}
+	s := stateWithFree(t, 1000, 600)
+	first := m.frag(s, 1000, []gpu.Milli{1000, 600})
+	for cpu := range gpu.CPUMilli(maxFragMemo + 1000) {
+		m.frag(s, cpu+2000, []gpu.Milli{1000, 600})
+		if len(m.memo) > maxFragMemo {
+			t.Fatalf("memo holds %d states, over its bound %d", len(m.memo), maxFragMemo)
+		}
+	}
+	if got := m.frag(s, 1000, []gpu.Milli{1000, 600}); got != first {
+		t.Errorf("after the memo started afresh the state scores %v, before %v", got, first)
+	}
+}
