@@ -14,6 +14,7 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/sim"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // Options tune the plan.
@@ -151,7 +152,7 @@ type Reservation struct {
 }
 
 // Make plans the snapshot with the usage (nil when none was measured).
-func Make(ctx context.Context, s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
+func Make(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options) (*Plan, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -224,7 +225,7 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *Usage, o Options) (*Plan,
 
 // checkMeasured refuses usage that says a running pod used more VRAM than
 // the GPUs it holds have: no sizing can be drawn from it.
-func checkMeasured(s *cluster.Snapshot, u *Usage) error {
+func checkMeasured(s *cluster.Snapshot, u *usage.Facts) error {
 	if u == nil {
 		return nil
 	}

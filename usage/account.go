@@ -145,6 +145,12 @@ type PodUsage struct {
 	Pattern         Pattern     `json:"pattern"`
 	Startup         Startup     `json:"startup"`
 	App             []AppUsage  `json:"app,omitempty"`
+	// HourlyActivity is the mean activity of the pod's GPUs in each hour of
+	// the window, oldest first (active over activity-known GPU-seconds in
+	// that hour, 4 decimals); an hour in which the pod held no GPU, or
+	// none with a known activity, counts 0: the pod did no work then.
+	// Nil when no activity was known at all.
+	HourlyActivity []float64 `json:"hourlyActivity,omitempty"`
 	Totals
 }
 
@@ -249,7 +255,25 @@ type Report struct {
 	Pods       []PodUsage       `json:"pods"`
 	Namespaces []GroupUsage     `json:"namespaces"`
 	Nodes      []NodeUsage      `json:"nodes"`
-	Quality    Quality          `json:"quality"`
+	// Hourly is, per GPU model, the GPUs allocated and active in each hour
+	// of the window: the levels a reservation baseline is read from.
+	Hourly  []ModelHours `json:"hourly,omitempty"`
+	Quality Quality      `json:"quality"`
+}
+
+// ModelHours are the GPUs of one model allocated to pods in each hour of the
+// window, oldest first, and how they were used: GPU-seconds in the hour over
+// the hour's seconds (a MIG slice counts its share of a GPU), 4 decimals.
+// Every hour, AllocatedGPUs = ActiveGPUs + IdleGPUs + ActivityUnknownGPUs,
+// as for Totals; summed over the hours and times 3600 they give the
+// cluster's allocated, active, idle and activity-unknown GPU-seconds of that
+// model.
+type ModelHours struct {
+	Model               string    `json:"model"`
+	AllocatedGPUs       []float64 `json:"allocatedGPUs"`
+	ActiveGPUs          []float64 `json:"activeGPUs"`
+	IdleGPUs            []float64 `json:"idleGPUs"`
+	ActivityUnknownGPUs []float64 `json:"activityUnknownGPUs"`
 }
 
 // Pod returns the named pod's usage.

@@ -153,26 +153,26 @@ func Measure() (*Measured, error) {
 }
 
 // UsageFile is the usage file (kind PodUsage) that diagnose and plan read
-// for the demo: the week's accounting, as report --demo --format podusage
-// writes it, with each pod's mean activity in every hour of the week from
+// for the demo: the week's facts, as report --demo --format podusage
+// writes them, with each pod's mean activity in every hour of the week from
 // the hours' accounting.
 func UsageFile(week *usage.Report, hours []*usage.Report) ([]byte, error) {
-	f := usagefacts.File(week)
-	for i := range f.Pods {
-		e := &f.Pods[i]
+	facts := week.Facts()
+	for key, pf := range facts.Pods {
 		hourly := make([]float64, 0, len(hours))
 		for _, h := range hours {
 			a := 0.0
 			for _, p := range h.Pods {
-				if p.Key() == e.Pod && p.AllocatedGPUSeconds > 0 && p.ActiveGPUSeconds.Known {
+				if p.Key() == key && p.AllocatedGPUSeconds > 0 && p.ActiveGPUSeconds.Known {
 					a = math.Round(p.ActiveGPUSeconds.Value/float64(p.AllocatedGPUSeconds)*100) / 100
 				}
 			}
 			hourly = append(hourly, min(max(a, 0), 1))
 		}
-		e.HourlyActivity = hourly
+		pf.HourlyActivity = hourly
+		facts.Pods[key] = pf
 	}
-	return yaml.Marshal(f)
+	return yaml.Marshal(facts.File())
 }
 
 // Created is when each pending pod of the demo cluster was created, by

@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -92,7 +91,7 @@ func TestMeasured(t *testing.T) {
 	if got := len(m.Hours); got != int(Window.Hours()) {
 		t.Fatalf("%d hours accounted, want %d", got, int(Window.Hours()))
 	}
-	u, err := diagnose.ParseUsage(m.Usage, UsageName)
+	u, err := usage.ParseFacts(m.Usage, UsageName)
 	if err != nil {
 		t.Fatal(err)
 	}

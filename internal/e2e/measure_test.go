@@ -27,6 +27,8 @@ import (
 	"github.com/gpupack/gpupack/internal/cli"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
 	"github.com/gpupack/gpupack/usage"
+
+	"sigs.k8s.io/yaml"
 )
 
 // scenario: pods hold their devices from 4s to 36s, with patterns whose
@@ -222,8 +224,13 @@ func TestReportMatchesTruth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("usage facts: %v", err)
 	}
-	file := usagefacts.File(facts)
-	u, err := file.Usage()
+	// Written as report --format podusage writes them and read back as
+	// diagnose --usage and plan --usage read them.
+	b, err := yaml.Marshal(facts.Facts().File())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := usage.ParseFacts(b, "measured.podusage")
 	if err != nil {
 		t.Fatalf("usage facts do not validate: %v", err)
 	}

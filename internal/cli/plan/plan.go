@@ -22,7 +22,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
@@ -154,20 +153,18 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 	if err != nil {
 		return nil, nil, err
 	}
-	var u *plan.Usage
+	var u *usage.Facts
 	if o.prometheus != "" {
 		if u, err = measure(ctx, o.prometheus, o.window, s.Catalogue); err != nil {
 			return nil, nil, err
 		}
 	} else if usageData != nil {
-		du, err := source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr)
-		if err != nil {
+		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr); err != nil {
 			return nil, nil, err
 		}
-		u = usagefacts.PlanUsage(du)
 	}
 	if o.window != "" {
-		w, err := diagnose.ParseWindow(o.window)
+		w, err := usage.ParseWindow(o.window)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--window %w", err)
 		}
@@ -175,7 +172,7 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 			return nil, nil, fmt.Errorf("--window %s, but %s covers %s; plan over the window that was measured, or measure again over %s", o.window, usageName, u.Window, o.window)
 		}
 		if u == nil {
-			u = &plan.Usage{Window: w}
+			u = &usage.Facts{Window: w}
 		}
 	}
 	scaling, err := o.readAutoscaling()
@@ -207,11 +204,11 @@ func (o *options) readAutoscaling() (*plan.AutoscalingInput, error) {
 
 // measure accounts the window ending now from Prometheus and returns the
 // planner's input; the window defaults to 7 days.
-func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*plan.Usage, error) {
+func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*usage.Facts, error) {
 	if window == "" {
 		window = "7d"
 	}
-	length, err := diagnose.ParseWindow(window)
+	length, err := usage.ParseWindow(window)
 	if err != nil {
 		return nil, fmt.Errorf("--window %w", err)
 	}
@@ -221,12 +218,7 @@ func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*plan.U
 	if err != nil {
 		return nil, err
 	}
-	f := usagefacts.File(r)
-	du, err := f.Usage()
-	if err != nil {
-		return nil, fmt.Errorf("usage measured from %s: %w", url, err)
-	}
-	return usagefacts.PlanUsage(du), nil
+	return r.Facts(), nil
 }
 
 func writeOut(dir string, p *plan.Plan, s *cluster.Snapshot) error {
