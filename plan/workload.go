@@ -117,7 +117,8 @@ func (w *Workload) aggregate(u *usage.Facts) {
 			idle += o.IdleHeldRatio
 			nIdle++
 		}
-		for h, a := range o.HourlyActivity {
+		for i, a := range o.HourlyActivity {
+			h := o.FirstHour + i
 			for h >= len(w.HourlyBusyPods) {
 				w.HourlyBusyPods = append(w.HourlyBusyPods, 0)
 			}

@@ -146,11 +146,15 @@ type PodUsage struct {
 	Startup         Startup     `json:"startup"`
 	App             []AppUsage  `json:"app,omitempty"`
 	// HourlyActivity is the mean activity of the pod's GPUs in each hour of
-	// the window, oldest first (active over activity-known GPU-seconds in
-	// that hour, 4 decimals); an hour in which the pod held no GPU, or
-	// none with a known activity, counts 0: the pod did no work then.
-	// Nil when no activity was known at all.
+	// the window from FirstHour to its last hour with a known activity
+	// (active over activity-known GPU-seconds in that hour, 4 decimals); an
+	// hour between in which the pod held no GPU, or none with a known
+	// activity, counts 0: the pod did no work then. Nil when no activity
+	// was known at all.
 	HourlyActivity []float64 `json:"hourlyActivity,omitempty"`
+	// FirstHour is the hour of the window that HourlyActivity starts at:
+	// the first with a known activity (0 is the window's first hour).
+	FirstHour int `json:"firstHour,omitempty"`
 	Totals
 }
 
@@ -454,6 +458,8 @@ type podState struct {
 	stats      ActivityStats
 	attached   time.Time
 	firstUseAt time.Time
+	// hours are the pod's activity-known and active GPU-seconds per hour.
+	hours podHours
 }
 
 // Account integrates the series over the window. It never fails on bad
@@ -543,6 +549,9 @@ type rawAccount struct {
 	hasMetric              []bool
 	vram, vramFree         []float64
 	mig                    migGPU
+	// hours is the window's hours; levels the GPUs per model and hour.
+	hours  int
+	levels modelLevels
 }
 
 func newRawAccount(w Window, pricing Pricing, r *Report) *rawAccount {
@@ -551,7 +560,8 @@ func newRawAccount(w Window, pricing Pricing, r *Report) *rawAccount {
 		pricing: pricing, r: r, q: &r.Quality,
 		pods: map[string]*podState{}, nodes: map[string]*acc{}, nodePods: map[string]map[string]bool{},
 		vals: make([][]float64, nMetrics), sampled: make([]bool, slots), present: make([]*ownerSeries, 0, 4),
-		hasMetric: make([]bool, nMetrics), mig: migGPU{sampled: make([]bool, slots)}}
+		hasMetric: make([]bool, nMetrics), mig: migGPU{sampled: make([]bool, slots)},
+		hours: hoursOf(w.Start, w.End), levels: modelLevels{}}
 	for m := range a.vals {
 		a.vals[m] = make([]float64, slots)
 	}
@@ -565,6 +575,9 @@ func (a *rawAccount) slotSeconds(k int) float64 {
 }
 
 func (a *rawAccount) slotOf(tMs int64) int { return int((tMs - a.startMs) / a.stepMs) }
+
+// hourOf is the hour of the window slot k starts in.
+func (a *rawAccount) hourOf(k int) int { return int(int64(k) * a.stepMs / hourMs) }
 
 func (a *rawAccount) slotTime(k int) time.Time {
 	return time.UnixMilli(a.startMs + int64(k)*a.stepMs).UTC()
@@ -717,6 +730,7 @@ func (a *rawAccount) integrate(device Device, du *DeviceUsage, share, price floa
 	lastEnergy := math.NaN()
 	wasPresent, inGap := false, false
 	vals := a.vals
+	levels := a.levels.of(levelModel(a.pricing, device), a.hours)
 	for k := 0; k < a.slots; k++ {
 		sec := a.slotSeconds(k)
 		a.windowDeviceSeconds += sec * share
@@ -774,10 +788,17 @@ func (a *rawAccount) integrate(device Device, du *DeviceUsage, share, price floa
 		}
 		dev.capacity += sec * share
 		each := share / float64(len(a.present))
+		h := a.hourOf(k)
 		for _, o := range a.present {
 			gs := sec * each
 			dev.hold(gs, activity, price)
+			known, active := 0.0, 0.0
+			if !math.IsNaN(activity) {
+				known, active = gs, gs*activity
+			}
+			levels.add(h, gs, known, active)
 			a.hold(o, device, du.ActivitySource, k, gs, activity, price, energy/float64(len(a.present)), fb, power)
+			o.pod.hours.add(h, known, active)
 		}
 	}
 	du.Coverage = Known(covered / a.w.End.Sub(a.w.Start).Seconds())
@@ -855,6 +876,7 @@ func (a *rawAccount) finish() {
 		a.q.Coverage = Known(a.coveredDeviceSeconds / a.windowDeviceSeconds)
 	}
 	a.r.Cluster = ClusterUsage{Totals: a.cluster.totals(), Capacity: a.cluster.capacityTotals()}
+	a.r.Hourly = a.levels.modelHours(a.w.Start, a.w.End)
 	for _, ps := range a.pods {
 		ps.usage.VRAMUsedMiB = percentiles(ps.vram)
 		ps.usage.Activity = percentiles(ps.activity)
@@ -894,6 +916,7 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 		u.ActivitySources = slices.Sorted(maps.Keys(ps.sources))
 		u.Totals = ps.acc.totals()
 		u.Pattern = classify(ps.stats, u.DRAMActive, u.VRAMUsedMiB)
+		u.HourlyActivity, u.FirstHour = ps.hours.activity()
 		for _, c := range slices.Sorted(maps.Keys(ps.containers)) {
 			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c}, Totals: ps.containers[c].totals()})
 		}

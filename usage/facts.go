@@ -41,10 +41,12 @@ type PodFacts struct {
 	IdleHeldRatio    float64
 	IdleHeldMeasured bool
 	// HourlyActivity is the mean activity of the pod's GPUs in each hour
-	// of the window, oldest first, 0..1 each (PodUsage.HourlyActivity); nil
-	// when not measured. The planner reads it to find the GPUs busy in
+	// of the window from hour FirstHour on (0 is the window's first), 0..1
+	// each (PodUsage.HourlyActivity); nil when not measured. Hours outside
+	// it had no activity. The planner reads it to find the GPUs busy in
 	// every hour.
 	HourlyActivity []float64
+	FirstHour      int
 }
 
 // Facts are the per-pod usage facts of a window, by pod key
@@ -73,7 +75,7 @@ func (r *Report) Facts() *Facts {
 		if idle := p.Pattern.IdleRatio; idle.Known {
 			pf.IdleHeldRatio, pf.IdleHeldMeasured = round4(min(max(idle.Value, 0), 1)), true
 		}
-		pf.HourlyActivity = p.HourlyActivity
+		pf.HourlyActivity, pf.FirstHour = p.HourlyActivity, p.FirstHour
 		if !pf.Measured && !pf.VRAMMeasured && !pf.IdleHeldMeasured && pf.HourlyActivity == nil {
 			continue
 		}
@@ -120,6 +122,7 @@ const (
 //	  vramUsedP95: 3Gi
 //	  idleHeldRatio: 0.9    # share of the window held without activity, 0..1
 //	  hourlyActivity: [0.1, 0.0, 0.4]   # mean activity per hour of the window
+//	  firstHour: 0          # the hour hourlyActivity starts at (0: the first)
 //	- pod: ml/llm-70b       # a pending pod: what its model needs
 //	  model: {params: 70B, dtype: fp16, context: 4096, batch: 1, layers: 80, hidden: 8192}
 //	  gpuMemory: 150Gi      # or the need stated outright
@@ -147,6 +150,9 @@ type FactsFilePod struct {
 	// without them read as before.
 	IdleHeldRatio  *float64  `json:"idleHeldRatio,omitempty"`
 	HourlyActivity []float64 `json:"hourlyActivity,omitempty"`
+	// FirstHour is the hour of the window hourlyActivity starts at, 0 if
+	// left out.
+	FirstHour int `json:"firstHour,omitempty"`
 }
 
 // FactsFileModel is a model description in the usage file: a built-in
@@ -179,7 +185,7 @@ func (f *Facts) File() FactsFile {
 	sort.Strings(keys)
 	for _, key := range keys {
 		p := f.Pods[key]
-		e := FactsFilePod{Pod: key, HourlyActivity: p.HourlyActivity}
+		e := FactsFilePod{Pod: key, HourlyActivity: p.HourlyActivity, FirstHour: p.FirstHour}
 		if p.Measured {
 			v := p.ActiveRatio
 			e.Activity, e.Pattern = &v, string(p.Pattern)
@@ -374,16 +380,19 @@ func (p *FactsFilePod) facts(windowHours int) (PodFacts, error) {
 		}
 		facts.IdleHeldRatio, facts.IdleHeldMeasured = *r, true
 	}
+	if p.FirstHour < 0 || p.FirstHour > 0 && p.HourlyActivity == nil {
+		return facts, fmt.Errorf("firstHour: %d; want the hour (0 or more) that hourlyActivity starts at, with hourlyActivity", p.FirstHour)
+	}
 	if n := len(p.HourlyActivity); n > 0 {
-		if n > windowHours {
-			return facts, fmt.Errorf("hourlyActivity: %d hours listed, the window has %d; give one value per hour of the window", n, windowHours)
+		if p.FirstHour+n > windowHours {
+			return facts, fmt.Errorf("hourlyActivity: %d hours listed from hour %d, the window has %d; give one value per hour of the window", n, p.FirstHour, windowHours)
 		}
 		for i, a := range p.HourlyActivity {
 			if math.IsNaN(a) || a < 0 || a > 1 {
 				return facts, fmt.Errorf("hourlyActivity[%d]: %v is not a ratio (want 0..1)", i, a)
 			}
 		}
-		facts.HourlyActivity = p.HourlyActivity
+		facts.HourlyActivity, facts.FirstHour = p.HourlyActivity, p.FirstHour
 	}
 	if !facts.Measured && !facts.VRAMMeasured && facts.GPUMemory == 0 && facts.Model == nil && !facts.IdleHeldMeasured && facts.HourlyActivity == nil {
 		return facts, fmt.Errorf("no facts: give activity and pattern, vramUsedP95, gpuMemory, model, idleHeldRatio or hourlyActivity")

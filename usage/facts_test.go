@@ -119,7 +119,10 @@ func TestParseUsageErrors(t *testing.T) {
 		"kv heads sans dim":  {usageHeader + "pods: [{pod: ml/a, model: {params: 7B, dtype: fp16, layers: 32, kvHeads: 8}}]", "pods[0]: model.kv heads and head dim: give both"},
 		"not yaml":           {"pods: [", "u.yaml"},
 		"idle as percent":    {usageHeader + "pods: [{pod: ml/a, idleHeldRatio: 90}]", "pods[0]: idleHeldRatio: 90 is not a ratio"},
-		"hourly too long":    {usageHeader + "window: 2h\npods: [{pod: ml/a, hourlyActivity: [0, 0, 0]}]", "pods[0]: hourlyActivity: 3 hours listed, the window has 2"},
+		"hourly too long":    {usageHeader + "window: 2h\npods: [{pod: ml/a, hourlyActivity: [0, 0, 0]}]", "pods[0]: hourlyActivity: 3 hours listed from hour 0, the window has 2"},
+		"hourly past end":    {usageHeader + "window: 2h\npods: [{pod: ml/a, firstHour: 1, hourlyActivity: [0, 0]}]", "pods[0]: hourlyActivity: 2 hours listed from hour 1, the window has 2"},
+		"first hour alone":   {usageHeader + "pods: [{pod: ml/a, firstHour: 1, idleHeldRatio: 0.5}]", "pods[0]: firstHour: 1"},
+		"hourly unbalanced":  {usageHeader + "window: 2h\npods: []\nhourly: [{model: L4, allocatedGPUs: [1, 1], activeGPUs: [0.5, 2], idleGPUs: [0.5, 0], activityUnknownGPUs: [0, 0]}]", "hourly[0]: hour 1: activeGPUs + idleGPUs + activityUnknownGPUs = 2"},
 		"hourly not ratio":   {usageHeader + "pods: [{pod: ml/a, hourlyActivity: [2]}]", "pods[0]: hourlyActivity[0]: 2 is not a ratio"},
 		"window in weeks":    {usageHeader + "window: 1w\npods: []", `window "1w"`},
 	}
