@@ -270,10 +270,15 @@ func TestSharingConfigsCoverWholeNodes(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{{ReclaimIdleRatio: 0, Headroom: 0.2}, {ReclaimIdleRatio: 1.5, Headroom: 0.2}, {ReclaimIdleRatio: 0.8, Headroom: -1}} {
+	for _, o := range []Options{{ReclaimIdleRatio: 0, Headroom: 0.2}, {ReclaimIdleRatio: 1.5, Headroom: 0.2}, {ReclaimIdleRatio: 0.8, Headroom: -1},
+		{ReclaimIdleRatio: 0.8, Headroom: 0.2, ReserveDiscount: 1}, {ReclaimIdleRatio: 0.8, Headroom: 0.2, SpotDiscount: -0.1},
+		{ReclaimIdleRatio: 0.8, Headroom: 0.2, ReserveDiscount: math.NaN()}, {ReclaimIdleRatio: 0.8, Headroom: 0.2, SpotDiscount: 60}} {
 		if o.Validate() == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+	if err := DefaultOptions().Validate(); err != nil {
+		t.Errorf("the default options: %v", err)
 	}
 }
 

@@ -45,6 +45,8 @@ type options struct {
 	format      string
 	reclaim     float64
 	headroom    float64
+	reserveOff  float64
+	spotOff     float64
 }
 
 // NewCommand returns the plan command.
@@ -95,6 +97,8 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
 	f.Float64Var(&o.reclaim, "reclaim-idle", def.ReclaimIdleRatio, "reclaim workloads idle-held at least this share of the window (0..1)")
 	f.Float64Var(&o.headroom, "headroom", def.Headroom, "headroom over measured VRAM p95 and activity when sizing a share (0.2 = 20%)")
+	f.Float64Var(&o.reserveOff, "reserve-discount", def.ReserveDiscount, "discount (0..1) of committed capacity (reservations, savings plans) off the catalogue price, to price the reservation baseline")
+	f.Float64Var(&o.spotOff, "spot-discount", def.SpotDiscount, "discount (0..1) of spot capacity off the catalogue price, to price the spot candidates")
 	return cmd
 }
 
@@ -125,7 +129,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 // snapshot it is a plan for.
 func Demo(ctx context.Context, stderr io.Writer) (*plan.Plan, *cluster.Snapshot, error) {
 	def := plan.DefaultOptions()
-	o := &options{reclaim: def.ReclaimIdleRatio, headroom: def.Headroom}
+	o := &options{reclaim: def.ReclaimIdleRatio, headroom: def.Headroom, reserveOff: def.ReserveDiscount, spotOff: def.SpotDiscount}
 	return o.plan(ctx, stderr)
 }
 
@@ -179,7 +183,8 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := plan.Make(ctx, s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, Autoscaling: scaling})
+	p, err := plan.Make(ctx, s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, Autoscaling: scaling,
+		ReserveDiscount: o.reserveOff, SpotDiscount: o.spotOff})
 	if err != nil {
 		return nil, nil, err
 	}
