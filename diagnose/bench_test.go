@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // benchCluster builds nodes x 8 GPUs of four kinds (H100, A100, time-sliced
@@ -13,7 +14,7 @@ import (
 // pending pods of ten request shapes with ten CPU sizes.
 func benchCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) {
 	c := gpu.Default()
-	usage := &Usage{Window: 3600e9, Pods: map[string]PodFacts{}}
+	facts := &Usage{Window: 3600e9, Pods: map[string]PodFacts{}}
 	var ns []*cluster.Node
 	var pods []*cluster.Pod
 	kinds := []struct {
@@ -59,7 +60,7 @@ func benchCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) 
 				p.Devices = []cluster.Device{{GPU: g, Slice: -1}}
 			}
 			pods = append(pods, p)
-			usage.Pods[p.Key()] = PodFacts{Measured: true, ActiveRatio: float64(g) / 10, Pattern: []Pattern{IdleHeld, Bursty, FlatLow, Busy}[g%4], VRAMUsedP95: gpu.GiB(float64(4 * g))}
+			facts.Pods[p.Key()] = PodFacts{Measured: true, ActiveRatio: float64(g) / 10, Pattern: []Pattern{usage.IdleHeld, usage.Bursty, usage.FlatLow, usage.Busy}[g%4], VRAMUsedP95: gpu.GiB(float64(4 * g))}
 		}
 	}
 	shapes := []func(p *cluster.Pod){
@@ -92,7 +93,7 @@ func benchCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	return s, usage
+	return s, facts
 }
 
 // BenchmarkDiagnose5000x8 diagnoses 2,000 pending pods on 5,000 nodes of

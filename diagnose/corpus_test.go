@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // scenario is one labelled case of the corpus: a snapshot file, an
@@ -48,7 +49,7 @@ func loadScenario(t testing.TB, path string) (*cluster.Snapshot, *Usage, scenari
 	}
 	var u *Usage
 	if len(sc.Usage) > 0 {
-		if u, err = ParseUsage(sc.Usage, path+": usage"); err != nil {
+		if u, err = usage.ParseFacts(sc.Usage, path+": usage"); err != nil {
 			t.Fatal(err)
 		}
 	}

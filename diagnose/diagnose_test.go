@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpupack/gpupack/usage"
 )
 
 // A measured 0 is written as 0 and a value nobody measured as null, so a
@@ -15,7 +17,7 @@ func TestHolderJSONKeepsMeasuredZero(t *testing.T) {
 		v    any
 		want string
 	}{
-		"measured idle holder": {Holder{Pod: "ml/a", Node: "n", Request: "1 GPU", Measured: true, ActiveRatio: &zero, Pattern: IdleHeld},
+		"measured idle holder": {Holder{Pod: "ml/a", Node: "n", Request: "1 GPU", Measured: true, ActiveRatio: &zero, Pattern: usage.IdleHeld},
 			`{"pod":"ml/a","node":"n","request":"1 GPU","measured":true,"activeRatio":0,"pattern":"idle-held"}`},
 		"unmeasured holder": {Holder{Pod: "ml/b", Node: "n", Request: "1 GPU"},
 			`{"pod":"ml/b","node":"n","request":"1 GPU","measured":false,"activeRatio":null}`},

@@ -8,14 +8,12 @@
 // Every "does it fit, and why not" question, including the what-ifs (the
 // node emptied, the pod's rules relaxed, idle GPUs reconfigured), is put to
 // placement.Fit; diagnose only chooses the questions and reads the answers.
-// It also owns the GPU memory estimator for models (parameters, data type,
-// KV cache), the side file of per-pod usage facts it reads, and the reading
-// of the kube-scheduler's FailedScheduling words as causes (SchedulerCauses),
-// so that edges can say whether gpupack's cause agrees with the scheduler's.
+// It also owns the reading of the kube-scheduler's FailedScheduling words as
+// causes (SchedulerCauses), so that edges can say whether gpupack's cause
+// agrees with the scheduler's. Per-pod usage facts come in as usage.Facts,
+// their one home (read from the usage file by usage.ParseFacts); the GPU
+// memory estimator for models is package vram.
 //
 // diagnose is a pure package: it must not import client-go, net/http or any
-// CLI library, nor the usage package's internals (usage facts come in as
-// the small Usage struct defined here; the usage file's patterns are
-// checked against usage.MeanActivityRange, the classification's own
-// thresholds).
+// CLI library.
 package diagnose

@@ -10,6 +10,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/usage"
 	"github.com/gpupack/gpupack/vram"
 )
 
@@ -26,7 +27,7 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 	f.Evidence.Holders = h
 	var idle []string
 	for _, x := range h.Listed {
-		if x.Pattern == IdleHeld {
+		if x.Pattern == usage.IdleHeld {
 			idle = append(idle, x.Pod)
 		}
 	}
@@ -86,7 +87,7 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 				x.Measured, x.ActiveRatio, x.Pattern, x.VRAMUsedP95 = true, &facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95
 				h.Measured++
 				sum += facts.ActiveRatio
-				if facts.Pattern == IdleHeld {
+				if facts.Pattern == usage.IdleHeld {
 					h.IdleHeld++
 				}
 				if where, ok := shareCandidate(node, q, facts, n.perDevice); ok {
@@ -105,8 +106,8 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 		if x.Measured != y.Measured {
 			return x.Measured
 		}
-		if (x.Pattern == IdleHeld) != (y.Pattern == IdleHeld) {
-			return x.Pattern == IdleHeld
+		if (x.Pattern == usage.IdleHeld) != (y.Pattern == usage.IdleHeld) {
+			return x.Pattern == usage.IdleHeld
 		}
 		return x.Measured && *x.ActiveRatio < *y.ActiveRatio
 	})
@@ -122,7 +123,7 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 // needs need MiB (0: unknown) if it were shared: the holder is quiet and
 // leaves the VRAM.
 func shareCandidate(n *cluster.Node, q *cluster.Pod, facts PodFacts, need gpu.MiB) (string, bool) {
-	if facts.ActiveRatio >= quietRatio || facts.Pattern == Busy || facts.Pattern == MemoryBound || facts.VRAMUsedP95 == 0 || len(n.GPUs) == 0 {
+	if facts.ActiveRatio >= quietRatio || facts.Pattern == usage.Busy || facts.Pattern == usage.MemoryBound || facts.VRAMUsedP95 == 0 || len(n.GPUs) == 0 {
 		return "", false
 	}
 	g := n.GPUs[0]
@@ -359,11 +360,11 @@ func (e *engine) usageOf(f *Finding, facts PodFacts) {
 
 func suggestion(p Pattern) string {
 	switch p {
-	case Bursty:
+	case usage.Bursty:
 		return "alternating 0% and short bursts suggests the CPU (a CPU limit, tokenisation, data loading) starves the GPU: raise the CPU limit or add loader workers"
-	case FlatLow:
+	case usage.FlatLow:
 		return "constantly low under load suggests storage or network I/O, or batches too small: cache inputs locally, batch more requests"
-	case IdleHeld:
+	case usage.IdleHeld:
 		return "the GPU is held without work: release it when idle (scale to zero, end idle notebooks)"
 	}
 	return ""

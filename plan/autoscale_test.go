@@ -11,13 +11,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // autoscaleCluster is a ranker served from two H100 nodes (instance type
 // labelled), a nightly Job that suits spot, and a notebook.
-func autoscaleCluster(t *testing.T) (*cluster.Snapshot, *Usage) {
+func autoscaleCluster(t *testing.T) (*cluster.Snapshot, *usage.Facts) {
 	t.Helper()
 	labels := map[string]string{"gpupack.io/pool": "h100", "node.kubernetes.io/instance-type": "p5.48xlarge", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 	taint := cluster.Taint{Key: "nvidia.com/gpu", Effect: cluster.NoSchedule}
@@ -44,8 +44,8 @@ func autoscaleCluster(t *testing.T) (*cluster.Snapshot, *Usage) {
 	for h := range 12 {
 		quiet[h] = 0
 	}
-	o := obs(0.9, diagnose.Busy, 70, 0)
-	u := &Usage{Window: 24 * time.Hour, Pods: map[string]Observation{}}
+	o := obs(0.9, usage.Busy, 70, 0)
+	u := &usage.Facts{Window: 24 * time.Hour, Pods: map[string]usage.PodFacts{}}
 	for i, p := range pods[:3] {
 		u.Pods[p.Key()] = o
 		if i == 2 {
@@ -55,8 +55,8 @@ func autoscaleCluster(t *testing.T) (*cluster.Snapshot, *Usage) {
 		}
 		u.Pods[p.Key()] = o
 	}
-	u.Pods["ml/nightly-x"] = obs(0.9, diagnose.Busy, 150, 0)
-	u.Pods["ml/notebook-a"] = obs(0.01, diagnose.IdleHeld, 3, 0.95)
+	u.Pods["ml/nightly-x"] = obs(0.9, usage.Busy, 150, 0)
+	u.Pods["ml/notebook-a"] = obs(0.01, usage.IdleHeld, 3, 0.95)
 	return s, u
 }
 

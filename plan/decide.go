@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // Action is what the plan does with a workload.
@@ -146,7 +146,7 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 	if w.Observed.VRAMUsedP95 > 0 {
 		d.VRAMNeed = gpu.MiB(math.Ceil(float64(w.Observed.VRAMUsedP95) * (1 + o.Headroom)))
 	}
-	if w.Observed.ActiveMeasured {
+	if w.Observed.Measured {
 		d.ComputeNeed = w.Observed.ActiveRatio * float64(perPod) * (1 + o.Headroom)
 	}
 	if window < 24 && w.Measured > 0 {
@@ -180,7 +180,7 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 		d.keep(NoUsage, "no usage measured for its pods")
 		return d
 	}
-	idle := w.Observed.Pattern == diagnose.IdleHeld
+	idle := w.Observed.Pattern == usage.IdleHeld
 	if w.Observed.IdleHeldMeasured {
 		idle = w.Observed.IdleHeldRatio >= o.ReclaimIdleRatio
 	}
@@ -216,7 +216,7 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 	}
 	needsHW := w.Isolation == cluster.ShareNone || (w.Role == Inference && w.Production)
 	pattern := w.Observed.Pattern
-	steady := pattern == diagnose.FlatLow || pattern == diagnose.Busy || pattern == diagnose.MemoryBound
+	steady := pattern == usage.FlatLow || pattern == usage.Busy || pattern == usage.MemoryBound
 	switch {
 	case needsHW:
 		why := "isolation none"

@@ -11,5 +11,5 @@
 //
 // plan is a pure package: it must not import client-go, net/http, the
 // Prometheus client or any CLI library. Usage comes in as the small
-// Observation struct defined here.
+// usage.PodFacts struct defined here.
 package plan

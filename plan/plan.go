@@ -14,6 +14,7 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/sim"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // Options tune the plan.
@@ -28,11 +29,27 @@ type Options struct {
 	// workloads and the node class of the NodePools; nil scales no
 	// workload and emits NodePools of the default node class.
 	Autoscaling *AutoscalingInput
+	// ReserveDiscount is the discount, 0..1, that committed capacity (a
+	// reservation or savings plan) gets off the catalogue price;
+	// SpotDiscount the discount of spot capacity. They price the
+	// reservation baseline and the spot candidates.
+	ReserveDiscount float64
+	SpotDiscount    float64
 }
 
-// DefaultOptions reclaims workloads idle-held 80% of the window and sizes
-// shares with 20% headroom.
-func DefaultOptions() Options { return Options{ReclaimIdleRatio: 0.8, Headroom: 0.2} }
+// The default discounts: about what a one-year GPU commitment and spot
+// capacity get off on-demand prices at the large clouds. Give your own.
+const (
+	DefaultReserveDiscount = 0.3
+	DefaultSpotDiscount    = 0.6
+)
+
+// DefaultOptions reclaims workloads idle-held 80% of the window, sizes
+// shares with 20% headroom and prices commitments at 30% and spot at 60%
+// off.
+func DefaultOptions() Options {
+	return Options{ReclaimIdleRatio: 0.8, Headroom: 0.2, ReserveDiscount: DefaultReserveDiscount, SpotDiscount: DefaultSpotDiscount}
+}
 
 // Validate checks the options' ranges.
 func (o Options) Validate() error {
@@ -41,6 +58,15 @@ func (o Options) Validate() error {
 	}
 	if math.IsNaN(o.Headroom) || o.Headroom < 0 || o.Headroom > 4 {
 		return fmt.Errorf("headroom %v: want a ratio in [0, 4], such as 0.2", o.Headroom)
+	}
+	for _, d := range []struct {
+		name    string
+		v       float64
+		example float64
+	}{{"reserve discount", o.ReserveDiscount, DefaultReserveDiscount}, {"spot discount", o.SpotDiscount, DefaultSpotDiscount}} {
+		if math.IsNaN(d.v) || d.v < 0 || d.v >= 1 {
+			return fmt.Errorf("%s %v: want a ratio in [0, 1), such as %v for %v%% off", d.name, d.v, d.example, d.example*100)
+		}
 	}
 	return nil
 }
@@ -61,7 +87,9 @@ type Plan struct {
 	Proof        Proof         `json:"proof"`
 	Reservations []Reservation `json:"reservations"`
 	Spot         []string      `json:"spot"`
-	Warnings     []string      `json:"warnings"`
+	// SpotCandidates are the spot workloads with what spot would save.
+	SpotCandidates []SpotCandidate `json:"spotCandidates"`
+	Warnings       []string        `json:"warnings"`
 	// UnknownModels are the cluster's GPU models the catalogue does not
 	// describe in full (cluster.Snapshot.UnknownModels): the proof's
 	// saving leaves out the GPUs of unpriced ones, and MIG is not planned
@@ -137,21 +165,88 @@ type Proof struct {
 	placed map[string]string
 }
 
-// Reservation is the baseline worth reserving for one GPU model.
+// ReserveQuantile is the share of the window's hours in which a level of
+// GPUs must have held for the plan to advise committing to it: the level
+// held in at least 99% of the hours (all but one in a week).
+const ReserveQuantile = 0.99
+
+// Reservation is the baseline worth committing to for one GPU model: the
+// GPUs busy after the plan in (nearly) every hour of the window, what the
+// commitment saves, and what it costs if usage falls.
 type Reservation struct {
 	Model string `json:"model"`
-	// BaselineGPUs is the GPUs busy in every hour of the window after the
-	// plan (shares counted as their fraction of a GPU), rounded down.
-	BaselineGPUs int `json:"baselineGPUs"`
-	// PeakGPUs is the most busy in any hour.
+	// BaselineGPUs is the level of GPUs busy after the plan (shares
+	// counted as their fraction of a GPU; in no hour more than usage
+	// measured allocated in it, where it did) held in at least Quantile of
+	// the hours, LevelGPUs, rounded down.
+	BaselineGPUs int     `json:"baselineGPUs"`
+	LevelGPUs    float64 `json:"levelGPUs"`
+	Quantile     float64 `json:"quantile"`
+	// MinGPUs is the fewest busy after the plan in any hour; PeakGPUs the
+	// most.
+	MinGPUs   float64 `json:"minGPUs"`
 	PeakGPUs  float64 `json:"peakGPUs"`
 	Hours     int     `json:"hours"`
 	Workloads int     `json:"workloadsWithHourlyData"`
 	Without   int     `json:"workloadsWithout"`
+	// Measured is the model's use before the plan as usage measured it
+	// per hour (usage.Facts.Hourly); nil when not measured.
+	Measured *MeasuredLevels `json:"measured,omitempty"`
+	// Priced says whether the catalogue prices the model; the money
+	// figures are per month (HoursPerMonth) in the proof's currency.
+	Priced       bool    `json:"priced"`
+	PricePerHour float64 `json:"pricePerHour"`
+	Discount     float64 `json:"discount"`
+	// SavingPerMonth is what committing to BaselineGPUs saves over paying
+	// the catalogue price for them.
+	SavingPerMonth float64 `json:"savingPerMonth"`
+	// RiskPerMonth is what the commitment costs without use if usage falls
+	// to the window's minimum (MinGPUs): the committed GPUs above it, at
+	// the committed price.
+	RiskPerMonth float64 `json:"riskPerMonth"`
+}
+
+// MeasuredLevels are a model's GPUs allocated and active per hour before
+// the plan, each the level held in at least the reservation's quantile of
+// the hours, and the fewest allocated in any hour.
+type MeasuredLevels struct {
+	AllocatedGPUs    float64 `json:"allocatedGPUs"`
+	ActiveGPUs       float64 `json:"activeGPUs"`
+	MinAllocatedGPUs float64 `json:"minAllocatedGPUs"`
+}
+
+// SpotCandidate is a workload whose history says it tolerates
+// interruption, with what spot capacity would save.
+type SpotCandidate struct {
+	Workload string `json:"workload"`
+	Model    string `json:"model,omitempty"`
+	// Why says what shows it tolerates interruption.
+	Why string `json:"why"`
+	// GPUs is the mean GPUs it keeps busy after the plan over the window
+	// (from its pods' hourly activity; all its pods' GPUs when that was
+	// not measured).
+	GPUs float64 `json:"gpus"`
+	// Measured says whether GPUs comes from hourly activity.
+	Measured       bool    `json:"measured"`
+	Priced         bool    `json:"priced"`
+	Discount       float64 `json:"discount"`
+	SavingPerMonth float64 `json:"savingPerMonth"`
+}
+
+// LevelHeld is the highest level that the hourly figures reach or exceed
+// in at least share q of the hours: the floor((1-q)*n)-th smallest; 0 for
+// no hours.
+func LevelHeld(hourly []float64, q float64) float64 {
+	if len(hourly) == 0 {
+		return 0
+	}
+	v := slices.Sorted(slices.Values(hourly))
+	k := int(math.Floor((1-q)*float64(len(v)) + 1e-9))
+	return v[min(k, len(v)-1)]
 }
 
 // Make plans the snapshot with the usage (nil when none was measured).
-func Make(ctx context.Context, s *cluster.Snapshot, u *Usage, o Options) (*Plan, error) {
+func Make(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options) (*Plan, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -215,7 +310,8 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *Usage, o Options) (*Plan,
 	if err := pl.prove(ctx, s, poolOf, newGPUs); err != nil {
 		return nil, err
 	}
-	pl.reserve()
+	pl.reserve(u, o)
+	pl.spot(o)
 	if err := pl.autoscale(s, ps, o); err != nil {
 		return nil, err
 	}
@@ -224,7 +320,7 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *Usage, o Options) (*Plan,
 
 // checkMeasured refuses usage that says a running pod used more VRAM than
 // the GPUs it holds have: no sizing can be drawn from it.
-func checkMeasured(s *cluster.Snapshot, u *Usage) error {
+func checkMeasured(s *cluster.Snapshot, u *usage.Facts) error {
 	if u == nil {
 		return nil
 	}
@@ -677,13 +773,16 @@ func inUse(states []*placement.NodeState) (gpus, nodes int) {
 	return gpus, nodes
 }
 
-// reserve finds, per GPU model, the GPUs busy in every hour of the window
-// after the plan: each busy pod counts its footprint (whole GPUs, or its
-// share's fraction of one).
-func (pl *Plan) reserve() {
+// reserve finds, per GPU model, the level of GPUs busy after the plan in
+// at least ReserveQuantile of the window's hours: each busy pod counts its
+// footprint (whole GPUs, or its share's fraction of one), and the GPUs
+// measured allocated in an hour cap that hour. It prices the commitment at
+// o.ReserveDiscount and its risk should usage fall to the window's minimum.
+func (pl *Plan) reserve(u *usage.Facts, o Options) {
 	hours := int(math.Ceil(pl.Window.Hours()))
 	byModel := map[string]*Reservation{}
 	busy := map[string][]float64{}
+	models := map[string]*gpu.Model{}
 	poolPlan := map[string]PoolPlan{}
 	for _, pp := range pl.Pools {
 		poolPlan[pp.Name] = pp
@@ -695,9 +794,10 @@ func (pl *Plan) reserve() {
 		m := d.pool.model.Name
 		r, ok := byModel[m]
 		if !ok {
-			r = &Reservation{Model: m, Hours: hours}
+			r = &Reservation{Model: m, Hours: hours, Quantile: ReserveQuantile}
 			byModel[m] = r
 			busy[m] = make([]float64, hours)
+			models[m] = d.pool.model
 		}
 		if d.w.HourlyBusyPods == nil {
 			r.Without++
@@ -711,20 +811,89 @@ func (pl *Plan) reserve() {
 			}
 		}
 	}
+	hourly := map[string]usage.ModelHours{}
+	if u != nil {
+		for _, mh := range u.Hourly {
+			hourly[mh.Model] = mh
+		}
+	}
 	for _, m := range slices.Sorted(maps.Keys(byModel)) {
 		r := byModel[m]
 		if r.Workloads == 0 {
 			continue
 		}
-		low := math.Inf(1)
-		for _, b := range busy[m] {
-			low = min(low, b)
-			r.PeakGPUs = max(r.PeakGPUs, math.Round(b*100)/100)
+		// No hour needs more GPUs after the plan than it was measured to
+		// hold before it (hours the measurement lacks count as 0).
+		if mh, ok := hourly[m]; ok {
+			r.Measured = &MeasuredLevels{AllocatedGPUs: LevelHeld(mh.AllocatedGPUs, ReserveQuantile), ActiveGPUs: LevelHeld(mh.ActiveGPUs, ReserveQuantile),
+				MinAllocatedGPUs: slices.Min(mh.AllocatedGPUs)}
+			for h := range busy[m] {
+				allocated := 0.0
+				if h < len(mh.AllocatedGPUs) {
+					allocated = mh.AllocatedGPUs[h]
+				}
+				busy[m][h] = min(busy[m][h], allocated)
+			}
 		}
-		r.BaselineGPUs = int(math.Floor(low + 1e-9))
+		r.MinGPUs = round2(slices.Min(busy[m]))
+		r.PeakGPUs = round2(slices.Max(busy[m]))
+		level := LevelHeld(busy[m], ReserveQuantile)
+		r.LevelGPUs = round2(level)
+		r.BaselineGPUs = int(math.Floor(level + 1e-9))
+		if gm := models[m]; gm.Priced {
+			r.Priced, r.PricePerHour, r.Discount = true, gm.PricePerHour, o.ReserveDiscount
+			r.SavingPerMonth = round2(float64(r.BaselineGPUs) * gm.PricePerHour * o.ReserveDiscount * HoursPerMonth)
+			r.RiskPerMonth = round2(max(0, float64(r.BaselineGPUs)-r.MinGPUs) * gm.PricePerHour * (1 - o.ReserveDiscount) * HoursPerMonth)
+		}
 		pl.Reservations = append(pl.Reservations, *r)
 	}
 }
+
+// spot prices the spot candidates: the workloads decided Spot, each at the
+// mean GPUs it keeps busy after the plan, at o.SpotDiscount.
+func (pl *Plan) spot(o Options) {
+	poolPlan := map[string]PoolPlan{}
+	for _, pp := range pl.Pools {
+		poolPlan[pp.Name] = pp
+	}
+	for _, d := range pl.Decisions {
+		if !d.Spot {
+			continue
+		}
+		c := SpotCandidate{Workload: d.Workload, Why: spotWhy(d.w), Discount: o.SpotDiscount}
+		if d.pool != nil {
+			c.Model = d.pool.model.Name
+			foot := footprint(d, poolPlan[d.pool.name])
+			c.Measured = len(d.w.HourlyBusyPods) > 0
+			if busy := d.w.HourlyBusyPods; len(busy) > 0 {
+				var sum float64
+				for _, n := range busy {
+					sum += float64(n) * foot
+				}
+				c.GPUs = sum / max(float64(len(busy)), math.Ceil(pl.Window.Hours()))
+			} else {
+				c.GPUs = float64(len(d.w.Pods)) * foot
+			}
+			c.GPUs = math.Round(c.GPUs*100) / 100
+			if gm := d.pool.model; gm.Priced {
+				c.Priced = true
+				c.SavingPerMonth = round2(c.GPUs * gm.PricePerHour * o.SpotDiscount * HoursPerMonth)
+			}
+		}
+		pl.SpotCandidates = append(pl.SpotCandidates, c)
+	}
+}
+
+// spotWhy says what shows that a workload tolerates interruption.
+func spotWhy(w *Workload) string {
+	why := "its pods belong to a Job (they are retried when interrupted)"
+	if w.Role == Batch {
+		why += ", batch work"
+	}
+	return why + ", not production"
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 // footprint is the GPUs one pod of the decision takes after the plan.
 func footprint(d *Decision, pp PoolPlan) float64 {

@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
 )
 
 func node(name, model string, n int, sharing cluster.Sharing, labels map[string]string) *cluster.Node {
@@ -37,8 +37,8 @@ func pod(ns, name, nodeName string, count int, labels map[string]string) *cluste
 		GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: count}}
 }
 
-func obs(active float64, pattern diagnose.Pattern, vram float64, idle float64) Observation {
-	return Observation{ActiveMeasured: true, ActiveRatio: active, Pattern: pattern, VRAMUsedP95: gpu.GiB(vram), IdleHeldRatio: idle, IdleHeldMeasured: true}
+func obs(active float64, pattern usage.PatternName, vram float64, idle float64) usage.PodFacts {
+	return usage.PodFacts{Measured: true, ActiveRatio: active, Pattern: pattern, VRAMUsedP95: gpu.GiB(vram), IdleHeldRatio: idle, IdleHeldMeasured: true}
 }
 
 // TestDecisions checks the method chosen for each kind of workload.
@@ -66,18 +66,18 @@ func TestDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
-		"shop/ranker-0":   obs(0.1, diagnose.Bursty, 12, 0.1),
-		"ml/notebook-a":   obs(0.01, diagnose.IdleHeld, 4, 0.95),
-		"ml/notebook-b":   obs(0.05, diagnose.Bursty, 8, 0.5),
-		"ml/feat-0":       obs(0.05, diagnose.FlatLow, 3, 0),
-		"ml/feat-1":       obs(0.05, diagnose.FlatLow, 3, 0),
-		"ml/train":        obs(0.9, diagnose.Busy, 200, 0),
-		"ml/small-multi":  obs(0.1, diagnose.FlatLow, 10, 0),
-		"ml/vram-unknown": {ActiveMeasured: true, ActiveRatio: 0.2, Pattern: diagnose.Bursty},
-		"ml/big":          obs(0.7, diagnose.Busy, 50, 0),
-		"web/lone":        obs(0.2, diagnose.FlatLow, 5, 0),
-		"batch/nightly-x": obs(0.9, diagnose.Busy, 70, 0),
+	u := &usage.Facts{Window: 7 * 24 * time.Hour, Pods: map[string]usage.PodFacts{
+		"shop/ranker-0":   obs(0.1, usage.Bursty, 12, 0.1),
+		"ml/notebook-a":   obs(0.01, usage.IdleHeld, 4, 0.95),
+		"ml/notebook-b":   obs(0.05, usage.Bursty, 8, 0.5),
+		"ml/feat-0":       obs(0.05, usage.FlatLow, 3, 0),
+		"ml/feat-1":       obs(0.05, usage.FlatLow, 3, 0),
+		"ml/train":        obs(0.9, usage.Busy, 200, 0),
+		"ml/small-multi":  obs(0.1, usage.FlatLow, 10, 0),
+		"ml/vram-unknown": {Measured: true, ActiveRatio: 0.2, Pattern: usage.Bursty},
+		"ml/big":          obs(0.7, usage.Busy, 50, 0),
+		"web/lone":        obs(0.2, usage.FlatLow, 5, 0),
+		"batch/nightly-x": obs(0.9, usage.Busy, 70, 0),
 	}}
 	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
@@ -133,7 +133,7 @@ func TestConflictingNodeUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &Usage{Window: 24 * time.Hour, Pods: map[string]Observation{"ml/a": obs(0.01, diagnose.IdleHeld, 1, 0.99), "ml/b": obs(0.01, diagnose.IdleHeld, 1, 0.99)}}
+	u := &usage.Facts{Window: 24 * time.Hour, Pods: map[string]usage.PodFacts{"ml/a": obs(0.01, usage.IdleHeld, 1, 0.99), "ml/b": obs(0.01, usage.IdleHeld, 1, 0.99)}}
 	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -184,9 +184,9 @@ func TestSizingWithinHardware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
-		"ml/pretrain": obs(0.91, diagnose.Busy, 600, 0),
-		"ml/full":     obs(0.5, diagnose.Bursty, 75, 0),
+	u := &usage.Facts{Window: 7 * 24 * time.Hour, Pods: map[string]usage.PodFacts{
+		"ml/pretrain": obs(0.91, usage.Busy, 600, 0),
+		"ml/full":     obs(0.5, usage.Bursty, 75, 0),
 	}}
 	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
@@ -218,7 +218,7 @@ func TestSizingWithinHardware(t *testing.T) {
 		}
 	}
 	// A measurement beyond what the pod holds is refused.
-	u.Pods["ml/full"] = obs(0.5, diagnose.Bursty, 90, 0)
+	u.Pods["ml/full"] = obs(0.5, usage.Bursty, 90, 0)
 	if _, err := Make(context.Background(), s, u, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "usage of pod ml/full: VRAM p95 90GiB is more than the 79.6GiB that its 1 x H100-80GB on node h2 has") {
 		t.Errorf("Make with 90GiB used on an 80GiB GPU: err = %v", err)
 	}
@@ -234,8 +234,8 @@ func TestSharingConfigsCoverWholeNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{
-		"ml/nb-a": obs(0.05, diagnose.Bursty, 8, 0.3), "ml/nb-b": obs(0.05, diagnose.Bursty, 8, 0.3), "ml/train": obs(0.9, diagnose.Busy, 500, 0)}}
+	u := &usage.Facts{Window: 7 * 24 * time.Hour, Pods: map[string]usage.PodFacts{
+		"ml/nb-a": obs(0.05, usage.Bursty, 8, 0.3), "ml/nb-b": obs(0.05, usage.Bursty, 8, 0.3), "ml/train": obs(0.9, usage.Busy, 500, 0)}}
 	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -270,33 +270,38 @@ func TestSharingConfigsCoverWholeNodes(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{{ReclaimIdleRatio: 0, Headroom: 0.2}, {ReclaimIdleRatio: 1.5, Headroom: 0.2}, {ReclaimIdleRatio: 0.8, Headroom: -1}} {
+	for _, o := range []Options{{ReclaimIdleRatio: 0, Headroom: 0.2}, {ReclaimIdleRatio: 1.5, Headroom: 0.2}, {ReclaimIdleRatio: 0.8, Headroom: -1},
+		{ReclaimIdleRatio: 0.8, Headroom: 0.2, ReserveDiscount: 1}, {ReclaimIdleRatio: 0.8, Headroom: 0.2, SpotDiscount: -0.1},
+		{ReclaimIdleRatio: 0.8, Headroom: 0.2, ReserveDiscount: math.NaN()}, {ReclaimIdleRatio: 0.8, Headroom: 0.2, SpotDiscount: 60}} {
 		if o.Validate() == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+	if err := DefaultOptions().Validate(); err != nil {
+		t.Errorf("the default options: %v", err)
 	}
 }
 
 // benchPlanCluster is nodes x 8 GPUs in four pools (H100, A100-80GB, L4,
 // L40S) and one workload per GPU of the first pods, of every kind.
-func benchPlanCluster(b *testing.B, nodes, workloads int) (*cluster.Snapshot, *Usage) {
+func benchPlanCluster(b *testing.B, nodes, workloads int) (*cluster.Snapshot, *usage.Facts) {
 	models := []string{"H100-80GB", "A100-80GB", "L4", "L40S"}
 	var ns []*cluster.Node
 	for i := range nodes {
 		m := models[i%len(models)]
 		ns = append(ns, node(fmt.Sprintf("n-%d", i), m, 8, cluster.Exclusive, map[string]string{"gpupack.io/pool": strings.ToLower(m)}))
 	}
-	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{}}
+	u := &usage.Facts{Window: 7 * 24 * time.Hour, Pods: map[string]usage.PodFacts{}}
 	var pods []*cluster.Pod
 	kinds := []struct {
 		labels map[string]string
-		o      Observation
+		o      usage.PodFacts
 	}{
-		{map[string]string{"app.kubernetes.io/component": "inference", "environment": "production"}, obs(0.1, diagnose.Bursty, 12, 0.1)},
-		{nil, obs(0.01, diagnose.IdleHeld, 4, 0.95)},
-		{nil, obs(0.05, diagnose.Bursty, 8, 0.5)},
-		{nil, obs(0.05, diagnose.FlatLow, 3, 0)},
-		{nil, obs(0.9, diagnose.Busy, 70, 0)},
+		{map[string]string{"app.kubernetes.io/component": "inference", "environment": "production"}, obs(0.1, usage.Bursty, 12, 0.1)},
+		{nil, obs(0.01, usage.IdleHeld, 4, 0.95)},
+		{nil, obs(0.05, usage.Bursty, 8, 0.5)},
+		{nil, obs(0.05, usage.FlatLow, 3, 0)},
+		{nil, obs(0.9, usage.Busy, 70, 0)},
 	}
 	for w := range workloads {
 		k := kinds[w%len(kinds)]
@@ -347,7 +352,7 @@ func TestMakeStopsOnCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	u := &Usage{Window: 24 * time.Hour, Pods: map[string]Observation{"ml/a": obs(0.01, diagnose.IdleHeld, 1, 0.99)}}
+	u := &usage.Facts{Window: 24 * time.Hour, Pods: map[string]usage.PodFacts{"ml/a": obs(0.01, usage.IdleHeld, 1, 0.99)}}
 	if _, err := Make(ctx, s, u, DefaultOptions()); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}

@@ -11,24 +11,24 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // randomCluster makes a snapshot of a few nodes (exclusive, time-sliced,
 // MIG), pods bound within what each node has, a few pending, and usage
 // for most pods within what they hold.
-func randomCluster(t *testing.T, rng *rand.Rand) (*cluster.Snapshot, *Usage) {
+func randomCluster(t *testing.T, rng *rand.Rand) (*cluster.Snapshot, *usage.Facts) {
 	t.Helper()
 	c := gpu.Default()
 	models := []string{"H100-80GB", "A100-80GB", "L4"}
 	pools := []string{"", "a", "b"}
 	var nodes []*cluster.Node
 	var pods []*cluster.Pod
-	u := &Usage{Window: 7 * 24 * time.Hour, Pods: map[string]Observation{}}
+	u := &usage.Facts{Window: 7 * 24 * time.Hour, Pods: map[string]usage.PodFacts{}}
 	owners := []string{"web", "api", "nb", "feat", "train", "infer"}
-	patterns := []diagnose.Pattern{diagnose.Busy, diagnose.FlatLow, diagnose.Bursty, diagnose.IdleHeld, diagnose.MemoryBound}
+	patterns := []usage.PatternName{usage.Busy, usage.FlatLow, usage.Bursty, usage.IdleHeld, usage.MemoryBound}
 	podN := 0
 	addPod := func(nodeName string, r cluster.Request, holds gpu.MiB) {
 		podN++
@@ -50,7 +50,7 @@ func randomCluster(t *testing.T, rng *rand.Rand) (*cluster.Snapshot, *Usage) {
 		if rng.IntN(3) == 0 {
 			vram = gpu.MiB(1 + rng.Int64N(int64(max(1, holds/8))))
 		}
-		u.Pods[p.Key()] = Observation{ActiveMeasured: true, ActiveRatio: rng.Float64(), Pattern: patterns[rng.IntN(len(patterns))],
+		u.Pods[p.Key()] = usage.PodFacts{Measured: true, ActiveRatio: rng.Float64(), Pattern: patterns[rng.IntN(len(patterns))],
 			VRAMUsedP95: vram, IdleHeldRatio: rng.Float64(), IdleHeldMeasured: true}
 	}
 	for i := range 2 + rng.IntN(5) {

@@ -2,40 +2,11 @@ package plan
 
 import (
 	"strings"
-	"time"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
-	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/usage"
 )
-
-// Observation is what was measured of one pod over the window. Missing
-// figures are unknown, never zero: each has its own flag or nil.
-type Observation struct {
-	// ActiveMeasured is true when ActiveRatio and Pattern were measured.
-	ActiveMeasured bool
-	// ActiveRatio is the mean SM activity of the pod's GPUs, 0..1.
-	ActiveRatio float64
-	Pattern     diagnose.Pattern
-	// VRAMUsedP95 is the 95th percentile of the framebuffer the pod used,
-	// over all its GPUs; 0 when unknown.
-	VRAMUsedP95 gpu.MiB
-	// IdleHeldRatio is the share of the window, 0..1, the pod held its GPUs
-	// without activity; meaningful when IdleHeldMeasured.
-	IdleHeldRatio    float64
-	IdleHeldMeasured bool
-	// HourlyActivity is the mean SM activity in each hour of the window,
-	// oldest first; nil when not measured.
-	HourlyActivity []float64
-}
-
-// Usage is the planner's input beside the snapshot: observations per pod
-// key ("namespace/name") over Window.
-type Usage struct {
-	Window time.Duration
-	Pods   map[string]Observation
-}
 
 // Role is what a workload does, which decides how it may share.
 type Role string
@@ -76,10 +47,10 @@ type Workload struct {
 	Pods      []*cluster.Pod
 	// Request is the largest GPU request among the pods.
 	Request cluster.Request
-	// Observed aggregates the pods' observations: the largest VRAM p95,
+	// Observed aggregates the pods' usage facts: the largest VRAM p95,
 	// the mean activity and idle-held share of the measured pods; Measured
-	// counts the pods with any observation.
-	Observed Observation
+	// counts the pods with any facts.
+	Observed usage.PodFacts
 	Measured int
 	// HourlyBusyPods counts, per hour of the window, the pods at least
 	// busyActivity active in that hour; nil when no pod has hourly data.
@@ -91,7 +62,7 @@ const busyActivity = 0.05
 
 // Workloads groups the snapshot's GPU pods by owner, in the order their
 // first pods appear.
-func Workloads(s *cluster.Snapshot, u *Usage) []*Workload {
+func Workloads(s *cluster.Snapshot, u *usage.Facts) []*Workload {
 	byKey := map[string]*Workload{}
 	var out []*Workload
 	for _, p := range s.Pods {
@@ -123,13 +94,13 @@ func Workloads(s *cluster.Snapshot, u *Usage) []*Workload {
 	return out
 }
 
-func (w *Workload) aggregate(u *Usage) {
+func (w *Workload) aggregate(u *usage.Facts) {
 	if u == nil {
 		return
 	}
 	var active, idle float64
 	nActive, nIdle := 0, 0
-	patterns := map[diagnose.Pattern]int{}
+	patterns := map[usage.PatternName]int{}
 	for _, p := range w.Pods {
 		o, ok := u.Pods[p.Key()]
 		if !ok {
@@ -137,7 +108,7 @@ func (w *Workload) aggregate(u *Usage) {
 		}
 		w.Measured++
 		w.Observed.VRAMUsedP95 = max(w.Observed.VRAMUsedP95, o.VRAMUsedP95)
-		if o.ActiveMeasured {
+		if o.Measured {
 			active += o.ActiveRatio
 			nActive++
 			patterns[o.Pattern]++
@@ -146,7 +117,8 @@ func (w *Workload) aggregate(u *Usage) {
 			idle += o.IdleHeldRatio
 			nIdle++
 		}
-		for h, a := range o.HourlyActivity {
+		for i, a := range o.HourlyActivity {
+			h := o.FirstHour + i
 			for h >= len(w.HourlyBusyPods) {
 				w.HourlyBusyPods = append(w.HourlyBusyPods, 0)
 			}
@@ -156,10 +128,10 @@ func (w *Workload) aggregate(u *Usage) {
 		}
 	}
 	if nActive > 0 {
-		w.Observed.ActiveMeasured, w.Observed.ActiveRatio = true, active/float64(nActive)
+		w.Observed.Measured, w.Observed.ActiveRatio = true, active/float64(nActive)
 		// The workload's pattern is its pods' most common one.
 		best := 0
-		for _, q := range []diagnose.Pattern{diagnose.Busy, diagnose.MemoryBound, diagnose.FlatLow, diagnose.Bursty, diagnose.IdleHeld} {
+		for _, q := range []usage.PatternName{usage.Busy, usage.MemoryBound, usage.FlatLow, usage.Bursty, usage.IdleHeld} {
 			if patterns[q] > best {
 				w.Observed.Pattern, best = q, patterns[q]
 			}

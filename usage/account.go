@@ -145,6 +145,16 @@ type PodUsage struct {
 	Pattern         Pattern     `json:"pattern"`
 	Startup         Startup     `json:"startup"`
 	App             []AppUsage  `json:"app,omitempty"`
+	// HourlyActivity is the mean activity of the pod's GPUs in each hour of
+	// the window from FirstHour to its last hour with a known activity
+	// (active over activity-known GPU-seconds in that hour, 4 decimals); an
+	// hour between in which the pod held no GPU, or none with a known
+	// activity, counts 0: the pod did no work then. Nil when no activity
+	// was known at all.
+	HourlyActivity []float64 `json:"hourlyActivity,omitempty"`
+	// FirstHour is the hour of the window that HourlyActivity starts at:
+	// the first with a known activity (0 is the window's first hour).
+	FirstHour int `json:"firstHour,omitempty"`
 	Totals
 }
 
@@ -249,7 +259,25 @@ type Report struct {
 	Pods       []PodUsage       `json:"pods"`
 	Namespaces []GroupUsage     `json:"namespaces"`
 	Nodes      []NodeUsage      `json:"nodes"`
-	Quality    Quality          `json:"quality"`
+	// Hourly is, per GPU model, the GPUs allocated and active in each hour
+	// of the window: the levels a reservation baseline is read from.
+	Hourly  []ModelHours `json:"hourly,omitempty"`
+	Quality Quality      `json:"quality"`
+}
+
+// ModelHours are the GPUs of one model allocated to pods in each hour of the
+// window, oldest first, and how they were used: GPU-seconds in the hour over
+// the hour's seconds (a MIG slice counts its share of a GPU), 4 decimals.
+// Every hour, AllocatedGPUs = ActiveGPUs + IdleGPUs + ActivityUnknownGPUs,
+// as for Totals; summed over the hours and times 3600 they give the
+// cluster's allocated, active, idle and activity-unknown GPU-seconds of that
+// model.
+type ModelHours struct {
+	Model               string    `json:"model"`
+	AllocatedGPUs       []float64 `json:"allocatedGPUs"`
+	ActiveGPUs          []float64 `json:"activeGPUs"`
+	IdleGPUs            []float64 `json:"idleGPUs"`
+	ActivityUnknownGPUs []float64 `json:"activityUnknownGPUs"`
 }
 
 // Pod returns the named pod's usage.
@@ -430,36 +458,54 @@ type podState struct {
 	stats      ActivityStats
 	attached   time.Time
 	firstUseAt time.Time
+	// hours are the pod's activity-known and active GPU-seconds per hour.
+	hours podHours
 }
 
 // Account integrates the series over the window. It never fails on bad
 // samples: NaN, out-of-window samples, gaps and counter resets are counted
 // in Quality. It fails only on a window it cannot divide into steps or
 // that has more than MaxSteps, before it allocates anything.
+//
+// Its steps: group the series by device (groupByDevice), then per device
+// put its samples into the window's slots (load), choose its activity
+// metric (activitySource) and integrate its slots, crediting the owners
+// present at each (integrate, hold); account the compute slices that MIG
+// layouts leave uninstantiated (flushUninstantiated); total the cluster and
+// the pods' percentiles (finish); and assemble the report.
 func Account(in Input) (*Report, error) {
 	w := in.Window
 	if err := w.Check(); err != nil {
 		return nil, err
 	}
-	slots := w.Slots()
-	startMs, stepMs := w.Start.UnixMilli(), w.Step.Milliseconds()
-	endMs := w.End.UnixMilli()
-	slotSeconds := func(k int) float64 {
-		t := startMs + int64(k)*stepMs
-		return float64(min(stepMs, endMs-t)) / 1000
-	}
-	slotTime := func(k int) time.Time { return time.UnixMilli(startMs + int64(k)*stepMs).UTC() }
-
 	r := &Report{Accounting: RawAccounting, Start: w.Start.UTC(), End: w.End.UTC(), StepSecond: Seconds(w.Step.Seconds()), Currency: in.Pricing.Currency()}
-	q := &r.Quality
-	q.ActivitySources = map[string]int{}
+	r.Quality.ActivitySources = map[string]int{}
+	devs, seenMetric := groupByDevice(in.Series)
+	r.Quality.MissingMetrics = missingMetrics(seenMetric)
+	if err := in.Pricing.checkPriced(deviceList(devs)); err != nil {
+		return nil, err
+	}
+	a := newRawAccount(w, in.Pricing, r)
+	for _, d := range devs {
+		if d.device.MIGInstance == "" || !a.mig.same(d.device) {
+			a.flushUninstantiated()
+		}
+		a.device(d)
+	}
+	a.flushUninstantiated()
+	a.finish()
+	assemble(r, a.pods, a.nodes, a.nodePods, in.App, in.Pods, func(tMs int64) float64 { return a.slotSeconds(a.slotOf(tMs)) })
+	return r, nil
+}
 
-	// Group series by device, in a stable order.
+// groupByDevice groups the series of known metrics by device, in the order
+// of the devices' keys, and says which metrics had any series.
+func groupByDevice(series []Series) ([]*deviceInput, []bool) {
 	byKey := map[string]*deviceInput{}
 	var devs []*deviceInput
 	seenMetric := make([]bool, nMetrics)
-	for i := range in.Series {
-		s := &in.Series[i]
+	for i := range series {
+		s := &series[i]
 		mi, ok := metricIndex[s.Metric]
 		if !ok {
 			continue
@@ -478,281 +524,360 @@ func Account(in Input) (*Report, error) {
 		d.series = append(d.series, s)
 	}
 	sort.Slice(devs, func(i, j int) bool { return devs[i].device.Key() < devs[j].device.Key() })
-	q.MissingMetrics = missingMetrics(seenMetric)
-	if err := in.Pricing.checkPriced(deviceList(devs)); err != nil {
-		return nil, err
-	}
+	return devs, seenMetric
+}
 
-	pods := map[string]*podState{}
-	nodes := map[string]*acc{}
-	nodePods := map[string]map[string]bool{}
-	var cluster acc
-	var coveredDeviceSeconds, windowDeviceSeconds float64
+// rawAccount is Account's state while it goes through the devices: the
+// window's slots, the accumulators of pods, nodes and the cluster, and
+// per-device buffers reused from one device to the next.
+type rawAccount struct {
+	w                      Window
+	slots                  int
+	startMs, stepMs, endMs int64
+	pricing                Pricing
+	r                      *Report
+	q                      *Quality
+	pods                   map[string]*podState
+	nodes                  map[string]*acc
+	nodePods               map[string]map[string]bool
+	cluster                acc
+	coveredDeviceSeconds   float64
+	windowDeviceSeconds    float64
+	vals                   [][]float64
+	sampled                []bool
+	owners, present        []*ownerSeries
+	hasMetric              []bool
+	vram, vramFree         []float64
+	mig                    migGPU
+	// hours is the window's hours; levels the GPUs per model and hour.
+	hours  int
+	levels modelLevels
+}
 
-	vals := make([][]float64, nMetrics)
-	for m := range vals {
-		vals[m] = make([]float64, slots)
+func newRawAccount(w Window, pricing Pricing, r *Report) *rawAccount {
+	slots := w.Slots()
+	a := &rawAccount{w: w, slots: slots, startMs: w.Start.UnixMilli(), stepMs: w.Step.Milliseconds(), endMs: w.End.UnixMilli(),
+		pricing: pricing, r: r, q: &r.Quality,
+		pods: map[string]*podState{}, nodes: map[string]*acc{}, nodePods: map[string]map[string]bool{},
+		vals: make([][]float64, nMetrics), sampled: make([]bool, slots), present: make([]*ownerSeries, 0, 4),
+		hasMetric: make([]bool, nMetrics), mig: migGPU{sampled: make([]bool, slots)},
+		hours: hoursOf(w.Start, w.End), levels: modelLevels{}}
+	for m := range a.vals {
+		a.vals[m] = make([]float64, slots)
 	}
-	sampled := make([]bool, slots)
-	var owners []*ownerSeries
-	present := make([]*ownerSeries, 0, 4)
-	// Per-device buffers, reused: their percentiles are read before the
-	// next device.
-	var vram, vramFree []float64
+	return a
+}
 
-	addDevice := func(du DeviceUsage, dev *acc) {
-		r.Devices = append(r.Devices, du)
-		cluster.add(dev)
-		na := nodes[du.Node]
-		if na == nil {
-			na = &acc{}
-			nodes[du.Node] = na
-		}
-		na.add(dev)
+// slotSeconds is the length of slot k: a step, or less for the last.
+func (a *rawAccount) slotSeconds(k int) float64 {
+	t := a.startMs + int64(k)*a.stepMs
+	return float64(min(a.stepMs, a.endMs-t)) / 1000
+}
+
+func (a *rawAccount) slotOf(tMs int64) int { return int((tMs - a.startMs) / a.stepMs) }
+
+// hourOf is the hour of the window slot k starts in.
+func (a *rawAccount) hourOf(k int) int { return int(int64(k) * a.stepMs / hourMs) }
+
+func (a *rawAccount) slotTime(k int) time.Time {
+	return time.UnixMilli(a.startMs + int64(k)*a.stepMs).UTC()
+}
+
+// addDevice adds a device's accounting to the report, its node and the
+// cluster.
+func (a *rawAccount) addDevice(du DeviceUsage, dev *acc) {
+	a.r.Devices = append(a.r.Devices, du)
+	a.cluster.add(dev)
+	na := a.nodes[du.Node]
+	if na == nil {
+		na = &acc{}
+		a.nodes[du.Node] = na
 	}
-	// The MIG GPU whose instances are being accounted; when the devices
-	// move past it, the compute slices its instances leave uncovered are
-	// accounted as one more device, unallocated whenever an instance was
-	// sampled.
-	mig := migGPU{sampled: make([]bool, slots)}
-	flushUninstantiated := func() {
-		rest := 1 - mig.shares
-		if mig.instances == 0 || rest <= 1e-9 {
-			mig.reset()
-			return
-		}
-		price := math.NaN()
-		if mig.price.Known {
-			price = mig.price.Value
-		}
-		var dev acc
-		var covered float64
-		for k := 0; k < slots; k++ {
-			sec := slotSeconds(k)
-			if !mig.sampled[k] {
-				dev.unseen(sec * rest)
-				continue
-			}
-			covered += sec
-			dev.free(sec*rest, price)
-		}
-		du := DeviceUsage{Device: Device{Node: mig.device.Node, GPU: mig.device.GPU, UUID: mig.device.UUID, Model: mig.device.Model},
-			Uninstantiated: true, Share: rest, PricePerHour: mig.price, Coverage: Known(covered / w.End.Sub(w.Start).Seconds()),
-			Totals: dev.totals(), Capacity: dev.capacityTotals()}
-		addDevice(du, &dev)
+	na.add(dev)
+}
+
+// flushUninstantiated accounts, once the devices move past a MIG GPU, the
+// compute slices its instances leave uncovered as one more device,
+// unallocated whenever an instance was sampled.
+func (a *rawAccount) flushUninstantiated() {
+	mig := &a.mig
+	rest := 1 - mig.shares
+	if mig.instances == 0 || rest <= 1e-9 {
 		mig.reset()
+		return
 	}
+	price := math.NaN()
+	if mig.price.Known {
+		price = mig.price.Value
+	}
+	var dev acc
+	var covered float64
+	for k := 0; k < a.slots; k++ {
+		sec := a.slotSeconds(k)
+		if !mig.sampled[k] {
+			dev.unseen(sec * rest)
+			continue
+		}
+		covered += sec
+		dev.free(sec*rest, price)
+	}
+	du := DeviceUsage{Device: Device{Node: mig.device.Node, GPU: mig.device.GPU, UUID: mig.device.UUID, Model: mig.device.Model},
+		Uninstantiated: true, Share: rest, PricePerHour: mig.price, Coverage: Known(covered / a.w.End.Sub(a.w.Start).Seconds()),
+		Totals: dev.totals(), Capacity: dev.capacityTotals()}
+	a.addDevice(du, &dev)
+	mig.reset()
+}
 
-	for _, d := range devs {
-		if d.device.MIGInstance == "" || !mig.same(d.device) {
-			flushUninstantiated()
-		}
-		for m := range vals {
-			v := vals[m]
-			for k := range v {
-				v[k] = math.NaN()
-			}
-		}
-		clear(sampled)
-		owners = owners[:0]
-		ownerIdx := map[Owner]*ownerSeries{}
-		hasMetric := make([]bool, nMetrics)
-		for _, s := range d.series {
-			mi := metricIndex[s.Metric]
-			var os *ownerSeries
-			if !s.Owner.IsZero() {
-				os = ownerIdx[s.Owner]
-				if os == nil {
-					os = &ownerSeries{owner: s.Owner, present: make([]bool, slots)}
-					ownerIdx[s.Owner] = os
-					owners = append(owners, os)
-				}
-			}
-			v := vals[mi]
-			for _, smp := range s.Samples {
-				q.Samples++
-				if smp.TimeMs < startMs || smp.TimeMs >= endMs {
-					q.OutOfWindow++
-					continue
-				}
-				k := int((smp.TimeMs - startMs) / stepMs)
-				sampled[k] = true
-				if os != nil {
-					os.present[k] = true
-				}
-				if math.IsNaN(smp.Value) || math.IsInf(smp.Value, 0) {
-					q.NaNSamples++
-					continue
-				}
-				v[k] = smp.Value
-				hasMetric[mi] = true
-			}
-		}
-		sort.Slice(owners, func(i, j int) bool {
-			return owners[i].owner.PodKey()+"/"+owners[i].owner.Container < owners[j].owner.PodKey()+"/"+owners[j].owner.Container
-		})
+// device accounts one device: its samples, its activity metric, its slots.
+func (a *rawAccount) device(d *deviceInput) {
+	a.load(d)
+	share, shareKnown := a.pricing.Share(d.device)
+	if !shareKnown {
+		a.q.Warnings = append(a.q.Warnings, fmt.Sprintf("device %s: MIG profile %q is not in the catalogue; its share was read from the name as %.3g of a GPU", d.device.Key(), d.device.MIGProfile, share))
+	}
+	price := math.NaN()
+	pa := a.pricing.PerHour(d.device)
+	if pa.Known {
+		price = pa.Value
+	}
+	source := a.activitySource()
+	du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
+	if source >= 0 {
+		du.ActivitySource = ActivitySources[source]
+		a.q.ActivitySources[du.ActivitySource]++
+	} else {
+		a.q.ActivitySources["none"]++
+	}
+	dev := a.integrate(d.device, &du, share, price, source)
+	du.Totals, du.Capacity = dev.totals(), dev.capacityTotals()
+	a.addDevice(du, &dev)
+	if d.device.MIGInstance != "" {
+		a.mig.addInstance(d.device, share, pa, a.sampled)
+	}
+}
 
-		share, shareKnown := in.Pricing.Share(d.device)
-		if !shareKnown {
-			q.Warnings = append(q.Warnings, fmt.Sprintf("device %s: MIG profile %q is not in the catalogue; its share was read from the name as %.3g of a GPU", d.device.Key(), d.device.MIGProfile, share))
+// load puts the device's samples into the slots: one value per metric and
+// slot (NaN where none), which slots had any sample, and per owner the
+// slots at which it was present, sorted by owner. Out-of-window, NaN and
+// infinite samples are counted in Quality.
+func (a *rawAccount) load(d *deviceInput) {
+	for _, v := range a.vals {
+		for k := range v {
+			v[k] = math.NaN()
 		}
-		price := math.NaN()
-		pa := in.Pricing.PerHour(d.device)
-		if pa.Known {
-			price = pa.Value
-		}
-		source := -1
-		for _, m := range []int{mGR, mSM, mUtil} {
-			if hasMetric[m] {
-				source = m
-				break
+	}
+	clear(a.sampled)
+	clear(a.hasMetric)
+	a.owners = a.owners[:0]
+	ownerIdx := map[Owner]*ownerSeries{}
+	for _, s := range d.series {
+		mi := metricIndex[s.Metric]
+		var os *ownerSeries
+		if !s.Owner.IsZero() {
+			os = ownerIdx[s.Owner]
+			if os == nil {
+				os = &ownerSeries{owner: s.Owner, present: make([]bool, a.slots)}
+				ownerIdx[s.Owner] = os
+				a.owners = append(a.owners, os)
 			}
 		}
-		du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
+		v := a.vals[mi]
+		for _, smp := range s.Samples {
+			a.q.Samples++
+			if smp.TimeMs < a.startMs || smp.TimeMs >= a.endMs {
+				a.q.OutOfWindow++
+				continue
+			}
+			k := a.slotOf(smp.TimeMs)
+			a.sampled[k] = true
+			if os != nil {
+				os.present[k] = true
+			}
+			if math.IsNaN(smp.Value) || math.IsInf(smp.Value, 0) {
+				a.q.NaNSamples++
+				continue
+			}
+			v[k] = smp.Value
+			a.hasMetric[mi] = true
+		}
+	}
+	sort.Slice(a.owners, func(i, j int) bool {
+		return a.owners[i].owner.PodKey()+"/"+a.owners[i].owner.Container < a.owners[j].owner.PodKey()+"/"+a.owners[j].owner.Container
+	})
+}
+
+// activitySource is the most preferred activity metric the device has a
+// value of (GR engine, SM, GPU utilisation), -1 if none.
+func (a *rawAccount) activitySource() int {
+	for _, m := range []int{mGR, mSM, mUtil} {
+		if a.hasMetric[m] {
+			return m
+		}
+	}
+	return -1
+}
+
+// integrate goes through the device's slots: unsampled ones are capacity
+// of unknown use; sampled ones are unallocated, or held by the owners
+// present, who share the device equally; it sets the device's coverage,
+// VRAM and power figures and returns its accumulator.
+func (a *rawAccount) integrate(device Device, du *DeviceUsage, share, price float64, source int) acc {
+	var dev acc
+	var covered float64
+	a.vram, a.vramFree = a.vram[:0], a.vramFree[:0]
+	var powerSum float64
+	var powerN int
+	lastEnergy := math.NaN()
+	wasPresent, inGap := false, false
+	vals := a.vals
+	levels := a.levels.of(levelModel(a.pricing, device), a.hours)
+	for k := 0; k < a.slots; k++ {
+		sec := a.slotSeconds(k)
+		a.windowDeviceSeconds += sec * share
+		if !a.sampled[k] {
+			dev.unseen(sec * share)
+			lastEnergy = math.NaN()
+			if wasPresent {
+				inGap = true
+			}
+			continue
+		}
+		if inGap {
+			a.q.Gaps++
+			inGap = false
+		}
+		wasPresent = true
+		covered += sec
+
+		activity := math.NaN()
 		if source >= 0 {
-			du.ActivitySource = ActivitySources[source]
-			q.ActivitySources[du.ActivitySource]++
-		} else {
-			q.ActivitySources["none"]++
+			activity = vals[source][k]
+			if source == mUtil {
+				activity /= 100
+			}
+			activity = math.Max(0, math.Min(1, activity))
+		}
+		fb := vals[mFBUsed][k]
+		if !math.IsNaN(fb) {
+			a.vram = append(a.vram, fb)
+		}
+		if free := vals[mFBFree][k]; !math.IsNaN(free) {
+			a.vramFree = append(a.vramFree, free)
+		}
+		power := vals[mPower][k]
+		if !math.IsNaN(power) {
+			powerSum += power
+			powerN++
+		}
+		energy := a.slotEnergy(k, power, sec, lastEnergy)
+		lastEnergy = vals[mEnergy][k]
+		if !math.IsNaN(energy) {
+			dev.energy += energy
+			dev.energyKnown = true
 		}
 
-		var dev acc
-		var covered float64
-		vram, vramFree = vram[:0], vramFree[:0]
-		var powerSum float64
-		var powerN int
-		lastEnergy := math.NaN()
-		wasPresent, inGap := false, false
-		for k := 0; k < slots; k++ {
-			sec := slotSeconds(k)
-			windowDeviceSeconds += sec * share
-			if !sampled[k] {
-				dev.unseen(sec * share)
-				lastEnergy = math.NaN()
-				if wasPresent {
-					inGap = true
-				}
-				continue
-			}
-			if inGap {
-				q.Gaps++
-				inGap = false
-			}
-			wasPresent = true
-			covered += sec
-
-			activity := math.NaN()
-			if source >= 0 {
-				activity = vals[source][k]
-				if source == mUtil {
-					activity /= 100
-				}
-				activity = math.Max(0, math.Min(1, activity))
-			}
-			fb := vals[mFBUsed][k]
-			if !math.IsNaN(fb) {
-				vram = append(vram, fb)
-			}
-			if free := vals[mFBFree][k]; !math.IsNaN(free) {
-				vramFree = append(vramFree, free)
-			}
-			power := vals[mPower][k]
-			if !math.IsNaN(power) {
-				powerSum += power
-				powerN++
-			}
-			// Energy from the counter's increase since the previous step
-			// (all of it after a reset), else power x time: a counter after
-			// a gap or a NaN tells nothing about this step alone.
-			energy := math.NaN()
-			if e, prev := vals[mEnergy][k], lastEnergy; !math.IsNaN(e) && !math.IsNaN(prev) {
-				if e < prev {
-					q.CounterResets++
-					energy = e / 1000
-				} else {
-					energy = (e - prev) / 1000
-				}
-			} else if !math.IsNaN(power) {
-				energy = power * sec
-			}
-			lastEnergy = vals[mEnergy][k]
-			if !math.IsNaN(energy) {
-				dev.energy += energy
-				dev.energyKnown = true
-			}
-
-			present = present[:0]
-			for _, o := range owners {
-				if o.present[k] {
-					present = append(present, o)
-				}
-			}
-			if len(present) == 0 {
-				dev.free(sec*share, price)
-				continue
-			}
-			dev.capacity += sec * share
-			each := share / float64(len(present))
-			for _, o := range present {
-				gs := sec * each
-				dev.hold(gs, activity, price)
-				if o.pod == nil {
-					o.pod, o.container = resolveOwner(pods, o.owner, d.device, du.ActivitySource, k, slots)
-					if nodePods[d.device.Node] == nil {
-						nodePods[d.device.Node] = map[string]bool{}
-					}
-					nodePods[d.device.Node][o.owner.PodKey()] = true
-				}
-				ps, ca := o.pod, o.container
-				ps.acc.hold(gs, activity, price)
-				ca.hold(gs, activity, price)
-				if !math.IsNaN(energy) {
-					ps.acc.energy += energy / float64(len(present))
-					ps.acc.energyKnown = true
-					ca.energy += energy / float64(len(present))
-					ca.energyKnown = true
-				}
-				if !math.IsNaN(activity) {
-					ps.activity = append(ps.activity, activity)
-				}
-				if !math.IsNaN(fb) {
-					ps.vram = append(ps.vram, fb)
-				}
-				if v := vals[mDRAM][k]; !math.IsNaN(v) {
-					ps.dramSum += v
-					ps.dramN++
-				}
-				if !math.IsNaN(power) {
-					ps.powerSum += power
-					ps.powerN++
-				}
-				used := (!math.IsNaN(activity) && activity > ActivityIdleFloor) || (!math.IsNaN(fb) && fb > FBIdleFloorMiB)
-				if used && (ps.firstUse < 0 || k < ps.firstUse) {
-					ps.firstUse = k
-				}
+		a.present = a.present[:0]
+		for _, o := range a.owners {
+			if o.present[k] {
+				a.present = append(a.present, o)
 			}
 		}
-		windowSeconds := w.End.Sub(w.Start).Seconds()
-		du.Coverage = Known(covered / windowSeconds)
-		coveredDeviceSeconds += covered * share
-		du.VRAMUsedMiB = percentiles(vram)
-		du.VRAMFreeMiB = percentiles(vramFree)
-		if powerN > 0 {
-			du.PowerWatts = Known(powerSum / float64(powerN))
+		if len(a.present) == 0 {
+			dev.free(sec*share, price)
+			continue
 		}
-		du.Totals, du.Capacity = dev.totals(), dev.capacityTotals()
-		addDevice(du, &dev)
-		if d.device.MIGInstance != "" {
-			mig.addInstance(d.device, share, pa, sampled)
+		dev.capacity += sec * share
+		each := share / float64(len(a.present))
+		h := a.hourOf(k)
+		for _, o := range a.present {
+			gs := sec * each
+			dev.hold(gs, activity, price)
+			known, active := 0.0, 0.0
+			if !math.IsNaN(activity) {
+				known, active = gs, gs*activity
+			}
+			levels.add(h, gs, known, active)
+			a.hold(o, device, du.ActivitySource, k, gs, activity, price, energy/float64(len(a.present)), fb, power)
+			o.pod.hours.add(h, known, active)
 		}
 	}
-	flushUninstantiated()
-	if windowDeviceSeconds > 0 {
-		q.Coverage = Known(coveredDeviceSeconds / windowDeviceSeconds)
+	du.Coverage = Known(covered / a.w.End.Sub(a.w.Start).Seconds())
+	a.coveredDeviceSeconds += covered * share
+	du.VRAMUsedMiB = percentiles(a.vram)
+	du.VRAMFreeMiB = percentiles(a.vramFree)
+	if powerN > 0 {
+		du.PowerWatts = Known(powerSum / float64(powerN))
 	}
-	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
+	return dev
+}
 
-	for _, ps := range pods {
+// slotEnergy is the device's energy in slot k: the counter's increase
+// since the previous step (all of it after a reset), else power x time; a
+// counter after a gap or a NaN tells nothing about this step alone. NaN if
+// neither is known.
+func (a *rawAccount) slotEnergy(k int, power, sec, lastEnergy float64) float64 {
+	if e := a.vals[mEnergy][k]; !math.IsNaN(e) && !math.IsNaN(lastEnergy) {
+		if e < lastEnergy {
+			a.q.CounterResets++
+			return e / 1000
+		}
+		return (e - lastEnergy) / 1000
+	}
+	if !math.IsNaN(power) {
+		return power * sec
+	}
+	return math.NaN()
+}
+
+// hold credits owner o, present on device at slot k, with gs GPU-seconds
+// at the slot's activity and price, its share of the slot's energy (NaN if
+// unknown), and the slot's framebuffer, DRAM and power samples.
+func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, gs, activity, price, energy, fb, power float64) {
+	if o.pod == nil {
+		o.pod, o.container = resolveOwner(a.pods, o.owner, device, source, k, a.slots)
+		if a.nodePods[device.Node] == nil {
+			a.nodePods[device.Node] = map[string]bool{}
+		}
+		a.nodePods[device.Node][o.owner.PodKey()] = true
+	}
+	ps, ca := o.pod, o.container
+	ps.acc.hold(gs, activity, price)
+	ca.hold(gs, activity, price)
+	if !math.IsNaN(energy) {
+		ps.acc.energy += energy
+		ps.acc.energyKnown = true
+		ca.energy += energy
+		ca.energyKnown = true
+	}
+	if !math.IsNaN(activity) {
+		ps.activity = append(ps.activity, activity)
+	}
+	if !math.IsNaN(fb) {
+		ps.vram = append(ps.vram, fb)
+	}
+	if v := a.vals[mDRAM][k]; !math.IsNaN(v) {
+		ps.dramSum += v
+		ps.dramN++
+	}
+	if !math.IsNaN(power) {
+		ps.powerSum += power
+		ps.powerN++
+	}
+	used := (!math.IsNaN(activity) && activity > ActivityIdleFloor) || (!math.IsNaN(fb) && fb > FBIdleFloorMiB)
+	if used && (ps.firstUse < 0 || k < ps.firstUse) {
+		ps.firstUse = k
+	}
+}
+
+// finish totals the data quality and the cluster, and reads each pod's
+// percentiles, means, pattern statistics and first times from its samples.
+func (a *rawAccount) finish() {
+	if a.windowDeviceSeconds > 0 {
+		a.q.Coverage = Known(a.coveredDeviceSeconds / a.windowDeviceSeconds)
+	}
+	a.r.Cluster = ClusterUsage{Totals: a.cluster.totals(), Capacity: a.cluster.capacityTotals()}
+	a.r.Hourly = a.levels.modelHours(a.w.Start, a.w.End)
+	for _, ps := range a.pods {
 		ps.usage.VRAMUsedMiB = percentiles(ps.vram)
 		ps.usage.Activity = percentiles(ps.activity)
 		if ps.dramN > 0 {
@@ -762,14 +887,11 @@ func Account(in Input) (*Report, error) {
 			ps.usage.PowerWatts = Known(ps.powerSum / float64(ps.powerN))
 		}
 		ps.stats = activityStats(ps.activity)
-		ps.attached = slotTime(ps.firstSlot)
+		ps.attached = a.slotTime(ps.firstSlot)
 		if ps.firstUse >= 0 {
-			ps.firstUseAt = slotTime(ps.firstUse)
+			ps.firstUseAt = a.slotTime(ps.firstUse)
 		}
 	}
-	appSeconds := func(tMs int64) float64 { return slotSeconds(int((tMs - startMs) / stepMs)) }
-	assemble(r, pods, nodes, nodePods, in.App, in.Pods, appSeconds)
-	return r, nil
 }
 
 // assemble completes a report from the pods' and nodes' accumulators,
@@ -794,6 +916,7 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 		u.ActivitySources = slices.Sorted(maps.Keys(ps.sources))
 		u.Totals = ps.acc.totals()
 		u.Pattern = classify(ps.stats, u.DRAMActive, u.VRAMUsedMiB)
+		u.HourlyActivity, u.FirstHour = ps.hours.activity()
 		for _, c := range slices.Sorted(maps.Keys(ps.containers)) {
 			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c}, Totals: ps.containers[c].totals()})
 		}

@@ -145,7 +145,15 @@ type BucketAccount struct {
 	start, end time.Time
 	step       time.Duration
 	devices    map[string]*deviceSums
+	// levels are the held, activity-known and active share-steps per GPU
+	// model, MIG profile and hour: times a step and the profile's share of
+	// a GPU (known only at Report) they are Report.Hourly's GPU-seconds.
+	hours  int
+	levels map[levelKey]*hourLevels
 }
+
+// levelKey names the devices whose hour levels add up before pricing.
+type levelKey struct{ model, migProfile string }
 
 // deviceSums are a device's figures summed over its buckets.
 type deviceSums struct {
@@ -173,6 +181,8 @@ type ownerSums struct {
 	dramSum, dramN           float64
 	powSum, powN             float64
 	firstHeld, firstUse      time.Time
+	// hours are the activity-known and active share-steps per hour.
+	hours podHours
 }
 
 // NewBucketAccount starts accounting the window [start, end).
@@ -180,7 +190,7 @@ func NewBucketAccount(start, end time.Time) (*BucketAccount, error) {
 	if !end.After(start) {
 		return nil, fmt.Errorf("bucket window %s..%s is empty; give an end after the start", start.Format(time.RFC3339), end.Format(time.RFC3339))
 	}
-	return &BucketAccount{start: start, end: end, devices: map[string]*deviceSums{}}, nil
+	return &BucketAccount{start: start, end: end, devices: map[string]*deviceSums{}, hours: hoursOf(start, end), levels: map[levelKey]*hourLevels{}}, nil
 }
 
 // Add accounts one bucket. It refuses a bucket that does not fit the window
@@ -216,6 +226,16 @@ func (a *BucketAccount) Add(b *Bucket) error {
 		o.heldShare += b.HeldShareSteps
 		o.known += b.ActivityKnownShareSteps
 		o.active += b.ActiveShareSteps
+		// A bucket counts in the hour it starts in.
+		h := int(b.Start.Sub(a.start) / time.Hour)
+		lk := levelKey{d.device.Model, d.device.MIGProfile}
+		l := a.levels[lk]
+		if l == nil {
+			l = newHourLevels(a.hours)
+			a.levels[lk] = l
+		}
+		l.add(h, b.HeldShareSteps, b.ActivityKnownShareSteps, b.ActiveShareSteps)
+		o.hours.add(h, b.ActivityKnownShareSteps, b.ActiveShareSteps)
 		if b.EnergyJoules.Known {
 			o.energy += b.EnergyJoules.Value
 			o.energyKnown = true
@@ -404,6 +424,9 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 			nodePods[d.device.Node][o.PodKey()] = true
 			ps.acc.holdSums(allocated, known, active, price)
 			ca.holdSums(allocated, known, active, price)
+			for i, k := range os.hours.known {
+				ps.hours.add(os.hours.first+i, k*gs, os.hours.active[i]*gs)
+			}
 			if os.energyKnown {
 				ps.acc.energy += os.energy
 				ps.acc.energyKnown = true
@@ -459,6 +482,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		q.Coverage = Known(coveredDeviceSeconds / windowDeviceSeconds)
 	}
 	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
+	r.Hourly = a.modelHours(pricing, sec)
 
 	for key, ps := range pods {
 		pg := podAggs[key]
@@ -551,4 +575,20 @@ func weightedQuantile(v []weighted, q float64) Amount {
 		}
 	}
 	return Known(widen(v[len(v)-1].value))
+}
+
+// modelHours prices the share-steps of the hour levels into GPUs per model
+// and hour: a step is sec seconds, a MIG profile its share of a GPU.
+func (a *BucketAccount) modelHours(pricing Pricing, sec float64) []ModelHours {
+	levels := modelLevels{}
+	keys := slices.SortedFunc(maps.Keys(a.levels), func(x, y levelKey) int {
+		return strings.Compare(x.model+"\x00"+x.migProfile, y.model+"\x00"+y.migProfile)
+	})
+	for _, lk := range keys {
+		l := a.levels[lk]
+		d := Device{Model: lk.model, MIGProfile: lk.migProfile}
+		share, _ := pricing.Share(d)
+		levels.of(levelModel(pricing, d), a.hours).addScaled(l, sec*share)
+	}
+	return levels.modelHours(a.start, a.end)
 }

@@ -12,7 +12,8 @@ import (
 // allocated, active, idle, activity-unknown GPU-seconds, cost and energy;
 // for the cluster and devices the capacity, unallocated and unsampled
 // GPU-seconds; for pods their pattern's mean activity and idle ratio, and
-// when they were first attached to and first used a GPU. It is how the
+// when they were first attached to and first used a GPU, and their hourly
+// activity; the GPUs per model and hour (Hourly). It is how the
 // raw path and the hourly path prove that they agree; empty when they do.
 func Disagreements(want, got *Report, rel float64) []string {
 	var out []string
@@ -85,8 +86,39 @@ func Disagreements(want, got *Report, rel float64) []string {
 		if !sameTime(g.Startup.GPUAttached, p.Startup.GPUAttached) || !sameTime(g.Startup.FirstGPUUse, p.Startup.FirstGPUUse) {
 			out = append(out, fmt.Sprintf("%s: attached %v first use %v, want %v, %v", where, g.Startup.GPUAttached, g.Startup.FirstGPUUse, p.Startup.GPUAttached, p.Startup.FirstGPUUse))
 		}
+		if g.FirstHour != p.FirstHour || !levelsAgree(p.HourlyActivity, g.HourlyActivity, rel) {
+			out = append(out, fmt.Sprintf("%s: hourly activity %v from hour %d, want %v from hour %d", where, g.HourlyActivity, g.FirstHour, p.HourlyActivity, p.FirstHour))
+		}
+	}
+	if len(got.Hourly) != len(want.Hourly) {
+		return append(out, fmt.Sprintf("hourly levels of %d models, want %d", len(got.Hourly), len(want.Hourly)))
+	}
+	for i, w := range want.Hourly {
+		g := got.Hourly[i]
+		for _, f := range []struct {
+			name string
+			w, g []float64
+		}{{"allocated", w.AllocatedGPUs, g.AllocatedGPUs}, {"active", w.ActiveGPUs, g.ActiveGPUs}, {"idle", w.IdleGPUs, g.IdleGPUs}, {"activity-unknown", w.ActivityUnknownGPUs, g.ActivityUnknownGPUs}} {
+			if g.Model != w.Model || !levelsAgree(f.w, f.g, rel) {
+				out = append(out, fmt.Sprintf("hourly %s GPUs of %s: %v, want %v of %s", f.name, g.Model, f.g, f.w, w.Model))
+			}
+		}
 	}
 	return out
+}
+
+// levelsAgree compares hourly figures, which carry 4 decimals, within rel
+// or their rounding.
+func levelsAgree(want, got []float64, rel float64) bool {
+	if len(want) != len(got) {
+		return false
+	}
+	for h := range want {
+		if d := math.Abs(got[h] - want[h]); d > 2e-4 && d > rel*math.Abs(want[h]) {
+			return false
+		}
+	}
+	return true
 }
 
 func amountText(a Amount) string {

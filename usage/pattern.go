@@ -24,6 +24,13 @@ const (
 	UnknownPattern PatternName = "unknown"
 )
 
+// Patterns are the patterns a measurement can give, in the order they are
+// checked: the one list of their names.
+var Patterns = []PatternName{IdleHeld, Busy, MemoryBound, Bursty, FlatLow, Moderate}
+
+// Underused reports whether the pattern says the GPU is not the bottleneck.
+func (p PatternName) Underused() bool { return p == IdleHeld || p == Bursty || p == FlatLow }
+
 // The thresholds of the patterns, as ratios 0..1.
 const (
 	busyMeanActivity   = 0.6

@@ -225,3 +225,71 @@ func TestTotalsAddUp(t *testing.T) {
 		}
 	}
 }
+
+// TestHourlyLevelsAddUp checks the GPUs per model and hour on random
+// worlds over a few hours: every hour, allocated = active + idle +
+// activity-unknown; summed over models and hours (times the hour's
+// seconds) they give the cluster's GPU-seconds; every pod's hourly activity
+// is a ratio within the window.
+func TestHourlyLevelsAddUp(t *testing.T) {
+	withLevels := 0
+	for seed := range uint64(60) {
+		rng := rand.New(rand.NewPCG(seed, 13))
+		w := Window{Start: t0, End: t0.Add(3*time.Hour + time.Duration(rng.IntN(50))*time.Minute), Step: time.Minute}
+		series, gpus := randomWorld(rng, w)
+		r, err := Account(Input{Window: w, Series: series, Pricing: Pricing{Catalogue: gpu.Default()}})
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		hours := int(math.Ceil(w.End.Sub(w.Start).Hours()))
+		// Each hourly figure carries 4 decimals.
+		eps := 3e-4 * float64(gpus)
+		var alloc, active, unknown float64
+		if len(r.Hourly) > 0 && r.Cluster.AllocatedGPUSeconds > 0 {
+			withLevels++
+		}
+		for _, m := range r.Hourly {
+			if len(m.AllocatedGPUs) != hours {
+				t.Fatalf("seed %d: %s has %d hours, the window %d", seed, m.Model, len(m.AllocatedGPUs), hours)
+			}
+			for h := range hours {
+				if sum := m.ActiveGPUs[h] + m.IdleGPUs[h] + m.ActivityUnknownGPUs[h]; math.Abs(sum-m.AllocatedGPUs[h]) > 3e-4 {
+					t.Errorf("seed %d: %s hour %d: active %v + idle %v + unknown %v = %v, allocated %v", seed, m.Model, h, m.ActiveGPUs[h], m.IdleGPUs[h], m.ActivityUnknownGPUs[h], sum, m.AllocatedGPUs[h])
+				}
+				if m.AllocatedGPUs[h] > float64(gpus)+eps || m.IdleGPUs[h] < -3e-4 {
+					t.Errorf("seed %d: %s hour %d: %v allocated, %v idle, of %d GPUs", seed, m.Model, h, m.AllocatedGPUs[h], m.IdleGPUs[h], gpus)
+				}
+				sec := min(w.End.Sub(w.Start.Add(time.Duration(h)*time.Hour)), time.Hour).Seconds()
+				alloc += m.AllocatedGPUs[h] * sec
+				active += m.ActiveGPUs[h] * sec
+				unknown += m.ActivityUnknownGPUs[h] * sec
+			}
+		}
+		near := func(what string, got, want float64) {
+			if math.Abs(got-want) > eps*3600*float64(hours) {
+				t.Errorf("seed %d: hourly %s GPU-seconds add up to %v, the cluster's are %v", seed, what, got, want)
+			}
+		}
+		near("allocated", alloc, float64(r.Cluster.AllocatedGPUSeconds))
+		near("activity-unknown", unknown, float64(r.Cluster.ActivityUnknownGPUSeconds))
+		if r.Cluster.ActiveGPUSeconds.Known {
+			near("active", active, r.Cluster.ActiveGPUSeconds.Value)
+		}
+		for _, p := range r.Pods {
+			if p.FirstHour < 0 || p.FirstHour+len(p.HourlyActivity) > hours {
+				t.Errorf("seed %d: pod %s: hourly activity from hour %d for %d hours, the window has %d", seed, p.Key(), p.FirstHour, len(p.HourlyActivity), hours)
+			}
+			for _, a := range p.HourlyActivity {
+				if a < 0 || a > 1 {
+					t.Errorf("seed %d: pod %s: hourly activity %v", seed, p.Key(), a)
+				}
+			}
+			if (p.HourlyActivity == nil) != (float64(p.ActivityUnknownGPUSeconds) == float64(p.AllocatedGPUSeconds)) {
+				t.Errorf("seed %d: pod %s: hourly activity %v, yet %v of %v GPU-seconds had no activity", seed, p.Key(), p.HourlyActivity, p.ActivityUnknownGPUSeconds, p.AllocatedGPUSeconds)
+			}
+		}
+	}
+	if withLevels < 30 {
+		t.Errorf("only %d of 60 worlds had hourly levels; the test checks too little", withLevels)
+	}
+}

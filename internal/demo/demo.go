@@ -12,7 +12,6 @@ package demo
 import (
 	_ "embed"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -142,7 +141,7 @@ func Measure() (*Measured, error) {
 			measured.err = err
 			return
 		}
-		u, err := UsageFile(week, hours)
+		u, err := UsageFile(week)
 		if err != nil {
 			measured.err = err
 			return
@@ -153,26 +152,11 @@ func Measure() (*Measured, error) {
 }
 
 // UsageFile is the usage file (kind PodUsage) that diagnose and plan read
-// for the demo: the week's accounting, as report --demo --format podusage
-// writes it, with each pod's mean activity in every hour of the week from
-// the hours' accounting.
-func UsageFile(week *usage.Report, hours []*usage.Report) ([]byte, error) {
-	f := usagefacts.File(week)
-	for i := range f.Pods {
-		e := &f.Pods[i]
-		hourly := make([]float64, 0, len(hours))
-		for _, h := range hours {
-			a := 0.0
-			for _, p := range h.Pods {
-				if p.Key() == e.Pod && p.AllocatedGPUSeconds > 0 && p.ActiveGPUSeconds.Known {
-					a = math.Round(p.ActiveGPUSeconds.Value/float64(p.AllocatedGPUSeconds)*100) / 100
-				}
-			}
-			hourly = append(hourly, min(max(a, 0), 1))
-		}
-		e.HourlyActivity = hourly
-	}
-	return yaml.Marshal(f)
+// for the demo: the week's facts, as report --demo --format podusage
+// writes them, each pod's mean activity in every hour of the week and the
+// GPUs per model and hour included.
+func UsageFile(week *usage.Report) ([]byte, error) {
+	return yaml.Marshal(week.Facts().File())
 }
 
 // Created is when each pending pod of the demo cluster was created, by

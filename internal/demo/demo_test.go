@@ -1,13 +1,13 @@
 package demo
 
 import (
+	"math"
 	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -92,7 +92,7 @@ func TestMeasured(t *testing.T) {
 	if got := len(m.Hours); got != int(Window.Hours()) {
 		t.Fatalf("%d hours accounted, want %d", got, int(Window.Hours()))
 	}
-	u, err := diagnose.ParseUsage(m.Usage, UsageName)
+	u, err := usage.ParseFacts(m.Usage, UsageName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +110,24 @@ func TestMeasured(t *testing.T) {
 	for _, p := range sc.Pods {
 		key := p.Namespace + "/" + p.Name
 		f, ok := u.Pods[key]
-		if !ok || !f.Measured || len(f.HourlyActivity) != len(m.Hours) {
-			t.Errorf("%s: facts %+v, want it measured with %d hours of activity", key, f, len(m.Hours))
+		if !ok || !f.Measured || len(f.HourlyActivity) == 0 || f.FirstHour+len(f.HourlyActivity) > len(m.Hours) {
+			t.Errorf("%s: facts %+v, want it measured with activity within the %d hours", key, f, len(m.Hours))
+			continue
+		}
+		// Each hour's activity is what that hour, accounted on its own,
+		// gives the pod: active over activity-known GPU-seconds.
+		for h, hr := range m.Hours {
+			want := 0.0
+			if pu, ok := hr.Pod(p.Namespace, p.Name); ok && pu.ActiveGPUSeconds.Known && pu.AllocatedGPUSeconds > pu.ActivityUnknownGPUSeconds {
+				want = pu.ActiveGPUSeconds.Value / float64(pu.AllocatedGPUSeconds-pu.ActivityUnknownGPUSeconds)
+			}
+			got := 0.0
+			if i := h - f.FirstHour; i >= 0 && i < len(f.HourlyActivity) {
+				got = f.HourlyActivity[i]
+			}
+			if math.Abs(got-want) > 1e-4 {
+				t.Errorf("%s: hour %d activity %v in the week's facts, %v in the hour's own accounting", key, h, got, want)
+			}
 		}
 	}
 	if u.Window != Window {

@@ -27,6 +27,8 @@ import (
 	"github.com/gpupack/gpupack/internal/cli"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
 	"github.com/gpupack/gpupack/usage"
+
+	"sigs.k8s.io/yaml"
 )
 
 // scenario: pods hold their devices from 4s to 36s, with patterns whose
@@ -222,8 +224,13 @@ func TestReportMatchesTruth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("usage facts: %v", err)
 	}
-	file := usagefacts.File(facts)
-	u, err := file.Usage()
+	// Written as report --format podusage writes them and read back as
+	// diagnose --usage and plan --usage read them.
+	b, err := yaml.Marshal(facts.Facts().File())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := usage.ParseFacts(b, "measured.podusage")
 	if err != nil {
 		t.Fatalf("usage facts do not validate: %v", err)
 	}
@@ -232,6 +239,42 @@ func TestReportMatchesTruth(t *testing.T) {
 	}
 	if f := u.Pods["train/busy"]; !f.IdleHeldMeasured || f.IdleHeldRatio > 0.05 || f.Pattern == "idle-held" {
 		t.Errorf("train/busy facts = %+v, want never idle", f)
+	}
+
+	// The hourly levels plan's reservation baseline is read from: the
+	// window is one (partial) hour, so each model's allocated and active
+	// GPUs times the window are the truth's GPU-seconds of its pods.
+	seconds := end.Sub(start).Seconds()
+	truthByModel := map[string][2]float64{}
+	for _, pt := range truth.Pods {
+		model := "L4"
+		if got, ok := r.Pod(pt.Namespace, pt.Pod); ok && got.Node == "e2e-a" {
+			model = "H100-80GB"
+		}
+		v := truthByModel[model]
+		v[0] += float64(pt.AllocatedGPUSeconds)
+		v[1] += float64(pt.ActiveGPUSeconds)
+		truthByModel[model] = v
+	}
+	if len(u.Hourly) != len(truthByModel) {
+		t.Fatalf("hourly levels of %d models, want %d (%v)", len(u.Hourly), len(truthByModel), u.Hourly)
+	}
+	for _, mh := range u.Hourly {
+		if len(mh.AllocatedGPUs) != 1 {
+			t.Fatalf("%s: %d hours, the window has 1", mh.Model, len(mh.AllocatedGPUs))
+		}
+		if sum := mh.ActiveGPUs[0] + mh.IdleGPUs[0] + mh.ActivityUnknownGPUs[0]; math.Abs(sum-mh.AllocatedGPUs[0]) > 3e-4 {
+			t.Errorf("%s: active + idle + unknown = %v GPUs, allocated %v", mh.Model, sum, mh.AllocatedGPUs[0])
+		}
+		want := truthByModel[mh.Model]
+		check(t, mh.Model+" hourly allocated", mh.AllocatedGPUs[0]*seconds, want[0])
+		check(t, mh.Model+" hourly active", mh.ActiveGPUs[0]*seconds, want[1])
+	}
+	if f := u.Pods["train/busy"]; len(f.HourlyActivity) != 1 || math.Abs(f.HourlyActivity[0]-0.9) > 0.02 {
+		t.Errorf("train/busy hourly activity %v, want [0.9]", f.HourlyActivity)
+	}
+	if f := u.Pods["lab/notebook"]; len(f.HourlyActivity) != 1 || f.HourlyActivity[0] >= 0.05 {
+		t.Errorf("lab/notebook hourly activity %v, want below the planner's busy level", f.HourlyActivity)
 	}
 }
 

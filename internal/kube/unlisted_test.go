@@ -14,6 +14,7 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // TestUnlistedGPUsDiagnosedAndPlanned: on a cluster of GPUs gpupack's
@@ -61,9 +62,9 @@ func TestUnlistedGPUsDiagnosedAndPlanned(t *testing.T) {
 		t.Errorf("diagnosis: unknown models (-want +got):\n%s", diff)
 	}
 
-	u := &plan.Usage{Window: 7 * 24 * time.Hour, Pods: map[string]plan.Observation{}}
+	u := &usage.Facts{Window: 7 * 24 * time.Hour, Pods: map[string]usage.PodFacts{}}
 	for _, p := range pods[:12] {
-		u.Pods["ml/"+p.Name] = plan.Observation{ActiveMeasured: true, ActiveRatio: 0.02, Pattern: diagnose.IdleHeld,
+		u.Pods["ml/"+p.Name] = usage.PodFacts{Measured: true, ActiveRatio: 0.02, Pattern: usage.IdleHeld,
 			VRAMUsedP95: gpu.GiB(10), IdleHeldRatio: 0.95, IdleHeldMeasured: true}
 	}
 	pl, err := plan.Make(context.Background(), s, u, plan.DefaultOptions())

@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	cliplan "github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/testcluster"
 	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // pinnedCRDs are the upstream CRDs in testdata/crds, with the module,
@@ -95,10 +95,10 @@ func spotPlan(t *testing.T) (*plan.Plan, *cluster.Snapshot) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy := func(a float64) plan.Observation {
-		return plan.Observation{ActiveMeasured: true, ActiveRatio: a, Pattern: diagnose.Busy, VRAMUsedP95: gpu.GiB(20), IdleHeldMeasured: true}
+	busy := func(a float64) usage.PodFacts {
+		return usage.PodFacts{Measured: true, ActiveRatio: a, Pattern: usage.Busy, VRAMUsedP95: gpu.GiB(20), IdleHeldMeasured: true}
 	}
-	u := &plan.Usage{Window: 24 * time.Hour, Pods: map[string]plan.Observation{"shop/ranker-0": busy(0.9), "shop/ranker-1": busy(0.9), "ml/nightly-1": busy(0.9)}}
+	u := &usage.Facts{Window: 24 * time.Hour, Pods: map[string]usage.PodFacts{"shop/ranker-0": busy(0.9), "shop/ranker-1": busy(0.9), "ml/nightly-1": busy(0.9)}}
 	o := plan.DefaultOptions()
 	o.Autoscaling = &plan.AutoscalingInput{APIVersion: plan.AutoscalingAPIVersion, Kind: plan.AutoscalingKind, Prometheus: "https://thanos.monitoring:10902",
 		Workloads: []plan.AppMetric{{Workload: "shop/ranker", Kind: "Deployment", Metric: "tokens_per_second", Query: `sum(rate(vllm:generation_tokens_total{namespace="shop"}[2m]))`, Target: 1500}}}

@@ -183,10 +183,54 @@ func proofLines(p *plan.Plan) []string {
 	}
 	out = append(out, "  risks (workloads): "+listOrNone(risks))
 	for _, r := range p.Reservations {
-		out = append(out, fmt.Sprintf("reserve: %d %s GPUs are busy in every hour of the %dh window after the plan (peak %.2f); %d workloads with hourly data, %d without", r.BaselineGPUs, r.Model, r.Hours, r.PeakGPUs, r.Workloads, r.Without))
+		out = append(out, reserveLine(r, pr.Currency))
 	}
-	out = append(out, "spot: "+listOrNone(p.Spot)+" (interruptible Jobs)")
+	if len(p.SpotCandidates) == 0 {
+		out = append(out, "spot: none (no workload whose history shows it tolerates interruption)")
+	}
+	for _, c := range p.SpotCandidates {
+		out = append(out, spotLine(c, pr.Currency))
+	}
 	return append(out, autoscalingLines(p)...)
+}
+
+// reserveLine words one model's reservation baseline: the level held, the
+// measured levels it rests on, the saving and the risk.
+func reserveLine(r plan.Reservation, currency string) string {
+	s := fmt.Sprintf("reserve: %d %s GPUs: the level busy after the plan in >= %.0f%% of the %dh window's hours is %.2f GPUs (min %.2f, peak %.2f)",
+		r.BaselineGPUs, r.Model, r.Quantile*100, r.Hours, r.LevelGPUs, r.MinGPUs, r.PeakGPUs)
+	if m := r.Measured; m != nil {
+		s += fmt.Sprintf("; measured before it, >= %.2f allocated and >= %.2f active in %.0f%% of hours (min %.2f allocated)", m.AllocatedGPUs, m.ActiveGPUs, r.Quantile*100, m.MinAllocatedGPUs)
+	} else {
+		s += "; allocation per hour not measured"
+	}
+	s += fmt.Sprintf("; %d workloads with hourly data, %d without", r.Workloads, r.Without)
+	switch {
+	case r.BaselineGPUs == 0:
+		s += "; nothing to commit to"
+	case !r.Priced:
+		s += "; the catalogue has no price for it"
+	default:
+		s += fmt.Sprintf("; saves %s %.2f per month at %.0f%% off", currency, r.SavingPerMonth, r.Discount*100)
+		if r.RiskPerMonth > 0 {
+			s += fmt.Sprintf("; if usage falls to the window's minimum (%.2f GPUs), %s %.2f per month of it is paid unused", r.MinGPUs, currency, r.RiskPerMonth)
+		} else {
+			s += "; no hour of the window fell below it, so at the window's minimum none of it is paid unused"
+		}
+	}
+	return s
+}
+
+// spotLine words one spot candidate.
+func spotLine(c plan.SpotCandidate, currency string) string {
+	s := fmt.Sprintf("spot: %s: %s; %.2f %s GPUs busy on average over the window", c.Workload, c.Why, c.GPUs, c.Model)
+	if !c.Measured {
+		s = fmt.Sprintf("spot: %s: %s; holds %.2f %s GPUs (hourly activity not measured)", c.Workload, c.Why, c.GPUs, c.Model)
+	}
+	if c.Priced {
+		s += fmt.Sprintf("; spot saves %s %.2f per month at %.0f%% off", currency, c.SavingPerMonth, c.Discount*100)
+	}
+	return s
 }
 
 // autoscalingLines words the ScaledObjects and NodePools.

@@ -21,6 +21,7 @@ import (
 	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/usage"
 )
 
 type options struct {
@@ -129,7 +130,7 @@ func (o *options) diagnose(ctx context.Context, stderr io.Writer) (*diagnose.Rep
 	if st != nil {
 		failures = st.SchedulingFailures
 	}
-	var u *diagnose.Usage
+	var u *usage.Facts
 	if usageData != nil {
 		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr); err != nil {
 			return nil, nil, err

@@ -22,7 +22,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
@@ -46,6 +45,8 @@ type options struct {
 	format      string
 	reclaim     float64
 	headroom    float64
+	reserveOff  float64
+	spotOff     float64
 }
 
 // NewCommand returns the plan command.
@@ -96,6 +97,8 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
 	f.Float64Var(&o.reclaim, "reclaim-idle", def.ReclaimIdleRatio, "reclaim workloads idle-held at least this share of the window (0..1)")
 	f.Float64Var(&o.headroom, "headroom", def.Headroom, "headroom over measured VRAM p95 and activity when sizing a share (0.2 = 20%)")
+	f.Float64Var(&o.reserveOff, "reserve-discount", def.ReserveDiscount, "discount (0..1) of committed capacity (reservations, savings plans) off the catalogue price, to price the reservation baseline")
+	f.Float64Var(&o.spotOff, "spot-discount", def.SpotDiscount, "discount (0..1) of spot capacity off the catalogue price, to price the spot candidates")
 	return cmd
 }
 
@@ -126,7 +129,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 // snapshot it is a plan for.
 func Demo(ctx context.Context, stderr io.Writer) (*plan.Plan, *cluster.Snapshot, error) {
 	def := plan.DefaultOptions()
-	o := &options{reclaim: def.ReclaimIdleRatio, headroom: def.Headroom}
+	o := &options{reclaim: def.ReclaimIdleRatio, headroom: def.Headroom, reserveOff: def.ReserveDiscount, spotOff: def.SpotDiscount}
 	return o.plan(ctx, stderr)
 }
 
@@ -154,20 +157,18 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 	if err != nil {
 		return nil, nil, err
 	}
-	var u *plan.Usage
+	var u *usage.Facts
 	if o.prometheus != "" {
 		if u, err = measure(ctx, o.prometheus, o.window, s.Catalogue); err != nil {
 			return nil, nil, err
 		}
 	} else if usageData != nil {
-		du, err := source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr)
-		if err != nil {
+		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr); err != nil {
 			return nil, nil, err
 		}
-		u = usagefacts.PlanUsage(du)
 	}
 	if o.window != "" {
-		w, err := diagnose.ParseWindow(o.window)
+		w, err := usage.ParseWindow(o.window)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--window %w", err)
 		}
@@ -175,14 +176,15 @@ func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *clus
 			return nil, nil, fmt.Errorf("--window %s, but %s covers %s; plan over the window that was measured, or measure again over %s", o.window, usageName, u.Window, o.window)
 		}
 		if u == nil {
-			u = &plan.Usage{Window: w}
+			u = &usage.Facts{Window: w}
 		}
 	}
 	scaling, err := o.readAutoscaling()
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := plan.Make(ctx, s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, Autoscaling: scaling})
+	p, err := plan.Make(ctx, s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, Autoscaling: scaling,
+		ReserveDiscount: o.reserveOff, SpotDiscount: o.spotOff})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -207,11 +209,11 @@ func (o *options) readAutoscaling() (*plan.AutoscalingInput, error) {
 
 // measure accounts the window ending now from Prometheus and returns the
 // planner's input; the window defaults to 7 days.
-func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*plan.Usage, error) {
+func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*usage.Facts, error) {
 	if window == "" {
 		window = "7d"
 	}
-	length, err := diagnose.ParseWindow(window)
+	length, err := usage.ParseWindow(window)
 	if err != nil {
 		return nil, fmt.Errorf("--window %w", err)
 	}
@@ -221,12 +223,7 @@ func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*plan.U
 	if err != nil {
 		return nil, err
 	}
-	f := usagefacts.File(r)
-	du, err := f.Usage()
-	if err != nil {
-		return nil, fmt.Errorf("usage measured from %s: %w", url, err)
-	}
-	return usagefacts.PlanUsage(du), nil
+	return r.Facts(), nil
 }
 
 func writeOut(dir string, p *plan.Plan, s *cluster.Snapshot) error {

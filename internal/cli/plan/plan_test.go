@@ -12,6 +12,7 @@ import (
 	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/golden"
 	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/plan"
 )
 
 func check(t *testing.T, name string, got []byte) {
@@ -19,7 +20,10 @@ func check(t *testing.T, name string, got []byte) {
 	golden.Check(t, filepath.Join("testdata", name+".golden"), got)
 }
 
-func defaults() options { return options{format: "table", reclaim: 0.8, headroom: 0.2} }
+func defaults() options {
+	def := plan.DefaultOptions()
+	return options{format: "table", reclaim: def.ReclaimIdleRatio, headroom: def.Headroom, reserveOff: def.ReserveDiscount, spotOff: def.SpotDiscount}
+}
 
 func TestGolden(t *testing.T) {
 	cases := map[string]func(o *options){

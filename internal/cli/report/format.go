@@ -10,8 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpupack/gpupack/internal/usagefacts"
-
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/usage"
@@ -189,7 +187,7 @@ func writeCSV(out io.Writer, r *usage.Report) error {
 }
 
 func writePodUsage(out io.Writer, r *usage.Report) error {
-	b, err := yaml.Marshal(usagefacts.File(r))
+	b, err := yaml.Marshal(r.Facts().File())
 	if err != nil {
 		return err
 	}

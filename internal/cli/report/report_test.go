@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/internal/golden"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -39,7 +38,7 @@ func TestDemoGolden(t *testing.T) {
 			}
 			check(t, "demo."+format, b.Bytes())
 			if format == "podusage" {
-				if _, err := diagnose.ParseUsage(b.Bytes(), "demo.podusage"); err != nil {
+				if _, err := usage.ParseFacts(b.Bytes(), "demo.podusage"); err != nil {
 					t.Errorf("diagnose cannot read the podusage output: %v", err)
 				}
 			}

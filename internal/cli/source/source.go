@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // Cluster holds the flags that name a cluster, and the catalogue file its
@@ -125,8 +125,8 @@ func parseFile(data []byte, name string, c *gpu.Catalogue) (*cluster.Snapshot, e
 // name no pod of s (pods that ended since the measurement, or typos) are
 // named in a warning on stderr; a file of which no entry names a pod of s
 // describes another cluster and is refused.
-func ReadUsage(data []byte, name string, s *cluster.Snapshot, clusterName string, stderr io.Writer) (*diagnose.Usage, error) {
-	u, err := diagnose.ParseUsage(data, name)
+func ReadUsage(data []byte, name string, s *cluster.Snapshot, clusterName string, stderr io.Writer) (*usage.Facts, error) {
+	u, err := usage.ParseFacts(data, name)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,6 @@ import (
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/internal/serve"
-	"github.com/gpupack/gpupack/internal/usagefacts"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -403,27 +402,17 @@ func (e *Engine) diagnoseAndPlan(ctx context.Context, next *State) {
 	if next.Snapshot == nil {
 		return
 	}
-	var du *diagnose.Usage
+	var facts *usage.Facts
 	if next.Report != nil {
-		f := usagefacts.File(next.Report)
-		u, err := f.Usage()
-		if err == nil {
-			du = u
-		} else {
-			next.Err = joinErr(next.Err, fmt.Sprintf("usage facts: %v", err))
-		}
+		facts = next.Report.Facts()
 	}
-	rep, err := diagnose.Diagnose(next.Snapshot, du)
+	rep, err := diagnose.Diagnose(next.Snapshot, facts)
 	if err != nil {
 		next.Err = joinErr(next.Err, fmt.Sprintf("diagnose: %v", err))
 	} else {
 		next.Diagnosis = rep
 	}
-	var pu *plan.Usage
-	if du != nil {
-		pu = usagefacts.PlanUsage(du)
-	}
-	p, err := plan.Make(ctx, next.Snapshot, pu, e.o.Plan)
+	p, err := plan.Make(ctx, next.Snapshot, facts, e.o.Plan)
 	if err != nil {
 		next.Err = joinErr(next.Err, fmt.Sprintf("plan: %v", err))
 	} else {

@@ -1,4 +1,4 @@
-package diagnose
+package usage
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -14,8 +15,8 @@ import (
 
 const usageHeader = "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\n"
 
-func TestParseUsage(t *testing.T) {
-	u, err := ParseUsage([]byte(usageHeader+`window: 30m
+func TestParseFacts(t *testing.T) {
+	u, err := ParseFacts([]byte(usageHeader+`window: 30m
 pods:
 - {pod: ml/a, activity: 0.04, pattern: idle-held, vramUsedP95: 3Gi}
 - {pod: ml/llm, model: {params: 7B, dtype: int4, context: 8192}, gpuMemory: 6Gi}
@@ -25,8 +26,8 @@ pods:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Usage{Window: 30 * time.Minute, Pods: map[string]PodFacts{
-		"ml/a":   {Measured: true, ActiveRatio: 0.04, Pattern: IdleHeld, VRAMUsedP95: gpu.GiB(3)},
+	want := &Facts{Window: 30 * time.Minute, Pods: map[string]PodFacts{
+		"ml/a":   {Measured: true, ActiveRatio: 0.04, Pattern: IdleHeld, VRAMUsedP95: gpu.GiB(3), VRAMMeasured: true},
 		"ml/llm": {GPUMemory: gpu.GiB(6), Model: &vram.ModelSpec{Params: 7e9, DType: "int4", Context: 8192}},
 		"ml/gqa": {Model: &vram.ModelSpec{Params: 8e9, DType: "bf16", KVDType: "fp8", Layers: 32, KVHeads: 8, HeadDim: 128}},
 		"ml/mixtral": {Model: func() *vram.ModelSpec {
@@ -44,7 +45,7 @@ pods:
 // TestParseUsagePlannerFields reads the fields added for the planner, and
 // a window in days.
 func TestParseUsagePlannerFields(t *testing.T) {
-	u, err := ParseUsage([]byte(usageHeader+`window: 3d
+	u, err := ParseFacts([]byte(usageHeader+`window: 3d
 pods:
 - {pod: ml/a, activity: 0.04, pattern: idle-held, idleHeldRatio: 0.95, hourlyActivity: [0, 0.5, 1]}
 - {pod: ml/b, idleHeldRatio: 0}
@@ -52,7 +53,7 @@ pods:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Usage{Window: 72 * time.Hour, Pods: map[string]PodFacts{
+	want := &Facts{Window: 72 * time.Hour, Pods: map[string]PodFacts{
 		"ml/a": {Measured: true, ActiveRatio: 0.04, Pattern: IdleHeld, IdleHeldRatio: 0.95, IdleHeldMeasured: true, HourlyActivity: []float64{0, 0.5, 1}},
 		"ml/b": {IdleHeldMeasured: true},
 	}}
@@ -118,13 +119,16 @@ func TestParseUsageErrors(t *testing.T) {
 		"kv heads sans dim":  {usageHeader + "pods: [{pod: ml/a, model: {params: 7B, dtype: fp16, layers: 32, kvHeads: 8}}]", "pods[0]: model.kv heads and head dim: give both"},
 		"not yaml":           {"pods: [", "u.yaml"},
 		"idle as percent":    {usageHeader + "pods: [{pod: ml/a, idleHeldRatio: 90}]", "pods[0]: idleHeldRatio: 90 is not a ratio"},
-		"hourly too long":    {usageHeader + "window: 2h\npods: [{pod: ml/a, hourlyActivity: [0, 0, 0]}]", "pods[0]: hourlyActivity: 3 hours listed, the window has 2"},
+		"hourly too long":    {usageHeader + "window: 2h\npods: [{pod: ml/a, hourlyActivity: [0, 0, 0]}]", "pods[0]: hourlyActivity: 3 hours listed from hour 0, the window has 2"},
+		"hourly past end":    {usageHeader + "window: 2h\npods: [{pod: ml/a, firstHour: 1, hourlyActivity: [0, 0]}]", "pods[0]: hourlyActivity: 2 hours listed from hour 1, the window has 2"},
+		"first hour alone":   {usageHeader + "pods: [{pod: ml/a, firstHour: 1, idleHeldRatio: 0.5}]", "pods[0]: firstHour: 1"},
+		"hourly unbalanced":  {usageHeader + "window: 2h\npods: []\nhourly: [{model: L4, allocatedGPUs: [1, 1], activeGPUs: [0.5, 2], idleGPUs: [0.5, 0], activityUnknownGPUs: [0, 0]}]", "hourly[0]: hour 1: activeGPUs + idleGPUs + activityUnknownGPUs = 2"},
 		"hourly not ratio":   {usageHeader + "pods: [{pod: ml/a, hourlyActivity: [2]}]", "pods[0]: hourlyActivity[0]: 2 is not a ratio"},
 		"window in weeks":    {usageHeader + "window: 1w\npods: []", `window "1w"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseUsage([]byte(tc.doc), "u.yaml")
+			_, err := ParseFacts([]byte(tc.doc), "u.yaml")
 			if err == nil || !strings.HasPrefix(err.Error(), "u.yaml") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one starting with the file and containing %q", err, tc.want)
 			}
@@ -137,7 +141,7 @@ func TestUsageUnmatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := ParseUsage([]byte(usageHeader+"pods: [{pod: ml/z, gpuMemory: 1Gi}, {pod: ml/a, gpuMemory: 1Gi}, {pod: default/b, gpuMemory: 1Gi}, {pod: ml/b, gpuMemory: 1Gi}]"), "u.yaml")
+	u, err := ParseFacts([]byte(usageHeader+"pods: [{pod: ml/z, gpuMemory: 1Gi}, {pod: ml/a, gpuMemory: 1Gi}, {pod: default/b, gpuMemory: 1Gi}, {pod: ml/b, gpuMemory: 1Gi}]"), "u.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,22 +150,51 @@ func TestUsageUnmatched(t *testing.T) {
 	}
 }
 
-func FuzzParseUsage(f *testing.F) {
+func FuzzParseFacts(f *testing.F) {
 	f.Add([]byte(usageHeader + "window: 1h\npods: [{pod: ml/a, activity: 0.04, pattern: idle-held, vramUsedP95: 3Gi}]"))
 	f.Add([]byte(usageHeader + "pods: [{pod: ml/llm, model: {params: 70B, dtype: fp16, layers: 80, hidden: 8192}}]"))
 	f.Add([]byte(`{"apiVersion":"gpupack.io/v1alpha1","kind":"PodUsage","pods":[{"pod":"a/b","gpuMemory":"1e3Mi"}]}`))
 	f.Add([]byte(usageHeader + "window: 2d\npods: [{pod: ml/a, idleHeldRatio: 0.9, hourlyActivity: [0.1, 0]}]"))
 	f.Add([]byte(usageHeader + "pods: [{pod: ml/a, activity: 0.9, pattern: idle-held}]"))
+	f.Add([]byte(usageHeader + "window: 2h\npods: [{pod: ml/a, vramUsedP95: 0Mi}]\nhourly: [{model: L4, allocatedGPUs: [1, 2], activeGPUs: [0.5, 0.25], idleGPUs: [0.5, 1.5], activityUnknownGPUs: [0, 0.25]}]"))
+	f.Add([]byte(usageHeader + "window: 2h\npods: []\nhourly: [{model: L4, allocatedGPUs: [1], activeGPUs: [2], idleGPUs: [0], activityUnknownGPUs: [0]}]"))
 	f.Add([]byte(usageHeader + "pods: [{pod: ml/a, activity: \"0.5\", pattern: moderate, model: {params: 7B, dtype: fp16, context: 1e3}}]"))
 	f.Add([]byte(usageHeader + "pods: []\n---\n" + usageHeader + "pods: [{pod: ml/a, gpuMemory: 1Gi}]"))
 	f.Add([]byte(`{"apiVersion": "gpupack.io/v1alpha1", "kind": "PodUsage", "pods": [{"pod": "a/b", "activity": 1e400}]} x`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		u, err := ParseUsage(data, "fuzz")
+		u, err := ParseFacts(data, "fuzz")
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz:") {
 				t.Fatalf("error does not name the file: %v", err)
 			}
 			return
+		}
+		// What the writer makes of the facts reads back as the same facts
+		// (models aside: the writer leaves them to the user).
+		b, err := yaml.Marshal(u.File())
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseFacts(b, "written")
+		if err != nil {
+			t.Fatalf("the file written from accepted facts does not read back: %v\n%s", err, b)
+		}
+		noModels := *u
+		noModels.Pods = map[string]PodFacts{}
+		for key, p := range u.Pods {
+			if p.Model != nil {
+				if back.Pods[key].Model != nil {
+					t.Fatalf("%s: a model was written", key)
+				}
+				p.Model = nil
+				if _, ok := back.Pods[key]; !ok {
+					continue // the model was its only fact
+				}
+			}
+			noModels.Pods[key] = p
+		}
+		if diff := cmp.Diff(&noModels, back); diff != "" {
+			t.Fatalf("written and read back (-want +got):\n%s", diff)
 		}
 		for key, p := range u.Pods {
 			if p.ActiveRatio < 0 || p.ActiveRatio > 1 || p.VRAMUsedP95 < 0 || p.GPUMemory < 0 || !strings.Contains(key, "/") ||
@@ -183,4 +216,36 @@ func FuzzParseUsage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReportFactsRoundTrip checks that the facts of a report are what its
+// usage file reads back as: a measured 0 (no activity, no VRAM) stays 0,
+// unknown figures stay unknown, pods with nothing measured are left out.
+func TestReportFactsRoundTrip(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	r := &Report{Start: start, End: start.Add(2 * time.Hour), Pods: []PodUsage{
+		{Namespace: "a", Pod: "idle", VRAMUsedMiB: Percentiles{P50: Known(0), P95: Known(0), Max: Known(0)},
+			Pattern: Pattern{Name: IdleHeld, MeanActivity: Known(0), IdleRatio: Known(1)}, HourlyActivity: []float64{0, 0.01}},
+		{Namespace: "a", Pod: "vram-only", VRAMUsedMiB: Percentiles{P95: Known(0.4)}, Pattern: Pattern{Name: UnknownPattern}},
+		{Namespace: "a", Pod: "unknown", Pattern: Pattern{Name: UnknownPattern}},
+	}, Hourly: []ModelHours{{Model: "L4", AllocatedGPUs: []float64{1, 2}, ActiveGPUs: []float64{0, 0.01}, IdleGPUs: []float64{1, 1.99}, ActivityUnknownGPUs: []float64{0, 0}}}}
+	want := &Facts{Window: 2 * time.Hour, Pods: map[string]PodFacts{
+		"a/idle":      {Measured: true, Pattern: IdleHeld, VRAMMeasured: true, IdleHeldRatio: 1, IdleHeldMeasured: true, HourlyActivity: []float64{0, 0.01}},
+		"a/vram-only": {VRAMMeasured: true},
+	}, Hourly: r.Hourly}
+	facts := r.Facts()
+	if diff := cmp.Diff(want, facts); diff != "" {
+		t.Errorf("facts (-want +got):\n%s", diff)
+	}
+	b, err := yaml.Marshal(facts.File())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseFacts(b, "report.podusage")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if diff := cmp.Diff(want, back); diff != "" {
+		t.Errorf("read back (-want +got):\n%s", diff)
+	}
 }
