@@ -52,7 +52,10 @@ type FileNode struct {
 	Labels        map[string]string `json:"labels,omitempty"`
 	Taints        []Taint           `json:"taints,omitempty"`
 	Unschedulable bool              `json:"unschedulable,omitempty"`
-	GPUs          []FileGPUGroup    `json:"gpus,omitempty"`
+	// Pods is the node's pod capacity (allocatable pods); 0 or absent
+	// sets no limit.
+	Pods int            `json:"pods,omitempty"`
+	GPUs []FileGPUGroup `json:"gpus,omitempty"`
 }
 
 // FileGPUGroup is a run of identical GPUs on a node.
@@ -190,7 +193,10 @@ func (fn *FileNode) node(c *gpu.Catalogue) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	n := &Node{Name: fn.Name, CPU: cpu, Memory: mem, Labels: fn.Labels, Taints: fn.Taints, Unschedulable: fn.Unschedulable}
+	if fn.Pods < 0 {
+		return nil, fmt.Errorf("pods: %d (want the node's pod capacity, 0 or more)", fn.Pods)
+	}
+	n := &Node{Name: fn.Name, CPU: cpu, Memory: mem, Labels: fn.Labels, Taints: fn.Taints, Unschedulable: fn.Unschedulable, MaxPods: fn.Pods}
 	for i, t := range fn.Taints {
 		switch t.Effect {
 		case NoSchedule, PreferNoSchedule, NoExecute:
@@ -401,7 +407,7 @@ func parseOptionalMemory(s string) (gpu.MiB, error) {
 func ToFile(s *Snapshot) *File {
 	f := &File{APIVersion: FileAPIVersion, Kind: FileKind}
 	for _, n := range s.Nodes {
-		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable}
+		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable, Pods: n.MaxPods}
 		for _, g := range n.GPUs {
 			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas, SharedResource: g.SharedResource, Unlisted: g.Model.Unlisted}
 			if g.Sharing != Exclusive {

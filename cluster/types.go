@@ -152,7 +152,10 @@ type Node struct {
 	Labels        map[string]string
 	Taints        []Taint
 	Unschedulable bool
-	GPUs          []GPU
+	// MaxPods is how many pods the node takes (its allocatable pods, 110
+	// by the kubelet's default); 0 when unknown, which sets no limit.
+	MaxPods int
+	GPUs    []GPU
 }
 
 // GPUModel returns the model of the node's first GPU, or nil for a node

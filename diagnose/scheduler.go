@@ -27,6 +27,9 @@ import (
 //     exists on no layout), or placement when rules exclude other nodes.
 //   - No GPU shortage, nodes excluded by selector, affinity, taints or
 //     cordons: placement, or quota/other when other resources are short too.
+//   - GPUs short, and other nodes short of CPU, memory or pods where the
+//     GPU-short nodes may all be too small: quota/other as well, the
+//     nodes that have the GPUs lack the rest.
 //   - Anything else (CPU, memory, pods, volumes): quota/other.
 func SchedulerCauses(message string) []Cause {
 	main, preemption, _ := strings.Cut(message, " preemption: ")
@@ -57,23 +60,37 @@ func SchedulerCauses(message string) []Cause {
 		}
 	}
 	unresolvable := preemption != "" && notHelpful >= nodes
+	// Other nodes short of CPU, memory or pods: when they may be the only
+	// nodes the GPUs could ever come from (the GPU-short nodes may all be
+	// too small), the shortage outside GPUs is the cause.
+	outside := other > 0 && (preemption == "" || gpuShort <= notHelpful)
+	var causes []Cause
 	switch {
 	case gpuShort > 0 && !unresolvable:
-		return []Cause{Allocation, Memory}
+		causes = []Cause{Allocation, Memory}
 	case gpuShort > 0 && ruled > 0:
-		return []Cause{Placement, NoSuchHardware}
+		causes = []Cause{Placement, NoSuchHardware}
+		if migShort > 0 {
+			// The slice no layout offers may be too small for the pod.
+			causes = append(causes, Memory)
+		}
 	case migShort > 0:
 		// No GPU's layout offers the profile: the layout (node
 		// configuration) or the hardware, or the slice's memory.
-		return []Cause{Placement, NoSuchHardware, Memory}
+		causes = []Cause{Placement, NoSuchHardware, Memory}
 	case gpuShort > 0:
-		return []Cause{NoSuchHardware, Memory}
+		causes = []Cause{NoSuchHardware, Memory}
 	case ruled > 0 && other == 0:
 		return []Cause{Placement}
 	case ruled > 0:
 		return []Cause{Placement, Other}
+	default:
+		return []Cause{Other}
 	}
-	return []Cause{Other}
+	if outside {
+		causes = append(causes, Other)
+	}
+	return causes
 }
 
 // availability is one "N reason" part of an availability line.

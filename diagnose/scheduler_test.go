@@ -47,6 +47,20 @@ func TestSchedulerCauses(t *testing.T) {
 			message: "0/0 nodes are available.",
 			want:    []Cause{Other},
 		},
+		// Issue #16: gpupack said "agreement: NO" for these correct
+		// diagnoses.
+		"the only node big enough has free GPUs but no CPU": {
+			message: "0/3 nodes are available: 1 Insufficient cpu, 2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Memory, Other},
+		},
+		"a MIG profile no layout offers, and a tainted node": {
+			message: "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/mig-1g.5gb. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+			want:    []Cause{Placement, NoSuchHardware, Memory},
+		},
+		"the node's pod limit": {
+			message: "0/2 nodes are available: 1 Too many pods, 1 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Memory, Other},
+		},
 		"not a scheduler message": {
 			message: "pod has unbound immediate PersistentVolumeClaims",
 		},

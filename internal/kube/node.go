@@ -47,6 +47,9 @@ func convertNode(n *corev1.Node, c *gpu.Catalogue) (*cluster.Node, []string) {
 	if q, ok := alloc[corev1.ResourceMemory]; ok {
 		out.Memory = gpu.MiB(q.Value() / mib)
 	}
+	if q, ok := alloc[corev1.ResourcePods]; ok {
+		out.MaxPods = int(q.Value())
+	}
 	for _, t := range n.Spec.Taints {
 		out.Taints = append(out.Taints, cluster.Taint{Key: t.Key, Value: t.Value, Effect: cluster.TaintEffect(t.Effect)})
 	}
