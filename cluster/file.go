@@ -52,9 +52,9 @@ type FileNode struct {
 	Labels        map[string]string `json:"labels,omitempty"`
 	Taints        []Taint           `json:"taints,omitempty"`
 	Unschedulable bool              `json:"unschedulable,omitempty"`
-	// Pods is the node's pod capacity (allocatable pods); 0 or absent
-	// sets no limit.
-	Pods int            `json:"pods,omitempty"`
+	// Pods is the node's pod capacity (allocatable pods); absent sets no
+	// limit.
+	Pods *int           `json:"pods,omitempty"`
 	GPUs []FileGPUGroup `json:"gpus,omitempty"`
 }
 
@@ -193,8 +193,8 @@ func (fn *FileNode) node(c *gpu.Catalogue) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	if fn.Pods < 0 {
-		return nil, fmt.Errorf("pods: %d (want the node's pod capacity, 0 or more)", fn.Pods)
+	if fn.Pods != nil && *fn.Pods < 0 {
+		return nil, fmt.Errorf("pods: %d (want the node's pod capacity, 0 or more, or no pods field for no limit)", *fn.Pods)
 	}
 	n := &Node{Name: fn.Name, CPU: cpu, Memory: mem, Labels: fn.Labels, Taints: fn.Taints, Unschedulable: fn.Unschedulable, MaxPods: fn.Pods}
 	for i, t := range fn.Taints {

@@ -153,8 +153,9 @@ type Node struct {
 	Taints        []Taint
 	Unschedulable bool
 	// MaxPods is how many pods the node takes (its allocatable pods, 110
-	// by the kubelet's default); 0 when unknown, which sets no limit.
-	MaxPods int
+	// by the kubelet's default); nil when unknown, which sets no limit. A
+	// node that takes no pods has 0.
+	MaxPods *int
 	GPUs    []GPU
 }
 

@@ -190,7 +190,7 @@ func nodeReasons(d *Demand, s *NodeState) []Reason {
 		break
 	}
 	if tooManyPods(s) {
-		rs = append(rs, Reason{Code: TooManyPods, Resource: "pods", Requested: 1, Free: int64(max(n.MaxPods-s.Pods, 0)), Capacity: int64(n.MaxPods), Unit: "pods"})
+		rs = append(rs, Reason{Code: TooManyPods, Resource: "pods", Requested: 1, Free: int64(max(*n.MaxPods-s.Pods, 0)), Capacity: int64(*n.MaxPods), Unit: "pods"})
 	}
 	if s.FreeCPU < d.CPU {
 		rs = append(rs, Reason{Code: InsufficientCPU, Resource: "cpu", Requested: int64(d.CPU), Free: int64(s.FreeCPU), Capacity: int64(n.CPU), Unit: "milli-CPU", Unresolvable: d.CPU > n.CPU})
@@ -213,7 +213,7 @@ func cordoned(n *cluster.Node, p *cluster.Pod) bool {
 
 // tooManyPods reports whether the node holds as many pods as it takes.
 func tooManyPods(s *NodeState) bool {
-	return s.Node.MaxPods > 0 && s.Pods >= s.Node.MaxPods
+	return s.Node.MaxPods != nil && s.Pods >= *s.Node.MaxPods
 }
 
 func labelOrNone(labels map[string]string, k string) string {

@@ -45,7 +45,7 @@ func (b *nodeBuilder) taint(k, v string) *nodeBuilder {
 	return b
 }
 func (b *nodeBuilder) cpu(c gpu.CPUMilli) *nodeBuilder { b.n.CPU = c; return b }
-func (b *nodeBuilder) maxPods(n int) *nodeBuilder      { b.n.MaxPods = n; return b }
+func (b *nodeBuilder) maxPods(n int) *nodeBuilder      { b.n.MaxPods = &n; return b }
 func (b *nodeBuilder) cordon() *nodeBuilder            { b.n.Unschedulable = true; return b }
 func (b *nodeBuilder) obj() *cluster.Node              { n := b.n; return &n }
 

@@ -241,8 +241,10 @@ func (s *NodeState) AppendKey(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(n.Memory), 10)
 	b = append(b, '/')
 	b = strconv.AppendBool(b, n.Unschedulable)
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(n.MaxPods), 10)
+	if n.MaxPods != nil {
+		b = append(b, '/')
+		b = strconv.AppendInt(b, int64(*n.MaxPods), 10)
+	}
 	keys := make([]string, 0, len(n.Labels))
 	for k := range n.Labels {
 		keys = append(keys, k)
@@ -259,7 +261,7 @@ func (s *NodeState) AppendKey(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(s.FreeCPU), 10)
 	b = append(b, '/')
 	b = strconv.AppendInt(b, int64(s.FreeMemory), 10)
-	if n.MaxPods > 0 {
+	if n.MaxPods != nil {
 		// The pod count matters only where the node limits it.
 		b = append(b, '/')
 		b = strconv.AppendInt(b, int64(s.Pods), 10)

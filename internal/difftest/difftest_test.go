@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
@@ -58,6 +59,13 @@ func TestGeneratedCasesLoad(t *testing.T) {
 			}
 			if _, misfits, err := placement.States(st.Snapshot); err != nil || len(misfits) > 0 {
 				t.Errorf("seed %d index %d: bound pods do not fit where they are: %v %q", seed, index, err, misfits)
+			}
+			for _, n := range cs.Nodes {
+				for k, v := range n.Labels {
+					if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+						t.Errorf("seed %d index %d: node %s: label %s=%q: %v", seed, index, n.Name, k, v, errs)
+					}
+				}
 			}
 			for _, n := range st.Snapshot.Nodes {
 				seen["unschedulable"] = seen["unschedulable"] || n.Unschedulable

@@ -48,7 +48,8 @@ func convertNode(n *corev1.Node, c *gpu.Catalogue) (*cluster.Node, []string) {
 		out.Memory = gpu.MiB(q.Value() / mib)
 	}
 	if q, ok := alloc[corev1.ResourcePods]; ok {
-		out.MaxPods = int(q.Value())
+		pods := int(q.Value())
+		out.MaxPods = &pods
 	}
 	for _, t := range n.Spec.Taints {
 		out.Taints = append(out.Taints, cluster.Taint{Key: t.Key, Value: t.Value, Effect: cluster.TaintEffect(t.Effect)})
