@@ -107,6 +107,12 @@ type FileGPURequest struct {
 	MIG    string `json:"mig,omitempty"`
 	// Shared: the count is of replicas asked for as nvidia.com/gpu.shared.
 	Shared bool `json:"shared,omitempty"`
+	// Unlisted: the MIG profile is in no model of the catalogue (a live
+	// pod's nvidia.com/mig-* resource, as gpupack snapshot writes it); it
+	// is taken as named, and only a layout that has it can hold the pod.
+	// Without it an unknown profile is an error, so that a typo is not
+	// taken for a new profile.
+	Unlisted bool `json:"unlisted,omitempty"`
 }
 
 // FileDevice records which GPU (and MIG slice) a bound pod holds.
@@ -369,8 +375,8 @@ func (r *FileGPURequest) request(c *gpu.Catalogue) (Request, error) {
 		if r.Count != 0 || r.Milli != 0 || r.Memory != "" {
 			return Request{}, fmt.Errorf("mig: a MIG request cannot also ask for count, milli or memory")
 		}
-		if _, ok := c.MIGProfile(r.MIG); !ok {
-			return Request{}, fmt.Errorf("mig: no GPU in the catalogue has a MIG profile %q", r.MIG)
+		if _, ok := c.MIGProfile(r.MIG); !ok && !r.Unlisted {
+			return Request{}, fmt.Errorf("mig: no GPU in the catalogue has a MIG profile %q; fix the name, or add `unlisted: true` to take it as named", r.MIG)
 		}
 		return Request{Kind: MIGSlice, Profile: r.MIG}, nil
 	case r.Milli != 0:
@@ -441,6 +447,10 @@ func ToFile(s *Snapshot) *File {
 		}
 		if p.GPU.Kind != NoGPU {
 			r := &FileGPURequest{Count: p.GPU.Count, Milli: int64(p.GPU.Milli), MIG: p.GPU.Profile, Shared: p.GPU.SharedResource}
+			if p.GPU.Kind == MIGSlice {
+				_, known := s.Catalogue.MIGProfile(p.GPU.Profile)
+				r.Unlisted = !known
+			}
 			if p.GPU.Memory > 0 {
 				r.Memory = FormatMemory(p.GPU.Memory)
 			}
