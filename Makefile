@@ -58,7 +58,8 @@ images:
 bench:
 	$(GO) test -run XXX -bench . -benchmem -count 5 ./...
 
-# Short fuzzing of every parser.
+# Short fuzzing of every parser, and of placement and diagnose over
+# generated clusters.
 fuzz:
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTracePods$$' -fuzztime 30s
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTraceNodes$$' -fuzztime 30s
@@ -68,3 +69,4 @@ fuzz:
 	$(GO) test ./vram -run XXX -fuzz '^FuzzParseHFConfig$$' -fuzztime 30s
 	$(GO) test ./diagnose -run XXX -fuzz '^FuzzParseUsage$$' -fuzztime 30s
 	$(GO) test ./internal/fakedcgm -run XXX -fuzz '^FuzzParse$$' -fuzztime 30s
+	$(GO) test ./internal/difftest -run XXX -fuzz '^FuzzDiagnose$$' -fuzztime 30s

@@ -52,7 +52,10 @@ type FileNode struct {
 	Labels        map[string]string `json:"labels,omitempty"`
 	Taints        []Taint           `json:"taints,omitempty"`
 	Unschedulable bool              `json:"unschedulable,omitempty"`
-	GPUs          []FileGPUGroup    `json:"gpus,omitempty"`
+	// Pods is the node's pod capacity (allocatable pods); absent sets no
+	// limit.
+	Pods *int           `json:"pods,omitempty"`
+	GPUs []FileGPUGroup `json:"gpus,omitempty"`
 }
 
 // FileGPUGroup is a run of identical GPUs on a node.
@@ -104,6 +107,12 @@ type FileGPURequest struct {
 	MIG    string `json:"mig,omitempty"`
 	// Shared: the count is of replicas asked for as nvidia.com/gpu.shared.
 	Shared bool `json:"shared,omitempty"`
+	// Unlisted: the MIG profile is in no model of the catalogue (a live
+	// pod's nvidia.com/mig-* resource, as gpupack snapshot writes it); it
+	// is taken as named, and only a layout that has it can hold the pod.
+	// Without it an unknown profile is an error, so that a typo is not
+	// taken for a new profile.
+	Unlisted bool `json:"unlisted,omitempty"`
 }
 
 // FileDevice records which GPU (and MIG slice) a bound pod holds.
@@ -190,7 +199,10 @@ func (fn *FileNode) node(c *gpu.Catalogue) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	n := &Node{Name: fn.Name, CPU: cpu, Memory: mem, Labels: fn.Labels, Taints: fn.Taints, Unschedulable: fn.Unschedulable}
+	if fn.Pods != nil && *fn.Pods < 0 {
+		return nil, fmt.Errorf("pods: %d (want the node's pod capacity, 0 or more, or no pods field for no limit)", *fn.Pods)
+	}
+	n := &Node{Name: fn.Name, CPU: cpu, Memory: mem, Labels: fn.Labels, Taints: fn.Taints, Unschedulable: fn.Unschedulable, MaxPods: fn.Pods}
 	for i, t := range fn.Taints {
 		switch t.Effect {
 		case NoSchedule, PreferNoSchedule, NoExecute:
@@ -363,8 +375,8 @@ func (r *FileGPURequest) request(c *gpu.Catalogue) (Request, error) {
 		if r.Count != 0 || r.Milli != 0 || r.Memory != "" {
 			return Request{}, fmt.Errorf("mig: a MIG request cannot also ask for count, milli or memory")
 		}
-		if _, ok := c.MIGProfile(r.MIG); !ok {
-			return Request{}, fmt.Errorf("mig: no GPU in the catalogue has a MIG profile %q", r.MIG)
+		if _, ok := c.MIGProfile(r.MIG); !ok && !r.Unlisted {
+			return Request{}, fmt.Errorf("mig: no GPU in the catalogue has a MIG profile %q; fix the name, or add `unlisted: true` to take it as named", r.MIG)
 		}
 		return Request{Kind: MIGSlice, Profile: r.MIG}, nil
 	case r.Milli != 0:
@@ -401,7 +413,7 @@ func parseOptionalMemory(s string) (gpu.MiB, error) {
 func ToFile(s *Snapshot) *File {
 	f := &File{APIVersion: FileAPIVersion, Kind: FileKind}
 	for _, n := range s.Nodes {
-		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable}
+		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable, Pods: n.MaxPods}
 		for _, g := range n.GPUs {
 			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas, SharedResource: g.SharedResource, Unlisted: g.Model.Unlisted}
 			if g.Sharing != Exclusive {
@@ -435,6 +447,10 @@ func ToFile(s *Snapshot) *File {
 		}
 		if p.GPU.Kind != NoGPU {
 			r := &FileGPURequest{Count: p.GPU.Count, Milli: int64(p.GPU.Milli), MIG: p.GPU.Profile, Shared: p.GPU.SharedResource}
+			if p.GPU.Kind == MIGSlice {
+				_, known := s.Catalogue.MIGProfile(p.GPU.Profile)
+				r.Unlisted = !known
+			}
 			if p.GPU.Memory > 0 {
 				r.Memory = FormatMemory(p.GPU.Memory)
 			}

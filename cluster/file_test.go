@@ -187,3 +187,30 @@ func TestParseFileUnlisted(t *testing.T) {
 		t.Errorf("an unknown model without unlisted: err = %v", err)
 	}
 }
+
+// TestUnlistedMIGProfileReadsBack: a pod that asks for a MIG profile no
+// catalogue model has, as a live pod may, is written with unlisted: true and
+// reads back; without it the profile is refused as a likely typo (#16).
+func TestUnlistedMIGProfileReadsBack(t *testing.T) {
+	n := &Node{Name: "n", CPU: 8000, Memory: 8192}
+	p := &Pod{Namespace: "ml", Name: "odd", GPU: Request{Kind: MIGSlice, Profile: "5g.60gb"}}
+	s, err := NewSnapshot(gpu.Default(), []*Node{n}, []*Pod{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := MarshalFile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseFile(out, "snapshot.yaml", gpu.Default())
+	if err != nil {
+		t.Fatalf("the written snapshot does not read back: %v\n%s", err, out)
+	}
+	if got := back.Pods[0].GPU; got != p.GPU {
+		t.Errorf("read back %+v, want %+v", got, p.GPU)
+	}
+	typo := strings.Replace(string(out), "unlisted: true", "", 1)
+	if _, err := ParseFile([]byte(typo), "typo.yaml", gpu.Default()); err == nil || !strings.Contains(err.Error(), "unlisted: true") {
+		t.Errorf("an unknown profile without unlisted: err = %v", err)
+	}
+}

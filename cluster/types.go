@@ -152,7 +152,11 @@ type Node struct {
 	Labels        map[string]string
 	Taints        []Taint
 	Unschedulable bool
-	GPUs          []GPU
+	// MaxPods is how many pods the node takes (its allocatable pods, 110
+	// by the kubelet's default); nil when unknown, which sets no limit. A
+	// node that takes no pods has 0.
+	MaxPods *int
+	GPUs    []GPU
 }
 
 // GPUModel returns the model of the node's first GPU, or nil for a node

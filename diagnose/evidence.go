@@ -408,7 +408,11 @@ func (e *engine) beyond(f *Finding, p *cluster.Pod, full, relaxed *placement.Dem
 			rs = append(rs, v.now)
 		}
 		f.Evidence.Blocking = e.distinct(rs, false)
-		f.Fix = append(f.Fix, "no GPU is the limit: free or add the CPU or memory named above on GPU nodes, or lower the pod's request")
+		fix := "no GPU is the limit: free or add the CPU or memory named above on GPU nodes, or lower the pod's request"
+		if slices.ContainsFunc(f.Evidence.Blocking, func(b Blocking) bool { return b.Code == placement.TooManyPods }) {
+			fix = "no GPU is the limit: free or add the CPU, memory or pod capacity named above on GPU nodes (a node's pod limit is the kubelet's maxPods), or lower the pod's request"
+		}
+		f.Fix = append(f.Fix, fix)
 	case vram:
 		e.memory(f, p, n, all, verdicts, false)
 	default:

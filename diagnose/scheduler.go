@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,15 +20,22 @@ import (
 // the holders are, so one message may fit several causes; gpupack's own
 // diagnosis agrees with the scheduler when its cause is among them.
 //
-//   - GPUs short (Insufficient nvidia.com/gpu or nvidia.com/mig-*) on a node
-//     where preemption could help: allocation (or memory, which the
-//     scheduler cannot see).
-//   - GPUs short, and preemption helps nowhere (the request exceeds every
-//     node's allocatable): no such hardware (or memory, when the MIG slice
-//     exists on no layout), or placement when rules exclude other nodes.
-//   - No GPU shortage, nodes excluded by selector, affinity, taints or
-//     cordons: placement, or quota/other when other resources are short too.
-//   - Anything else (CPU, memory, pods, volumes): quota/other.
+// DefaultPreemption's part says on how many nodes preemption could help
+// (the resolvable ones); a node that a rule excludes never is, so when the
+// GPU-short nodes outnumber the other unresolvable ones, some GPU-short
+// node is held rather than too small, and the cause is allocation.
+// Otherwise:
+//
+//   - GPUs short on a node where preemption may help: allocation (or
+//     memory, which the scheduler cannot see).
+//   - Nodes excluded by selector, affinity, taints or cordons: placement,
+//     and no-such-hardware or quota/other too, since the scheduler did not
+//     look at their resources.
+//   - GPUs short where preemption cannot help: no such hardware, or
+//     placement (the node's configuration offers its GPUs under another
+//     resource, or a MIG layout lacks the profile), or memory.
+//   - CPU, memory or pods short somewhere, or nothing GPU-related:
+//     quota/other, or no such hardware where preemption cannot help.
 func SchedulerCauses(message string) []Cause {
 	main, preemption, _ := strings.Cut(message, " preemption: ")
 	nodes, parts, ok := readAvailability(main)
@@ -48,6 +56,7 @@ func SchedulerCauses(message string) []Cause {
 			other += part.nodes
 		}
 	}
+	// notHelpful is 0 without a preemption part: every node may be helped.
 	notHelpful := 0
 	if _, pparts, ok := readAvailability(preemption); ok {
 		for _, part := range pparts {
@@ -56,24 +65,44 @@ func SchedulerCauses(message string) []Cause {
 			}
 		}
 	}
-	unresolvable := preemption != "" && notHelpful >= nodes
-	switch {
-	case gpuShort > 0 && !unresolvable:
-		return []Cause{Allocation, Memory}
-	case gpuShort > 0 && ruled > 0:
-		return []Cause{Placement, NoSuchHardware}
-	case migShort > 0:
-		// No GPU's layout offers the profile: the layout (node
-		// configuration) or the hardware, or the slice's memory.
-		return []Cause{Placement, NoSuchHardware, Memory}
-	case gpuShort > 0:
-		return []Cause{NoSuchHardware, Memory}
-	case ruled > 0 && other == 0:
-		return []Cause{Placement}
-	case ruled > 0:
-		return []Cause{Placement, Other}
+	allocPossible := gpuShort > 0 && notHelpful < nodes
+	allocCertain := gpuShort > max(notHelpful-ruled, 0)
+	var causes []Cause
+	add := func(cs ...Cause) {
+		for _, c := range cs {
+			if !slices.Contains(causes, c) {
+				causes = append(causes, c)
+			}
+		}
 	}
-	return []Cause{Other}
+	if allocPossible {
+		add(Allocation, Memory)
+	}
+	if !allocCertain {
+		if ruled > 0 {
+			add(Placement)
+		}
+		if migShort > 0 {
+			// No GPU's layout offers the profile: the layout (node
+			// configuration) or the hardware, or the slice's memory.
+			add(Placement, NoSuchHardware, Memory)
+		}
+		if gpuShort > 0 {
+			// Too few GPUs under the resource asked for: too few on the
+			// node, the node's configuration (the device plugin offers
+			// them under another name), or their memory.
+			add(NoSuchHardware, Placement, Memory)
+		}
+		if ruled > 0 || (other > 0 && notHelpful > 0) {
+			// A node a rule excludes had its resources not looked at; one
+			// too small in CPU or memory is hardware too.
+			add(NoSuchHardware)
+		}
+		if other > 0 || ruled > 0 || gpuShort == 0 {
+			add(Other)
+		}
+	}
+	return causes
 }
 
 // availability is one "N reason" part of an availability line.

@@ -25,19 +25,19 @@ func TestSchedulerCauses(t *testing.T) {
 		},
 		"more GPUs than any node has": {
 			message: "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
-			want:    []Cause{NoSuchHardware, Memory},
+			want:    []Cause{NoSuchHardware, Placement, Memory},
 		},
 		"more GPUs than any node has, and rules exclude some": {
 			message: "0/8 nodes are available: 2 node(s) had untolerated taint {gpu: reserved}, 6 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
-			want:    []Cause{Placement, NoSuchHardware},
+			want:    []Cause{Placement, NoSuchHardware, Memory, Other},
 		},
 		"selector and taints only": {
 			message: "0/5 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated taint {gpu: reserved}. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.",
-			want:    []Cause{Placement},
+			want:    []Cause{Placement, NoSuchHardware, Other},
 		},
 		"cordoned nodes and CPU": {
 			message: "0/4 nodes are available: 1 node(s) were unschedulable, 3 Insufficient cpu.",
-			want:    []Cause{Placement, Other},
+			want:    []Cause{Placement, NoSuchHardware, Other},
 		},
 		"CPU only": {
 			message: "0/4 nodes are available: 4 Insufficient cpu.",
@@ -46,6 +46,39 @@ func TestSchedulerCauses(t *testing.T) {
 		"no nodes at all": {
 			message: "0/0 nodes are available.",
 			want:    []Cause{Other},
+		},
+		// Issue #16: gpupack said "agreement: NO" for these correct
+		// diagnoses.
+		"the only node big enough has free GPUs but no CPU": {
+			message: "0/3 nodes are available: 1 Insufficient cpu, 2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Memory, NoSuchHardware, Placement, Other},
+		},
+		"a MIG profile no layout offers, and a tainted node": {
+			message: "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/mig-1g.5gb. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+			want:    []Cause{Placement, NoSuchHardware, Memory, Other},
+		},
+		"the node's pod limit": {
+			message: "0/2 nodes are available: 1 Too many pods, 1 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Memory, NoSuchHardware, Placement, Other},
+		},
+		// Found by the differential test (internal/e2e): the rules hide
+		// the nodes' hardware, and the only resolvable node may be the one
+		// short of pods.
+		"nodes excluded by rules only, hardware unseen": {
+			message: "0/8 nodes are available: 8 node(s) didn't match Pod's node affinity/selector. preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.",
+			want:    []Cause{Placement, NoSuchHardware, Other},
+		},
+		"a cordon, GPUs too few, and one node short of pods": {
+			message: "0/8 nodes are available: 1 Too many pods, 1 node(s) were unschedulable, 6 Insufficient memory, 6 Insufficient nvidia.com/gpu, 7 Insufficient cpu. preemption: 0/8 nodes are available: 1 No preemption victims found for incoming pod, 7 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Memory, Placement, NoSuchHardware, Other},
+		},
+		"GPUs offered under another resource, and CPU too big": {
+			message: "0/2 nodes are available: 1 Insufficient memory, 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+			want:    []Cause{NoSuchHardware, Placement, Memory, Other},
+		},
+		"CPU beyond the only node": {
+			message: "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+			want:    []Cause{NoSuchHardware, Other},
 		},
 		"not a scheduler message": {
 			message: "pod has unbound immediate PersistentVolumeClaims",

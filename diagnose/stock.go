@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -174,26 +175,27 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		return NodeStatus{}, false
 	}
 	unresolvable := func(reasons ...string) NodeStatus { return NodeStatus{Reasons: reasons, Unresolvable: true} }
-	if n.Unschedulable && !tolerates(p, cluster.Taint{Key: "node.kubernetes.io/unschedulable", Effect: cluster.NoSchedule}) {
+	has := func(codes ...placement.Code) bool {
+		return slices.ContainsFunc(rs, func(r placement.Reason) bool { return slices.Contains(codes, r.Code) })
+	}
+	// The filters in the default profile's order: NodeUnschedulable,
+	// TaintToleration, NodeAffinity, NodeResourcesFit.
+	switch {
+	case has(placement.NodeUnschedulable):
 		return unresolvable(reasonUnschedulable), true
-	}
-	for _, t := range n.Taints {
-		if (t.Effect == cluster.NoSchedule || t.Effect == cluster.NoExecute) && !tolerates(p, t) {
-			return unresolvable(reasonTaint), true
-		}
-	}
-	for _, r := range rs {
-		if r.Code == placement.NodeSelectorMismatch || r.Code == placement.NodeAffinityMismatch {
-			return unresolvable(reasonAffinity), true
-		}
-	}
-	if len(p.GPUModels) > 0 && !hasModel(n, p.GPUModels) {
+	case has(placement.TaintNotTolerated):
+		return unresolvable(reasonTaint), true
+	case has(placement.NodeSelectorMismatch, placement.NodeAffinityMismatch):
+		return unresolvable(reasonAffinity), true
+	case len(p.GPUModels) > 0 && !hasModel(n, p.GPUModels):
 		return unresolvable(reasonAffinity), true
 	}
 	var out NodeStatus
 	for _, r := range rs {
-		if r.Code == placement.InsufficientCPU || r.Code == placement.InsufficientMemory {
-			out.Reasons = append(out.Reasons, "Insufficient "+r.Resource)
+		// NodeResourcesFit gives every shortage: pods, cpu, memory, then
+		// the extended resources, in the placement reason's words.
+		if r.Code == placement.TooManyPods || r.Code == placement.InsufficientCPU || r.Code == placement.InsufficientMemory {
+			out.Reasons = append(out.Reasons, r.Message())
 			out.Unresolvable = out.Unresolvable || r.Unresolvable
 		}
 	}
@@ -202,15 +204,6 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		out.Unresolvable = out.Unresolvable || want > allocatable
 	}
 	return out, true
-}
-
-func tolerates(p *cluster.Pod, t cluster.Taint) bool {
-	for _, tol := range p.Tolerations {
-		if tol.Tolerates(t) {
-			return true
-		}
-	}
-	return false
 }
 
 func hasModel(n *cluster.Node, models []string) bool {

@@ -75,6 +75,21 @@ func TestSchedulerLineIsStock(t *testing.T) {
 			pods:  "- {namespace: a, name: t1, gpu: {count: 1, memory: 20Gi}, node: ts}\n- {namespace: a, name: wait, gpu: {count: 1, memory: 10Gi}}",
 			note:  "the stock kube-scheduler's filters pass on ts, so it would bind the pod there and report no FailedScheduling",
 		},
+		"the node's pod limit is NodeResourcesFit's first reason, and preemption could help": {
+			nodes: `- {name: full, cpu: "32", memory: 64Gi, pods: 2, gpus: [{model: L4, count: 2}]}`,
+			pods:  "- {namespace: a, name: p1, cpu: \"1\", node: full}\n- {namespace: a, name: p2, cpu: \"1\", node: full}\n- {namespace: a, name: wait, cpu: \"40\", gpu: {count: 1}}",
+			want:  "0/1 nodes are available: 1 Insufficient cpu, 1 Too many pods. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+		},
+		"below the pod limit": {
+			nodes: `- {name: roomy, cpu: "32", memory: 64Gi, pods: 2, gpus: [{model: L4, count: 2}]}`,
+			pods:  "- {namespace: a, name: p1, cpu: \"1\", node: roomy}\n- {namespace: a, name: wait, gpu: {count: 1}}",
+			note:  "the stock kube-scheduler's filters pass on roomy, so it would bind the pod there and report no FailedScheduling",
+		},
+		"a pod that tolerates the cordon passes NodeUnschedulable": {
+			nodes: `- {name: cordoned, cpu: "32", memory: 64Gi, unschedulable: true, gpus: [{model: L4, count: 1}]}`,
+			pods:  "- {namespace: a, name: wait, gpu: {count: 1}, tolerations: [{key: node.kubernetes.io/unschedulable, operator: Exists, effect: NoSchedule}]}",
+			note:  "the stock kube-scheduler's filters pass on cordoned, so it would bind the pod there and report no FailedScheduling",
+		},
 		"a fraction has no stock resource": {
 			nodes: `- {name: frac, cpu: "32", memory: 64Gi, gpus: [{model: L4, count: 1, sharing: fractional}]}`,
 			pods:  "- {namespace: a, name: wait, cpu: \"64\", gpu: {milli: 500}}",

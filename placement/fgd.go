@@ -136,7 +136,7 @@ func (m *fragMemo) eachPlacement(d *Demand, s *NodeState, f func(g int, delta fl
 	hosts := Hosts(d, s, hostBuf[:0])
 	if d.Devices > 1 {
 		for _, h := range hosts[:d.Devices] {
-			frees[h] -= s.GPUs[h].FreeMilli
+			frees[h] -= shareOn(d, &s.Node.GPUs[h], &s.GPUs[h], h).Milli
 		}
 		f(-1, m.frag(s, cpuAfter, frees)-before)
 		return

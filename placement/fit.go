@@ -140,11 +140,10 @@ func shareOn(d *Demand, g *cluster.GPU, st *GPUState, index int) DeviceShare {
 // when nodeReasons finds none, and allocates nothing, since it runs for
 // every node of every placement.
 func nodeFits(d *Demand, s *NodeState) bool {
-	n := s.Node
-	if n.Unschedulable || s.FreeCPU < d.CPU || s.FreeMemory < d.Memory {
+	n, p := s.Node, d.Pod
+	if cordoned(n, p) || tooManyPods(s) || s.FreeCPU < d.CPU || s.FreeMemory < d.Memory {
 		return false
 	}
-	p := d.Pod
 	for k, v := range p.NodeSelector {
 		if got, ok := n.Labels[k]; !ok || got != v {
 			return false
@@ -165,7 +164,7 @@ func nodeFits(d *Demand, s *NodeState) bool {
 func nodeReasons(d *Demand, s *NodeState) []Reason {
 	n, p := s.Node, d.Pod
 	var rs []Reason
-	if n.Unschedulable {
+	if cordoned(n, p) {
 		rs = append(rs, Reason{Code: NodeUnschedulable, Detail: n.Name})
 	}
 	// Name the first mismatching key in key order, so that the reason does
@@ -190,6 +189,9 @@ func nodeReasons(d *Demand, s *NodeState) []Reason {
 		rs = append(rs, Reason{Code: TaintNotTolerated, Detail: taintDetail(t)})
 		break
 	}
+	if tooManyPods(s) {
+		rs = append(rs, Reason{Code: TooManyPods, Resource: "pods", Requested: 1, Free: int64(max(*n.MaxPods-s.Pods, 0)), Capacity: int64(*n.MaxPods), Unit: "pods"})
+	}
 	if s.FreeCPU < d.CPU {
 		rs = append(rs, Reason{Code: InsufficientCPU, Resource: "cpu", Requested: int64(d.CPU), Free: int64(s.FreeCPU), Capacity: int64(n.CPU), Unit: "milli-CPU", Unresolvable: d.CPU > n.CPU})
 	}
@@ -197,6 +199,21 @@ func nodeReasons(d *Demand, s *NodeState) []Reason {
 		rs = append(rs, Reason{Code: InsufficientMemory, Resource: "memory", Requested: int64(d.Memory), Free: int64(s.FreeMemory), Capacity: int64(n.Memory), Unit: "MiB", Unresolvable: d.Memory > n.Memory})
 	}
 	return rs
+}
+
+// unschedulableTaint is the taint by which a pod tolerates a cordon, as
+// the kube-scheduler's NodeUnschedulable filter reads its tolerations.
+var unschedulableTaint = cluster.Taint{Key: "node.kubernetes.io/unschedulable", Effect: cluster.NoSchedule}
+
+// cordoned reports whether the node's cordon keeps the pod off: the node is
+// unschedulable and the pod does not tolerate that.
+func cordoned(n *cluster.Node, p *cluster.Pod) bool {
+	return n.Unschedulable && !tolerated(p.Tolerations, unschedulableTaint)
+}
+
+// tooManyPods reports whether the node holds as many pods as it takes.
+func tooManyPods(s *NodeState) bool {
+	return s.Node.MaxPods != nil && s.Pods >= *s.Node.MaxPods
 }
 
 func labelOrNone(labels map[string]string, k string) string {
@@ -303,14 +320,41 @@ const (
 )
 
 // gpuHosts collects the GPUs that can hold one device of the demand and,
-// when asked and there are too few, the reason.
+// when asked and there are too few, the reason. For a demand of several
+// devices, a time-sliced or MPS GPU is listed once per replica it has free:
+// the device plugin may give one container several replicas of one GPU,
+// and the kube-scheduler counts replicas, not GPUs. Each GPU comes first
+// once, in index order, then the further replicas, so that the default
+// choice spreads the devices over distinct GPUs where it can, as the
+// device plugin's distributed allocation of replicas does.
 func gpuHosts(d *Demand, s *NodeState, buf []int, explain bool) ([]int, *Reason) {
-	var worst [pass + 1]int // GPUs stopped at each stage
+	var worst [pass + 1]int // device slots stopped at each stage
+	extra := false          // some host GPU takes more than one device
 	for i := range s.Node.GPUs {
-		st := unitFits(d, &s.Node.GPUs[i], &s.GPUs[i])
-		worst[st]++
-		if st == pass {
-			buf = append(buf, i)
+		g, gs := &s.Node.GPUs[i], &s.GPUs[i]
+		st := unitFits(d, g, gs)
+		slots, free := 1, 1
+		if d.Devices > 1 {
+			slots = deviceSlots(g)
+		}
+		if st != pass {
+			worst[st] += slots
+			continue
+		}
+		if slots > 1 {
+			free = freeReplicas(d, g, gs)
+		}
+		worst[pass] += free
+		worst[failBusy] += slots - free
+		extra = extra || free > 1
+		buf = append(buf, i)
+	}
+	if extra && len(buf) < d.Devices {
+		for i, distinct := 0, len(buf); i < distinct && len(buf) < d.Devices; i++ {
+			g := buf[i]
+			for range min(freeReplicas(d, &s.Node.GPUs[g], &s.GPUs[g]), d.Devices) - 1 {
+				buf = append(buf, g)
+			}
 		}
 	}
 	if len(buf) >= d.Devices || !explain {
@@ -319,21 +363,62 @@ func gpuHosts(d *Demand, s *NodeState, buf []int, explain bool) ([]int, *Reason)
 	return buf, gpuReason(d, s, worst)
 }
 
+// isReplicated reports whether the GPU is offered as replicas (time slices
+// or MPS clients).
+func isReplicated(g *cluster.GPU) bool {
+	return (g.Sharing == cluster.TimeSliced || g.Sharing == cluster.MPS) && g.Replicas > 0
+}
+
+// deviceSlots is how many devices the GPU offers when idle: its replicas,
+// or one.
+func deviceSlots(g *cluster.GPU) int {
+	if isReplicated(g) {
+		return g.Replicas
+	}
+	return 1
+}
+
+// freeReplicas is how many devices of the demand a host GPU that is offered
+// as replicas can take at once: its free replicas, and on a time-sliced GPU
+// no more than its free VRAM holds at the demand's memory each.
+func freeReplicas(d *Demand, g *cluster.GPU, st *GPUState) int {
+	free := g.Replicas - st.UsedReplicas
+	if need := d.GPU.Memory; g.Sharing == cluster.TimeSliced && need > 0 {
+		free = min(free, int(st.FreeMemory/need))
+	}
+	return max(free, 1)
+}
+
+// nodeSlots is how many devices the node's GPUs offer when idle.
+func nodeSlots(n *cluster.Node) int {
+	total := 0
+	for i := range n.GPUs {
+		total += deviceSlots(&n.GPUs[i])
+	}
+	return total
+}
+
 // gpuReason reports the first stage at which too few GPUs remain.
 func gpuReason(d *Demand, s *NodeState, counts [pass + 1]int) *Reason {
 	n := s.Node
 	resource, unit := resourceOf(d, s)
 	remaining := len(n.GPUs)
-	r := &Reason{Resource: resource, Requested: int64(d.Devices), Capacity: int64(len(n.GPUs)), Unit: unit}
+	if d.Devices > 1 {
+		remaining = nodeSlots(n)
+	}
+	r := &Reason{Resource: resource, Requested: int64(d.Devices), Capacity: int64(remaining), Unit: unit}
 	if len(n.GPUs) == 0 {
 		r.Code, r.Unresolvable, r.Detail = InsufficientGPU, true, "node has no GPUs"
 		r.Unit = "GPUs"
 		return r
 	}
-	if len(n.GPUs) < d.Devices {
+	if remaining < d.Devices {
 		r.Code, r.Unresolvable = InsufficientGPU, true
 		r.Free = int64(counts[pass])
 		r.Detail = fmt.Sprintf("node has %d GPUs, pod asks for %d", len(n.GPUs), d.Devices)
+		if remaining > len(n.GPUs) {
+			r.Detail = fmt.Sprintf("node's %d GPUs offer %d replicas, pod asks for %d", len(n.GPUs), remaining, d.Devices)
+		}
 		return r
 	}
 	for st := failModel; st < pass; st++ {
@@ -615,12 +700,18 @@ func AssignmentAt(d *Demand, s *NodeState, devices []cluster.Device) (Assignment
 		if dev.GPU < 0 || dev.GPU >= len(s.GPUs) {
 			return Assignment{}, false
 		}
+		g, st := &s.Node.GPUs[dev.GPU], &s.GPUs[dev.GPU]
+		// A GPU offered as replicas may hold several devices of the pod,
+		// as many as it has replicas free; any other GPU one.
+		same := 1
 		for _, earlier := range devices[:i] {
 			if earlier.GPU == dev.GPU {
-				return Assignment{}, false
+				same++
 			}
 		}
-		g, st := &s.Node.GPUs[dev.GPU], &s.GPUs[dev.GPU]
+		if same > 1 && (!isReplicated(g) || same > freeReplicas(d, g, st)) {
+			return Assignment{}, false
+		}
 		if unitFits(d, g, st) != pass {
 			return Assignment{}, false
 		}

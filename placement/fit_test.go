@@ -45,6 +45,8 @@ func (b *nodeBuilder) taint(k, v string) *nodeBuilder {
 	return b
 }
 func (b *nodeBuilder) cpu(c gpu.CPUMilli) *nodeBuilder { b.n.CPU = c; return b }
+func (b *nodeBuilder) maxPods(n int) *nodeBuilder      { b.n.MaxPods = &n; return b }
+func (b *nodeBuilder) cordon() *nodeBuilder            { b.n.Unschedulable = true; return b }
 func (b *nodeBuilder) obj() *cluster.Node              { n := b.n; return &n }
 
 type podBuilder struct{ p cluster.Pod }
@@ -117,6 +119,7 @@ func TestFitReasons(t *testing.T) {
 	l4ts := makeNode("l4").gpus("L4", 1, cluster.TimeSliced, 2).obj()
 	l4mps := makeNode("l4mps").gpus("L4", 1, cluster.MPS, 4).obj()
 	l4shared := makeNode("l4shared").gpus("L4", 2, cluster.TimeSliced, 2).renamed().obj()
+	l4shared4 := makeNode("l4shared4").gpus("L4", 2, cluster.TimeSliced, 4).renamed().obj()
 	t4frac := makeNode("t4").gpus("T4", 2, cluster.Fractional, 0).obj()
 	tainted := makeNode("tainted").gpus("H100-80GB", 8, cluster.Exclusive, 0).taint("dedicated", "infer").obj()
 	cpuOnly := makeNode("cpu").obj()
@@ -170,6 +173,20 @@ func TestFitReasons(t *testing.T) {
 			{Code: InsufficientVRAM, Resource: "gpu-memory", Requested: 8192, Free: l4Usable, Capacity: l4Usable / 4, Unit: "MiB"}}},
 		"shared replica":                   {state: place(t, l4shared, makePod("a").shared(1).obj()), pod: makePod("p").shared(1).obj(), gpus: []int{0}},
 		"shared replicas on distinct gpus": {state: place(t, l4shared), pod: makePod("p").shared(2).obj(), gpus: []int{0, 1}},
+		// The device plugin may give one container several replicas of one
+		// GPU: 3 replicas on 2 GPUs x 4 fit while 3 are free, and when
+		// only one is free the node could take the pod once two free.
+		"shared replicas of one gpu": {state: place(t, l4shared4, makePod("a").shared(4).obj(), makePod("b").shared(1).obj()), pod: makePod("p").shared(3).obj(), gpus: []int{1, 1, 1}},
+		"shared replicas held": {state: place(t, l4shared4, makePod("a").shared(4).obj(), makePod("b").shared(3).obj()), pod: makePod("p").shared(3).obj(), want: []Reason{
+			{Code: InsufficientGPU, Resource: "nvidia.com/gpu.shared", Requested: 3, Free: 1, Capacity: 8, Unit: "replicas"}}},
+		"more shared replicas than the node offers": {state: place(t, l4shared4), pod: makePod("p").shared(9).obj(), want: []Reason{
+			{Code: InsufficientGPU, Resource: "nvidia.com/gpu.shared", Requested: 9, Free: 8, Capacity: 8, Unit: "replicas", Unresolvable: true}}},
+		"node pod limit": {state: place(t, makeNode("full").gpus("H100-80GB", 8, cluster.Exclusive, 0).maxPods(2).obj(), makePod("a").obj(), makePod("b").obj()), pod: makePod("p").whole(1).obj(), want: []Reason{
+			{Code: TooManyPods, Resource: "pods", Requested: 1, Free: 0, Capacity: 2, Unit: "pods"}}},
+		"below the node pod limit": {state: place(t, makeNode("roomy").gpus("H100-80GB", 1, cluster.Exclusive, 0).maxPods(2).obj(), makePod("a").obj()), pod: makePod("p").whole(1).obj(), gpus: []int{0}},
+		"cordoned": {state: place(t, makeNode("cordoned").gpus("H100-80GB", 1, cluster.Exclusive, 0).cordon().obj()), pod: makePod("p").whole(1).obj(), want: []Reason{
+			{Code: NodeUnschedulable}}},
+		"cordon tolerated": {state: place(t, makeNode("cordoned").gpus("H100-80GB", 1, cluster.Exclusive, 0).cordon().obj()), pod: makePod("p").whole(1).tolerate("node.kubernetes.io/unschedulable").obj(), gpus: []int{0}},
 		"shared replicas used up": {state: place(t, l4shared, makePod("a").shared(2).obj(), makePod("b").shared(2).obj()), pod: makePod("p").shared(1).obj(), want: []Reason{
 			{Code: InsufficientGPU, Resource: "nvidia.com/gpu.shared", Requested: 1, Free: 0, Capacity: 4, Unit: "replicas"}}},
 		"shared replica vram": {state: place(t, l4shared, makePod("a").shared(1).vram(16*1024).obj(), makePod("b").shared(1).vram(16*1024).obj()), pod: makePod("p").shared(1).vram(10 * 1024).obj(), want: []Reason{

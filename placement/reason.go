@@ -15,6 +15,7 @@ const (
 	NodeSelectorMismatch Code = "NodeSelectorMismatch"
 	NodeAffinityMismatch Code = "NodeAffinityMismatch"
 	TaintNotTolerated    Code = "TaintNotTolerated"
+	TooManyPods          Code = "TooManyPods"
 	InsufficientCPU      Code = "InsufficientCPU"
 	InsufficientMemory   Code = "InsufficientMemory"
 	GPUModelMismatch     Code = "GPUModelMismatch"
@@ -25,10 +26,11 @@ const (
 )
 
 // Reason says why a pod does not fit one node, as data. Quantities are in
-// Unit: "milli-CPU", "MiB", "GPUs", "milli-GPU", "replicas" or "slices".
+// Unit: "pods", "milli-CPU", "MiB", "GPUs", "milli-GPU", "replicas" or
+// "slices".
 type Reason struct {
 	Code      Code
-	Resource  string // "cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "gpu-memory"
+	Resource  string // "pods", "cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "gpu-memory"
 	Requested int64
 	Free      int64
 	Capacity  int64
@@ -51,6 +53,8 @@ func (r Reason) Message() string {
 		return "node(s) didn't match Pod's node affinity/selector"
 	case TaintNotTolerated:
 		return fmt.Sprintf("node(s) had untolerated taint {%s}", r.Detail)
+	case TooManyPods:
+		return "Too many pods"
 	case InsufficientCPU, InsufficientMemory, InsufficientGPU:
 		return "Insufficient " + r.Resource
 	case GPUModelMismatch:

@@ -62,7 +62,8 @@ func devicesString(devices []cluster.Device) string {
 //  2. The other pods get Fit's default choice among the GPUs that can
 //     host them. A pod that the node cannot hold (an overcommitted node, a
 //     taint added after it was bound) is still counted, on the GPUs that
-//     can take it, and a Misfit gives Fit's first reason.
+//     can take it, and a Misfit gives Fit's first reason. A cordon is no
+//     such reason: it keeps new pods off, not those bound before it.
 //
 // Within each step pods go in key order (namespace/name), so the result
 // does not depend on the order in which a caller lists them: the
@@ -93,6 +94,13 @@ func RebuildNode(n *cluster.Node, demands []*Demand) (*NodeState, []Misfit) {
 	slices.SortStableFunc(rest, byKey)
 	for _, d := range rest {
 		a, reasons := Fit(d, st)
+		reasons = slices.DeleteFunc(reasons, func(r Reason) bool { return r.Code == NodeUnschedulable })
+		if len(reasons) == 0 && a.Devices == nil && d.Devices > 0 {
+			// Only the cordon stopped Fit, and a cordon keeps new pods off,
+			// not the pods bound before it: place the pod as Fit would.
+			var buf [maxStackGPUs]int
+			a = AssignmentOn(d, st, pickDefault(d, st, Hosts(d, st, buf[:0])))
+		}
 		if len(reasons) > 0 {
 			r := reasons[0]
 			if i, ok := rejected[d]; ok {

@@ -54,3 +54,22 @@ func TestRebuildNode(t *testing.T) {
 		}
 	}
 }
+
+// TestRebuildNodeCordoned: a cordon keeps new pods off a node, not the pods
+// bound to it before, so they are placed without a misfit; a pod the node
+// cannot hold still gets one.
+func TestRebuildNodeCordoned(t *testing.T) {
+	n := makeNode("x").gpus("H100-80GB", 2, cluster.Exclusive, 0).cordon().obj()
+	bound := func(p *cluster.Pod) *Demand { p.NodeName = "x"; return demand(t, p) }
+	st, misfits := RebuildNode(n, []*Demand{bound(makePod("a").whole(1).obj()), bound(makePod("b").obj())})
+	if len(misfits) != 0 {
+		t.Errorf("misfits %v on a cordoned node whose pods fit it", misfits)
+	}
+	if st.GPUs[0].Holders != 1 || st.Pods != 2 {
+		t.Errorf("state %+v: want GPU 0 held by a/a, and both pods counted", st)
+	}
+	_, misfits = RebuildNode(n, []*Demand{bound(makePod("big").whole(3).obj())})
+	if len(misfits) != 1 || !strings.Contains(misfits[0].String(), "Insufficient nvidia.com/gpu") {
+		t.Errorf("misfits %v: want the 3-GPU pod's, in GPU words, not the cordon's", misfits)
+	}
+}

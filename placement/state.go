@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -174,7 +175,7 @@ func (s *NodeState) Assign(d *Demand, a Assignment) {
 	s.FreeCPU -= d.CPU
 	s.FreeMemory -= d.Memory
 	s.Pods++
-	for _, dev := range a.Devices {
+	for i, dev := range a.Devices {
 		g := &s.GPUs[dev.GPU]
 		g.FreeMilli -= dev.Milli
 		g.FreeMemory -= dev.Memory
@@ -184,7 +185,9 @@ func (s *NodeState) Assign(d *Demand, a Assignment) {
 		if dev.Replica {
 			g.UsedReplicas++
 		}
-		join(g, d.Pod)
+		if !slices.ContainsFunc(a.Devices[:i], func(e DeviceShare) bool { return e.GPU == dev.GPU }) {
+			join(g, d.Pod) // once per GPU, however many replicas of it the pod takes
+		}
 	}
 }
 
@@ -238,6 +241,10 @@ func (s *NodeState) AppendKey(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(n.Memory), 10)
 	b = append(b, '/')
 	b = strconv.AppendBool(b, n.Unschedulable)
+	if n.MaxPods != nil {
+		b = append(b, '/')
+		b = strconv.AppendInt(b, int64(*n.MaxPods), 10)
+	}
 	keys := make([]string, 0, len(n.Labels))
 	for k := range n.Labels {
 		keys = append(keys, k)
@@ -254,6 +261,11 @@ func (s *NodeState) AppendKey(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(s.FreeCPU), 10)
 	b = append(b, '/')
 	b = strconv.AppendInt(b, int64(s.FreeMemory), 10)
+	if n.MaxPods != nil {
+		// The pod count matters only where the node limits it.
+		b = append(b, '/')
+		b = strconv.AppendInt(b, int64(s.Pods), 10)
+	}
 	for i := range n.GPUs {
 		g, st := &n.GPUs[i], &s.GPUs[i]
 		b = append(b, '|')

@@ -47,6 +47,10 @@ func convertNode(n *corev1.Node, c *gpu.Catalogue) (*cluster.Node, []string) {
 	if q, ok := alloc[corev1.ResourceMemory]; ok {
 		out.Memory = gpu.MiB(q.Value() / mib)
 	}
+	if q, ok := alloc[corev1.ResourcePods]; ok {
+		pods := int(q.Value())
+		out.MaxPods = &pods
+	}
 	for _, t := range n.Spec.Taints {
 		out.Taints = append(out.Taints, cluster.Taint{Key: t.Key, Value: t.Value, Effect: cluster.TaintEffect(t.Effect)})
 	}
