@@ -44,8 +44,13 @@ type Claim struct {
 	// Name is the ResourceClaim's name, in the pod's namespace; empty when
 	// the claim of a template has not been created yet.
 	Name string `json:"name,omitempty"`
-	// PodClaim is the entry's name in pod.spec.resourceClaims.
-	PodClaim string `json:"podClaim"`
+	// PodClaim is the entry's name in pod.spec.resourceClaims; empty for
+	// the claim of ExtendedResource.
+	PodClaim string `json:"podClaim,omitempty"`
+	// ExtendedResource (e.g. nvidia.com/gpu) is set on the claim that
+	// serves a pod's extended-resource request through a DeviceClass's
+	// extendedResourceName (the kube-scheduler makes it when it binds).
+	ExtendedResource string `json:"extendedResource,omitempty"`
 	// Template is the ResourceClaimTemplate the claim is made from, if any.
 	Template string         `json:"template,omitempty"`
 	Requests []ClaimRequest `json:"requests,omitempty"`

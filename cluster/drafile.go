@@ -49,8 +49,8 @@ func checkDRADevice(d *DRADevice, count int, sharing Sharing, slices int) error 
 
 // checkClaim validates a pod's claim in a file.
 func checkClaim(c *Claim) error {
-	if c.PodClaim == "" {
-		return fmt.Errorf("podClaim: missing (the entry's name in the pod's spec.resourceClaims)")
+	if (c.PodClaim == "") == (c.ExtendedResource == "") {
+		return fmt.Errorf("podClaim: give exactly one of podClaim (the entry's name in the pod's spec.resourceClaims) and extendedResource (the resource a DeviceClass's extendedResourceName serves)")
 	}
 	for i := range c.Requests {
 		if err := checkClaimRequest(&c.Requests[i], true); err != nil {

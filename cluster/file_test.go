@@ -264,7 +264,7 @@ func TestParseFileDRAErrors(t *testing.T) {
 		"no device":      {dev("{driver: d, pool: p}"), "dra: device: missing"},
 		"slices not mig": {dev("{driver: d, pool: p, sliceDevices: [a]}"), "sliceDevices: given but sharing is exclusive"},
 		"twice":          {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1, dra: {driver: d, pool: p, device: x}}, {model: T4, count: 1, dra: {driver: d, pool: p, device: x}}]}\n", "DRA device d/p/x is offered twice"},
-		"no podClaim":    {claim("{name: c}"), "pods[0] (p): claims[0]: podClaim: missing"},
+		"no podClaim":    {claim("{name: c}"), "pods[0] (p): claims[0]: podClaim: give exactly one of podClaim"},
 		"no class":       {claim("{podClaim: c, requests: [{name: r, count: 1}]}"), "requests[0]: deviceClass: missing"},
 		"no count":       {claim("{podClaim: c, requests: [{name: r, deviceClass: g}]}"), "requests[0]: count: missing"},
 		"nested":         {claim("{podClaim: c, requests: [{name: r, firstAvailable: [{name: s, firstAvailable: [{name: t}]}]}]}"), "alternatives cannot nest"},
