@@ -508,6 +508,15 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 		warnings = append(warnings, v.bindDevices(p, out, held, heldDevices)...)
 		return warnings
 	}
+	for _, c := range out.Claims {
+		for _, r := range c.Requests {
+			for _, alt := range append([]cluster.ClaimRequest{r}, r.FirstAvailable...) {
+				if _, ok := v.classes[alt.DeviceClass]; alt.DeviceClass != "" && !ok {
+					warn("claim %s, request %s: DeviceClass %s was not listed; the request is not counted as a GPU request", cmp.Or(c.Name, c.PodClaim), alt.Name, alt.DeviceClass)
+				}
+			}
+		}
+	}
 	if out.GPU.Kind == cluster.NoGPU {
 		out.GPU = v.claimRequest(out.Claims)
 	}
@@ -558,7 +567,7 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 			warn("its claims hold %d MIG devices and %d shares; gpupack models one MIG slice per pod and counts the first", len(slices), len(shares))
 		}
 	case len(shares) > 0:
-		out.GPU = shareRequest(shares[0], device(sharedAt[0]))
+		out.GPU = shareRequest(shares[0])
 		out.Devices = sharedAt[:1]
 		if len(shares) > 1 {
 			warn("its claims hold %d shares of devices; gpupack models one share per pod and counts the first", len(shares))
@@ -577,7 +586,7 @@ func gpuAt(gpus []cluster.GPU, index, base int) *cluster.GPU {
 // shareRequest is the request of a share of a device that allows multiple
 // allocations: the memory it consumes, or, when it consumes none, the
 // smallest fraction, so that it counts as one share.
-func shareRequest(d cluster.ClaimDevice, g *cluster.GPU) cluster.Request {
+func shareRequest(d cluster.ClaimDevice) cluster.Request {
 	if text, ok := d.ConsumedCapacity[draCapMemory]; ok {
 		if m, err := cluster.ParseMemory(text); err == nil && m > 0 {
 			return cluster.Request{Kind: cluster.GPUMemory, Memory: m}

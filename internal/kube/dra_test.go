@@ -1,6 +1,7 @@
 package kube_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -211,5 +212,50 @@ func draNode(name string) *corev1.Node {
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
 		}},
+	}
+}
+
+// TestBuildDRAShares: claims holding shares (shareID, consumed memory) of a
+// device that allows multiple allocations each count as a share of it, and a
+// claim naming an unknown DeviceClass is said so.
+func TestBuildDRAShares(t *testing.T) {
+	shared := draH100(0)
+	shared.Shared = true
+	var claims []*resourcev1.ResourceClaim
+	var pods []*corev1.Pod
+	for i, memory := range []string{"20Gi", "30Gi"} {
+		name := fmt.Sprintf("share-%d", i)
+		cl := draClaim(name, testcluster.DeviceClassGPU, 1, "dra-1", "gpu-0")
+		r := &cl.Status.Allocation.Devices.Results[0]
+		r.ShareID = ptr.To(types.UID(fmt.Sprintf("share-uid-%d", i)))
+		r.ConsumedCapacity = map[resourcev1.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory)}
+		claims = append(claims, cl)
+		pods = append(pods, draPod(name, "dra-1", *cl))
+	}
+	unknown := draClaim("odd", "no-such-class", 1, "")
+	claims = append(claims, unknown)
+	pods = append(pods, draPod("odd", "", *unknown))
+	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, pods, nil,
+		&kube.DRAObjects{Classes: testcluster.NVIDIADeviceClasses(), Slices: []*resourcev1.ResourceSlice{testcluster.NVIDIASlice("dra-1", shared)}, Claims: claims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := st.Snapshot.Nodes[0].GPUs[0]
+	if !g.DRA.Shared || g.Sharing != cluster.Fractional {
+		t.Fatalf("GPU = %+v (DRA %+v), want a shared DRA device", g, g.DRA)
+	}
+	states, misfits, err := placement.States(st.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(misfits) > 0 {
+		t.Errorf("misfits: %q", misfits)
+	}
+	if s := states[0].GPUs[0]; s.Holders != 2 || s.FreeMemory != g.Memory-(20+30)*1024 {
+		t.Errorf("GPU state = %+v; want 2 holders and %d MiB free", s, g.Memory-(20+30)*1024)
+	}
+	want := "pod ml/odd: claim odd, request gpu: DeviceClass no-such-class was not listed"
+	if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+		t.Errorf("no warning says %q; warnings: %q", want, st.Warnings)
 	}
 }
