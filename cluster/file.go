@@ -12,14 +12,17 @@ import (
 )
 
 // FileAPIVersion and FileKind identify gpupack's snapshot file format.
+// FileAPIVersion is the version written; FileAPIVersionV1Alpha1, the
+// format before DRA devices and claims, is still read.
 const (
-	FileAPIVersion = "gpupack.io/v1alpha1"
-	FileKind       = "ClusterSnapshot"
+	FileAPIVersion         = "gpupack.io/v1alpha2"
+	FileAPIVersionV1Alpha1 = "gpupack.io/v1alpha1"
+	FileKind               = "ClusterSnapshot"
 )
 
 // File is the snapshot file's document, YAML or JSON:
 //
-//	apiVersion: gpupack.io/v1alpha1
+//	apiVersion: gpupack.io/v1alpha2
 //	kind: ClusterSnapshot
 //	nodes:
 //	- name: gpu-a-1
@@ -30,6 +33,8 @@ const (
 //	  gpus:
 //	  - {model: H100-80GB, count: 4}
 //	  - {model: H100-80GB, count: 4, sharing: mig, mig: [3g.40gb, 3g.40gb]}
+//	  # v1alpha2: a GPU offered through a ResourceSlice (DRA), one per group
+//	  - {model: H100-80GB, count: 1, dra: {driver: gpu.nvidia.com, pool: gpu-a-1, device: gpu-0, classes: [gpu.nvidia.com]}}
 //	pods:
 //	- namespace: ml            # omitted: "default", as kubectl does
 //	  name: train-0
@@ -37,6 +42,10 @@ const (
 //	  memory: 64Gi
 //	  gpu: {count: 1}            # or {milli: 250}, {memory: 20Gi}, {mig: 1g.10gb}
 //	  node: gpu-a-1              # omit while pending
+//	  # v1alpha2: the pod's ResourceClaims and their allocation
+//	  claims:
+//	  - {podClaim: gpu, name: train-0-gpu, requests: [{name: gpu, deviceClass: gpu.nvidia.com, count: 1}],
+//	     allocated: [{request: gpu, driver: gpu.nvidia.com, pool: gpu-a-1, device: gpu-0}]}
 type File struct {
 	APIVersion string     `json:"apiVersion"`
 	Kind       string     `json:"kind"`
@@ -77,6 +86,10 @@ type FileGPUGroup struct {
 	// unknown model name is an error, so that a typo is not taken for a
 	// new GPU.
 	Unlisted bool `json:"unlisted,omitempty"`
+
+	// DRA (v1alpha2): the GPU is offered through a ResourceSlice, as this
+	// device; the group then has count 1.
+	DRA *DRADevice `json:"dra,omitempty"`
 }
 
 // FilePod is a pod in the snapshot file.
@@ -95,6 +108,8 @@ type FilePod struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 	Node         string            `json:"node,omitempty"`
 	Devices      []FileDevice      `json:"devices,omitempty"`
+	// Claims (v1alpha2) are the pod's ResourceClaims.
+	Claims []Claim `json:"claims,omitempty"`
 }
 
 // FileGPURequest is a pod's GPU request: count whole GPUs (each with at
@@ -144,8 +159,14 @@ func ParseFile(data []byte, source string, c *gpu.Catalogue) (*Snapshot, error) 
 
 // Snapshot validates the document and builds the snapshot.
 func (f *File) Snapshot(c *gpu.Catalogue) (*Snapshot, error) {
-	if f.APIVersion != FileAPIVersion {
-		return nil, fmt.Errorf("apiVersion %q: want %q", f.APIVersion, FileAPIVersion)
+	switch f.APIVersion {
+	case FileAPIVersion:
+	case FileAPIVersionV1Alpha1:
+		if err := f.checkV1Alpha1(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("apiVersion %q: want %q (or the older %q)", f.APIVersion, FileAPIVersion, FileAPIVersionV1Alpha1)
 	}
 	if f.Kind != FileKind {
 		return nil, fmt.Errorf("kind %q: want %q", f.Kind, FileKind)
@@ -168,6 +189,9 @@ func (f *File) Snapshot(c *gpu.Catalogue) (*Snapshot, error) {
 	}
 	s, err := NewSnapshot(c, nodes, pods)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDRA(s); err != nil {
 		return nil, err
 	}
 	for i, p := range pods {
@@ -252,6 +276,13 @@ func (g *FileGPUGroup) gpus(c *gpu.Catalogue, first int) ([]GPU, error) {
 		}
 	}
 	proto := GPU{Model: m, Memory: mem, Sharing: sharing, Replicas: g.Replicas, SharedResource: g.SharedResource}
+	if g.DRA != nil {
+		if err := checkDRADevice(g.DRA, g.Count, sharing, len(g.MIG)); err != nil {
+			return nil, fmt.Errorf("dra: %w", err)
+		}
+		dra := *g.DRA
+		proto.DRA = &dra
+	}
 	switch sharing {
 	case TimeSliced, MPS:
 		if g.Replicas < 1 || g.Replicas > 48*4 {
@@ -272,6 +303,9 @@ func (g *FileGPUGroup) gpus(c *gpu.Catalogue, first int) ([]GPU, error) {
 			return nil, fmt.Errorf("mig: %w", err)
 		}
 		proto.Layout = layout
+		if proto.DRA != nil && len(proto.DRA.SliceDevices) > 0 {
+			proto.DRA.SliceDevices = InLayout(g.MIG, proto.DRA.SliceDevices, layout)
+		}
 	default:
 		if g.Replicas != 0 {
 			return nil, fmt.Errorf("replicas: only time-slicing and mps GPUs have replicas")
@@ -354,6 +388,12 @@ func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
 	if len(p.Devices) > 0 && p.NodeName == "" {
 		return nil, fmt.Errorf("devices: given for a pod that is not bound to a node; set node")
 	}
+	for i := range fp.Claims {
+		if err := checkClaim(&fp.Claims[i]); err != nil {
+			return nil, fmt.Errorf("claims[%d]: %w", i, err)
+		}
+	}
+	p.Claims = fp.Claims
 	return p, nil
 }
 
@@ -415,7 +455,7 @@ func ToFile(s *Snapshot) *File {
 	for _, n := range s.Nodes {
 		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable, Pods: n.MaxPods}
 		for _, g := range n.GPUs {
-			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas, SharedResource: g.SharedResource, Unlisted: g.Model.Unlisted}
+			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas, SharedResource: g.SharedResource, Unlisted: g.Model.Unlisted, DRA: g.DRA}
 			if g.Sharing != Exclusive {
 				grp.Sharing = g.Sharing.String()
 			}
@@ -435,7 +475,7 @@ func ToFile(s *Snapshot) *File {
 	}
 	for _, p := range s.Pods {
 		fp := FilePod{Namespace: p.Namespace, Name: p.Name, GPUModels: p.GPUModels, NodeSelector: p.NodeSelector,
-			Affinity: p.RequiredAffinity, Tolerations: p.Tolerations, Tenant: p.Tenant, Labels: p.Labels, Node: p.NodeName}
+			Affinity: p.RequiredAffinity, Tolerations: p.Tolerations, Tenant: p.Tenant, Labels: p.Labels, Node: p.NodeName, Claims: p.Claims}
 		if p.CPU != 0 {
 			fp.CPU = FormatCPU(p.CPU)
 		}
@@ -470,6 +510,9 @@ func ToFile(s *Snapshot) *File {
 }
 
 func sameGroup(a, b FileGPUGroup) bool {
+	if a.DRA != nil || b.DRA != nil {
+		return false // each DRA device is its own group
+	}
 	if a.Model != b.Model || a.Sharing != b.Sharing || a.Replicas != b.Replicas || a.SharedResource != b.SharedResource || a.Memory != b.Memory || len(a.MIG) != len(b.MIG) {
 		return false
 	}

@@ -214,3 +214,88 @@ func TestUnlistedMIGProfileReadsBack(t *testing.T) {
 		t.Errorf("an unknown profile without unlisted: err = %v", err)
 	}
 }
+
+// TestParseFileDRA: DRA devices and claims (v1alpha2) are read, written and
+// read back unchanged, MIG slice devices follow their slices when Fit
+// reorders the layout, and a v1alpha1 file still reads.
+func TestParseFileDRA(t *testing.T) {
+	data, err := os.ReadFile("testdata/dra.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseFile(data, "dra.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := s.Node("dra-1")
+	if got := len(n.GPUs); got != 3 {
+		t.Fatalf("GPUs = %d, want 3", got)
+	}
+	if d := n.GPUs[1].DRA; d == nil || d.Device != "gpu-1" || d.Pool != "dra-1" || d.Driver != "gpu.nvidia.com" {
+		t.Errorf("GPU 1 DRA = %+v, want gpu.nvidia.com/dra-1/gpu-1", d)
+	}
+	mig := n.GPUs[2]
+	for i, sl := range mig.Layout {
+		want := strings.ReplaceAll(sl.Profile, ".", "")
+		if name := mig.DRA.SliceDevices[i]; !strings.Contains(name, "-mig-"+want+"-") {
+			t.Errorf("slice %d (%s) is device %s, want a %s device", i, sl.Profile, name, sl.Profile)
+		}
+	}
+	train := s.Pods[0]
+	if diff := cmp.Diff([]ClaimDevice{{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "dra-1", Device: "gpu-1"}}, train.Claims[0].Allocated); diff != "" {
+		t.Errorf("train's allocation (-want +got):\n%s", diff)
+	}
+	out, err := MarshalFile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(out), "apiVersion: "+FileAPIVersion+"\n") {
+		t.Errorf("written file does not start with apiVersion %s:\n%s", FileAPIVersion, out)
+	}
+	again, err := ParseFile(out, "round-trip", gpu.Default())
+	if err != nil {
+		t.Fatalf("re-reading written file: %v\n%s", err, out)
+	}
+	if diff := cmp.Diff(s.Nodes, again.Nodes, cmp.AllowUnexported(GPU{})); diff != "" {
+		t.Errorf("round trip changed the nodes (-first +second):\n%s", diff)
+	}
+	if diff := cmp.Diff(s.Pods, again.Pods); diff != "" {
+		t.Errorf("round trip changed the pods (-first +second):\n%s", diff)
+	}
+
+	old := strings.Replace(string(data), FileAPIVersion, FileAPIVersionV1Alpha1, 1)
+	if _, err := ParseFile([]byte(old), "old.yaml", gpu.Default()); err == nil || !strings.Contains(err.Error(), "nodes[0].gpus[0].dra: DRA devices need apiVersion "+FileAPIVersion) {
+		t.Errorf("DRA fields in a v1alpha1 file: err = %v", err)
+	}
+}
+
+func TestParseFileDRAErrors(t *testing.T) {
+	head := "apiVersion: gpupack.io/v1alpha2\nkind: ClusterSnapshot\n"
+	dev := func(dra string) string {
+		return head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1, dra: " + dra + "}]}\n"
+	}
+	claim := func(c string) string {
+		return head + "nodes: []\npods: [{name: p, claims: [" + c + "]}]\n"
+	}
+	cases := map[string]struct{ doc, want string }{
+		"count":          {strings.Replace(dev("{driver: d, pool: p, device: x}"), "count: 1", "count: 2", 1), "a DRA device is one GPU; count is 2"},
+		"no driver":      {dev("{pool: p, device: x}"), "nodes[0]: gpus[0]: dra: driver: missing"},
+		"no device":      {dev("{driver: d, pool: p}"), "dra: device: missing"},
+		"slices not mig": {dev("{driver: d, pool: p, sliceDevices: [a]}"), "sliceDevices: given but sharing is exclusive"},
+		"twice":          {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1, dra: {driver: d, pool: p, device: x}}, {model: T4, count: 1, dra: {driver: d, pool: p, device: x}}]}\n", "DRA device d/p/x is offered twice"},
+		"no podClaim":    {claim("{name: c}"), "pods[0] (p): claims[0]: podClaim: give exactly one of podClaim"},
+		"no class":       {claim("{podClaim: c, requests: [{name: r, count: 1}]}"), "requests[0]: deviceClass: missing"},
+		"no count":       {claim("{podClaim: c, requests: [{name: r, deviceClass: g}]}"), "requests[0]: count: missing"},
+		"nested":         {claim("{podClaim: c, requests: [{name: r, firstAvailable: [{name: s, firstAvailable: [{name: t}]}]}]}"), "alternatives cannot nest"},
+		"bad capacity":   {claim("{podClaim: c, name: c, allocated: [{request: r, driver: d, pool: p, device: x, consumedCapacity: {memory: lots}}]}"), `consumedCapacity.memory: "lots" is not a quantity`},
+		"no device id":   {claim("{podClaim: c, name: c, allocated: [{request: r, driver: d}]}"), "driver, pool and device are all needed"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseFile([]byte(tc.doc), "d.yaml", gpu.Default())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

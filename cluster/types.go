@@ -64,6 +64,9 @@ type GPU struct {
 	SharedResource bool
 	// Layout is the MIG layout (MIG only).
 	Layout gpu.Layout
+	// DRA is the GPU's identity when a ResourceSlice offers it (Dynamic
+	// Resource Allocation); nil for GPUs of the device plugin.
+	DRA *DRADevice
 }
 
 // Shares reports how many pods the GPU can hold at most.
@@ -296,6 +299,9 @@ type Pod struct {
 	// Devices are the GPU shares the pod holds on NodeName. A snapshot
 	// fills them in for bound GPU pods whose devices were not recorded.
 	Devices []Device
+	// Claims are the pod's ResourceClaims (Dynamic Resource Allocation);
+	// a pod bound through them has Devices from their allocation.
+	Claims []Claim
 }
 
 // Key is "namespace/name".

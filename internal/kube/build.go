@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -39,14 +40,43 @@ type SchedulingFailure struct {
 // a warning. events may hold any events; only FailedScheduling events of
 // pending pods are used.
 func Build(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events []*corev1.Event) (*State, error) {
+	return BuildDRA(c, nodes, pods, events, nil)
+}
+
+// BuildDRA is Build with the cluster's Dynamic Resource Allocation objects
+// (nil: none): the GPUs that ResourceSlices offer join their nodes' GPUs,
+// after the device plugin's, and pods get their claims, the GPU request the
+// claims stand for and, once allocated, the devices they hold.
+func BuildDRA(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events []*corev1.Event, dra *DRAObjects) (*State, error) {
 	st := &State{SchedulingFailures: map[string]SchedulingFailure{}}
 	snapNodes := make([]*cluster.Node, 0, len(nodes))
 	names := make(map[string]bool, len(nodes))
+	pluginGPUs := make(map[string]int, len(nodes))
 	for _, n := range nodes {
 		sn, warnings := convertNode(n, c)
 		snapNodes = append(snapNodes, sn)
 		names[n.Name] = true
+		pluginGPUs[n.Name] = len(sn.GPUs)
 		st.Warnings = append(st.Warnings, warnings...)
+	}
+	view := readDRA(c, dra, pluginGPUs)
+	st.Warnings = append(st.Warnings, view.warnings...)
+	for _, sn := range snapNodes {
+		if extra := view.gpus[sn.Name]; len(extra) > 0 {
+			if len(sn.GPUs) > 0 {
+				st.Warnings = append(st.Warnings, fmt.Sprintf("node %s: offers %d GPUs through the device plugin and %d through DRA ResourceSlices; gpupack counts both, which is right only if they are different GPUs", sn.Name, len(sn.GPUs), len(extra)))
+			}
+			sn.GPUs = append(sn.GPUs, extra...)
+			for i := range sn.GPUs {
+				sn.GPUs[i].Index = i
+			}
+		}
+	}
+	templates := map[string]*resourcev1.ResourceClaimTemplate{}
+	if dra != nil {
+		for _, t := range dra.Templates {
+			templates[t.Namespace+"/"+t.Name] = t
+		}
 	}
 	snapPods := make([]*cluster.Pod, 0, len(pods))
 	pending := map[string]*corev1.Pod{}
@@ -59,6 +89,7 @@ func Build(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events []
 			continue
 		}
 		sp, warnings := convertPod(p)
+		warnings = append(warnings, view.podClaims(p, sp, templates)...)
 		snapPods = append(snapPods, sp)
 		st.Warnings = append(st.Warnings, warnings...)
 		if p.Spec.NodeName == "" {

@@ -48,9 +48,19 @@
 //     snapshot keeps them as cluster.Pod.Devices, and placement.RebuildNode
 //     takes them unless they conflict. Succeeded and Failed pods hold
 //     nothing and are skipped.
-//
-// Dynamic Resource Allocation (ResourceSlices, ResourceClaims) is not read:
-// GPUs offered only through DRA are not in the snapshot.
+//   - Dynamic Resource Allocation (dra.go, BuildDRA): the devices that
+//     ResourceSlices of NVIDIA's DRA driver (gpu.nvidia.com) offer on a node
+//     join its GPUs after the device plugin's, each with its DRA identity
+//     (cluster.DRADevice) and the DeviceClasses whose CEL selectors select
+//     it (the upstream evaluator, k8s.io/dynamic-resource-allocation/cel):
+//     whole GPUs (type gpu), MIG devices (type mig) as the slices of their
+//     parent GPU. Only the current generation of each pool counts. A pod's
+//     claims (spec.resourceClaims, the names in status.resourceClaimStatuses,
+//     status.extendedResourceClaimStatus) become cluster.Pod.Claims; their
+//     allocation gives a bound pod its request and Devices, and a pending
+//     pod whose claims' classes select GPUs asks for them. Device taints,
+//     shared counters, consumable capacity, devices not local to one node
+//     and other drivers' devices are named in warnings.
 //
 // kube is an edge package: it imports client-go. The core packages (cluster,
 // placement, diagnose, ...) must never import it.

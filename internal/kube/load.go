@@ -8,6 +8,7 @@ import (
 	"net/url"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -24,19 +25,47 @@ const pageSize = 500
 // failedSchedulingSelector selects the scheduler's events about pods.
 var failedSchedulingSelector = fields.Set{"reason": ReasonFailedScheduling, "involvedObject.kind": "Pod"}.AsSelector().String()
 
-// Load lists the cluster's nodes, pods and FailedScheduling events once, in
-// parallel and in pages, and builds the State. It needs the verb list on
-// nodes, pods and events at cluster scope (deploy/rbac.yaml); an error says
+// Load lists the cluster's nodes, pods, FailedScheduling events and DRA
+// objects (DeviceClasses, ResourceSlices, ResourceClaims and their
+// templates) once, in parallel and in pages, and builds the State. It needs
+// the verb list on each at cluster scope (deploy/rbac.yaml); an error says
 // which permission is missing, or that the apiserver cannot be reached or
-// rejects the credentials.
+// rejects the credentials. A cluster that does not serve resource.k8s.io/v1
+// is read without DRA, with a warning.
 func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*State, error) {
 	core := client.CoreV1()
 	var (
 		nodes  []*corev1.Node
 		pods   []*corev1.Pod
 		events []*corev1.Event
+		dra    DRAObjects
 	)
+	res := client.ResourceV1()
 	lists := []func() error{
+		func() (err error) {
+			dra.Classes, err = listAll[resourcev1.DeviceClass](ctx, "deviceclasses", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return res.DeviceClasses().List(ctx, opts)
+			}, metav1.ListOptions{})
+			return err
+		},
+		func() (err error) {
+			dra.Slices, err = listAll[resourcev1.ResourceSlice](ctx, "resourceslices", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return res.ResourceSlices().List(ctx, opts)
+			}, metav1.ListOptions{})
+			return err
+		},
+		func() (err error) {
+			dra.Claims, err = listAll[resourcev1.ResourceClaim](ctx, "resourceclaims", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return res.ResourceClaims(metav1.NamespaceAll).List(ctx, opts)
+			}, metav1.ListOptions{})
+			return err
+		},
+		func() (err error) {
+			dra.Templates, err = listAll[resourcev1.ResourceClaimTemplate](ctx, "resourceclaimtemplates", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return res.ResourceClaimTemplates(metav1.NamespaceAll).List(ctx, opts)
+			}, metav1.ListOptions{})
+			return err
+		},
 		func() (err error) {
 			nodes, err = listAll[corev1.Node](ctx, "nodes", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return core.Nodes().List(ctx, opts)
@@ -61,15 +90,37 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 		go func() { errs <- list() }()
 	}
 	var all []error
+	unserved := false
 	for range lists {
 		if err := <-errs; err != nil {
+			if notServed(err) {
+				unserved = true
+				continue
+			}
 			all = append(all, err)
 		}
 	}
 	if len(all) > 0 {
 		return nil, explain(errors.Join(all...), server(client))
 	}
-	return Build(c, nodes, pods, events)
+	if unserved {
+		st, err := Build(c, nodes, pods, events)
+		if err == nil {
+			st.Warnings = append(st.Warnings, draNotServed)
+		}
+		return st, err
+	}
+	return BuildDRA(c, nodes, pods, events, &dra)
+}
+
+// draNotServed is the warning for a cluster without resource.k8s.io/v1.
+const draNotServed = "the cluster does not serve resource.k8s.io/v1 (Kubernetes before 1.34, or DRA turned off): no DRA devices or claims are read"
+
+// notServed reports whether err is a list of a DRA resource that the
+// apiserver does not serve (404), as before Kubernetes 1.34.
+func notServed(err error) bool {
+	var le *listError
+	return errors.As(err, &le) && le.group() == resourcev1.GroupName && apierrors.IsNotFound(le.err)
 }
 
 // listAll lists every object of a resource at cluster scope, page by page.
@@ -98,6 +149,15 @@ type listError struct {
 }
 
 func (e *listError) Error() string { return fmt.Sprintf("%s %s: %v", e.verb, e.resource, e.err) }
+
+// group is the API group of the resource.
+func (e *listError) group() string {
+	switch e.resource {
+	case "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates":
+		return resourcev1.GroupName
+	}
+	return ""
+}
 func (e *listError) Unwrap() error { return e.err }
 
 // explain turns the errors of API calls into one that says what to do:
@@ -110,7 +170,7 @@ func explain(err error, server string) error {
 	for _, le := range lerrs {
 		switch {
 		case apierrors.IsForbidden(le.err):
-			missing = append(missing, fmt.Sprintf("verb %q on resource %q (API group \"\", cluster scope)", le.verb, le.resource))
+			missing = append(missing, fmt.Sprintf("verb %q on resource %q (API group %q, cluster scope)", le.verb, le.resource, le.group()))
 		case apierrors.IsUnauthorized(le.err):
 			return fmt.Errorf("the apiserver at %s rejected gpupack's credentials (401 Unauthorized): the token or client certificate is invalid or expired; renew the credentials of the kubeconfig's user: %w", server, le.err)
 		case unreachable(le.err):

@@ -10,25 +10,39 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 
 	"github.com/gpupack/gpupack/gpu"
 )
 
-// Watcher keeps a current view of the cluster's nodes and pods from shared
-// informers, for long-running edges. Its State has the scheduler's messages
-// from the pods' PodScheduled conditions (it does not watch events). It
-// needs the verbs list and watch on nodes and pods at cluster scope.
+// Watcher keeps a current view of the cluster's nodes, pods and DRA objects
+// (DeviceClasses, ResourceSlices, ResourceClaims and their templates) from
+// shared informers, for long-running edges. Its State has the scheduler's
+// messages from the pods' PodScheduled conditions (it does not watch
+// events). It needs the verbs list and watch on each at cluster scope.
 type Watcher struct {
 	client    kubernetes.Interface
 	catalogue *gpu.Catalogue
 	factory   informers.SharedInformerFactory
 	nodes     listersv1.NodeLister
 	pods      listersv1.PodLister
+	// dra is nil when the cluster does not serve resource.k8s.io/v1 (Start
+	// found out); its informers are then never started.
+	dra *draListers
+}
+
+// draListers read the DRA informers' caches.
+type draListers struct {
+	classes   resourcelisters.DeviceClassLister
+	slices    resourcelisters.ResourceSliceLister
+	claims    resourcelisters.ResourceClaimLister
+	templates resourcelisters.ResourceClaimTemplateLister
 }
 
 // NewWatcher prepares the informers; Start runs them.
@@ -42,6 +56,9 @@ func NewWatcher(client kubernetes.Interface, c *gpu.Catalogue) *Watcher {
 		pods:      factory.Core().V1().Pods().Lister(),
 	}
 }
+
+// draResources are the DRA resources the Watcher lists and watches.
+var draResources = []string{"deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"}
 
 // Start checks that the apiserver answers and lets gpupack list nodes and
 // pods (so that a missing permission is an error, not an informer retrying
@@ -57,13 +74,40 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if _, err := core.Pods(metav1.NamespaceAll).List(ctx, probe); err != nil {
 		errs = append(errs, &listError{verb: "list", resource: "pods", err: err})
 	}
+	res := w.client.ResourceV1()
+	probes := map[string]func() error{
+		"deviceclasses":          func() error { _, err := res.DeviceClasses().List(ctx, probe); return err },
+		"resourceslices":         func() error { _, err := res.ResourceSlices().List(ctx, probe); return err },
+		"resourceclaims":         func() error { _, err := res.ResourceClaims(metav1.NamespaceAll).List(ctx, probe); return err },
+		"resourceclaimtemplates": func() error { _, err := res.ResourceClaimTemplates(metav1.NamespaceAll).List(ctx, probe); return err },
+	}
+	served := true
+	for _, resource := range draResources {
+		if err := probes[resource](); err != nil {
+			le := &listError{verb: "list", resource: resource, err: err}
+			if notServed(le) {
+				served = false
+				continue
+			}
+			errs = append(errs, le)
+		}
+	}
 	if len(errs) > 0 {
 		return explain(errors.Join(errs...), server(w.client))
+	}
+	if served {
+		r := w.factory.Resource().V1()
+		w.dra = &draListers{
+			classes:   r.DeviceClasses().Lister(),
+			slices:    r.ResourceSlices().Lister(),
+			claims:    r.ResourceClaims().Lister(),
+			templates: r.ResourceClaimTemplates().Lister(),
+		}
 	}
 	w.factory.Start(ctx.Done())
 	for informer, synced := range w.factory.WaitForCacheSync(ctx.Done()) {
 		if !synced {
-			return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on nodes and pods?)", informer, context.Cause(ctx))
+			return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on nodes, pods and the resource.k8s.io resources %v?)", informer, context.Cause(ctx), draResources)
 		}
 	}
 	return nil
@@ -86,7 +130,45 @@ func (w *Watcher) State() (*State, error) {
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
-	return Build(w.catalogue, nodes, pods, nil)
+	if w.dra == nil {
+		st, err := Build(w.catalogue, nodes, pods, nil)
+		if err == nil {
+			st.Warnings = append(st.Warnings, draNotServed)
+		}
+		return st, err
+	}
+	dra, err := w.dra.objects()
+	if err != nil {
+		return nil, err
+	}
+	return BuildDRA(w.catalogue, nodes, pods, nil, dra)
+}
+
+// objects reads the DRA caches, sorted by namespace and name as the
+// apiserver lists them.
+func (l *draListers) objects() (*DRAObjects, error) {
+	var o DRAObjects
+	var err error
+	if o.Classes, err = l.classes.List(labels.Everything()); err != nil {
+		return nil, err
+	}
+	if o.Slices, err = l.slices.List(labels.Everything()); err != nil {
+		return nil, err
+	}
+	if o.Claims, err = l.claims.List(labels.Everything()); err != nil {
+		return nil, err
+	}
+	if o.Templates, err = l.templates.List(labels.Everything()); err != nil {
+		return nil, err
+	}
+	byName := func(a, b metav1.Object) int {
+		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
+	}
+	slices.SortFunc(o.Classes, func(a, b *resourcev1.DeviceClass) int { return byName(a, b) })
+	slices.SortFunc(o.Slices, func(a, b *resourcev1.ResourceSlice) int { return byName(a, b) })
+	slices.SortFunc(o.Claims, func(a, b *resourcev1.ResourceClaim) int { return byName(a, b) })
+	slices.SortFunc(o.Templates, func(a, b *resourcev1.ResourceClaimTemplate) int { return byName(a, b) })
+	return &o, nil
 }
 
 // Created returns when each unbound pod that is not finished was created,

@@ -116,13 +116,20 @@ func (c *Cluster) AddGPUNode(name string, spec GPUNode) *corev1.Node {
 	if err != nil {
 		c.t.Fatalf("testcluster: node %q: %v", name, err)
 	}
+	return c.addNode(node)
+}
+
+// addNode creates the node and waits until kwok has made it Ready.
+func (c *Cluster) addNode(node *corev1.Node) *corev1.Node {
+	c.t.Helper()
+	name := node.Name
 	ctx := c.t.Context()
 	nodes := c.client.CoreV1().Nodes()
 	if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		c.t.Fatalf("testcluster: create node %q: %v", name, err)
 	}
 	var ready *corev1.Node
-	err = wait.PollUntilContextTimeout(ctx, pollInterval, c.timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, c.timeout, true, func(ctx context.Context) (bool, error) {
 		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -29,8 +29,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot",
 		Short: "Write the live cluster's GPU nodes and pods to a snapshot file",
-		Long: `snapshot reads the cluster's nodes, pods and the scheduler's FailedScheduling
-events (read-only: list on nodes, pods and events; see deploy/rbac.yaml) and
+		Long: `snapshot reads the cluster's nodes, pods, the scheduler's FailedScheduling
+events and DRA objects (read-only: list on nodes, pods, events, deviceclasses,
+resourceslices, resourceclaims and resourceclaimtemplates; see deploy/rbac.yaml) and
 writes gpupack's snapshot file, which diagnose --snapshot and the other verbs
 read offline.
 
@@ -39,7 +40,10 @@ and GPU feature discovery's labels (nvidia.com/gpu.product, .memory, .count,
 .replicas, .sharing-strategy, nvidia.com/mig.strategy); time-slicing and MPS
 nodes have allocatable/replicas GPUs (nvidia.com/gpu.shared under the device
 plugin's renameByDefault: sharedResource: true); MIG mixed-strategy counts are
-laid out per GPU. A pod's annotation gpupack.io/gpu-memory is its VRAM per GPU. GPUs offered only through Dynamic Resource Allocation are not read.
+laid out per GPU. A pod's annotation gpupack.io/gpu-memory is its VRAM per GPU. GPUs that
+ResourceSlices of NVIDIA's DRA driver (gpu.nvidia.com) offer are read with
+their driver, pool, device and DeviceClasses (dra:), and pods' ResourceClaims
+with their allocation (claims:).
 What cannot be represented is reported as a warning on stderr.
 
 The file (YAML):

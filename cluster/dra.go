@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// DRADevice is the Dynamic Resource Allocation identity of a GPU offered
+// through a ResourceSlice (resource.k8s.io/v1): the driver, pool and device
+// that a ResourceClaim's allocation names. A GPU without it is offered by the
+// device plugin.
+type DRADevice struct {
+	Driver string `json:"driver"`
+	Pool   string `json:"pool"`
+	// Device is the name of the whole-GPU device in the pool; empty for a
+	// MIG GPU whose whole device is not offered (static MIG), whose slices
+	// are named by SliceDevices.
+	Device string `json:"device,omitempty"`
+	// SliceDevices (MIG GPUs) names the DRA device of each slice of the
+	// GPU's layout, by index in GPU.Layout.
+	SliceDevices []string `json:"sliceDevices,omitempty"`
+	// Classes are the DeviceClasses whose selectors select the device
+	// (for a MIG GPU: its slices), sorted.
+	Classes []string `json:"classes,omitempty"`
+	// Shared: the device allows multiple allocations
+	// (allowMultipleAllocations), so several claims may hold a share of it.
+	Shared bool `json:"shared,omitempty"`
+}
+
+// Names lists the DRA device names behind the GPU: the whole device and the
+// slices.
+func (d *DRADevice) Names() []string {
+	var out []string
+	if d.Device != "" {
+		out = append(out, d.Device)
+	}
+	return append(out, d.SliceDevices...)
+}
+
+// Claim is a ResourceClaim that a pod uses (pod.spec.resourceClaims), with
+// what it asks for and, once allocated, which devices it got.
+type Claim struct {
+	// Name is the ResourceClaim's name, in the pod's namespace; empty when
+	// the claim of a template has not been created yet.
+	Name string `json:"name,omitempty"`
+	// PodClaim is the entry's name in pod.spec.resourceClaims; empty for
+	// the claim of ExtendedResource.
+	PodClaim string `json:"podClaim,omitempty"`
+	// ExtendedResource (e.g. nvidia.com/gpu) is set on the claim that
+	// serves a pod's extended-resource request through a DeviceClass's
+	// extendedResourceName (the kube-scheduler makes it when it binds).
+	ExtendedResource string `json:"extendedResource,omitempty"`
+	// Template is the ResourceClaimTemplate the claim is made from, if any.
+	Template string         `json:"template,omitempty"`
+	Requests []ClaimRequest `json:"requests,omitempty"`
+	// Allocated holds the devices of the claim's allocation
+	// (status.allocation.devices.results); empty while unallocated.
+	Allocated []ClaimDevice `json:"allocated,omitempty"`
+}
+
+// ClaimRequest is one request of a claim (spec.devices.requests): exactly
+// one device class, or alternatives (firstAvailable) tried in order.
+type ClaimRequest struct {
+	Name        string `json:"name"`
+	DeviceClass string `json:"deviceClass,omitempty"`
+	// Count is the number of devices asked for (allocationMode
+	// ExactCount); with All (allocationMode All) it is 0.
+	Count int  `json:"count,omitempty"`
+	All   bool `json:"all,omitempty"`
+	// Selectors are the request's CEL selector expressions.
+	Selectors []string `json:"selectors,omitempty"`
+	// FirstAvailable are the alternatives, in order of preference, each
+	// with its own device class, count and selectors.
+	FirstAvailable []ClaimRequest `json:"firstAvailable,omitempty"`
+}
+
+// ClaimDevice is one device of a claim's allocation.
+type ClaimDevice struct {
+	// Request names the claim's request (or "request/subrequest").
+	Request string `json:"request"`
+	Driver  string `json:"driver"`
+	Pool    string `json:"pool"`
+	Device  string `json:"device"`
+	// ShareID is set when the device allows multiple allocations and this
+	// allocation is one share of it.
+	ShareID string `json:"shareID,omitempty"`
+	// ConsumedCapacity is the capacity this share holds, by capacity name
+	// (e.g. memory: 10Gi), as Kubernetes quantities.
+	ConsumedCapacity map[string]string `json:"consumedCapacity,omitempty"`
+}
+
+// DeviceID is "driver/pool/device", the identity of a DRA device.
+func DeviceID(driver, pool, device string) string {
+	return fmt.Sprintf("%s/%s/%s", driver, pool, device)
+}
+
+// ID is the allocated device's DeviceID.
+func (d ClaimDevice) ID() string { return DeviceID(d.Driver, d.Pool, d.Device) }
+
+// UsesDRA reports whether the pod uses ResourceClaims.
+func (p *Pod) UsesDRA() bool { return len(p.Claims) > 0 }
+
+// InLayout orders names, given for profiles (names[i] is an instance of
+// profiles[i]), as the slices of layout, which gpu.MIGGeometry.Fit made of
+// those profiles and may have reordered: each slice takes the first name not
+// yet taken of its profile.
+func InLayout(profiles, names []string, layout gpu.Layout) []string {
+	taken := make([]bool, len(names))
+	out := make([]string, len(layout))
+	for i, sl := range layout {
+		for j, p := range profiles {
+			if p == sl.Profile && !taken[j] && j < len(names) {
+				taken[j] = true
+				out[i] = names[j]
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,698 @@
+package kube
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	dracel "k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// The names NVIDIA's DRA driver for GPUs publishes (github.com/NVIDIA/k8s-dra-driver-gpu,
+// cmd/gpu-kubelet-plugin, followed at commit 22407113 of May 2026, v0.4.0-rc.1+):
+// the driver gpu.nvidia.com; whole GPUs named gpu-<minor> and MIG devices
+// gpu-<minor>-mig-<profile>-<profileID>-<placementStart>; the attributes
+// type ("gpu" or "mig"), uuid, productName (NVML's, e.g. "NVIDIA H100 80GB
+// HBM3"), architecture, and for MIG devices profile (e.g. "1g.10gb") and
+// parentUUID; the capacity memory in bytes. Its Helm chart's DeviceClasses
+// are gpu.nvidia.com (type gpu, extendedResourceName nvidia.com/gpu) and
+// mig.nvidia.com (type mig).
+const (
+	DriverNVIDIAGPU = "gpu.nvidia.com"
+
+	draAttrType       = "type"
+	draAttrProduct    = "productName"
+	draAttrUUID       = "uuid"
+	draAttrProfile    = "profile"
+	draAttrParentUUID = "parentUUID"
+	draCapMemory      = "memory"
+
+	draTypeGPU = "gpu"
+	draTypeMIG = "mig"
+)
+
+// DRAObjects are the Dynamic Resource Allocation objects of a cluster
+// (resource.k8s.io/v1). A nil *DRAObjects is a cluster without DRA.
+type DRAObjects struct {
+	Classes   []*resourcev1.DeviceClass
+	Slices    []*resourcev1.ResourceSlice
+	Claims    []*resourcev1.ResourceClaim
+	Templates []*resourcev1.ResourceClaimTemplate
+}
+
+// draDevice is one device of a current ResourceSlice, with where it is.
+type draDevice struct {
+	slice  *resourcev1.ResourceSlice
+	device *resourcev1.Device
+	node   string
+}
+
+func (d *draDevice) id() string {
+	return cluster.DeviceID(d.slice.Spec.Driver, d.slice.Spec.Pool.Name, d.device.Name)
+}
+
+func (d *draDevice) str(name string) string {
+	if a, ok := d.device.Attributes[resourcev1.QualifiedName(name)]; ok && a.StringValue != nil {
+		return *a.StringValue
+	}
+	return ""
+}
+
+// memory is the device's memory capacity, 0 when it has none.
+func (d *draDevice) memory() gpu.MiB {
+	if c, ok := d.device.Capacity[draCapMemory]; ok {
+		return gpu.MiB(c.Value.Value() / mib)
+	}
+	return 0
+}
+
+// draLocation is where a DRA device lies in the snapshot: a GPU of a node
+// and, for a MIG device, its slice (-1 for a whole GPU).
+type draLocation struct {
+	node  string
+	gpu   int
+	slice int
+}
+
+// draView is what the DRA objects say about the snapshot: the GPUs they add
+// to each node, where each device lies, and the device classes.
+type draView struct {
+	gpus      map[string][]cluster.GPU // by node
+	locations map[string]draLocation   // by DeviceID
+	classes   map[string]*draClass     // by name
+	// extended maps an extended resource name (nvidia.com/gpu) to the
+	// DeviceClass whose extendedResourceName serves it.
+	extended map[corev1.ResourceName]string
+	claims   map[string]*resourcev1.ResourceClaim // by namespace/name
+	// base is, by node, the index of its first DRA GPU: the device
+	// plugin's GPUs come first.
+	base     map[string]int
+	warnings []string
+}
+
+// draClass is a DeviceClass with its compiled selectors.
+type draClass struct {
+	class     *resourcev1.DeviceClass
+	selectors []dracel.CompilationResult
+	broken    bool // a selector does not compile: it selects nothing
+	// gpus reports whether the class selects a device that is a GPU.
+	gpus bool
+}
+
+// celCache compiles the selectors of device classes with the upstream
+// evaluator, as the kube-scheduler does.
+var celCache = dracel.NewCache(100, dracel.Features{EnableConsumableCapacity: true})
+
+// readDRA reads the GPUs that the ResourceSlices offer on the listed nodes
+// (nodes: how many GPUs each has already, from its device plugin),
+// the classes that select them and the claims.
+func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView {
+	v := &draView{gpus: map[string][]cluster.GPU{}, locations: map[string]draLocation{}, classes: map[string]*draClass{},
+		extended: map[corev1.ResourceName]string{}, claims: map[string]*resourcev1.ResourceClaim{}, base: nodes}
+	if objs == nil {
+		return v
+	}
+	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
+	for _, dc := range objs.Classes {
+		cl := &draClass{class: dc}
+		for i, sel := range dc.Spec.Selectors {
+			if sel.CEL == nil {
+				warn("DeviceClass %s: selector %d is not a CEL selector, which gpupack does not know; the class selects no device", dc.Name, i)
+				cl.broken = true
+				continue
+			}
+			r := celCache.GetOrCompile(sel.CEL.Expression)
+			if r.Error != nil {
+				warn("DeviceClass %s: selector %d does not compile (%v); the class selects no device", dc.Name, i, r.Error)
+				cl.broken = true
+				continue
+			}
+			cl.selectors = append(cl.selectors, r)
+		}
+		v.classes[dc.Name] = cl
+		if name := dc.Spec.ExtendedResourceName; name != nil && *name != "" {
+			if prev, dup := v.extended[corev1.ResourceName(*name)]; dup {
+				warn("DeviceClasses %s and %s both serve the extended resource %s; gpupack takes %s", prev, dc.Name, *name, min(prev, dc.Name))
+				if dc.Name > prev {
+					continue
+				}
+			}
+			v.extended[corev1.ResourceName(*name)] = dc.Name
+		}
+	}
+	for _, claim := range objs.Claims {
+		v.claims[claim.Namespace+"/"+claim.Name] = claim
+	}
+	devices := v.currentDevices(objs.Slices, nodes)
+	v.addGPUs(c, devices, nodes)
+	return v
+}
+
+// currentDevices lists the devices of each pool's current generation on
+// the listed nodes, by node, pool and name. What gpupack cannot model yet is
+// named in a warning: devices not local to one node, device taints, shared
+// counters (partitionable devices), consumable capacity.
+func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[string]int) []*draDevice {
+	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
+	latest := map[string]int64{}
+	for _, s := range all {
+		key := s.Spec.Driver + "/" + s.Spec.Pool.Name
+		latest[key] = max(latest[key], s.Spec.Pool.Generation)
+	}
+	var out []*draDevice
+	foreign := map[string]int{} // devices of other drivers, by driver
+	for _, s := range all {
+		if s.Spec.Pool.Generation < latest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
+			continue // an older generation of the pool, being replaced
+		}
+		if s.Spec.Driver != DriverNVIDIAGPU {
+			foreign[s.Spec.Driver] += len(s.Spec.Devices)
+			continue
+		}
+		node := ""
+		if s.Spec.NodeName != nil {
+			node = *s.Spec.NodeName
+		}
+		if len(s.Spec.SharedCounters) > 0 {
+			warn("ResourceSlice %s (pool %s): shared counters (partitionable devices, DRAPartitionableDevices) are not modelled yet; the devices that consume them are read as whole devices or left out, as said below", s.Name, s.Spec.Pool.Name)
+		}
+		for i := range s.Spec.Devices {
+			d := &draDevice{slice: s, device: &s.Spec.Devices[i], node: node}
+			if d.device.NodeName != nil {
+				d.node = *d.device.NodeName
+			}
+			if d.node == "" {
+				warn("ResourceSlice %s: device %s is not local to one node (allNodes or a node selector), which gpupack cannot model yet; it is left out", s.Name, d.device.Name)
+				continue
+			}
+			if _, ok := nodes[d.node]; !ok {
+				warn("ResourceSlice %s: device %s is on node %s, which was not listed; it is left out", s.Name, d.device.Name, d.node)
+				continue
+			}
+			out = append(out, d)
+		}
+	}
+	for _, driver := range slices.Sorted(maps.Keys(foreign)) {
+		warn("ResourceSlices of driver %s (%d devices): not NVIDIA's GPU driver (%s); their devices are not read as GPUs", driver, foreign[driver], DriverNVIDIAGPU)
+	}
+	slices.SortFunc(out, func(a, b *draDevice) int {
+		return cmp.Or(strings.Compare(a.node, b.node), strings.Compare(a.slice.Spec.Pool.Name, b.slice.Spec.Pool.Name), strings.Compare(a.device.Name, b.device.Name))
+	})
+	return out
+}
+
+// selects reports whether every selector of the class selects the device,
+// with the upstream CEL evaluator.
+func (cl *draClass) selects(d *draDevice) (bool, error) {
+	if cl.broken {
+		return false, nil
+	}
+	in := dracel.Device{Driver: d.slice.Spec.Driver, AllowMultipleAllocations: d.device.AllowMultipleAllocations,
+		Attributes: d.device.Attributes, Capacity: d.device.Capacity}
+	for _, sel := range cl.selectors {
+		ok, _, err := sel.DeviceMatches(context.Background(), in)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// classesOf lists the classes that select the device, sorted.
+func (v *draView) classesOf(d *draDevice) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(v.classes)) {
+		cl := v.classes[name]
+		ok, err := cl.selects(d)
+		if err != nil {
+			v.warnings = append(v.warnings, fmt.Sprintf("DeviceClass %s: evaluating its selectors on device %s failed (%v); taken as not selecting it", name, d.id(), err))
+		}
+		if ok {
+			out = append(out, name)
+			cl.gpus = true
+		}
+	}
+	return out
+}
+
+// addGPUs turns the devices into GPUs of their nodes: whole GPUs (type
+// gpu) one each, MIG devices (type mig) as the slices of their parent GPU.
+func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[string]int) {
+	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
+	add := func(node string, g cluster.GPU, names []string, slices []int) {
+		idx := nodes[node] + len(v.gpus[node])
+		v.gpus[node] = append(v.gpus[node], g)
+		for i, name := range names {
+			v.locations[cluster.DeviceID(g.DRA.Driver, g.DRA.Pool, name)] = draLocation{node: node, gpu: idx, slice: slices[i]}
+		}
+	}
+	type migParent struct {
+		node    string
+		devices []*draDevice
+	}
+	parents := map[string]*migParent{}
+	var parentOrder []string
+	unlisted := map[string]bool{}
+	model := func(d *draDevice) *gpu.Model {
+		product := d.str(draAttrProduct)
+		if product == "" {
+			warn("ResourceSlice %s: device %s has no %s attribute; it is left out (gpupack needs the model)", d.slice.Name, d.device.Name, draAttrProduct)
+			return nil
+		}
+		m, ok := c.Lookup(product)
+		if !ok {
+			m = c.Unlisted(product, d.memory())
+		}
+		if m.Unlisted && !unlisted[product] {
+			unlisted[product] = true
+			warn("ResourceSlice %s: GPU product %q (attribute %s) is not in gpupack's catalogue; its devices count with the memory of their capacity; their price and MIG geometry are unknown (add the model to a --catalogue file)", d.slice.Name, product, draAttrProduct)
+		}
+		return m
+	}
+	for _, d := range devices {
+		v.unmodelled(d)
+		switch t := d.str(draAttrType); t {
+		case draTypeGPU:
+			m := model(d)
+			if m == nil {
+				continue
+			}
+			mem := d.memory()
+			if mem == 0 {
+				mem = m.Usable
+			}
+			g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
+				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d)}}
+			if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
+				g.Sharing = cluster.Fractional
+				g.DRA.Shared = true
+			}
+			add(d.node, g, []string{d.device.Name}, []int{-1})
+		case draTypeMIG:
+			if len(d.device.ConsumesCounters) > 0 {
+				// A partition that may be made (dynamic MIG), not one that
+				// exists: its parent GPU is offered whole beside it.
+				continue
+			}
+			parent := d.str(draAttrParentUUID)
+			if parent == "" {
+				parent = d.id()
+			}
+			key := d.node + "/" + parent
+			p, ok := parents[key]
+			if !ok {
+				p = &migParent{node: d.node}
+				parents[key] = p
+				parentOrder = append(parentOrder, key)
+			}
+			p.devices = append(p.devices, d)
+		default:
+			warn("ResourceSlice %s: device %s has %s %q, not %q or %q; it is left out", d.slice.Name, d.device.Name, draAttrType, t, draTypeGPU, draTypeMIG)
+		}
+	}
+	partitions := map[string]int{}
+	partitionClasses := map[string]map[string]bool{}
+	for _, d := range devices {
+		if d.str(draAttrType) == draTypeMIG && len(d.device.ConsumesCounters) > 0 {
+			partitions[d.slice.Name]++
+			if partitionClasses[d.slice.Name] == nil {
+				partitionClasses[d.slice.Name] = map[string]bool{}
+			}
+			for _, class := range v.classesOf(d) {
+				partitionClasses[d.slice.Name][class] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(partitions)) {
+		classes := "none"
+		if set := partitionClasses[name]; len(set) > 0 {
+			classes = strings.Join(slices.Sorted(maps.Keys(set)), ", ")
+		}
+		warn("ResourceSlice %s: %d MIG partitions that consume shared counters (dynamic MIG, DRAPartitionableDevices) are not modelled yet; gpupack counts their parent GPUs whole and not the partitions (classes: %s)", name, partitions[name], classes)
+	}
+	for _, key := range parentOrder {
+		p := parents[key]
+		first := p.devices[0]
+		m := model(first)
+		if m == nil {
+			continue
+		}
+		var profiles, names []string
+		for _, d := range p.devices {
+			profiles = append(profiles, d.str(draAttrProfile))
+			names = append(names, d.device.Name)
+		}
+		dra := &cluster.DRADevice{Driver: first.slice.Spec.Driver, Pool: first.slice.Spec.Pool.Name, Classes: v.classesOf(first)}
+		var layout gpu.Layout
+		var err error
+		if m.MIG == nil {
+			err = fmt.Errorf("gpupack knows no MIG geometry of %s", m.Name)
+		} else {
+			layout, err = m.MIG.Fit(profiles)
+		}
+		if err != nil {
+			// Still count each MIG device, as one exclusive GPU with its
+			// memory, as the scheduler sees it.
+			warn("ResourceSlice %s: the MIG devices %v of GPU %s do not form a layout gpupack knows (%v); each counts as one GPU of its memory", first.slice.Name, names, strings.TrimPrefix(key, p.node+"/"), err)
+			for _, d := range p.devices {
+				one := *dra
+				one.Device = d.device.Name
+				add(p.node, cluster.GPU{Model: m, Memory: d.memory(), UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive, DRA: &one}, []string{d.device.Name}, []int{-1})
+			}
+			continue
+		}
+		dra.SliceDevices = cluster.InLayout(profiles, names, layout)
+		idx := make([]int, len(layout))
+		for i := range idx {
+			idx[i] = i
+		}
+		mem := m.Usable
+		add(p.node, cluster.GPU{Model: m, Memory: mem, UUID: first.str(draAttrParentUUID), Sharing: cluster.MIG, Layout: layout, DRA: dra}, dra.SliceDevices, idx)
+	}
+}
+
+// unmodelled warns about the features of a device that gpupack does not
+// model yet, naming the device, its slice and the feature.
+func (v *draView) unmodelled(d *draDevice) {
+	warn := func(feature, effect string) {
+		v.warnings = append(v.warnings, fmt.Sprintf("ResourceSlice %s: device %s uses %s, which gpupack does not model yet; %s", d.slice.Name, d.device.Name, feature, effect))
+	}
+	if len(d.device.Taints) > 0 {
+		var taints []string
+		for _, t := range d.device.Taints {
+			taints = append(taints, fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
+		}
+		warn("device taints (DRADeviceTaints: "+strings.Join(taints, ", ")+")", "it counts as untainted")
+	}
+	if len(d.device.ConsumesCounters) > 0 && d.str(draAttrType) == draTypeGPU {
+		warn("shared counters (DRAPartitionableDevices)", "it counts as a whole GPU")
+	}
+	for name, c := range d.device.Capacity {
+		if c.RequestPolicy != nil {
+			warn(fmt.Sprintf("consumable capacity %s (DRAConsumableCapacity)", name), "shares are counted by the memory they consume")
+			break
+		}
+	}
+	if len(d.device.BindingConditions) > 0 {
+		warn("binding conditions (DRADeviceBindingConditions)", "it counts as ready")
+	}
+}
+
+// podClaims reads the pod's ResourceClaims (spec.resourceClaims, the claim
+// names in status.resourceClaimStatuses, and the claim of its extended
+// resources) and, for a pod that asks for no GPU by resources, the GPU
+// request that its claims stand for. For a bound pod the devices come from
+// the allocations.
+func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[string]*resourcev1.ResourceClaimTemplate) []string {
+	var warnings []string
+	warn := func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
+	}
+	statusNames := map[string]string{}
+	for _, s := range p.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName != nil {
+			statusNames[s.Name] = *s.ResourceClaimName
+		}
+	}
+	type found struct {
+		claim *cluster.Claim
+		obj   *resourcev1.ResourceClaim
+	}
+	var claims []found
+	for _, pc := range p.Spec.ResourceClaims {
+		c := &cluster.Claim{PodClaim: pc.Name}
+		switch {
+		case pc.ResourceClaimName != nil:
+			c.Name = *pc.ResourceClaimName
+		case pc.ResourceClaimTemplateName != nil:
+			c.Template = *pc.ResourceClaimTemplateName
+			c.Name = statusNames[pc.Name]
+		}
+		var obj *resourcev1.ResourceClaim
+		if c.Name != "" {
+			obj = v.claims[p.Namespace+"/"+c.Name]
+		}
+		switch {
+		case obj != nil:
+			c.Requests = claimRequests(obj.Spec.Devices.Requests)
+		case c.Template != "":
+			if t, ok := templates[p.Namespace+"/"+c.Template]; ok {
+				c.Requests = claimRequests(t.Spec.Spec.Devices.Requests)
+			} else {
+				warn("ResourceClaimTemplate %s (claim %s) was not listed; its requests are unknown", c.Template, pc.Name)
+			}
+		case c.Name != "":
+			warn("ResourceClaim %s (claim %s) was not listed; its requests are unknown", c.Name, pc.Name)
+		}
+		claims = append(claims, found{c, obj})
+	}
+	if s := p.Status.ExtendedResourceClaimStatus; s != nil && s.ResourceClaimName != "" {
+		var res corev1.ResourceName
+		for _, m := range s.RequestMappings {
+			res = corev1.ResourceName(m.ResourceName)
+			break
+		}
+		c := &cluster.Claim{Name: s.ResourceClaimName, ExtendedResource: string(res)}
+		obj := v.claims[p.Namespace+"/"+s.ResourceClaimName]
+		if obj != nil {
+			c.Requests = claimRequests(obj.Spec.Devices.Requests)
+		}
+		claims = append(claims, found{c, obj})
+	} else if out.GPU.Kind == cluster.WholeGPUs && !out.GPU.SharedResource {
+		if class, ok := v.extended[ResourceGPU]; ok {
+			// The scheduler will serve the request through the class;
+			// the claim exists once the pod is bound.
+			claims = append(claims, found{&cluster.Claim{ExtendedResource: string(ResourceGPU),
+				Requests: []cluster.ClaimRequest{{Name: string(ResourceGPU), DeviceClass: class, Count: out.GPU.Count}}}, nil})
+		}
+	}
+
+	var held []draLocation
+	var heldDevices []cluster.ClaimDevice
+	for _, f := range claims {
+		if f.obj != nil && f.obj.Status.Allocation != nil {
+			for _, r := range f.obj.Status.Allocation.Devices.Results {
+				cd := cluster.ClaimDevice{Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device}
+				if r.ShareID != nil {
+					cd.ShareID = string(*r.ShareID)
+				}
+				for name, q := range r.ConsumedCapacity {
+					if cd.ConsumedCapacity == nil {
+						cd.ConsumedCapacity = map[string]string{}
+					}
+					cd.ConsumedCapacity[string(name)] = q.String()
+				}
+				f.claim.Allocated = append(f.claim.Allocated, cd)
+				if loc, ok := v.locations[cd.ID()]; ok {
+					held = append(held, loc)
+					heldDevices = append(heldDevices, cd)
+				} else if cd.Driver == DriverNVIDIAGPU {
+					warn("its claim %s holds device %s, which is not among the GPUs gpupack read (see the warnings on its ResourceSlice); the pod is placed as if it had no record", f.claim.Name, cd.ID())
+				}
+			}
+		}
+		out.Claims = append(out.Claims, *f.claim)
+	}
+	if len(out.Claims) == 0 {
+		return warnings
+	}
+	if out.NodeName != "" && len(held) > 0 {
+		warnings = append(warnings, v.bindDevices(p, out, held, heldDevices)...)
+		return warnings
+	}
+	for _, c := range out.Claims {
+		for _, r := range c.Requests {
+			for _, alt := range append([]cluster.ClaimRequest{r}, r.FirstAvailable...) {
+				if _, ok := v.classes[alt.DeviceClass]; alt.DeviceClass != "" && !ok {
+					warn("claim %s, request %s: DeviceClass %s was not listed; the request is not counted as a GPU request", cmp.Or(c.Name, c.PodClaim), alt.Name, alt.DeviceClass)
+				}
+			}
+		}
+	}
+	if out.GPU.Kind == cluster.NoGPU {
+		out.GPU = v.claimRequest(out.Claims)
+	}
+	return warnings
+}
+
+// bindDevices sets a bound pod's GPU request and devices from the GPUs its
+// claims' allocations hold on its node.
+func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocation, devices []cluster.ClaimDevice) []string {
+	var warnings []string
+	warn := func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
+	}
+	gpus := v.gpus[out.NodeName]
+	var whole, slices []cluster.Device
+	var shares []cluster.ClaimDevice
+	var sharedAt []cluster.Device
+	for i, loc := range held {
+		if loc.node != out.NodeName {
+			warn("its claim's device %s is on node %s, not on %s where the pod is bound; it is not counted", devices[i].ID(), loc.node, out.NodeName)
+			continue
+		}
+		dev := cluster.Device{GPU: loc.gpu, Slice: loc.slice}
+		g := gpuAt(gpus, loc.gpu, v.base[out.NodeName])
+		switch {
+		case loc.slice >= 0:
+			slices = append(slices, dev)
+		case g != nil && g.DRA.Shared:
+			shares = append(shares, devices[i])
+			sharedAt = append(sharedAt, dev)
+		default:
+			whole = append(whole, dev)
+		}
+	}
+	device := func(d cluster.Device) *cluster.GPU { return gpuAt(gpus, d.GPU, v.base[out.NodeName]) }
+	switch {
+	case len(whole) > 0:
+		out.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: len(whole), Memory: out.GPU.Memory}
+		out.Devices = whole
+		if len(slices)+len(shares) > 0 {
+			warn("its claims hold %d whole GPUs and %d MIG devices and %d shares; gpupack counts only the whole GPUs", len(whole), len(slices), len(shares))
+		}
+	case len(slices) > 0:
+		g := device(slices[0])
+		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: g.Layout[slices[0].Slice].Profile}
+		out.Devices = slices[:1]
+		if len(slices)+len(shares) > 1 {
+			warn("its claims hold %d MIG devices and %d shares; gpupack models one MIG slice per pod and counts the first", len(slices), len(shares))
+		}
+	case len(shares) > 0:
+		out.GPU = shareRequest(shares[0])
+		out.Devices = sharedAt[:1]
+		if len(shares) > 1 {
+			warn("its claims hold %d shares of devices; gpupack models one share per pod and counts the first", len(shares))
+		}
+	}
+	return warnings
+}
+
+func gpuAt(gpus []cluster.GPU, index, base int) *cluster.GPU {
+	if k := index - base; k >= 0 && k < len(gpus) {
+		return &gpus[k]
+	}
+	return nil
+}
+
+// shareRequest is the request of a share of a device that allows multiple
+// allocations: the memory it consumes, or, when it consumes none, the
+// smallest fraction, so that it counts as one share.
+func shareRequest(d cluster.ClaimDevice) cluster.Request {
+	if text, ok := d.ConsumedCapacity[draCapMemory]; ok {
+		if m, err := cluster.ParseMemory(text); err == nil && m > 0 {
+			return cluster.Request{Kind: cluster.GPUMemory, Memory: m}
+		}
+	}
+	return cluster.Request{Kind: cluster.Fraction, Milli: 1}
+}
+
+// claimRequest is the GPU request that an unallocated pod's claims stand
+// for: each request's device class (its first alternative's) decides:
+// MIG devices of one profile are a MIG slice, other GPUs whole GPUs, and
+// classes that select no GPU and do not name NVIDIA's driver no GPU.
+func (v *draView) claimRequest(claims []cluster.Claim) cluster.Request {
+	count := 0
+	profile := ""
+	for _, c := range claims {
+		for _, r := range c.Requests {
+			if len(r.FirstAvailable) > 0 {
+				r = r.FirstAvailable[0]
+			}
+			cl, ok := v.classes[r.DeviceClass]
+			if !ok || !v.classMeansGPU(cl) {
+				continue
+			}
+			if p := v.classProfile(r.DeviceClass); p != "" {
+				profile = p
+				continue
+			}
+			count += max(r.Count, 1)
+		}
+	}
+	switch {
+	case count > 0:
+		return cluster.Request{Kind: cluster.WholeGPUs, Count: count}
+	case profile != "":
+		return cluster.Request{Kind: cluster.MIGSlice, Profile: profile}
+	}
+	return cluster.Request{}
+}
+
+// classMeansGPU reports whether the class selects GPUs: it selects one of
+// the GPUs read, or one of its selectors names NVIDIA's GPU driver (so that
+// a claim is a GPU claim even when no GPU is published yet).
+func (v *draView) classMeansGPU(cl *draClass) bool {
+	if cl.gpus {
+		return true
+	}
+	for _, sel := range cl.class.Spec.Selectors {
+		if sel.CEL != nil && strings.Contains(sel.CEL.Expression, DriverNVIDIAGPU) {
+			return true
+		}
+	}
+	return false
+}
+
+// classProfile is the MIG profile of the slices the class selects when
+// it selects MIG slices of one profile only and no whole GPU; "" otherwise.
+func (v *draView) classProfile(class string) string {
+	profile := ""
+	for _, gpus := range v.gpus {
+		for _, g := range gpus {
+			if !slices.Contains(g.DRA.Classes, class) {
+				continue
+			}
+			if g.Sharing != cluster.MIG {
+				return ""
+			}
+			for _, sl := range g.Layout {
+				if profile != "" && sl.Profile != profile {
+					return ""
+				}
+				profile = sl.Profile
+			}
+		}
+	}
+	return profile
+}
+
+// claimRequests converts a claim's device requests.
+func claimRequests(in []resourcev1.DeviceRequest) []cluster.ClaimRequest {
+	var out []cluster.ClaimRequest
+	for _, r := range in {
+		cr := cluster.ClaimRequest{Name: r.Name}
+		if r.Exactly != nil {
+			fill(&cr, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors)
+		}
+		for _, sub := range r.FirstAvailable {
+			sr := cluster.ClaimRequest{Name: sub.Name}
+			fill(&sr, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors)
+			cr.FirstAvailable = append(cr.FirstAvailable, sr)
+		}
+		out = append(out, cr)
+	}
+	return out
+}
+
+func fill(cr *cluster.ClaimRequest, class string, mode resourcev1.DeviceAllocationMode, count int64, selectors []resourcev1.DeviceSelector) {
+	cr.DeviceClass = class
+	if mode == resourcev1.DeviceAllocationModeAll {
+		cr.All = true
+	} else {
+		cr.Count = int(max(count, 1))
+	}
+	for _, s := range selectors {
+		if s.CEL != nil {
+			cr.Selectors = append(cr.Selectors, s.CEL.Expression)
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/placement"
+)
+
+// TestLiveDRA publishes ResourceSlices of NVIDIA's DRA driver's shape (whole
+// GPUs and MIG devices) for kwok nodes, creates its DeviceClasses and pods
+// with claims (from a template, by name, and through the extended resource
+// nvidia.com/gpu), lets the real kube-scheduler allocate them, and checks
+// that Load, the Watcher and the snapshot file count every DRA GPU, that
+// each allocated device is held by the pod whose claim got it, and that a
+// pod whose claim cannot be allocated is a pending GPU pod.
+func TestLiveDRA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := testcluster.Start(t, testcluster.Options{})
+	ctx := t.Context()
+	client := c.Client()
+	res := client.ResourceV1()
+	for _, dc := range testcluster.NVIDIADeviceClasses() {
+		if _, err := res.DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.AddDRANode("dra-1", draH100(0), draH100(1), draA100MIG(2))
+	c.AddDRANode("dra-2", draH100(0))
+	const ns = "ml"
+	c.CreateNamespace(ns)
+
+	request := func(class string, count int64, selector string) resourcev1.ResourceClaimSpec {
+		r := resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count}
+		if selector != "" {
+			r.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: selector}}}
+		}
+		return resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &r}}}}
+	}
+	if _, err := res.ResourceClaimTemplates(ns).Create(ctx, &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-gpu"},
+		Spec:       resourcev1.ResourceClaimTemplateSpec{Spec: request(testcluster.DeviceClassGPU, 1, "")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, spec := range map[string]resourcev1.ResourceClaimSpec{
+		"mig-claim": request(testcluster.DeviceClassMIG, 1, "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'"),
+		// No node has four GPUs: the scheduler cannot allocate it.
+		"big-claim": request(testcluster.DeviceClassGPU, 4, ""),
+	} {
+		if _, err := res.ResourceClaims(ns).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := func(name string, claim corev1.PodResourceClaim) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
+		}
+		if claim.Name != "" {
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{claim}
+			p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: claim.Name}}
+		}
+		return p
+	}
+	legacy := pod("legacy", corev1.PodResourceClaim{})
+	legacy.Spec.Containers[0].Resources.Limits = corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")}
+	pods := []*corev1.Pod{
+		pod("train-0", corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}),
+		pod("train-1", corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}),
+		pod("mig", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: ptr.To("mig-claim")}),
+		legacy,
+		pod("big", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: ptr.To("big-claim")}),
+	}
+	for _, p := range pods {
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bound := []string{"train-0", "train-1", "mig", "legacy"}
+	waitPods(t, client.CoreV1().Pods(ns), func(ps map[string]*corev1.Pod) string {
+		for _, name := range bound {
+			if ps[name] == nil || ps[name].Spec.NodeName == "" {
+				return name + " is not bound"
+			}
+		}
+		if !unschedulable(ps["big"]) {
+			return "big is not marked unschedulable"
+		}
+		return ""
+	})
+
+	// What the apiserver says each bound pod holds: driver/pool/device of
+	// its claims' allocations.
+	want := map[string][]string{}
+	live, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range live.Items {
+		var names []string
+		for _, s := range p.Status.ResourceClaimStatuses {
+			names = append(names, *s.ResourceClaimName)
+		}
+		if s := p.Status.ExtendedResourceClaimStatus; s != nil {
+			names = append(names, s.ResourceClaimName)
+		}
+		if p.Name != "big" {
+			for _, cs := range p.Spec.ResourceClaims {
+				if cs.ResourceClaimName != nil {
+					names = append(names, *cs.ResourceClaimName)
+				}
+			}
+		}
+		for _, name := range names {
+			claim, err := res.ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claim.Status.Allocation == nil {
+				continue
+			}
+			for _, r := range claim.Status.Allocation.Devices.Results {
+				want[p.Name] = append(want[p.Name], cluster.DeviceID(r.Driver, r.Pool, r.Device))
+			}
+		}
+	}
+	for _, name := range bound {
+		if len(want[name]) != 1 {
+			t.Fatalf("pod %s: the scheduler allocated %v, want one device", name, want[name])
+		}
+	}
+
+	cat := gpu.Default()
+	loaded, err := kube.Load(ctx, client, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := kube.NewWatcher(client, cat)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := w.Start(wctx); err != nil {
+		t.Fatal(err)
+	}
+	watched, err := w.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for source, st := range map[string]*kube.State{"Load": loaded, "Watcher": watched} {
+		t.Run(source, func(t *testing.T) { checkDRAState(t, st, want) })
+	}
+	if msg := loaded.SchedulingFailures[ns+"/big"].Message; !strings.Contains(msg, "cannot allocate all claims") {
+		t.Errorf("big's scheduling failure = %q, want the scheduler's \"cannot allocate all claims\"", msg)
+	}
+
+	t.Run("snapshot file", func(t *testing.T) {
+		data, err := cluster.MarshalFile(loaded.Snapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := cluster.ParseFile(data, "live.yaml", cat)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, data)
+		}
+		checkDRAState(t, &kube.State{Snapshot: again}, want)
+		if diff := cmp.Diff(loaded.Snapshot.Pods, again.Pods); diff != "" {
+			t.Errorf("the snapshot file changed the pods (-live +file):\n%s", diff)
+		}
+	})
+}
+
+// checkDRAState checks a State of TestLiveDRA's cluster: every published
+// GPU counted, each bound pod holding the device its claim got (want: by
+// pod name, the DeviceIDs of its allocation) and no other, and big pending.
+func checkDRAState(t *testing.T, st *kube.State, want map[string][]string) {
+	t.Helper()
+	s := st.Snapshot
+	// dra-1: two H100 and one A100 whose three MIG devices are its slices;
+	// dra-2: one H100.
+	published := map[string]int{"dra-1": 3, "dra-2": 1}
+	for node, n := range published {
+		got, _ := s.Node(node)
+		dra := 0
+		for _, g := range got.GPUs {
+			if g.DRA != nil {
+				dra++
+			}
+		}
+		if dra != n {
+			t.Errorf("node %s: %d DRA GPUs, want %d; warnings: %q", node, dra, n, st.Warnings)
+		}
+	}
+	held := map[string]string{} // DeviceID -> pod
+	for _, p := range s.Pods {
+		if p.Name == "big" {
+			if p.Bound() || !p.WantsGPU() || p.GPU.Count != 4 {
+				t.Errorf("big: node %q, GPU %v; want a pending pod asking 4 GPUs", p.NodeName, p.GPU)
+			}
+			continue
+		}
+		if len(p.Devices) != 1 {
+			t.Errorf("pod %s: devices %+v, want the one its claim holds", p.Name, p.Devices)
+			continue
+		}
+		n, _ := s.Node(p.NodeName)
+		d := p.Devices[0]
+		g := n.GPUs[d.GPU]
+		name := g.DRA.Device
+		if d.Slice >= 0 {
+			name = g.DRA.SliceDevices[d.Slice]
+		}
+		id := cluster.DeviceID(g.DRA.Driver, g.DRA.Pool, name)
+		if id != want[p.Name][0] {
+			t.Errorf("pod %s holds %s in the snapshot, but its claim got %s", p.Name, id, want[p.Name][0])
+		}
+		if other, dup := held[id]; dup {
+			t.Errorf("device %s is held by %s and %s", id, other, p.Name)
+		}
+		held[id] = p.Name
+	}
+	if len(held) != 4 {
+		t.Errorf("%d devices held, want 4 (train-0, train-1, mig, legacy)", len(held))
+	}
+	_, misfits, err := placement.States(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(misfits) > 0 {
+		t.Errorf("bound DRA pods said not to fit: %q", misfits)
+	}
+}
+
+func unschedulable(p *corev1.Pod) bool {
+	if p == nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// waitPods polls the namespace's pods until ready says "" (else what it is
+// waiting for), for a generous minute.
+func waitPods(t *testing.T, pods interface {
+	List(context.Context, metav1.ListOptions) (*corev1.PodList, error)
+}, ready func(map[string]*corev1.Pod) string) {
+	t.Helper()
+	last := ""
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		byName := map[string]*corev1.Pod{}
+		for i := range list.Items {
+			byName[list.Items[i].Name] = &list.Items[i]
+		}
+		last = ready(byName)
+		return last == "", nil
+	})
+	if err != nil {
+		t.Fatal(fmt.Errorf("%w: %s", err, last))
+	}
+}
