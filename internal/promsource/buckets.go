@@ -378,8 +378,13 @@ const fallbackGroup = 8
 // Most device-hours are plain (see plainCheckQuery): one series per metric
 // with a sample at every step. Their figures come from plain range
 // selectors (sum_over_time(m[1h]) and the like), which Prometheus computes
-// from the stored samples without evaluating anything per step; that is
-// exact where the scrape interval equals the step. The other device-hours
+// from the stored samples without evaluating anything per step. That is
+// exact where the scrape interval equals the step and the samples lie on
+// the steps (as backfilled ones do); scraped samples off the steps by a
+// fixed offset are read one step later than the subqueries read them (the
+// same number of samples, the hour's first traded for the next hour's).
+// Any other interval makes every hour fail the check: all subqueries,
+// right but as slow as without the plain figures. The other device-hours
 // (a pod arriving or leaving within the hour, time-slicing, gaps, NaNs,
 // counter resets, a scrape interval other than the step) get subqueries
 // ([1h:step]) that join the series at each step, one instant query per
@@ -535,11 +540,7 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 			for lo := 0; lo < len(subqueries); lo += fallbackGroup {
 				group := subqueries[lo:min(lo+fallbackGroup, len(subqueries))]
 				g.Go(func() error {
-					var parts []string
-					for _, i := range group {
-						parts = append(parts, fmt.Sprintf(`label_replace(%s, "gpupack_figure", "%d", "", "")`, expand(bucketFigures[i].query, w.Step, bucket, sel), i))
-					}
-					m, err := s.queryRange(gctx, strings.Join(parts, " or "), hr)
+					m, err := s.queryRange(gctx, fallbackQuery(group, w.Step, bucket, sel), hr)
 					if err != nil {
 						return fmt.Errorf("bucket figures %s at %s: %w", figureNames(group), t.Add(time.Millisecond-bucket).UTC().Format(time.RFC3339), err)
 					}
@@ -573,6 +574,33 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 		}
 	}
 	return nil
+}
+
+// fallbackQuery joins the subqueries of the figures group (indexes into
+// bucketFigures) narrowed by sel, each labelled gpupack_figure with its
+// index.
+func fallbackQuery(group []int, step, bucket time.Duration, sel string) string {
+	var parts []string
+	for _, i := range group {
+		parts = append(parts, fmt.Sprintf(`label_replace(%s, "gpupack_figure", "%d", "", "")`, expand(bucketFigures[i].query, step, bucket, sel), i))
+	}
+	return strings.Join(parts, " or ")
+}
+
+// fallbackQueries are the queries of a hour that is not plain for the
+// devices sel selects.
+func fallbackQueries(step, bucket time.Duration, sel string) []string {
+	var figs []int
+	for i, f := range bucketFigures {
+		if f.name != "samples" {
+			figs = append(figs, i)
+		}
+	}
+	var out []string
+	for lo := 0; lo < len(figs); lo += fallbackGroup {
+		out = append(out, fallbackQuery(figs[lo:min(lo+fallbackGroup, len(figs))], step, bucket, sel))
+	}
+	return out
 }
 
 func figureNames(group []int) string {
