@@ -22,6 +22,10 @@ import (
 type Source struct {
 	url string
 	api v1.API
+	// subqueriesOnly makes StreamBuckets compute every figure of every
+	// device-hour with subqueries, as before the plain figures: the
+	// reference that tests and benchmarks compare the plain path with.
+	subqueriesOnly bool
 }
 
 // New connects to the Prometheus at url; nothing is sent until a query.

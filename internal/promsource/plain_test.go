@@ -1,0 +1,180 @@
+package promsource
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// TestPlainFiguresAgreeWithSubqueries backfills a day of a 16-GPU fleet
+// (pods arriving and leaving mid-hour, time-sliced GPUs, a MIG GPU, NaNs on
+// one device, an energy counter reset on another) into a real Prometheus
+// and reads its buckets twice: with plain range selectors on the plain
+// device-hours and subqueries on the rest, and with subqueries everywhere
+// (the reference). Every bucket must be the same both ways, the day must
+// have both kinds of device-hour (a time-sliced device's shared hours among
+// the subquery ones, hours that one pod held alone among the plain ones),
+// and the report from the buckets must agree with the raw path within 1%.
+func TestPlainFiguresAgreeWithSubqueries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backfills and starts a real Prometheus")
+	}
+	const scrape = time.Minute
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fleet, err := fakedcgm.Fleet(16, 1, 7, gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		nanDevice   = "node-000/1/GPU-00000001-0000-4000-8000-000000000002"
+		resetDevice = "node-001/5/GPU-00000002-0000-4000-8000-000000000006"
+	)
+	faults := fakedcgm.Faults{
+		NaNEvery: 7, NaNDevices: []string{nanDevice},
+		Resets: []fakedcgm.Reset{{Device: resetDevice, At: 10*time.Hour + 13*time.Minute}},
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "history.om")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.WriteOpenMetrics(f, start, 0, fleet.Duration.D(), scrape, faults); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.Backfill(t, filepath.Join(dir, "data"), file, 24*time.Hour)
+	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Dir: dir, Args: []string{"--query.lookback-delta=59s"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := New(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := usage.Window{Start: start, End: start.Add(fleet.Duration.D()), Step: scrape}
+	got, err := s.LoadBuckets(ctx, w, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := *s
+	ref.subqueriesOnly = true
+	want, err := ref.LoadBuckets(ctx, w, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Which device-hours the plain figures served.
+	r := v1.Range{Start: w.Start.Add(time.Hour - time.Millisecond), End: w.End.Add(-time.Millisecond), Step: time.Hour}
+	others, err := s.notPlain(ctx, r, scrape, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plainOwned, sharedOthers, sharedPlain int
+	for _, b := range want {
+		if b.Owner.IsZero() {
+			continue
+		}
+		k := hourKey{b.Start.UnixMilli(), b.Device.Key()}
+		switch {
+		case b.HeldShareSteps < b.HeldSteps && others.devices[k]:
+			sharedOthers++
+		case b.HeldShareSteps < b.HeldSteps:
+			sharedPlain++
+		case !others.devices[k]:
+			plainOwned++
+		}
+	}
+	if plainOwned == 0 || sharedOthers == 0 || sharedPlain != 0 {
+		t.Errorf("%d owner buckets held alone and served plain, %d time-sliced ones served by subqueries, %d time-sliced ones served plain; want some, some and none", plainOwned, sharedOthers, sharedPlain)
+	}
+	t.Logf("%d buckets; %d device-hours of %d need subqueries; %d owner buckets served plain", len(got), len(others.devices), 16*24+2, plainOwned)
+
+	index := func(bs []usage.Bucket) map[string]usage.Bucket {
+		out := map[string]usage.Bucket{}
+		for _, b := range bs {
+			sort.Strings(b.Metrics)
+			out[fmt.Sprintf("%s %s %s", b.Start.Format("15:04"), b.Device.Key(), b.Owner.PodKey())] = b
+		}
+		return out
+	}
+	g, wt := index(got), index(want)
+	if len(g) != len(wt) {
+		t.Errorf("%d buckets with plain figures, %d with subqueries only", len(g), len(wt))
+	}
+	for k, wb := range wt {
+		gb, ok := g[k]
+		if !ok {
+			t.Errorf("bucket %s: missing with plain figures", k)
+			continue
+		}
+		if d := bucketDiff(gb, wb); d != "" {
+			t.Errorf("bucket %s (plain device-hour: %v): %s", k, !others.devices[hourKey{wb.Start.UnixMilli(), wb.Device.Key()}], d)
+		}
+	}
+
+	data, err := s.Load(ctx, w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pricing := usage.Pricing{Catalogue: gpu.Default()}
+	raw, err := usage.Account(usage.Input{Window: w, Series: data.Series, Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hourly, err := usage.AccountBuckets(usage.BucketInput{Start: w.Start, End: w.End, Buckets: got, Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range usage.Disagreements(raw, hourly, 0.01) {
+		t.Error("hourly (plain figures) vs raw: " + d)
+	}
+	if q, rq := hourly.Quality, raw.Quality; q.NaNSamples != rq.NaNSamples || q.NaNSamples == 0 || q.CounterResets != rq.CounterResets || q.CounterResets == 0 {
+		t.Errorf("hourly quality: %d NaN, %d resets; raw %d, %d (the history has both)", q.NaNSamples, q.CounterResets, rq.NaNSamples, rq.CounterResets)
+	}
+}
+
+// bucketDiff names the fields of two buckets that differ beyond rounding.
+func bucketDiff(got, want usage.Bucket) string {
+	var out string
+	var walk func(path string, g, w reflect.Value)
+	walk = func(path string, g, w reflect.Value) {
+		switch g.Kind() {
+		case reflect.Struct:
+			if g.Type() == reflect.TypeOf(time.Time{}) {
+				if !g.Interface().(time.Time).Equal(w.Interface().(time.Time)) {
+					out += fmt.Sprintf(" %s %v, want %v;", path, g.Interface(), w.Interface())
+				}
+				return
+			}
+			for i := range g.NumField() {
+				walk(path+"."+g.Type().Field(i).Name, g.Field(i), w.Field(i))
+			}
+		case reflect.Float64:
+			a, b := g.Float(), w.Float()
+			if math.Abs(a-b) > 1e-9*math.Max(1, math.Abs(b)) {
+				out += fmt.Sprintf(" %s %v, want %v;", path, a, b)
+			}
+		default:
+			if !reflect.DeepEqual(g.Interface(), w.Interface()) {
+				out += fmt.Sprintf(" %s %v, want %v;", path, g.Interface(), w.Interface())
+			}
+		}
+	}
+	walk("", reflect.ValueOf(got), reflect.ValueOf(want))
+	return out
+}
