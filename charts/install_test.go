@@ -160,6 +160,10 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				"/events [list]",
 				"/nodes [list watch]",
 				"/pods [list watch]",
+				"resource.k8s.io/deviceclasses [list watch]",
+				"resource.k8s.io/resourceclaims [list watch]",
+				"resource.k8s.io/resourceclaimtemplates [list watch]",
+				"resource.k8s.io/resourceslices [list watch]",
 			},
 			"gpupack-webhook": {
 				"/secrets/gpupack-webhook-tls [get update]",
