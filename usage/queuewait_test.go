@@ -21,7 +21,9 @@ func TestQueueWaits(t *testing.T) {
 	scheduled := []PodWait{w("web", "", "", 5), {Namespace: "web"}}
 	got := QueueWaits(pending, scheduled)
 	p := func(p50, p95, max float64) Percentiles { return Percentiles{Known(p50), Known(p95), Known(max)} }
-	st := func(pods, unknown int, pc Percentiles) WaitStats { return WaitStats{Pods: pods, UnknownWait: unknown, Seconds: pc} }
+	st := func(pods, unknown int, pc Percentiles) WaitStats {
+		return WaitStats{Pods: pods, UnknownWait: unknown, Seconds: pc}
+	}
 	// Known pending waits 10, 20, 30, 40: nearest rank p50 is the 2nd
 	// (ceil(0.5*4)), p95 the 4th (ceil(0.95*4)); the unknown one is
 	// counted apart, not as 0.
