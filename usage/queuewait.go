@@ -47,10 +47,11 @@ type WaitFace struct {
 }
 
 // QueueWait is how long GPU pods wait to be scheduled: those pending now
-// and those scheduled in the window.
+// (nil when the pending pods are not known, as for a report from
+// Prometheus alone) and those scheduled in the window.
 type QueueWait struct {
-	Pending   WaitFace `json:"pending"`
-	Scheduled WaitFace `json:"scheduled"`
+	Pending   *WaitFace `json:"pending,omitempty"`
+	Scheduled WaitFace  `json:"scheduled"`
 }
 
 // MaxWaitGroups caps the groups of each kind (namespaces, shapes, causes):
@@ -67,9 +68,15 @@ const (
 )
 
 // QueueWaits groups the pending and the scheduled pods' waits by namespace,
-// GPU shape and (pending only) cause.
-func QueueWaits(pending, scheduled []PodWait) QueueWait {
-	return QueueWait{Pending: waitFace(pending, true), Scheduled: waitFace(scheduled, false)}
+// GPU shape and (pending only) cause; pendingKnown says that pending lists
+// every pending pod (none pending is then a finding, not a blank).
+func QueueWaits(pending []PodWait, pendingKnown bool, scheduled []PodWait) QueueWait {
+	q := QueueWait{Scheduled: waitFace(scheduled, false)}
+	if pendingKnown {
+		f := waitFace(pending, true)
+		q.Pending = &f
+	}
+	return q
 }
 
 // ScheduledWaits are the waits of the pods of r scheduled in the window

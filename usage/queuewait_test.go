@@ -19,7 +19,7 @@ func TestQueueWaits(t *testing.T) {
 		unknown,
 	}
 	scheduled := []PodWait{w("web", "", "", 5), {Namespace: "web"}}
-	got := QueueWaits(pending, scheduled)
+	got := QueueWaits(pending, true, scheduled)
 	p := func(p50, p95, max float64) Percentiles { return Percentiles{Known(p50), Known(p95), Known(max)} }
 	st := func(pods, unknown int, pc Percentiles) WaitStats {
 		return WaitStats{Pods: pods, UnknownWait: unknown, Seconds: pc}
@@ -28,7 +28,7 @@ func TestQueueWaits(t *testing.T) {
 	// (ceil(0.5*4)), p95 the 4th (ceil(0.95*4)); the unknown one is
 	// counted apart, not as 0.
 	want := QueueWait{
-		Pending: WaitFace{
+		Pending: &WaitFace{
 			All: st(5, 1, p(20, 40, 40)),
 			ByNamespace: []WaitGroup{
 				{"ml", st(4, 1, p(30, 40, 40))},
@@ -52,7 +52,7 @@ func TestQueueWaits(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("QueueWaits (-want +got):\n%s", d)
 	}
-	if got := QueueWaits([]PodWait{unknown}, nil).Pending.All; got.Seconds.P50.Known || got.UnknownWait != 1 {
+	if got := QueueWaits([]PodWait{unknown}, true, nil).Pending.All; got.Seconds.P50.Known || got.UnknownWait != 1 {
 		t.Errorf("only unknown waits: %+v, want unknown percentiles and 1 unknown wait", got)
 	}
 }
@@ -65,7 +65,7 @@ func TestQueueWaitsFoldsGroups(t *testing.T) {
 			waits = append(waits, PodWait{Namespace: fmt.Sprintf("ns%02d", i), Seconds: Known(float64(i))})
 		}
 	}
-	got := QueueWaits(waits, nil).Pending.ByNamespace
+	got := QueueWaits(waits, true, nil).Pending.ByNamespace
 	if len(got) != MaxWaitGroups {
 		t.Fatalf("%d namespace groups, want the cap %d", len(got), MaxWaitGroups)
 	}
