@@ -93,3 +93,12 @@ func TestScheduledWaits(t *testing.T) {
 		t.Errorf("ScheduledWaits (-want +got):\n%s", d)
 	}
 }
+
+func TestQueueWaitsPendingUnknown(t *testing.T) {
+	if got := QueueWaits(nil, false, nil); got.Pending != nil {
+		t.Errorf("pending not known: Pending = %+v, want nil (absent, not 0 pods)", got.Pending)
+	}
+	if got := QueueWaits(nil, true, nil); got.Pending == nil || got.Pending.All.Pods != 0 {
+		t.Errorf("none pending: Pending = %+v, want 0 pods", got.Pending)
+	}
+}
