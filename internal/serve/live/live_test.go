@@ -173,8 +173,8 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	// ml/huge is the one pending pod of ml: each quantile of its
 	// namespace's wait is its own wait.
 	wait := max(0, clk.now().Sub(st.Created["ml/huge"]).Seconds())
-	for _, q := range []string{"0.5", "0.95", "1"} {
-		k := `gpupack_pending_gpu_pod_wait_seconds{by="namespace",group="ml",quantile="` + q + `"}`
+	for _, q := range []string{"p50", "p95", "max"} {
+		k := `gpupack_pending_gpu_pod_wait_seconds{by="namespace",group="ml",stat="` + q + `"}`
 		if v, ok := c1[k]; !ok || v != wait {
 			t.Errorf("%s = %v (present %v), want ml/huge's wait %v", k, v, ok, wait)
 		}
@@ -186,7 +186,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 		}
 	}
 	if causes != 3 {
-		t.Errorf("%d pending wait series by cause, want the 3 quantiles of ml/huge's one cause: %v", causes, c1)
+		t.Errorf("%d pending wait series by cause, want the 3 stats of ml/huge's one cause: %v", causes, c1)
 	}
 
 	// One hour later: hour 0 leaves the window, hour 2 is read; the
