@@ -261,8 +261,11 @@ type Report struct {
 	Nodes      []NodeUsage      `json:"nodes"`
 	// Hourly is, per GPU model, the GPUs allocated and active in each hour
 	// of the window: the levels a reservation baseline is read from.
-	Hourly  []ModelHours `json:"hourly,omitempty"`
-	Quality Quality      `json:"quality"`
+	Hourly []ModelHours `json:"hourly,omitempty"`
+	// QueueWait is how long GPU pods waited to be scheduled; the edges
+	// fill it in where they know the pending pods (nil otherwise).
+	QueueWait *QueueWait `json:"queueWait,omitempty"`
+	Quality   Quality    `json:"quality"`
 }
 
 // ModelHours are the GPUs of one model allocated to pods in each hour of the

@@ -77,6 +77,12 @@ func Handler(o Options) http.Handler {
 	})
 	api("hours", func(v *View) (any, string) { return orEmpty(v.Hours), "" })
 	api("pending", func(v *View) (any, string) { return orEmpty(v.Pending), "" })
+	api("queuewait", func(v *View) (any, string) {
+		if v.QueueWait == nil {
+			return nil, "no queue wait in this view: " + v.Source + " has no diagnosis yet"
+		}
+		return v.QueueWait, ""
+	})
 	api("plan", func(v *View) (any, string) {
 		if v.Plan == nil {
 			return nil, "no plan in this view: " + v.Source + " has no plan"

@@ -44,6 +44,9 @@ type View struct {
 	Nodes   int          `json:"nodes"`
 	GPUs    int          `json:"gpus"`
 	Pending []PendingPod `json:"pending"`
+	// QueueWait is how long GPU pods have waited: those pending now and
+	// those scheduled in the window, by namespace, GPU shape and cause.
+	QueueWait *usage.QueueWait `json:"queueWait,omitempty"`
 	// Plan is the sharing plan, as `gpupack plan --format json` prints it,
 	// and PlanFiles the files `gpupack plan --out` writes for it.
 	Plan      *plan.Plan `json:"plan"`

@@ -116,6 +116,8 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	}
 	tw.Flush()
 
+	writeQueueWait(&b, r.QueueWait)
+
 	q := r.Quality
 	fmt.Fprintf(&b, "\nData: %d samples, coverage %s, %d NaN, %d gaps, %d counter resets; activity from", q.Samples, ratio(q.Coverage), q.NaNSamples, q.Gaps, q.CounterResets)
 	for _, src := range sortedSources(q.ActivitySources) {

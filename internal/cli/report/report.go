@@ -198,6 +198,9 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		}
 		return err
 	}
+	if r.QueueWait, err = queueWait(ctx, opts, r); err != nil {
+		return fmt.Errorf("queue wait: %w", err)
+	}
 	return write(out, r, opts.format, source, opts.top)
 }
 

@@ -262,6 +262,7 @@ func (e *Engine) view(st State, now time.Time) *serve.View {
 			v.Pending = append(v.Pending, p)
 		}
 	}
+	v.QueueWait = queueWait(st, now)
 	if st.Plan != nil && st.Snapshot != nil {
 		files, err := planout.Files(st.Plan, st.Snapshot)
 		if err != nil {
@@ -484,4 +485,25 @@ type pendingStat struct {
 	pods      int
 	maxWait   float64
 	waitKnown bool
+}
+
+// queueWait is the queue wait of the pending pods (nil before the first
+// diagnosis) and of the pods the report saw scheduled in the window, each
+// shape as the snapshot's pod asks.
+func queueWait(st State, now time.Time) *usage.QueueWait {
+	if st.Diagnosis == nil {
+		return nil
+	}
+	shapes := map[string]string{}
+	if st.Snapshot != nil {
+		for _, p := range st.Snapshot.Pods {
+			shapes[p.Key()] = p.GPU.String()
+		}
+	}
+	var scheduled []usage.PodWait
+	if st.Report != nil {
+		scheduled = usage.ScheduledWaits(st.Report, shapes)
+	}
+	q := usage.QueueWaits(diagnose.PendingWaits(st.Diagnosis, st.Created, now), true, scheduled)
+	return &q
 }

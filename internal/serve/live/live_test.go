@@ -170,6 +170,24 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	if pending != 1 {
 		t.Errorf("%v pending pods counted for ml, want 1: %v", pending, c1)
 	}
+	// ml/huge is the one pending pod of ml: each quantile of its
+	// namespace's wait is its own wait.
+	wait := max(0, clk.now().Sub(st.Created["ml/huge"]).Seconds())
+	for _, q := range []string{"p50", "p95", "max"} {
+		k := `gpupack_pending_gpu_pod_wait_seconds{by="namespace",group="ml",stat="` + q + `"}`
+		if v, ok := c1[k]; !ok || v != wait {
+			t.Errorf("%s = %v (present %v), want ml/huge's wait %v", k, v, ok, wait)
+		}
+	}
+	causes := 0
+	for k := range c1 {
+		if strings.HasPrefix(k, `gpupack_pending_gpu_pod_wait_seconds{by="cause",`) {
+			causes++
+		}
+	}
+	if causes != 3 {
+		t.Errorf("%d pending wait series by cause, want the 3 stats of ml/huge's one cause: %v", causes, c1)
+	}
 
 	// One hour later: hour 0 leaves the window, hour 2 is read; the
 	// counters keep hour 0 and add hour 2.

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpupack/gpupack/usage"
 )
 
 // The metrics /metrics serves, declared once. The counters count from the
@@ -29,6 +31,10 @@ var (
 		"Pending GPU pods by namespace and diagnosed cause.", []string{"namespace", "cause"}, nil)
 	waitDesc = prometheus.NewDesc("gpupack_pending_wait_seconds",
 		"The longest time a pending GPU pod of the namespace and cause has waited since it was created.", []string{"namespace", "cause"}, nil)
+	pendingWaitDesc = prometheus.NewDesc("gpupack_pending_gpu_pod_wait_seconds",
+		"How long the GPU pods pending now have waited since they were created: the stat (p50, p95, max; nearest rank) of the pods grouped by namespace, GPU shape or diagnosed cause (label by), the largest 19 groups of each named and the rest under group=\"(other)\"; absent where no wait is known.", []string{"by", "group", "stat"}, nil)
+	scheduledWaitDesc = prometheus.NewDesc("gpupack_scheduled_gpu_pod_wait_seconds",
+		"How long the GPU pods scheduled in the window waited from creation to scheduling: the stat (p50, p95, max; nearest rank) by namespace or GPU shape (label by), the largest 19 groups of each named and the rest under group=\"(other)\"; absent where no wait is known.", []string{"by", "group", "stat"}, nil)
 	asOfDesc = prometheus.NewDesc("gpupack_data_as_of_timestamp_seconds",
 		"End of the accounting that the last good refresh read, as a Unix time; absent before the first.", nil, nil)
 	upDesc = prometheus.NewDesc("gpupack_refresh_ok",
@@ -43,7 +49,7 @@ func (e *Engine) Collector() prometheus.Collector { return collector{e} }
 type collector struct{ e *Engine }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{allocatedDesc, activeDesc, idleDesc, unallocatedDesc, costDesc, pendingDesc, waitDesc, asOfDesc, upDesc} {
+	for _, d := range []*prometheus.Desc{allocatedDesc, activeDesc, idleDesc, unallocatedDesc, costDesc, pendingDesc, waitDesc, pendingWaitDesc, scheduledWaitDesc, asOfDesc, upDesc} {
 		ch <- d
 	}
 }
@@ -81,6 +87,34 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(p.pods), k[0], k[1])
 		if p.waitKnown {
 			ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.GaugeValue, p.maxWait, k[0], k[1])
+		}
+	}
+	if q := queueWait(st, c.e.o.Now()); q != nil {
+		if q.Pending != nil {
+			collectWaits(ch, pendingWaitDesc, q.Pending)
+		}
+		collectWaits(ch, scheduledWaitDesc, &q.Scheduled)
+	}
+}
+
+// collectWaits sends a face's waits by group; usage.MaxWaitGroups bounds
+// the groups of each kind, so the series are at most 3 x 3 x MaxWaitGroups.
+// The label is stat, not quantile: these are gauges of a snapshot, not a
+// Prometheus summary (promtool refuses quantile on a gauge).
+func collectWaits(ch chan<- prometheus.Metric, d *prometheus.Desc, f *usage.WaitFace) {
+	for _, by := range []struct {
+		name   string
+		groups []usage.WaitGroup
+	}{{"namespace", f.ByNamespace}, {"shape", f.ByShape}, {"cause", f.ByCause}} {
+		for _, g := range by.groups {
+			for _, q := range []struct {
+				stat string
+				v    usage.Amount
+			}{{"p50", g.Seconds.P50}, {"p95", g.Seconds.P95}, {"max", g.Seconds.Max}} {
+				if q.v.Known {
+					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, q.v.Value, by.name, g.Key, q.stat)
+				}
+			}
 		}
 	}
 }
