@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -51,6 +52,9 @@ type File struct {
 	Kind       string     `json:"kind"`
 	Nodes      []FileNode `json:"nodes"`
 	Pods       []FilePod  `json:"pods,omitempty"`
+	// Schedulers are the schedulers seen serving the cluster
+	// (Snapshot.Schedulers); absent: not known. Optional, in any version.
+	Schedulers *[]string `json:"schedulers,omitempty"`
 }
 
 // FileNode is a node in the snapshot file.
@@ -110,6 +114,11 @@ type FilePod struct {
 	Devices      []FileDevice      `json:"devices,omitempty"`
 	// Claims (v1alpha2) are the pod's ResourceClaims.
 	Claims []Claim `json:"claims,omitempty"`
+	// SchedulingGates are the pod's spec.schedulingGates and
+	// SchedulerName its spec.schedulerName (absent: the default
+	// scheduler). Optional, in any version.
+	SchedulingGates []string `json:"schedulingGates,omitempty"`
+	SchedulerName   string   `json:"schedulerName,omitempty"`
 }
 
 // FileGPURequest is a pod's GPU request: count whole GPUs (each with at
@@ -190,6 +199,14 @@ func (f *File) Snapshot(c *gpu.Catalogue) (*Snapshot, error) {
 	s, err := NewSnapshot(c, nodes, pods)
 	if err != nil {
 		return nil, err
+	}
+	if f.Schedulers != nil {
+		for i, name := range *f.Schedulers {
+			if name == "" {
+				return nil, fmt.Errorf("schedulers[%d]: empty name; list the spec.schedulerName of each scheduler that runs, e.g. %s", i, DefaultScheduler)
+			}
+		}
+		s.Schedulers = append([]string{}, *f.Schedulers...)
 	}
 	if err := checkDRA(s); err != nil {
 		return nil, err
@@ -339,7 +356,16 @@ func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
 		}
 	}
 	p := &Pod{Namespace: ns, Name: fp.Name, GPUModels: fp.GPUModels, NodeSelector: fp.NodeSelector,
-		RequiredAffinity: fp.Affinity, Tolerations: fp.Tolerations, Tenant: fp.Tenant, Labels: fp.Labels, NodeName: fp.Node}
+		RequiredAffinity: fp.Affinity, Tolerations: fp.Tolerations, Tenant: fp.Tenant, Labels: fp.Labels, NodeName: fp.Node,
+		SchedulingGates: fp.SchedulingGates, SchedulerName: fp.SchedulerName}
+	for i, g := range fp.SchedulingGates {
+		if g == "" {
+			return nil, fmt.Errorf("schedulingGates[%d]: empty gate name; give the gate's name, e.g. %s", i, KueueAdmissionGate)
+		}
+	}
+	if fp.SchedulerName == DefaultScheduler {
+		p.SchedulerName = ""
+	}
 	var err error
 	if fp.CPU != "" {
 		if p.CPU, err = ParseCPU(fp.CPU); err != nil {
@@ -452,6 +478,10 @@ func parseOptionalMemory(s string) (gpu.MiB, error) {
 // written and read back unchanged.
 func ToFile(s *Snapshot) *File {
 	f := &File{APIVersion: FileAPIVersion, Kind: FileKind}
+	if s.Schedulers != nil {
+		names := slices.Clone(s.Schedulers)
+		f.Schedulers = &names
+	}
 	for _, n := range s.Nodes {
 		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable, Pods: n.MaxPods}
 		for _, g := range n.GPUs {
@@ -475,7 +505,11 @@ func ToFile(s *Snapshot) *File {
 	}
 	for _, p := range s.Pods {
 		fp := FilePod{Namespace: p.Namespace, Name: p.Name, GPUModels: p.GPUModels, NodeSelector: p.NodeSelector,
-			Affinity: p.RequiredAffinity, Tolerations: p.Tolerations, Tenant: p.Tenant, Labels: p.Labels, Node: p.NodeName, Claims: p.Claims}
+			Affinity: p.RequiredAffinity, Tolerations: p.Tolerations, Tenant: p.Tenant, Labels: p.Labels, Node: p.NodeName, Claims: p.Claims,
+			SchedulingGates: p.SchedulingGates, SchedulerName: p.SchedulerName}
+		if fp.SchedulerName == DefaultScheduler {
+			fp.SchedulerName = ""
+		}
 		if p.CPU != 0 {
 			fp.CPU = FormatCPU(p.CPU)
 		}

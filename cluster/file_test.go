@@ -299,3 +299,56 @@ func TestParseFileDRAErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedulingFieldsReadBack checks that scheduling gates, the scheduler
+// name and the schedulers seen running survive a write and a read, and that
+// a file without them leaves the schedulers unknown.
+func TestSchedulingFieldsReadBack(t *testing.T) {
+	cases := map[string]struct {
+		doc        string
+		schedulers []string
+		gates      []string
+		scheduler  string
+	}{
+		"all set": {
+			doc:        "schedulers: [default-scheduler, gpupack]\nnodes: []\npods:\n- {name: p, gpu: {count: 1}, schedulingGates: [kueue.x-k8s.io/admission, x.io/b], schedulerName: volcano}\n",
+			schedulers: []string{"default-scheduler", "gpupack"}, gates: []string{"kueue.x-k8s.io/admission", "x.io/b"}, scheduler: "volcano",
+		},
+		"none running": {
+			doc:        "schedulers: []\nnodes: []\npods:\n- {name: p, gpu: {count: 1}, schedulerName: default-scheduler}\n",
+			schedulers: []string{},
+		},
+		"not known": {doc: "nodes: []\npods:\n- {name: p, gpu: {count: 1}}\n"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := ParseFile([]byte("apiVersion: gpupack.io/v1alpha2\nkind: ClusterSnapshot\n"+tc.doc), name, gpu.Default())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := MarshalFile(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := ParseFile(out, "written", gpu.Default())
+			if err != nil {
+				t.Fatalf("re-reading: %v\n%s", err, out)
+			}
+			for _, got := range []*Snapshot{s, again} {
+				p := got.Pods[0]
+				type view struct {
+					Schedulers, Gates []string
+					Scheduler         string
+					Known             bool
+				}
+				want := view{tc.schedulers, tc.gates, tc.scheduler, tc.schedulers != nil}
+				if diff := cmp.Diff(want, view{got.Schedulers, p.SchedulingGates, p.SchedulerName, got.Schedulers != nil}); diff != "" {
+					t.Errorf("(-want +got):\n%s\n%s", diff, out)
+				}
+			}
+		})
+	}
+	if _, err := ParseFile([]byte("apiVersion: gpupack.io/v1alpha2\nkind: ClusterSnapshot\nnodes: []\npods:\n- {name: p, schedulingGates: [\"\"]}\n"), "f", gpu.Default()); err == nil || !strings.Contains(err.Error(), "schedulingGates[0]") {
+		t.Errorf("empty gate: err = %v, want one naming schedulingGates[0]", err)
+	}
+}

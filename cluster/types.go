@@ -302,6 +302,29 @@ type Pod struct {
 	// Claims are the pod's ResourceClaims (Dynamic Resource Allocation);
 	// a pod bound through them has Devices from their allocation.
 	Claims []Claim
+	// SchedulingGates are the pod's spec.schedulingGates, by name: while
+	// any is set no scheduler considers the pod.
+	SchedulingGates []string
+	// SchedulerName is the pod's spec.schedulerName; empty is the default
+	// scheduler (DefaultScheduler).
+	SchedulerName string
+}
+
+// DefaultScheduler is the name of the stock kube-scheduler's profile, the
+// spec.schedulerName that the apiserver gives a pod that names none.
+const DefaultScheduler = "default-scheduler"
+
+// KueueAdmissionGate is the scheduling gate that Kueue puts on the pods of
+// a Workload until it admits it.
+const KueueAdmissionGate = "kueue.x-k8s.io/admission"
+
+// Scheduler is the scheduler the pod is addressed to: DefaultScheduler
+// when it names none.
+func (p *Pod) Scheduler() string {
+	if p.SchedulerName == "" {
+		return DefaultScheduler
+	}
+	return p.SchedulerName
 }
 
 // Key is "namespace/name".
@@ -332,7 +355,12 @@ type Snapshot struct {
 	Catalogue *gpu.Catalogue
 	Nodes     []*Node
 	Pods      []*Pod
-	nodeIndex map[string]int
+	// Schedulers are the names of the schedulers seen serving the cluster
+	// (internal/kube says how it tells); nil when that is not known, and
+	// then no pod is taken to be addressed to a scheduler that does not
+	// run. Set it, if at all, before the snapshot is shared.
+	Schedulers []string
+	nodeIndex  map[string]int
 }
 
 // NewSnapshot indexes nodes and pods. Node names must be unique, and pod

@@ -136,7 +136,7 @@ func TestGroupedPodsSameFinding(t *testing.T) {
 }
 
 func TestCausesOrder(t *testing.T) {
-	want := []Cause{Allocation, Memory, Placement, Application, NoSuchHardware, Other}
+	want := []Cause{Gated, NoScheduler, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
 	if !slices.Equal(Causes(), want) {
 		t.Errorf("Causes() = %v, want %v", Causes(), want)
 	}

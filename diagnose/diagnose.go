@@ -16,8 +16,17 @@ import (
 type Cause string
 
 // The causes, in the order they are checked: the first that holds is the
-// finding's cause. Only allocation is cured by sharing.
+// finding's cause. Only allocation is cured by sharing. Gated and
+// NoScheduler come first: the scheduler never sees such a pod, whatever
+// the GPUs would say.
 const (
+	// Gated: the pod has scheduling gates (spec.schedulingGates), so no
+	// scheduler considers it until they are removed; Kueue's admission
+	// gate waits for Kueue to admit the pod's Workload.
+	Gated Cause = "gated"
+	// NoScheduler: the pod names a scheduler (spec.schedulerName) other
+	// than the default one, and no scheduler of that name runs.
+	NoScheduler Cause = "no-scheduler"
 	// Allocation: GPUs that match the pod's constraints and would hold it
 	// exist, but every one is allocated.
 	Allocation Cause = "allocation"
@@ -39,7 +48,7 @@ const (
 
 // Causes lists every cause in checking order.
 func Causes() []Cause {
-	return []Cause{Allocation, Memory, Placement, Application, NoSuchHardware, Other}
+	return []Cause{Gated, NoScheduler, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
 }
 
 // Report is the diagnosis of a snapshot.
@@ -118,6 +127,11 @@ type Evidence struct {
 	// Blocking are the distinct reasons that stop the pod, each with the
 	// nodes where it does, for the causes that have no finer evidence.
 	Blocking []Blocking `json:"blocking,omitempty"`
+	// Gates are the pod's scheduling gates (gated).
+	Gates []string `json:"gates,omitempty"`
+	// Scheduler is the scheduler the pod names, with the schedulers that
+	// do run (no-scheduler).
+	Scheduler *SchedulerFacts `json:"scheduler,omitempty"`
 }
 
 // Blocking is one reason that stops the pod, with its figures, and the
@@ -223,6 +237,7 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		e.unreached(&f, p)
 		done[key] = len(rep.Findings)
 		rep.Findings = append(rep.Findings, f)
 	}
@@ -274,7 +289,7 @@ func (e *engine) fingerprint(p *cluster.Pod) string {
 		model = *facts.Model
 	}
 	return fmt.Sprintf("%v|%d|%d|%q|%v|%v|%v|%d|%q|%v|%v|%v", p.GPU, p.CPU, p.Memory, p.GPUModels, p.NodeSelector,
-		p.RequiredAffinity, p.Tolerations, p.Isolation, p.TenantName(), ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model})
+		p.RequiredAffinity, p.Tolerations, p.Isolation, []any{p.TenantName(), p.SchedulingGates, p.Scheduler()}, ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model})
 }
 
 // classVerdict is what one class of nodes says about one pod.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,8 +40,19 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 		nodes  []*corev1.Node
 		pods   []*corev1.Pod
 		events []*corev1.Event
+		leases []*coordinationv1.Lease
 		dra    DRAObjects
 	)
+	// Leases tell which schedulers run (servingSchedulers); a reader that
+	// may not list them diagnoses without that, with a warning.
+	leasesErr := make(chan error, 1)
+	go func() {
+		var err error
+		leases, err = listAll[coordinationv1.Lease](ctx, "leases", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts)
+		}, metav1.ListOptions{})
+		leasesErr <- err
+	}()
 	res := client.ResourceV1()
 	lists := []func() error{
 		func() (err error) {
@@ -103,14 +116,23 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 	if len(all) > 0 {
 		return nil, explain(errors.Join(all...), server(client))
 	}
+	var st *State
+	var err error
 	if unserved {
-		st, err := Build(c, nodes, pods, events)
-		if err == nil {
+		if st, err = Build(c, nodes, pods, events); err == nil {
 			st.Warnings = append(st.Warnings, draNotServed)
 		}
-		return st, err
+	} else {
+		st, err = BuildDRA(c, nodes, pods, events, &dra)
 	}
-	return BuildDRA(c, nodes, pods, events, &dra)
+	if lerr := <-leasesErr; err == nil {
+		if lerr != nil {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("cannot list leases (coordination.k8s.io), so gpupack cannot tell which schedulers run and calls no pod no-scheduler: %v", lerr))
+		} else {
+			st.Snapshot.Schedulers = servingSchedulers(leases, events, time.Now())
+		}
+	}
+	return st, err
 }
 
 // draNotServed is the warning for a cluster without resource.k8s.io/v1.

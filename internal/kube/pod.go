@@ -35,6 +35,12 @@ func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
 		Labels:       p.Labels,
 		NodeName:     p.Spec.NodeName,
 	}
+	if p.Spec.SchedulerName != cluster.DefaultScheduler {
+		out.SchedulerName = p.Spec.SchedulerName
+	}
+	for _, g := range p.Spec.SchedulingGates {
+		out.SchedulingGates = append(out.SchedulingGates, g.Name)
+	}
 	if q, ok := req[corev1.ResourceCPU]; ok {
 		out.CPU = gpu.CPUMilli(q.MilliValue())
 	}

@@ -318,6 +318,16 @@ func evidenceLines(f diagnose.Finding) []string {
 	var out []string
 	nodes := diagnose.JoinNames(ev.Nodes, ev.NodeCount)
 	switch f.Cause {
+	case diagnose.Gated:
+		out = append(out, "evidence: spec.schedulingGates "+strings.Join(ev.Gates, ", ")+": no scheduler considers the pod until they are removed")
+	case diagnose.NoScheduler:
+		if sc := ev.Scheduler; sc != nil {
+			running := "none seen"
+			if len(sc.Running) > 0 {
+				running = strings.Join(sc.Running, ", ")
+			}
+			out = append(out, fmt.Sprintf("evidence: spec.schedulerName %s, and no scheduler of that name runs (no current Lease, no event from it); running: %s", sc.Name, running))
+		}
 	case diagnose.Allocation:
 		h := ev.Holders
 		line := fmt.Sprintf("evidence: all %d %s GPUs on %s are held by %d pods", ev.GPUs, strings.Join(ev.GPUModels, "/"), nodes, h.Pods)

@@ -1,0 +1,97 @@
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpupack/gpupack/cluster"
+)
+
+// SchedulerFacts is the scheduler a pod names and the schedulers that the
+// snapshot saw serving the cluster.
+type SchedulerFacts struct {
+	Name    string   `json:"name"`
+	Running []string `json:"running"`
+}
+
+// unreached turns the finding of a GPU pod that no scheduler considers
+// into a gated or no-scheduler one: the pod has scheduling gates, or it
+// names a scheduler other than the default one that the snapshot does not
+// see running. gpupack's fit on the nodes stays (Fit), and what would keep
+// the pod waiting once it reaches the scheduler becomes Also and the
+// later fixes; the stock scheduler's message is dropped, since no
+// scheduler tries the pod.
+func (e *engine) unreached(f *Finding, p *cluster.Pod) {
+	if f.Cause == "" {
+		return // skipped: not a GPU pod
+	}
+	var cause Cause
+	var ev Evidence
+	var fix []string
+	switch {
+	case len(p.SchedulingGates) > 0:
+		cause = Gated
+		ev.Gates = slices.Clone(p.SchedulingGates)
+		fix = gateFixes(p.SchedulingGates)
+	case e.noScheduler(p):
+		cause = NoScheduler
+		ev.Scheduler = &SchedulerFacts{Name: p.Scheduler(), Running: slices.Clone(e.s.Schedulers)}
+		others := "the default scheduler, " + cluster.DefaultScheduler
+		if len(e.s.Schedulers) > 0 {
+			others = "a scheduler that runs: " + strings.Join(e.s.Schedulers, ", ")
+		}
+		fix = []string{
+			fmt.Sprintf("install and start the scheduler %q (a scheduler profile with that schedulerName), or set spec.schedulerName to %s in the workload's pod template (an existing pod's schedulerName cannot change: recreate the pod)", p.Scheduler(), others),
+		}
+	default:
+		return
+	}
+	fits := 0
+	for _, g := range f.Fit {
+		if len(g.Reasons) == 0 {
+			fits += g.NodeCount
+		}
+	}
+	var also []Cause
+	then := f.Fix
+	switch {
+	case fits > 0:
+		then = []string{fmt.Sprintf("once the scheduler considers it, it fits %d of %d nodes now", fits, len(e.s.Nodes))}
+	default:
+		also = append([]Cause{f.Cause}, f.Also...)
+		for i, line := range then {
+			then[i] = "then, for " + string(f.Cause) + ": " + line
+		}
+	}
+	f.Cause, f.Also, f.Evidence = cause, also, ev
+	f.Summary, f.StockNote = "", "no scheduler tries the pod ("+unreachedWhy(cause)+")"
+	f.Fix = append(fix, then...)
+}
+
+func unreachedWhy(c Cause) string {
+	if c == Gated {
+		return "it has scheduling gates"
+	}
+	return "the scheduler it names does not run"
+}
+
+// noScheduler reports whether the pod names a scheduler other than the
+// default one that the snapshot knows does not run.
+func (e *engine) noScheduler(p *cluster.Pod) bool {
+	name := p.Scheduler()
+	return name != cluster.DefaultScheduler && e.s.Schedulers != nil && !slices.Contains(e.s.Schedulers, name)
+}
+
+// gateFixes says, gate by gate, what removes it.
+func gateFixes(gates []string) []string {
+	var out []string
+	for _, g := range gates {
+		if g == cluster.KueueAdmissionGate {
+			out = append(out, fmt.Sprintf("gate %s: the pod waits for Kueue to admit its Workload; Kueue removes the gate once its ClusterQueue has quota for it (kubectl get workloads -n <namespace>; kubectl describe clusterqueue <name>): raise the ClusterQueue's nominalQuota or free quota held by other Workloads", g))
+			continue
+		}
+		out = append(out, fmt.Sprintf("gate %s: the controller that added it removes it when its condition holds; if none will, remove it: kubectl patch pod <pod> --type=json -p '[{\"op\":\"remove\",\"path\":\"/spec/schedulingGates\"}]'", g))
+	}
+	return out
+}
