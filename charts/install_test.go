@@ -160,6 +160,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				"/events [list]",
 				"/nodes [list watch]",
 				"/pods [list watch]",
+				"coordination.k8s.io/leases [list]",
 				"resource.k8s.io/deviceclasses [list watch]",
 				"resource.k8s.io/resourceclaims [list watch]",
 				"resource.k8s.io/resourceclaimtemplates [list watch]",
