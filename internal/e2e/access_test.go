@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,6 +53,20 @@ func TestRBACSufficesAndFaultsAreClear(t *testing.T) {
 			f, ok := st.SchedulingFailures[ns+"/too-big"]
 			return ok && len(st.Snapshot.Nodes) == 1 && st.Snapshot.GPUCount() == 8, fmt.Sprintf("%d nodes, failure %q", len(st.Snapshot.Nodes), f.Message), nil
 		})
+		// The reader may list Leases, and the apiserver takes Load's
+		// selector on them: the running scheduler is known.
+		st, err := kube.Load(t.Context(), reader, gpu.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range st.Warnings {
+			if strings.Contains(w, "cannot list leases") {
+				t.Errorf("Load warned: %s", w)
+			}
+		}
+		if !slices.Contains(st.Snapshot.Schedulers, "default-scheduler") {
+			t.Errorf("schedulers seen running = %q, want default-scheduler among them", st.Snapshot.Schedulers)
+		}
 	})
 
 	t.Run("the ClusterRole suffices for the Watcher", func(t *testing.T) {

@@ -44,13 +44,16 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 		dra    DRAObjects
 	)
 	// Leases tell which schedulers run (servingSchedulers); a reader that
-	// may not list them diagnoses without that, with a warning.
+	// may not list them diagnoses without that, with a warning. The
+	// kubelets' heartbeats (one Lease per node in kube-node-lease) are left
+	// out at the apiserver: they name no scheduler, and a large cluster has
+	// thousands.
 	leasesErr := make(chan error, 1)
 	go func() {
 		var err error
 		leases, err = listAll[coordinationv1.Lease](ctx, "leases", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			return client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts)
-		}, metav1.ListOptions{})
+		}, metav1.ListOptions{FieldSelector: "metadata.namespace!=" + corev1.NamespaceNodeLease})
 		leasesErr <- err
 	}()
 	res := client.ResourceV1()
