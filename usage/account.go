@@ -41,11 +41,41 @@ type AppSeries struct {
 
 // PodEvents are a pod's Kubernetes life-cycle times; zero means unknown.
 type PodEvents struct {
-	Namespace, Pod  string
-	Created         time.Time
-	Scheduled       time.Time
-	ContainersReady time.Time
-	Ready           time.Time
+	Namespace, Pod string
+	// Workload names the pod's owner in its namespace (the Deployment,
+	// StatefulSet or Job), for per-workload start-up figures; "" groups
+	// the pod alone.
+	Workload  string
+	Created   time.Time
+	Scheduled time.Time
+	// ContainersStarted is when the last of the pod's app containers
+	// started running (kube-state-metrics' kube_pod_container_state_started,
+	// the kubelet's state.running.startedAt).
+	ContainersStarted time.Time
+	ContainersReady   time.Time
+	Ready             time.Time
+	// ImagePulls are the kubelet's Pulled events of the pod's containers,
+	// init containers included.
+	ImagePulls []ImagePull
+	// Storage is where the pod's model weights come from; Kind "" when the
+	// pod's spec was not seen.
+	Storage ModelStorage
+}
+
+// ImagePull is one of the kubelet's Pulled events: an image pulled for a
+// container (with the time and size the kubelet states), or found present.
+type ImagePull struct {
+	Container string
+	Image     string
+	// At is when the event was recorded: the pull's end.
+	At time.Time
+	// Present: the image was already on the node, nothing was pulled.
+	Present bool
+	// PullSeconds is the pull's time without waiting in the kubelet's pull
+	// queue; WaitSeconds includes the wait (both 0 when Present).
+	PullSeconds, WaitSeconds float64
+	// SizeBytes is the image size the kubelet states; 0 when not stated.
+	SizeBytes int64
 }
 
 // Totals are the GPU-seconds and money of a device, container, pod,
