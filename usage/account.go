@@ -222,26 +222,6 @@ type AppUsage struct {
 	CostPerMillion Amount `json:"costPerMillion"`
 }
 
-// Startup splits a pod's start into phases. Times are nil when unknown.
-type Startup struct {
-	Created         *time.Time `json:"created"`
-	Scheduled       *time.Time `json:"scheduled"`
-	ContainersReady *time.Time `json:"containersReady"`
-	// GPUAttached is the first sample that named the pod on a GPU.
-	GPUAttached *time.Time `json:"gpuAttached"`
-	// FirstGPUUse is the first sample with activity or framebuffer above
-	// the idle floors.
-	FirstGPUUse *time.Time `json:"firstGPUUse"`
-	// AppReady is the Ready condition, else the first application sample.
-	AppReady *time.Time `json:"appReady"`
-	// Phases in seconds: created->scheduled, scheduled->containers ready,
-	// containers ready (or GPU attached)->first GPU use, first GPU use->app ready.
-	SchedulingSeconds      Amount `json:"schedulingSeconds"`
-	ContainerStartSeconds  Amount `json:"containerStartSeconds"`
-	ToFirstGPUUseSeconds   Amount `json:"toFirstGPUUseSeconds"`
-	FirstUseToReadySeconds Amount `json:"firstUseToReadySeconds"`
-}
-
 // Quality counts what was wrong with the data.
 type Quality struct {
 	Samples       int `json:"samples"`
@@ -295,7 +275,10 @@ type Report struct {
 	// QueueWait is how long GPU pods waited to be scheduled; the edges
 	// fill it in where they know the pending pods (nil otherwise).
 	QueueWait *QueueWait `json:"queueWait,omitempty"`
-	Quality   Quality    `json:"quality"`
+	// Startup is the start-ups of the pods that started in the window, by
+	// workload and by where their model weights come from.
+	Startup StartupSummary `json:"startup"`
+	Quality Quality        `json:"quality"`
 }
 
 // ModelHours are the GPUs of one model allocated to pods in each hour of the
@@ -491,6 +474,12 @@ type podState struct {
 	stats      ActivityStats
 	attached   time.Time
 	firstUseAt time.Time
+	// firstHour is the start of the window's hour in which the pod was
+	// first seen on a GPU, and firstHourGS its allocated GPU-seconds in
+	// that hour: over the seconds from attached to the hour's end they
+	// give the GPUs it held as it started.
+	firstHour   time.Time
+	firstHourGS float64
 	// hours are the pod's activity-known and active GPU-seconds per hour.
 	hours podHours
 }
@@ -896,6 +885,7 @@ func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, g
 		ps.powerSum += power
 		ps.powerN++
 	}
+	ps.countHeld(a.w.Start.Add(time.Duration(a.hourOf(k))*time.Hour), gs)
 	used := (!math.IsNaN(activity) && activity > ActivityIdleFloor) || (!math.IsNaN(fb) && fb > FBIdleFloorMiB)
 	if used && (ps.firstUse < 0 || k < ps.firstUse) {
 		ps.firstUse = k
@@ -925,6 +915,35 @@ func (a *rawAccount) finish() {
 			ps.firstUseAt = a.slotTime(ps.firstUse)
 		}
 	}
+}
+
+// countHeld counts gs allocated GPU-seconds of the hour that starts at
+// hour towards the GPUs held at start, if it is the pod's first hour.
+func (ps *podState) countHeld(hour time.Time, gs float64) {
+	if ps.firstHour.IsZero() || hour.Before(ps.firstHour) {
+		ps.firstHour, ps.firstHourGS = hour, 0
+	}
+	if hour.Equal(ps.firstHour) {
+		ps.firstHourGS += gs
+	}
+}
+
+// heldAtStart is the GPUs the pod held as it started: its allocated
+// GPU-seconds in its first hour over the seconds from its first step to
+// that hour's end (or the window's end); unknown if it was never seen.
+func (ps *podState) heldAtStart(windowEnd time.Time) Amount {
+	if ps.attached.IsZero() || ps.firstHour.IsZero() {
+		return Unknown
+	}
+	end := ps.firstHour.Add(time.Hour)
+	if windowEnd.Before(end) {
+		end = windowEnd
+	}
+	sec := end.Sub(ps.attached).Seconds()
+	if sec <= 0 {
+		return Unknown
+	}
+	return Known(round4(ps.firstHourGS / sec))
 }
 
 // assemble completes a report from the pods' and nodes' accumulators,
@@ -1019,24 +1038,14 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 		ps := pods[key]
 		u := &ps.usage
 		u.App = appUsage(podApps[key], u.Cost)
-		st := &u.Startup
-		e := events[key]
-		st.Created, st.Scheduled, st.ContainersReady, st.AppReady = timePtr(e.Created), timePtr(e.Scheduled), timePtr(e.ContainersReady), timePtr(e.Ready)
-		st.GPUAttached = timePtr(ps.attached)
-		st.FirstGPUUse = timePtr(ps.firstUseAt)
-		if st.AppReady == nil {
-			if first, ok := appFirst[key]; ok {
-				st.AppReady = timePtr(time.UnixMilli(first).UTC())
-			}
+		in := startupInput{events: events[key], attached: ps.attached, firstUse: ps.firstUseAt, step: time.Duration(r.StepSecond * Seconds(time.Second)), heldGPUs: ps.heldAtStart(r.End)}
+		if first, ok := appFirst[key]; ok {
+			in.appFirst = time.UnixMilli(first).UTC()
 		}
-		st.SchedulingSeconds = between(st.Created, st.Scheduled)
-		st.ContainerStartSeconds = between(st.Scheduled, st.ContainersReady)
-		from := st.ContainersReady
-		if from == nil {
-			from = st.GPUAttached
+		if u.Cost.Known && u.AllocatedGPUSeconds > 0 {
+			in.pricePerGPUSecond = Known(u.Cost.Value / float64(u.AllocatedGPUSeconds))
 		}
-		st.ToFirstGPUUseSeconds = between(from, st.FirstGPUUse)
-		st.FirstUseToReadySeconds = between(st.FirstGPUUse, st.AppReady)
+		u.Startup = startupOf(in, u.Pod)
 		r.Pods = append(r.Pods, *u)
 	}
 	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
@@ -1046,6 +1055,7 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 	for _, n := range slices.Sorted(maps.Keys(nodes)) {
 		r.Nodes = append(r.Nodes, NodeUsage{GroupUsage: GroupUsage{Name: n, Pods: len(nodePods[n]), Totals: nodes[n].totals()}, Capacity: nodes[n].capacityTotals()})
 	}
+	r.Startup = SummarizeStartup(r.Pods, r.Start, r.End, time.Duration(r.StepSecond*Seconds(time.Second)))
 }
 
 // migGPU collects the instances of one MIG GPU: their shares and the
@@ -1153,9 +1163,4 @@ func timePtr(t time.Time) *time.Time {
 	return &u
 }
 
-func between(a, b *time.Time) Amount {
-	if a == nil || b == nil {
-		return Unknown
-	}
-	return Known(b.Sub(*a).Seconds())
-}
+

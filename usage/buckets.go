@@ -181,6 +181,11 @@ type ownerSums struct {
 	dramSum, dramN           float64
 	powSum, powN             float64
 	firstHeld, firstUse      time.Time
+	// firstHour is the start of the window's hour of the first bucket
+	// that the owner held the device in, firstHourShare its held
+	// share-steps: for the GPUs held at start.
+	firstHour      time.Time
+	firstHourShare float64
 	// hours are the activity-known and active share-steps per hour.
 	hours podHours
 }
@@ -228,6 +233,15 @@ func (a *BucketAccount) Add(b *Bucket) error {
 		o.active += b.ActiveShareSteps
 		// A bucket counts in the hour it starts in.
 		h := int(b.Start.Sub(a.start) / time.Hour)
+		if b.HeldShareSteps > 0 {
+			hour := a.start.Add(time.Duration(h) * time.Hour)
+			if o.firstHour.IsZero() || hour.Before(o.firstHour) {
+				o.firstHour, o.firstHourShare = hour, 0
+			}
+			if hour.Equal(o.firstHour) {
+				o.firstHourShare += b.HeldShareSteps
+			}
+		}
 		lk := levelKey{d.device.Model, d.device.MIGProfile}
 		l := a.levels[lk]
 		if l == nil {
@@ -449,6 +463,9 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 			pg.dramN += os.dramN
 			pg.powSum += os.powSum
 			pg.powN += os.powN
+			if !os.firstHour.IsZero() {
+				ps.countHeld(os.firstHour, os.firstHourShare*gs)
+			}
 			if !os.firstHeld.IsZero() && (ps.attached.IsZero() || os.firstHeld.Before(ps.attached)) {
 				ps.attached = os.firstHeld
 			}

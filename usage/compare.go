@@ -12,7 +12,8 @@ import (
 // allocated, active, idle, activity-unknown GPU-seconds, cost and energy;
 // for the cluster and devices the capacity, unallocated and unsampled
 // GPU-seconds; for pods their pattern's mean activity and idle ratio, and
-// when they were first attached to and first used a GPU, and their hourly
+// when they were first attached to and first used a GPU, the GPUs they
+// held at start, and their hourly
 // activity; the GPUs per model and hour (Hourly). It is how the
 // raw path and the hourly path prove that they agree; empty when they do.
 func Disagreements(want, got *Report, rel float64) []string {
@@ -85,6 +86,9 @@ func Disagreements(want, got *Report, rel float64) []string {
 		}
 		if !sameTime(g.Startup.GPUAttached, p.Startup.GPUAttached) || !sameTime(g.Startup.FirstGPUUse, p.Startup.FirstGPUUse) {
 			out = append(out, fmt.Sprintf("%s: attached %v first use %v, want %v, %v", where, g.Startup.GPUAttached, g.Startup.FirstGPUUse, p.Startup.GPUAttached, p.Startup.FirstGPUUse))
+		}
+		if differ(g.Startup.HeldGPUs, p.Startup.HeldGPUs) {
+			out = append(out, fmt.Sprintf("%s: GPUs held at start %s, want %s", where, amountText(g.Startup.HeldGPUs), amountText(p.Startup.HeldGPUs)))
 		}
 		if g.FirstHour != p.FirstHour || !levelsAgree(p.HourlyActivity, g.HourlyActivity, rel) {
 			out = append(out, fmt.Sprintf("%s: hourly activity %v from hour %d, want %v from hour %d", where, g.HourlyActivity, g.FirstHour, p.HourlyActivity, p.FirstHour))

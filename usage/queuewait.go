@@ -90,7 +90,7 @@ func ScheduledWaits(r *Report, shapes map[string]string) []PodWait {
 		if at := p.Startup.Scheduled; at != nil && (at.Before(r.Start) || !at.Before(r.End)) {
 			continue
 		}
-		out = append(out, PodWait{Namespace: p.Namespace, Shape: shapes[p.Key()], Seconds: p.Startup.SchedulingSeconds})
+		out = append(out, PodWait{Namespace: p.Namespace, Shape: shapes[p.Key()], Seconds: p.Startup.Phase(PhaseScheduling).Seconds})
 	}
 	return out
 }

@@ -50,37 +50,37 @@ const (
 // volumes and which containers mount them where. Edges fill it from the
 // live pod (or a demo script).
 type PodStorageSpec struct {
-	Volumes    []PodVolume
-	Containers []ContainerMounts
+	Volumes    []PodVolume       `json:"volumes"`
+	Containers []ContainerMounts `json:"containers"`
 }
 
 // PodVolume is one volume of a pod.
 type PodVolume struct {
-	Name string
+	Name string `json:"name"`
 	// Source is one of the Volume* kinds.
-	Source string
+	Source string `json:"source"`
 	// Detail: the storage class of a claim, the CSI driver, the host path
 	// or the image reference; "" when not known.
-	Detail string
+	Detail string `json:"detail,omitempty"`
 	// Memory marks an emptyDir of medium Memory.
-	Memory bool
+	Memory bool `json:"memory,omitempty"`
 }
 
 // ContainerMounts is one container and its volume mounts.
 type ContainerMounts struct {
-	Name string
+	Name string `json:"name"`
 	// Init marks an init container (sidecars included).
-	Init bool
+	Init bool `json:"init,omitempty"`
 	// GPU marks a container that asks for a GPU.
-	GPU    bool
-	Mounts []Mount
+	GPU    bool    `json:"gpu,omitempty"`
+	Mounts []Mount `json:"mounts,omitempty"`
 }
 
 // Mount is one volume mount of a container.
 type Mount struct {
-	Volume   string
-	Path     string
-	ReadOnly bool
+	Volume   string `json:"volume"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
 // ModelStorage is where a pod's model weights were judged to come from,

@@ -25,6 +25,7 @@ import (
 	"github.com/gpupack/gpupack/internal/usagefacts"
 
 	"github.com/gpupack/gpupack/internal/cli"
+	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
 	"github.com/gpupack/gpupack/usage"
 
@@ -38,8 +39,10 @@ nodes:
   - {name: e2e-a, model: H100-80GB, gpus: 3, mig: {"2": [3g.40gb, 4g.40gb]}}
   - {name: e2e-b, model: L4, gpus: 2}
 pods:
-  - {namespace: train, name: busy, node: e2e-a, gpu: 0, from: 4s, to: 36s, memoryMiB: 60000, activity: {pattern: constant, level: 0.9}}
-  - {namespace: serve, name: bursty, node: e2e-a, gpu: 1, from: 4s, to: 36s, memoryMiB: 20000, activity: {pattern: square, level: 0.8, low: 0, on: 1s, off: 3s}}
+  - {namespace: train, name: busy, node: e2e-a, gpu: 0, from: 4s, to: 36s, memoryMiB: 60000, activity: {pattern: constant, level: 0.9},
+     startup: {created: -3s, scheduled: -2s, containersStarted: 0s, containersReady: 6s, ready: 6s, workload: trainer}}
+  - {namespace: serve, name: bursty, node: e2e-a, gpu: 1, from: 4s, to: 36s, memoryMiB: 20000, activity: {pattern: square, level: 0.8, low: 0, on: 1s, off: 3s},
+     startup: {created: -4s, scheduled: -3s, containersStarted: 1s, ready: 8s, workload: chat}}
   - {namespace: train, name: mig-3g, node: e2e-a, gpu: 2, slice: 0, from: 4s, to: 36s, memoryMiB: 30000, activity: {pattern: constant, level: 0.5}}
   - {namespace: serve, name: ts-1, node: e2e-b, gpu: 0, from: 4s, to: 36s, memoryMiB: 4000, activity: {pattern: constant, level: 0.2}}
   - {namespace: serve, name: ts-2, node: e2e-b, gpu: 0, from: 4s, to: 36s, memoryMiB: 4000, activity: {pattern: constant, level: 0.2}}
@@ -94,7 +97,12 @@ func TestReportMatchesTruth(t *testing.T) {
 	}))
 	defer proxy.Close()
 
-	config := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: dcgm\n    honor_labels: true\n    static_configs: [{targets: [%q]}]\n", proxy.Listener.Addr().String())
+	// fake-dcgm also serves, at its own path, what kube-state-metrics
+	// would expose of the scripted pods' times: a second job, as a cluster
+	// scrapes kube-state-metrics beside dcgm-exporter.
+	config := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: dcgm\n    honor_labels: true\n    static_configs: [{targets: [%q]}]\n"+
+		"  - job_name: kube-state-metrics\n    honor_labels: true\n    metrics_path: %s\n    static_configs: [{targets: [%q]}]\n",
+		proxy.Listener.Addr().String(), clifakedcgm.StateMetricsPath, proxy.Listener.Addr().String())
 	write(t, filepath.Join(dir, "prometheus.yml"), config)
 	prom := kc.Run("prometheus", promBin,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
@@ -189,6 +197,57 @@ func TestReportMatchesTruth(t *testing.T) {
 			continue
 		}
 		check(t, pt.Namespace+"/"+pt.Pod+" active", got.ActiveGPUSeconds.Value, float64(pt.ActiveGPUSeconds))
+	}
+
+	// Start-up phases from kube-state-metrics' times through Prometheus:
+	// each scripted time to within its second, the workload from the
+	// owner, the phases from them and the first GPU use from DCGM.
+	sc, err := fakedcgm.Parse([]byte(scenario), "scenario.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripted := sc.Events(truth.Start)
+	if len(scripted) != 2 {
+		t.Fatalf("%d pods with scripted start-ups, want 2", len(scripted))
+	}
+	for _, ev := range scripted {
+		got, ok := r.Pod(ev.Namespace, ev.Pod)
+		if !ok {
+			t.Errorf("%s/%s: missing from the report", ev.Namespace, ev.Pod)
+			continue
+		}
+		st := got.Startup
+		where := ev.Namespace + "/" + ev.Pod
+		for _, m := range []struct {
+			name string
+			got  *time.Time
+			want time.Time
+		}{{"created", st.Created, ev.Created}, {"scheduled", st.Scheduled, ev.Scheduled}, {"containers started", st.ContainersStarted, ev.ContainersStarted}, {"app ready", st.AppReady, ev.Ready}} {
+			if m.got == nil || m.got.Sub(m.want).Abs() > time.Second {
+				t.Errorf("%s %s: %v, want %v", where, m.name, m.got, m.want)
+			}
+		}
+		if st.Workload != ev.Workload || st.ContainersStartedFrom != "kubelet" {
+			t.Errorf("%s: workload %q started from %q, want %q from the kubelet", where, st.Workload, st.ContainersStartedFrom, ev.Workload)
+		}
+		if sched := st.Phase(usage.PhaseScheduling).Seconds; !sched.Known || math.Abs(sched.Value-ev.Scheduled.Sub(ev.Created).Seconds()) > 1 {
+			t.Errorf("%s: scheduling phase %+v, want %v", where, sched, ev.Scheduled.Sub(ev.Created))
+		}
+		// Memory is held from the first step, so first use is the GPU
+		// attach, at the pod's from, to within the 1 s step.
+		if st.FirstGPUUse == nil || st.FirstGPUUse.Sub(truth.Start.Add(4*time.Second)).Abs() > 1500*time.Millisecond || st.ResolutionSeconds != 1 {
+			t.Errorf("%s: first GPU use %v at resolution %v s, want %v at 1 s", where, st.FirstGPUUse, st.ResolutionSeconds, truth.Start.Add(4*time.Second))
+		}
+	}
+	// Every pod started in the window: the 2 scripted under their
+	// workloads, the 4 others (first seen on a GPU after the window's
+	// first step) as workloads of their own.
+	keys := map[string]int{}
+	for _, g := range r.Startup.Workloads {
+		keys[g.Key] = g.Pods
+	}
+	if keys["train/trainer"] != 1 || keys["serve/chat"] != 1 || len(keys) != 6 {
+		t.Errorf("start-up workloads %v, want train/trainer, serve/chat and 4 single pods", keys)
 	}
 
 	// With the live cluster's node labels, the spot rule prices e2e-b's pods

@@ -88,12 +88,30 @@ type Activity struct {
 }
 
 // Startup holds a pod's Kubernetes life-cycle times relative to its from;
-// nil means not scripted.
+// nil means not scripted. Pulls are the kubelet's Pulled events, Storage
+// the pod's volumes and mounts (what ClassifyModelStorage reads), Workload
+// its owner's name.
 type Startup struct {
-	Created         *Duration `json:"created"`
-	Scheduled       *Duration `json:"scheduled"`
-	ContainersReady *Duration `json:"containersReady"`
-	Ready           *Duration `json:"ready"`
+	Created           *Duration             `json:"created"`
+	Scheduled         *Duration             `json:"scheduled"`
+	ContainersStarted *Duration             `json:"containersStarted"`
+	ContainersReady   *Duration             `json:"containersReady"`
+	Ready             *Duration             `json:"ready"`
+	Workload          string                `json:"workload"`
+	Pulls             []Pull                `json:"pulls"`
+	Storage           *usage.PodStorageSpec `json:"storage"`
+}
+
+// Pull is one scripted Pulled event: the image of a container pulled in
+// seconds (its size in bytes), or found present, at a time relative to the
+// pod's from.
+type Pull struct {
+	Container string   `json:"container"`
+	Image     string   `json:"image"`
+	At        Duration `json:"at"`
+	Seconds   float64  `json:"seconds"`
+	SizeBytes int64    `json:"sizeBytes"`
+	Present   bool     `json:"present"`
 }
 
 // Duration is a time.Duration written as "90s" or "1h30m".

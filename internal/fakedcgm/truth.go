@@ -81,7 +81,9 @@ func (s *Scenario) share(d usage.Device) float64 {
 }
 
 // Events are the scripted Kubernetes life-cycle times of the pods, for
-// start-up phases, with the scenario started at start.
+// start-up phases, with the scenario started at start: what
+// kube-state-metrics and the kubelet's Pulled events would say, and the
+// storage that the pod's spec shows.
 func (s *Scenario) Events(start time.Time) []usage.PodEvents {
 	var out []usage.PodEvents
 	for _, p := range s.Pods {
@@ -92,11 +94,19 @@ func (s *Scenario) Events(start time.Time) []usage.PodEvents {
 			return start.Add(p.From.D() + d.D()).UTC()
 		}
 		st := p.Startup
-		if st.Created == nil && st.Scheduled == nil && st.ContainersReady == nil && st.Ready == nil {
+		if st.Created == nil && st.Scheduled == nil && st.ContainersStarted == nil && st.ContainersReady == nil && st.Ready == nil && len(st.Pulls) == 0 && st.Storage == nil {
 			continue
 		}
-		out = append(out, usage.PodEvents{Namespace: p.Namespace, Pod: p.Name,
-			Created: at(st.Created), Scheduled: at(st.Scheduled), ContainersReady: at(st.ContainersReady), Ready: at(st.Ready)})
+		e := usage.PodEvents{Namespace: p.Namespace, Pod: p.Name, Workload: st.Workload,
+			Created: at(st.Created), Scheduled: at(st.Scheduled), ContainersStarted: at(st.ContainersStarted), ContainersReady: at(st.ContainersReady), Ready: at(st.Ready)}
+		for _, pl := range st.Pulls {
+			e.ImagePulls = append(e.ImagePulls, usage.ImagePull{Container: pl.Container, Image: pl.Image, At: at(&pl.At), Present: pl.Present,
+				PullSeconds: pl.Seconds, WaitSeconds: pl.Seconds, SizeBytes: pl.SizeBytes})
+		}
+		if st.Storage != nil {
+			e.Storage = usage.ClassifyModelStorage(*st.Storage)
+		}
+		out = append(out, e)
 	}
 	return out
 }

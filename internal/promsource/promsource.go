@@ -125,14 +125,19 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	events := map[string]*usage.PodEvents{}
 	for _, ev := range []struct {
 		metric string
-		set    func(e *usage.PodEvents, t time.Time)
+		// over is the _over_time function: the last value, or for a
+		// container's start the first (a restart moves it later).
+		over string
+		set  func(e *usage.PodEvents, t time.Time)
 	}{
-		{"kube_pod_created", func(e *usage.PodEvents, t time.Time) { e.Created = t }},
-		{"kube_pod_status_scheduled_time", func(e *usage.PodEvents, t time.Time) { e.Scheduled = t }},
-		{"kube_pod_status_container_ready_time", func(e *usage.PodEvents, t time.Time) { e.ContainersReady = t }},
-		{"kube_pod_status_ready_time", func(e *usage.PodEvents, t time.Time) { e.Ready = t }},
+		{"kube_pod_created", "last", func(e *usage.PodEvents, t time.Time) { e.Created = t }},
+		{"kube_pod_status_scheduled_time", "last", func(e *usage.PodEvents, t time.Time) { e.Scheduled = t }},
+		{"kube_pod_status_container_ready_time", "last", func(e *usage.PodEvents, t time.Time) { e.ContainersReady = t }},
+		{"kube_pod_status_ready_time", "last", func(e *usage.PodEvents, t time.Time) { e.Ready = t }},
+		// The last of the app containers to start, each at its first start.
+		{"kube_pod_container_state_started", "min", func(e *usage.PodEvents, t time.Time) { e.ContainersStarted = t }},
 	} {
-		query := fmt.Sprintf("max by (namespace, pod) (last_over_time(%s[%ds]))", ev.metric, int(w.End.Sub(w.Start).Seconds())+1)
+		query := fmt.Sprintf("max by (namespace, pod) (%s_over_time(%s[%ds]))", ev.over, ev.metric, int(w.End.Sub(w.Start).Seconds())+1)
 		v, _, _, err := s.api.Query(ctx, query, w.End)
 		if err != nil {
 			return s.fail(query, err)
@@ -148,15 +153,28 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 			ev.set(e, time.Unix(0, int64(float64(smp.Value)*1e9)).UTC())
 		}
 	}
+	// The owner names the workload: a ReplicaSet's name less its
+	// pod-template-hash is its Deployment's.
+	owners := fmt.Sprintf(`max by (namespace, pod, owner_kind, owner_name) (last_over_time(kube_pod_owner{owner_is_controller="true"}[%ds]))`, int(w.End.Sub(w.Start).Seconds())+1)
+	v, _, _, err := s.api.Query(ctx, owners, w.End)
+	if err != nil {
+		return s.fail(owners, err)
+	}
+	vec, _ := v.(model.Vector)
+	for _, smp := range vec {
+		if e := events[string(smp.Metric["namespace"])+"/"+string(smp.Metric["pod"])]; e != nil {
+			e.Workload = Workload(string(smp.Metric["owner_kind"]), string(smp.Metric["owner_name"]))
+		}
+	}
 	for _, e := range events {
 		d.Pods = append(d.Pods, *e)
 	}
 	const nodeLabels = "kube_node_labels"
-	v, _, _, err := s.api.Query(ctx, nodeLabels, w.End)
+	v, _, _, err = s.api.Query(ctx, nodeLabels, w.End)
 	if err != nil {
 		return s.fail(nodeLabels, err)
 	}
-	vec, _ := v.(model.Vector)
+	vec, _ = v.(model.Vector)
 	for _, smp := range vec {
 		node := string(smp.Metric["node"])
 		if d.NodeLabels == nil {
@@ -171,6 +189,18 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 		d.NodeLabels[node] = labels
 	}
 	return nil
+}
+
+// Workload is the workload that a pod's controlling owner names: a
+// ReplicaSet's name less its last "-" part (the pod-template-hash that a
+// Deployment adds), any other owner's name as it is.
+func Workload(ownerKind, ownerName string) string {
+	if ownerKind == "ReplicaSet" {
+		if i := strings.LastIndexByte(ownerName, '-'); i > 0 {
+			return ownerName[:i]
+		}
+	}
+	return ownerName
 }
 
 func (s *Source) queryRange(ctx context.Context, query string, r v1.Range) (model.Matrix, error) {

@@ -44,6 +44,7 @@ func newPage() *page {
 		"raw":     raw,
 		"rawS":    func(s usage.Seconds) string { return strconv.FormatFloat(float64(s), 'g', -1, 64) },
 		"dur":     duration,
+		"durS":    func(s usage.Seconds) string { return duration(usage.Known(float64(s))) },
 		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") },
 		"whenP": func(t *time.Time) string {
 			if t == nil {
@@ -171,36 +172,23 @@ func hourCharts(hours []Hour, currency string) []*chart {
 	return []*chart{gpuH, cost}
 }
 
-// phases are the start-up phases, in order, with their getters.
-var phases = []struct {
-	name, class string
-	get         func(usage.Startup) usage.Amount
-}{
-	{"scheduling", "s-phase0", func(s usage.Startup) usage.Amount { return s.SchedulingSeconds }},
-	{"container start", "s-phase1", func(s usage.Startup) usage.Amount { return s.ContainerStartSeconds }},
-	{"to first GPU use", "s-phase2", func(s usage.Startup) usage.Amount { return s.ToFirstGPUUseSeconds }},
-	{"first use to ready", "s-phase3", func(s usage.Startup) usage.Amount { return s.FirstUseToReadySeconds }},
-}
-
-// startupChart draws each pod's start-up as stacked horizontal bars, one
-// series per phase; pods with no known phase are left out.
+// startupChart draws each workload's start-up as stacked horizontal bars,
+// the p50 of each phase over its pods that started in the window, one
+// series per phase (usage.Phases, in order); workloads with no known phase
+// are left out.
 func startupChart(r *usage.Report) *chart {
-	type row struct {
-		pod string
-		s   usage.Startup
-	}
-	var rows []row
+	var rows []usage.StartupGroup
 	longest := 0.0
-	for _, p := range r.Pods {
+	for _, g := range r.Startup.Workloads {
 		total, known := 0.0, false
-		for _, ph := range phases {
-			if a := ph.get(p.Startup); a.Known {
+		for _, ph := range g.Phases {
+			if a := ph.Seconds.P50; a.Known {
 				total += a.Value
 				known = true
 			}
 		}
 		if known {
-			rows = append(rows, row{p.Key(), p.Startup})
+			rows = append(rows, g)
 			longest = max(longest, total)
 		}
 	}
@@ -208,7 +196,7 @@ func startupChart(r *usage.Report) *chart {
 		return nil
 	}
 	const rowH = 22
-	c := &chart{ID: "chart-startup", Title: "Start-up phases per workload", XLabel: "seconds", Width: 720, Left: 240, Top: 8, Right: 704}
+	c := &chart{ID: "chart-startup", Title: "Start-up phases per workload (p50 of its pods)", XLabel: "seconds", Width: 720, Left: 240, Top: 8, Right: 704}
 	c.Bottom = c.Top + float64(len(rows))*rowH
 	c.Height = c.Bottom + 44
 	top := niceMax(longest)
@@ -217,19 +205,19 @@ func startupChart(r *usage.Report) *chart {
 		v := top * float64(i) / 4
 		c.XTicks = append(c.XTicks, tick{Pos: x.at(v), Label: strconv.FormatFloat(v, 'g', 4, 64)})
 	}
-	for i, rw := range rows {
-		c.YTicks = append(c.YTicks, tick{Pos: c.Top + float64(i)*rowH + rowH/2, Label: rw.pod})
+	for i, g := range rows {
+		c.YTicks = append(c.YTicks, tick{Pos: c.Top + float64(i)*rowH + rowH/2, Label: g.Key})
 	}
 	offset := make([]float64, len(rows))
-	for _, ph := range phases {
-		s := series{Name: ph.name, Class: ph.class, Bars: true}
-		for i, rw := range rows {
-			a := ph.get(rw.s)
+	for k, name := range usage.Phases {
+		s := series{Name: name, Class: fmt.Sprintf("s-phase%d", k), Bars: true}
+		for i, g := range rows {
+			a := g.Phases[k].Seconds.P50
 			if !a.Known {
 				continue
 			}
 			s.Points = append(s.Points, mark{X: x.at(offset[i]), Y: c.Top + float64(i)*rowH + 3, W: x.at(offset[i]+a.Value) - x.at(offset[i]), H: rowH - 6,
-				Title: fmt.Sprintf("%s %s: %s", rw.pod, ph.name, duration(a))})
+				Title: fmt.Sprintf("%s %s: %s (p50 of %d pods)", g.Key, name, duration(a), g.Phases[k].Pods)})
 			offset[i] += a.Value
 		}
 		c.Series = append(c.Series, s)

@@ -39,12 +39,16 @@ func testView(text string) *View {
 		p.IdleCost = usage.Known((alloc - active) / 3600 * 2)
 		p.Pattern = usage.Pattern{Name: usage.IdleHeld, Recommendation: "reclaim " + text}
 		created, ready := start.Add(time.Minute), start.Add(3*time.Minute)
-		p.Startup = usage.Startup{Created: &created, AppReady: &ready, SchedulingSeconds: usage.Known(5), ContainerStartSeconds: usage.Known(30),
-			ToFirstGPUUseSeconds: usage.Known(60), FirstUseToReadySeconds: usage.Known(20)}
+		p.Startup = usage.Startup{Workload: "w-" + name, Created: &created, AppReady: &ready, LoadSeconds: usage.Known(80),
+			Storage: usage.ModelStorage{Kind: usage.StorageCSI, Detail: "csi-" + text}}
+		for k, sec := range []float64{5, 10, 20, 60, 20} {
+			p.Startup.Phases = append(p.Startup.Phases, usage.PhaseTime{Phase: usage.Phases[k], Seconds: usage.Known(sec)})
+		}
 		return p
 	}
 	r := &usage.Report{Start: start, End: start.Add(2 * time.Hour), StepSecond: 30, Currency: "EUR",
 		Pods: []usage.PodUsage{pod("ns-"+text, "pod-"+text, "node-"+text, 7200, 720), pod("b", "zeta", "n2", 3600, 3000), pod("a", "alpha", "n1", 1800, 0)}}
+	r.Startup = usage.SummarizeStartup(r.Pods, r.Start, r.End, 30*time.Second)
 	r.Cluster.AllocatedGPUSeconds = 12600
 	r.Cluster.ActiveGPUSeconds = usage.Known(3720)
 	r.Cluster.CapacityGPUSeconds = 14400
@@ -315,7 +319,7 @@ func TestCharts(t *testing.T) {
 	if d := cmp.Diff(map[string]int{"idle cost": 1}, marks(charts[1])); d != "" {
 		t.Errorf("idle cost chart marks (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(map[string]int{"scheduling": 3, "container start": 3, "to first GPU use": 3, "first use to ready": 3}, marks(startupChart(v.Report))); d != "" {
+	if d := cmp.Diff(map[string]int{"scheduling": 3, "image pull": 3, "init": 3, "to first GPU use": 3, "first use to ready": 3}, marks(startupChart(v.Report))); d != "" {
 		t.Errorf("start-up chart marks (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff(map[string]int{"policy-x": 2}, marks(curveChart(v.Curve))); d != "" {

@@ -25,6 +25,10 @@ import (
 	sim "github.com/gpupack/gpupack/internal/fakedcgm"
 )
 
+// StateMetricsPath is where fake-dcgm serves what kube-state-metrics would
+// expose of the scenario's scripted pod times.
+const StateMetricsPath = "/kube-state-metrics/metrics"
+
 type options struct {
 	scenario string
 	listen   string
@@ -48,7 +52,9 @@ func NewCommand(ctx context.Context) *cobra.Command {
 and activity patterns of a scenario file (without --scenario, the week of
 the embedded demo world that gpupack report --demo accounts). Time 0 of the
 scenario is when the server starts; after the scenario's duration every GPU
-is free. With --truth it writes the true
+is free. Beside it, /kube-state-metrics/metrics serves what kube-state-metrics
+would expose of the pods whose start-up the scenario scripts (creation,
+scheduling, container start and readiness times, and the owner). With --truth it writes the true
 allocated and active GPU-seconds per pod as JSON when the scenario ends and
 again when interrupted.
 
@@ -105,6 +111,10 @@ func run(ctx context.Context, opts *options, stderr io.Writer) error {
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_ = s.WriteMetrics(w, time.Since(start))
+	})
+	mux.HandleFunc(StateMetricsPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = s.WriteStateMetrics(w, start, time.Since(start))
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "fake-dcgm: serving %d nodes on http://%s/metrics for %s\n", len(s.Nodes), ln.Addr(), s.Duration.D())

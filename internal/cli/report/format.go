@@ -103,18 +103,23 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	}
 	tw.Flush()
 
-	fmt.Fprintf(&b, "\nStart-up phases (seconds: scheduling, container start, to first GPU use, first use to ready) and application metrics\n")
-	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "POD\tSCHEDULING\tCONTAINERS\tFIRST GPU USE\tAPP READY\tAPPLICATION\n")
+	writeStartup(&b, r, top)
+
+	var appLines []string
 	for _, p := range r.Pods {
-		st := p.Startup
-		var apps []string
 		for _, a := range p.App {
-			apps = append(apps, fmt.Sprintf("%s mean %s, %s %s per million", a.Name, num(a.Mean), cur, money(a.CostPerMillion)))
+			appLines = append(appLines, fmt.Sprintf("%s\t%s\t%s\t%s %s\n", p.Key(), a.Name, num(a.Mean), cur, money(a.CostPerMillion)))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Key(), num(st.SchedulingSeconds), num(st.ContainerStartSeconds), num(st.ToFirstGPUUseSeconds), num(st.FirstUseToReadySeconds), strings.Join(apps, "; "))
 	}
-	tw.Flush()
+	if len(appLines) > 0 {
+		fmt.Fprintf(&b, "\nApplication metrics\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "POD\tMETRIC\tMEAN\tGPU COST PER MILLION\n")
+		for _, l := range appLines {
+			fmt.Fprint(tw, l)
+		}
+		tw.Flush()
+	}
 
 	writeQueueWait(&b, r.QueueWait)
 

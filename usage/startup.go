@@ -1,0 +1,375 @@
+package usage
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+)
+
+// The start-up phases of a GPU pod, in order. Between them they cover its
+// start from creation to the app being ready, so that where every marker
+// is known their seconds add up to Startup.TotalSeconds:
+//
+//	created -> scheduled            PhaseScheduling
+//	scheduled -> containers started PhaseImagePull (the kubelet's stated pull
+//	                                times) + PhaseInit (the rest: init
+//	                                containers, downloads into volumes,
+//	                                volume mounts, sandbox)
+//	containers started -> first GPU use   PhaseToFirstUse
+//	first GPU use -> app ready            PhaseFirstUseToReady
+//
+// A pod holds its GPUs from the moment it is scheduled, so every phase but
+// scheduling holds them; before the first GPU use they are held idle.
+const (
+	PhaseScheduling      = "scheduling"
+	PhaseImagePull       = "image pull"
+	PhaseInit            = "init"
+	PhaseToFirstUse      = "to first GPU use"
+	PhaseFirstUseToReady = "first use to ready"
+)
+
+// Phases lists the phase names in order.
+var Phases = []string{PhaseScheduling, PhaseImagePull, PhaseInit, PhaseToFirstUse, PhaseFirstUseToReady}
+
+// PhaseTime is one phase of one pod's start.
+type PhaseTime struct {
+	Phase   string `json:"phase"`
+	Seconds Amount `json:"seconds"`
+	// HeldGPUSeconds are the GPUs the pod held during the phase times its
+	// seconds (0 for scheduling: no GPU is held yet); HeldCost is what
+	// they cost at the pod's price per allocated GPU-second. Unknown where
+	// the phase's length, the GPUs held or the price is.
+	HeldGPUSeconds Amount `json:"heldGPUSeconds"`
+	HeldCost       Amount `json:"heldCost"`
+	// Idle says the GPUs were held idle throughout (every phase before
+	// the first GPU use).
+	Idle bool `json:"idle"`
+}
+
+// Startup splits a pod's start into phases. Times are nil when unknown.
+type Startup struct {
+	// Workload is the pod's owner in its namespace; the pod's name when
+	// not known.
+	Workload  string     `json:"workload"`
+	Created   *time.Time `json:"created"`
+	Scheduled *time.Time `json:"scheduled"`
+	// ImagesPulled is the last of the kubelet's Pulled events.
+	ImagesPulled *time.Time `json:"imagesPulled"`
+	// ContainersStarted is when the last app container started; where
+	// the kubelet's time is not known, the first sample that named the pod
+	// on a GPU (the device is attached when the container is created),
+	// as ContainersStartedFrom says.
+	ContainersStarted     *time.Time `json:"containersStarted"`
+	ContainersStartedFrom string     `json:"containersStartedFrom,omitempty"`
+	ContainersReady       *time.Time `json:"containersReady"`
+	// GPUAttached is the first sample that named the pod on a GPU.
+	GPUAttached *time.Time `json:"gpuAttached"`
+	// FirstGPUUse is the start of the first step with activity or
+	// framebuffer above the idle floors: the earliest sign of the app's
+	// first CUDA work, true to within ResolutionSeconds.
+	FirstGPUUse *time.Time `json:"firstGPUUse"`
+	// AppReady is the Ready condition, else the first application sample.
+	AppReady *time.Time `json:"appReady"`
+	// ResolutionSeconds is the step of the samples that FirstGPUUse and
+	// GPUAttached were read from: each is true to within one step.
+	ResolutionSeconds Seconds `json:"resolutionSeconds"`
+
+	// Images: how many were pulled and found present, the kubelet's stated
+	// pull time (without waiting in its queue) and sizes, summed.
+	ImagesPulledCount  int    `json:"imagesPulledCount"`
+	ImagesPresentCount int    `json:"imagesPresentCount"`
+	ImagePullSeconds   Amount `json:"imagePullSeconds"`
+	ImageBytes         Amount `json:"imageBytes"`
+	// Storage is where the model weights come from.
+	Storage ModelStorage `json:"storage"`
+
+	// HeldGPUs are the GPUs the pod held as it started: its allocated
+	// GPU-seconds in the hour it was first seen on a GPU over the seconds
+	// of that hour from then on (a MIG slice or a time-sliced replica
+	// counts as its share).
+	HeldGPUs Amount `json:"heldGPUs"`
+	// Phases are the phases in the order of Phases.
+	Phases []PhaseTime `json:"phases"`
+	// LoadSeconds is containers started -> app ready: reading the weights
+	// from their storage into the GPU and warming up.
+	LoadSeconds Amount `json:"loadSeconds"`
+	// TotalSeconds is created -> app ready.
+	TotalSeconds Amount `json:"totalSeconds"`
+	// HeldGPUSeconds are the GPUs held from scheduled to app ready, whatever
+	// phases in between are known; HeldIdleGPUSeconds the part before the
+	// first GPU use; HeldCost what HeldGPUSeconds cost.
+	HeldGPUSeconds     Amount `json:"heldGPUSeconds"`
+	HeldIdleGPUSeconds Amount `json:"heldIdleGPUSeconds"`
+	HeldCost           Amount `json:"heldCost"`
+}
+
+// Phase returns the pod's phase of that name (an unknown one when absent).
+func (s *Startup) Phase(name string) PhaseTime {
+	for _, p := range s.Phases {
+		if p.Phase == name {
+			return p
+		}
+	}
+	return PhaseTime{Phase: name}
+}
+
+// startupInput is what startupOf reads of one pod.
+type startupInput struct {
+	events PodEvents
+	// attached and firstUse are the first step that named the pod on a
+	// GPU and the first step it used one; zero if none.
+	attached, firstUse time.Time
+	// appFirst is the pod's first application sample; zero if none.
+	appFirst time.Time
+	step     time.Duration
+	// heldGPUs are the GPUs held at start; pricePerGPUSecond the pod's
+	// cost per allocated GPU-second.
+	heldGPUs, pricePerGPUSecond Amount
+}
+
+// startupOf splits one pod's start into phases.
+func startupOf(in startupInput, pod string) Startup {
+	e := in.events
+	st := Startup{
+		Workload:          cmp.Or(e.Workload, pod),
+		Created:           timePtr(e.Created),
+		Scheduled:         timePtr(e.Scheduled),
+		ContainersStarted: timePtr(e.ContainersStarted),
+		ContainersReady:   timePtr(e.ContainersReady),
+		AppReady:          timePtr(e.Ready),
+		GPUAttached:       timePtr(in.attached),
+		FirstGPUUse:       timePtr(in.firstUse),
+		ResolutionSeconds: Seconds(in.step.Seconds()),
+		Storage:           e.Storage,
+		HeldGPUs:          in.heldGPUs,
+	}
+	if st.Storage.Kind == "" {
+		st.Storage = ModelStorage{Kind: StorageUnknown, Evidence: "the pod's spec was not read (give the live cluster)"}
+	}
+	if st.ContainersStarted != nil {
+		st.ContainersStartedFrom = "kubelet"
+	} else if st.GPUAttached != nil {
+		st.ContainersStarted, st.ContainersStartedFrom = st.GPUAttached, "gpu-attached"
+	}
+	if st.AppReady == nil && !in.appFirst.IsZero() {
+		st.AppReady = timePtr(in.appFirst)
+	}
+
+	var pull, size float64
+	var lastPull time.Time
+	for _, p := range e.ImagePulls {
+		if p.At.After(lastPull) {
+			lastPull = p.At
+		}
+		if p.Present {
+			st.ImagesPresentCount++
+			continue
+		}
+		st.ImagesPulledCount++
+		pull += p.PullSeconds
+		size += float64(p.SizeBytes)
+	}
+	st.ImagesPulled = timePtr(lastPull)
+	if len(e.ImagePulls) > 0 {
+		st.ImagePullSeconds = Known(pull)
+		if size > 0 || st.ImagesPulledCount == 0 {
+			st.ImageBytes = Known(size)
+		}
+	}
+
+	start := between(st.Scheduled, st.ContainersStarted)
+	pullPhase, initPhase := Unknown, Unknown
+	if start.Known && st.ImagePullSeconds.Known {
+		// The stated pull times fall inside scheduled -> started; a queue
+		// wait or clock skew that makes them longer is capped there.
+		pullPhase = Known(min(st.ImagePullSeconds.Value, start.Value))
+		initPhase = Known(start.Value - pullPhase.Value)
+	}
+	seconds := map[string]Amount{
+		PhaseScheduling:      between(st.Created, st.Scheduled),
+		PhaseImagePull:       pullPhase,
+		PhaseInit:            initPhase,
+		PhaseToFirstUse:      between(st.ContainersStarted, st.FirstGPUUse),
+		PhaseFirstUseToReady: between(st.FirstGPUUse, st.AppReady),
+	}
+	for _, name := range Phases {
+		pt := PhaseTime{Phase: name, Seconds: seconds[name], Idle: name != PhaseFirstUseToReady}
+		switch {
+		case name == PhaseScheduling:
+			pt.HeldGPUSeconds, pt.HeldCost = Known(0), Known(0)
+		case pt.Seconds.Known && in.heldGPUs.Known:
+			pt.HeldGPUSeconds = Known(pt.Seconds.Value * in.heldGPUs.Value)
+			if in.pricePerGPUSecond.Known {
+				pt.HeldCost = Known(pt.HeldGPUSeconds.Value * in.pricePerGPUSecond.Value)
+			}
+		}
+		st.Phases = append(st.Phases, pt)
+	}
+	st.LoadSeconds = between(st.ContainersStarted, st.AppReady)
+	st.TotalSeconds = between(st.Created, st.AppReady)
+	held := func(a Amount) Amount {
+		if !a.Known || !in.heldGPUs.Known {
+			return Unknown
+		}
+		return Known(a.Value * in.heldGPUs.Value)
+	}
+	st.HeldGPUSeconds = held(between(st.Scheduled, st.AppReady))
+	st.HeldIdleGPUSeconds = held(between(st.Scheduled, st.FirstGPUUse))
+	if st.HeldGPUSeconds.Known && in.pricePerGPUSecond.Known {
+		st.HeldCost = Known(st.HeldGPUSeconds.Value * in.pricePerGPUSecond.Value)
+	}
+	return st
+}
+
+// between is b - a in seconds: unknown where either is unknown; a span
+// that the step's resolution makes negative (a first use sampled at the
+// start of the step in which the container started) reads 0.
+func between(a, b *time.Time) Amount {
+	if a == nil || b == nil {
+		return Unknown
+	}
+	return Known(max(b.Sub(*a).Seconds(), 0))
+}
+
+// PhaseStats are one phase's seconds over a group of pods: how many pods
+// had it known, the nearest-rank p50/p95/max, and the GPU-seconds held
+// during it and their cost, summed over the pods where known (unknown when
+// none is).
+type PhaseStats struct {
+	Phase          string      `json:"phase"`
+	Pods           int         `json:"pods"`
+	Seconds        Percentiles `json:"seconds"`
+	HeldGPUSeconds Amount      `json:"heldGPUSeconds"`
+	HeldCost       Amount      `json:"heldCost"`
+	Idle           bool        `json:"idle"`
+}
+
+// StartupGroup is the start-ups of the pods of one workload or one
+// storage path.
+type StartupGroup struct {
+	// Key is "namespace/workload" or the storage path.
+	Key  string `json:"key"`
+	Pods int    `json:"pods"`
+	// Storage is the storage path of the group's pods (the most common
+	// one, for a workload).
+	Storage string       `json:"storage"`
+	Phases  []PhaseStats `json:"phases"`
+	// Load is containers started -> app ready; Total created -> app
+	// ready; ImagePull the stated pull times; ImageBytes the pulled sizes.
+	Load       Percentiles `json:"loadSeconds"`
+	Total      Percentiles `json:"totalSeconds"`
+	ImagePull  Percentiles `json:"imagePullSeconds"`
+	ImageBytes Percentiles `json:"imageBytes"`
+	// HeldGPUSeconds, HeldIdleGPUSeconds and HeldCost sum the pods' (from
+	// scheduled to app ready, and the part before the first GPU use) over
+	// the HeldPods pods where they are known; unknown when none is.
+	HeldPods           int    `json:"heldPods"`
+	HeldGPUSeconds     Amount `json:"heldGPUSeconds"`
+	HeldIdleGPUSeconds Amount `json:"heldIdleGPUSeconds"`
+	HeldCost           Amount `json:"heldCost"`
+}
+
+// StartupSummary is the start-ups of the report's pods, per workload (the
+// costliest first) and per storage path of the model weights (the slowest
+// load first).
+type StartupSummary struct {
+	// ResolutionSeconds is the step that first GPU use was read at.
+	ResolutionSeconds Seconds        `json:"resolutionSeconds"`
+	Workloads         []StartupGroup `json:"workloads"`
+	StoragePaths      []StartupGroup `json:"storagePaths"`
+}
+
+// SummarizeStartup groups the pods' start-ups by workload and by storage
+// path. Only pods that started in the window count: those created (or,
+// when that is unknown, first seen on a GPU) inside it; a pod that was
+// running before the window began has no start to show.
+func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration) StartupSummary {
+	s := StartupSummary{ResolutionSeconds: Seconds(step.Seconds())}
+	byWorkload := map[string][]*Startup{}
+	byPath := map[string][]*Startup{}
+	for i := range pods {
+		st := &pods[i].Startup
+		at := st.Created
+		if at == nil {
+			at = st.GPUAttached
+		}
+		if at == nil || at.Before(start) || !at.Before(end) {
+			continue
+		}
+		if at == st.GPUAttached && !at.After(start) {
+			// Seen on a GPU at the window's first step: it may have
+			// started long before.
+			continue
+		}
+		w := pods[i].Namespace + "/" + st.Workload
+		byWorkload[w] = append(byWorkload[w], st)
+		byPath[st.Storage.Path()] = append(byPath[st.Storage.Path()], st)
+	}
+	for _, k := range slices.Sorted(maps.Keys(byWorkload)) {
+		s.Workloads = append(s.Workloads, startupGroup(k, byWorkload[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(byPath)) {
+		g := startupGroup(k, byPath[k])
+		g.Storage = k
+		s.StoragePaths = append(s.StoragePaths, g)
+	}
+	slices.SortStableFunc(s.Workloads, func(a, b StartupGroup) int {
+		return cmp.Compare(b.HeldCost.Value, a.HeldCost.Value)
+	})
+	slices.SortStableFunc(s.StoragePaths, func(a, b StartupGroup) int {
+		return cmp.Compare(b.Load.P50.Value, a.Load.P50.Value)
+	})
+	return s
+}
+
+func startupGroup(key string, sts []*Startup) StartupGroup {
+	g := StartupGroup{Key: key, Pods: len(sts)}
+	paths := map[string]int{}
+	var load, total, pull, bytes []float64
+	for _, st := range sts {
+		paths[st.Storage.Path()]++
+		if st.HeldGPUSeconds.Known {
+			g.HeldPods++
+			g.HeldGPUSeconds = addKnown(g.HeldGPUSeconds, st.HeldGPUSeconds)
+			g.HeldIdleGPUSeconds = addKnown(g.HeldIdleGPUSeconds, st.HeldIdleGPUSeconds)
+			g.HeldCost = addKnown(g.HeldCost, st.HeldCost)
+		}
+		for _, v := range []struct {
+			a   Amount
+			dst *[]float64
+		}{{st.LoadSeconds, &load}, {st.TotalSeconds, &total}, {st.ImagePullSeconds, &pull}, {st.ImageBytes, &bytes}} {
+			if v.a.Known {
+				*v.dst = append(*v.dst, v.a.Value)
+			}
+		}
+	}
+	g.Storage = slices.MaxFunc(slices.Sorted(maps.Keys(paths)), func(a, b string) int { return cmp.Compare(paths[a], paths[b]) })
+	for _, name := range Phases {
+		ps := PhaseStats{Phase: name, Idle: name != PhaseFirstUseToReady}
+		var secs []float64
+		for _, st := range sts {
+			pt := st.Phase(name)
+			if !pt.Seconds.Known {
+				continue
+			}
+			secs = append(secs, pt.Seconds.Value)
+			ps.HeldGPUSeconds = addKnown(ps.HeldGPUSeconds, pt.HeldGPUSeconds)
+			ps.HeldCost = addKnown(ps.HeldCost, pt.HeldCost)
+		}
+		ps.Pods = len(secs)
+		ps.Seconds = percentiles(secs)
+		g.Phases = append(g.Phases, ps)
+	}
+	g.Load, g.Total, g.ImagePull, g.ImageBytes = percentiles(load), percentiles(total), percentiles(pull), percentiles(bytes)
+	return g
+}
+
+// addKnown adds b to a sum where b is known: the sum of the known parts,
+// unknown until one is.
+func addKnown(a, b Amount) Amount {
+	if !b.Known {
+		return a
+	}
+	return Known(a.Value + b.Value)
+}
