@@ -1162,5 +1162,3 @@ func timePtr(t time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
-
-
