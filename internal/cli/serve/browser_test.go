@@ -150,7 +150,7 @@ func TestBrowser(t *testing.T) {
 	want := map[string][]string{
 		"chart-hours":     {"capacity", "allocated", "active"},
 		"chart-idle-cost": {"idle cost"},
-		"chart-startup":   {"scheduling", "container start", "to first GPU use", "first use to ready"},
+		"chart-startup":   usage.Phases,
 		"chart-curve":     {v.Curve[0].Policy, v.Curve[1].Policy},
 	}
 	for _, c := range charts {
@@ -174,6 +174,15 @@ func TestBrowser(t *testing.T) {
 	}
 	for id := range want {
 		t.Errorf("chart %s is missing", id)
+	}
+	// The model-load table: one row per storage path, keyed as the report
+	// keys them, the slowest load first.
+	var paths []string
+	for _, g := range v.Report.Startup.StoragePaths {
+		paths = append(paths, g.Key)
+	}
+	if got := runB(t, ctx, chromedp.Evaluate[[]string](columnJS("storage-table", 0))); len(paths) == 0 || !slices.Equal(got, paths) {
+		t.Errorf("storage table rows %v, want the report's storage paths %v", got, paths)
 	}
 
 	// Sort by GPU-hours allocated (column 3): ascending, then descending.
