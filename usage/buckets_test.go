@@ -273,6 +273,21 @@ func TestAccountBucketsAgreesWithAccount(t *testing.T) {
 	if q := got.Quality; q.CounterResets != raw.Quality.CounterResets || q.Samples != raw.Quality.Samples || q.NaNSamples != raw.Quality.NaNSamples || q.Gaps != raw.Quality.Gaps {
 		t.Errorf("quality %+v, want that of the raw path %+v", q, raw.Quality)
 	}
+	// The GPUs held at start, which both paths read from the pod's first
+	// hour: b arrives at 1h20m on a whole GPU; c holds a 3g slice (3/7)
+	// from the start and shares GPU 1 only from its second hour.
+	for _, want := range []struct {
+		pod  string
+		gpus float64
+	}{{"a", 1}, {"b", 1}, {"c", 0.4286}} {
+		ns := "ml"
+		if want.pod == "c" {
+			ns = "web"
+		}
+		if h := mustPod(t, got, ns, want.pod).Startup.HeldGPUs; !h.Known || math.Abs(h.Value-want.gpus) > 1e-4 {
+			t.Errorf("%s: GPUs held at start %+v, want %v", want.pod, h, want.gpus)
+		}
+	}
 	if p, _ := got.Pod("ml", "a"); p.Pattern.Name != mustPod(t, raw, "ml", "a").Pattern.Name {
 		t.Errorf("pod ml/a pattern %s, raw %s", p.Pattern.Name, mustPod(t, raw, "ml", "a").Pattern.Name)
 	}
