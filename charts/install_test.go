@@ -159,6 +159,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			"gpupack": {
 				"/events [list]",
 				"/nodes [list watch]",
+				"/persistentvolumeclaims [list]",
 				"/pods [list watch]",
 				"coordination.k8s.io/leases [list]",
 				"resource.k8s.io/deviceclasses [list watch]",
@@ -318,7 +319,7 @@ func accessCases() []saCase {
 	ns := installNamespace
 	return []saCase{
 		{name: "gpupack",
-			allowed: []access{{"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""}, {"list", "", "pods", "ml", ""}, {"list", "", "events", "ml", ""}},
+			allowed: []access{{"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""}, {"list", "", "pods", "ml", ""}, {"list", "", "events", "ml", ""}, {"list", "", "persistentvolumeclaims", "", ""}},
 			denied:  []access{{"get", "", "secrets", ns, ""}, {"create", "", "pods", "ml", ""}, {"update", "", "nodes", "", ""}, {"delete", "", "pods", "ml", ""}, {"get", "", "configmaps", ns, ""}}},
 		{name: "gpupack-scheduler",
 			allowed: []access{{"create", "", "pods/binding", "ml", ""}, {"patch", "", "pods/status", "ml", ""}, {"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""},

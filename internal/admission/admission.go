@@ -208,16 +208,12 @@ func gpuResources(c *corev1.Container) map[string]string {
 	out := map[string]string{}
 	for _, list := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
 		for name, q := range list {
-			if isGPUResource(name) {
+			if kube.IsGPUResource(name) {
 				out[string(name)] = q.String()
 			}
 		}
 	}
 	return out
-}
-
-func isGPUResource(name corev1.ResourceName) bool {
-	return name == kube.ResourceGPU || strings.HasPrefix(string(name), kube.ResourceMIGPrefix) || strings.HasPrefix(string(name), string(kube.ResourceGPU)+".")
 }
 
 // checkContradiction rejects a pod whose containers ask for whole GPUs and

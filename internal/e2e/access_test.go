@@ -69,6 +69,14 @@ func TestRBACSufficesAndFaultsAreClear(t *testing.T) {
 		}
 	})
 
+	t.Run("the ClusterRole suffices for LoadStartup", func(t *testing.T) {
+		// Pulled events and PersistentVolumeClaims are optional to
+		// LoadStartup: without them it warns rather than fails.
+		if _, warnings, err := kube.LoadStartup(t.Context(), reader); err != nil || len(warnings) > 0 {
+			t.Errorf("LoadStartup: error %v, warnings %q; want neither", err, warnings)
+		}
+	})
+
 	t.Run("the ClusterRole suffices for the Watcher", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,10 @@ import (
 	"github.com/gpupack/gpupack/internal/fakedcgm"
 	"github.com/gpupack/gpupack/usage"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 )
 
@@ -65,6 +70,16 @@ func TestReportMatchesTruth(t *testing.T) {
 	kc := testcluster.Start(t, testcluster.Options{})
 	kc.AddGPUNode("e2e-a", testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 3})
 	kc.AddGPUNode("e2e-b", testcluster.GPUNode{Product: "NVIDIA-L4", MemoryMiB: 23034, GPUs: 2, Labels: map[string]string{"pool": "spot"}})
+	// lab/notebook runs there too, so report --kubeconfig reads its
+	// start-up from the cluster (this test runs no kube-state-metrics).
+	kc.CreateNamespace("lab")
+	if _, err := kc.Client().CoreV1().Pods("lab").Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "notebook"},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "spot"}, Containers: []corev1.Container{{Name: "main", Image: "jupyter/base-notebook",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{testcluster.ResourceGPU: resource.MustParse("1")}}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -252,6 +267,14 @@ func TestReportMatchesTruth(t *testing.T) {
 
 	// With the live cluster's node labels, the spot rule prices e2e-b's pods
 	// at 0.5 per GPU-hour and leaves e2e-a's at the catalogue's price.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := kc.Client().CoreV1().Pods("lab").Get(ctx, "notebook", metav1.GetOptions{})
+		return err == nil && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		}), err
+	}); err != nil {
+		t.Fatalf("lab/notebook never ready in the live cluster: %v", err)
+	}
 	write(t, filepath.Join(dir, "prices.yaml"), "currency: EUR\nprices: {L4: 0.70}\nnodeRules:\n  - labels: {pool: spot}\n    perHour: 0.5\n")
 	out.Reset()
 	root = cli.NewRoot(ctx)
@@ -276,10 +299,15 @@ func TestReportMatchesTruth(t *testing.T) {
 		}
 		check(t, key[0]+"/"+key[1]+" cost", p.Cost.Value, float64(p.AllocatedGPUSeconds)/3600*perHour)
 	}
+	// The live cluster's start-up of lab/notebook: created, scheduled and
+	// ready are known, and the scheduling phase with them.
+	if p, _ := priced.Pod("lab", "notebook"); p.Startup.Created == nil || p.Startup.Scheduled == nil || p.Startup.AppReady == nil || !p.Startup.SchedulingSeconds.Known {
+		t.Errorf("lab/notebook start-up = %+v, want the live cluster's created, scheduled and ready times", p.Startup)
+	}
 
 	// The same measurement as usage facts, as plan --prometheus and
 	// report --format podusage produce them for diagnose and plan.
-	facts, err := usagefacts.FromPrometheus(ctx, promURL, usage.Window{Start: start, End: end, Step: time.Second}, usage.Pricing{Catalogue: gpu.Default()}, nil)
+	facts, err := usagefacts.FromPrometheus(ctx, promURL, usage.Window{Start: start, End: end, Step: time.Second}, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
 	if err != nil {
 		t.Fatalf("usage facts: %v", err)
 	}

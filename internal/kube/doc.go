@@ -61,6 +61,14 @@
 //     pod whose claims' classes select GPUs asks for them. Device taints,
 //     shared counters, consumable capacity, devices not local to one node
 //     and other drivers' devices are named in warnings.
+//   - Start-up (startup.go, LoadStartup): for each bound GPU pod, its
+//     creation, the PodScheduled, ContainersReady and Ready conditions'
+//     transitions to True, the latest start of its app containers, the
+//     kubelet's Pulled events (ParsePulled reads the pull's time, the wait
+//     and the image size, or that the image was present) and where its
+//     model weights come from (usage.ClassifyModelStorage of its volumes
+//     and mounts, with the storage classes of its claims), as
+//     usage.PodEvents.
 //
 // kube is an edge package: it imports client-go. The core packages (cluster,
 // placement, diagnose, ...) must never import it.

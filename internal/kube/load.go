@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/gpupack/gpupack/gpu"
@@ -150,21 +151,34 @@ func notServed(err error) bool {
 
 // listAll lists every object of a resource at cluster scope, page by page.
 func listAll[T any](ctx context.Context, resource string, list pager.ListPageFunc, opts metav1.ListOptions) ([]*T, error) {
+	var out []*T
+	err := listEach(ctx, resource, list, opts, func(item *T) {
+		out = append(out, item)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// listEach lists every object of a resource at cluster scope, page by page,
+// and hands each to use. The item points into its page: to keep one
+// without keeping the whole page, use keeps a copy.
+func listEach[T any](ctx context.Context, resource string, list pager.ListPageFunc, opts metav1.ListOptions, use func(*T)) error {
 	p := pager.New(list)
 	p.PageSize = pageSize
-	var out []*T
 	err := p.EachListItem(ctx, opts, func(obj runtime.Object) error {
 		item, ok := obj.(any).(*T)
 		if !ok {
 			return fmt.Errorf("listing %s returned a %T", resource, obj)
 		}
-		out = append(out, item)
+		use(item)
 		return nil
 	})
 	if err != nil {
-		return nil, &listError{verb: "list", resource: resource, err: err}
+		return &listError{verb: "list", resource: resource, err: err}
 	}
-	return out, nil
+	return nil
 }
 
 // listError is a failed call, with the verb and resource it needed.
@@ -235,9 +249,10 @@ func unreachable(err error) bool {
 	return errors.As(err, &opErr) || (errors.As(err, &urlErr) && errors.As(err, &netErr)) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// server is the apiserver's address, for messages.
+// server is the apiserver's address, for messages; "(unknown)" for a client
+// without one, such as client-go's fake, whose RESTClient is a nil pointer.
 func server(client kubernetes.Interface) string {
-	if rc := client.CoreV1().RESTClient(); rc != nil {
+	if rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
 		if u := rc.Get().URL(); u != nil {
 			return u.Scheme + "://" + u.Host
 		}

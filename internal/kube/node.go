@@ -32,6 +32,13 @@ const (
 
 const mib = 1 << 20
 
+// IsGPUResource reports whether name is one of NVIDIA's GPU resources:
+// whole GPUs (nvidia.com/gpu), their renamed replicas (nvidia.com/gpu.shared
+// and any other nvidia.com/gpu.*) or MIG devices (nvidia.com/mig-<profile>).
+func IsGPUResource(name corev1.ResourceName) bool {
+	return name == ResourceGPU || strings.HasPrefix(string(name), ResourceMIGPrefix) || strings.HasPrefix(string(name), string(ResourceGPU)+".")
+}
+
 // convertNode builds the snapshot node; warnings say what of the node's GPUs
 // could not be represented.
 func convertNode(n *corev1.Node, c *gpu.Catalogue) (*cluster.Node, []string) {

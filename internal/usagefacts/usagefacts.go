@@ -15,8 +15,10 @@ import (
 // FromPrometheus reads a window of DCGM (and kube-state-metrics and
 // application) series from Prometheus and accounts it. Node labels for price
 // rules come from pricing.NodeLabels when set (read from the live cluster),
-// else from kube-state-metrics' kube_node_labels.
-func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string) (*usage.Report, error) {
+// else from kube-state-metrics' kube_node_labels. live holds pods'
+// start-ups read from the live cluster (kube.LoadStartup), merged over
+// kube-state-metrics' pod times (usage.MergePodEvents); nil when none.
+func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
 	src, err := promsource.New(url)
 	if err != nil {
 		return nil, err
@@ -28,7 +30,7 @@ func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usa
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
-	return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: d.Series, App: d.App, Pods: d.Pods})
+	return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, live)})
 }
 
 // Bucket is the span that the hourly path reads at once.
@@ -37,8 +39,8 @@ const Bucket = time.Hour
 // FromPrometheusHourly accounts the window from hourly buckets that
 // Prometheus computes (promsource.LoadBuckets), never pulling raw samples:
 // for windows of days to months. The window must start and end on whole
-// hours.
-func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string) (*usage.Report, error) {
+// hours. live is as for FromPrometheus.
+func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
 	src, err := promsource.New(url)
 	if err != nil {
 		return nil, err
@@ -58,7 +60,16 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
-	return acct.Report(pricing, d.Pods, d.App, Bucket)
+	return acct.Report(pricing, withLive(d.Pods, live), d.App, Bucket)
+}
+
+// withLive merges the live cluster's pod start-ups over kube-state-metrics'
+// pod times; without live ones, the history is taken as it is.
+func withLive(history, live []usage.PodEvents) []usage.PodEvents {
+	if len(live) == 0 {
+		return history
+	}
+	return usage.MergePodEvents(history, live)
 }
 
 // Step is the query step for a window: 30 s, or the shortest whole number

@@ -219,7 +219,7 @@ func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*usage.
 	}
 	step := usagefacts.Step(length)
 	end := time.Now().UTC().Truncate(step)
-	r, err := usagefacts.FromPrometheus(ctx, url, usage.Window{Start: end.Add(-length), End: end, Step: step}, usage.Pricing{Catalogue: c}, nil)
+	r, err := usagefacts.FromPrometheus(ctx, url, usage.Window{Start: end.Add(-length), End: end, Step: step}, usage.Pricing{Catalogue: c}, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -70,6 +70,11 @@ kube-state-metrics' pod times where present) with query_range; without it,
 it runs on the embedded demo world's week in-process (a 7-day window at the
 step that a week allows, unless --window or --step say otherwise).
 
+With --kubeconfig or --live it also reads the live cluster: node labels for
+--prices' nodeRules, and its GPU pods' start-ups (conditions, container
+starts, the kubelet's image pulls, where model weights come from), which
+win over kube-state-metrics' pod times.
+
 The same figures as Prometheus counters, kept current, and a dashboard:
 gpupack serve --prometheus URL.
 
@@ -103,9 +108,9 @@ windows longer than 6h or of more than 11000 steps. The JSON's
 	f.StringArrayVar(&opts.app, "app-metric", nil, "NAME=PROMQL application metric shown beside the pods it names (repeatable)")
 	f.StringVar(&opts.serve, "serve", "", "moved: gpupack serve --prometheus URL --listen ADDR serves the dashboard and the counters")
 	_ = f.MarkHidden("serve")
-	f.StringVar(&opts.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage+"; its node labels then select --prices' nodeRules")
+	f.StringVar(&opts.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage+"; its node labels then select --prices' nodeRules, and its GPU pods' start-ups (image pulls, model storage) join kube-state-metrics'")
 	f.StringVar(&opts.accounting, "accounting", accountingAuto, "raw (every sample at --step), hourly (Prometheus sums each hour; whole hours) or auto (hourly beyond 6h or 11000 steps)")
-	f.BoolVar(&opts.live, "live", false, "read node labels from the live cluster, found as --kubeconfig says when it is not given")
+	f.BoolVar(&opts.live, "live", false, "read node labels and GPU pods' start-ups from the live cluster, found as --kubeconfig says when it is not given")
 	return cmd
 }
 
@@ -134,11 +139,12 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var livePods []usage.PodEvents
 	if opts.live || opts.kubeconfig != "" {
 		if opts.prometheus == "" {
-			return errors.New("--kubeconfig/--live read the node labels of the cluster that --prometheus measures; give --prometheus too")
+			return errors.New("--kubeconfig/--live read the node labels and pod start-ups of the cluster that --prometheus measures; give --prometheus too")
 		}
-		if pricing.NodeLabels, err = liveNodeLabels(ctx, opts.kubeconfig, opts.stderr); err != nil {
+		if pricing.NodeLabels, livePods, err = readLive(ctx, opts.kubeconfig, opts.stderr); err != nil {
 			return err
 		}
 	}
@@ -179,10 +185,10 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		// The window itself is read hourly; --serve's short increments
 		// since the last scrape are read raw.
 		if opts.prometheus != "" && hourly && w.Start.Equal(end.Add(-opts.window)) {
-			return usagefacts.FromPrometheusHourly(ctx, opts.prometheus, w, pricing, apps)
+			return usagefacts.FromPrometheusHourly(ctx, opts.prometheus, w, pricing, apps, livePods)
 		}
 		if opts.prometheus != "" {
-			return usagefacts.FromPrometheus(ctx, opts.prometheus, w, pricing, apps)
+			return usagefacts.FromPrometheus(ctx, opts.prometheus, w, pricing, apps, livePods)
 		}
 		s, err := demo.Scenario(gpu.Default())
 		if err != nil {
@@ -266,15 +272,26 @@ func (o *options) checkWindow(hourly bool) error {
 	return nil
 }
 
-// liveNodeLabels reads every node's labels from the live cluster, so that
-// price rules match nodes even where Prometheus has no kube_node_labels.
-func liveNodeLabels(ctx context.Context, kubeconfig string, stderr io.Writer) (map[string]map[string]string, error) {
-	st, err := kube.LoadFrom(ctx, kubeconfig, gpu.Default())
+// readLive reads from the live cluster every node's labels, so that price
+// rules match nodes even where Prometheus has no kube_node_labels, and the
+// start-up of its GPU pods (kube.LoadStartup: phases, the kubelet's image
+// pulls, model storage), which the report merges over kube-state-metrics'
+// pod times. Warnings go to stderr.
+func readLive(ctx context.Context, kubeconfig string, stderr io.Writer) (map[string]map[string]string, []usage.PodEvents, error) {
+	client, err := kube.NewClient(kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	st, err := kube.Load(ctx, client, gpu.Default())
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, warnings, err := kube.LoadStartup(ctx, client)
+	if err != nil {
+		return nil, nil, err
 	}
 	if stderr != nil {
-		for _, w := range st.Warnings {
+		for _, w := range append(st.Warnings, warnings...) {
 			fmt.Fprintln(stderr, "warning:", w)
 		}
 	}
@@ -282,5 +299,5 @@ func liveNodeLabels(ctx context.Context, kubeconfig string, stderr io.Writer) (m
 	for _, n := range st.Snapshot.Nodes {
 		labels[n.Name] = n.Labels
 	}
-	return labels, nil
+	return labels, pods, nil
 }
