@@ -228,12 +228,12 @@ func TestClassifyModelStorage(t *testing.T) {
 			},
 			wantPath: "pvc/fast-nvme", wantVol: "weights",
 		},
-		"PVC of the default class": {
+		"PVC of a class not known": {
 			spec: PodStorageSpec{
 				Volumes:    []PodVolume{{Name: "w", Source: VolumePVC}},
 				Containers: []ContainerMounts{gpuMain(Mount{Volume: "w", Path: "/srv"})},
 			},
-			wantPath: "pvc/default", wantVol: "w",
+			wantPath: "pvc", wantVol: "w",
 		},
 		"object-store CSI beats a cache emptyDir named alike": {
 			spec: PodStorageSpec{

@@ -14,7 +14,8 @@ const (
 	// StorageDownload: an emptyDir that an init container fills, or that
 	// the server fills at start: the weights are downloaded at every start.
 	StorageDownload = "emptydir-download"
-	// StoragePVC: a PersistentVolumeClaim (Detail: its storage class).
+	// StoragePVC: a PersistentVolumeClaim (Detail: its storage class, ""
+	// when not known).
 	StoragePVC = "pvc"
 	// StorageHostPath: a directory of the node, a local NVMe cache
 	// (Detail: the path).
@@ -197,9 +198,11 @@ func ClassifyModelStorage(spec PodStorageSpec) ModelStorage {
 	case VolumeEmptyDir:
 		ms.Kind = StorageDownload
 	case VolumePVC, VolumeEphemeral:
+		// A claim's class is set at its creation (the default class where
+		// it names none), so an empty one is not known: "pvc" alone.
 		ms.Kind = StoragePVC
 		if ms.Detail == "" {
-			ms.Detail = "default"
+			why += " (its storage class is not known)"
 		}
 	case VolumeHostPath:
 		ms.Kind = StorageHostPath

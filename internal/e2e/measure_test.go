@@ -301,7 +301,7 @@ func TestReportMatchesTruth(t *testing.T) {
 	}
 	// The live cluster's start-up of lab/notebook: created, scheduled and
 	// ready are known, and the scheduling phase with them.
-	if p, _ := priced.Pod("lab", "notebook"); p.Startup.Created == nil || p.Startup.Scheduled == nil || p.Startup.AppReady == nil || !p.Startup.SchedulingSeconds.Known {
+	if p, _ := priced.Pod("lab", "notebook"); p.Startup.Created == nil || p.Startup.Scheduled == nil || p.Startup.AppReady == nil || !p.Startup.Phase(usage.PhaseScheduling).Seconds.Known || p.Startup.Storage.Kind != usage.StorageImage {
 		t.Errorf("lab/notebook start-up = %+v, want the live cluster's created, scheduled and ready times", p.Startup)
 	}
 

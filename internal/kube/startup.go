@@ -270,10 +270,16 @@ func PodStartup(pod *corev1.Pod, pulled []corev1.Event, claimClass func(claim st
 }
 
 // containersStarted is when the last of the pod's app containers started
-// (running, else terminated), or zero while one has not.
+// (running, else terminated), or zero while one has not, or when one has
+// restarted (its first start is no longer stated).
 func containersStarted(pod *corev1.Pod) time.Time {
 	started := map[string]time.Time{}
 	for _, s := range pod.Status.ContainerStatuses {
+		if s.RestartCount > 0 {
+			// The kubelet keeps only the latest start; the first is
+			// lost, and the first GPU sample stands in for it.
+			return time.Time{}
+		}
 		switch {
 		case s.State.Running != nil:
 			started[s.Name] = s.State.Running.StartedAt.Time

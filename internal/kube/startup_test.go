@@ -373,7 +373,8 @@ func TestLoadStartup(t *testing.T) {
 			forbidden: []string{"persistentvolumeclaims"},
 			want: func() []usage.PodEvents {
 				w := want[0]
-				w.Storage.Detail = "default"
+				w.Storage.Detail = ""
+				w.Storage.Evidence += " (its storage class is not known)"
 				return []usage.PodEvents{w}
 			}(),
 			wantWarnings: []string{`cannot list persistentvolumeclaims, so the storage classes of claims that hold model weights are not known: grant verb "list" on resource "persistentvolumeclaims"`},
