@@ -306,6 +306,14 @@ func TestPodStartup(t *testing.T) {
 			}(),
 			want: usage.PodEvents{Namespace: "ml", Pod: "llm-7d9f8b6c5-x2x4z", Workload: "chat", Created: at(0), Scheduled: at(2), Storage: storage},
 		},
+		"a container restarted: its first start is not stated": {
+			pod: func() *corev1.Pod {
+				p := base().obj()
+				p.Status.ContainerStatuses[0].RestartCount = 1
+				return p
+			}(),
+			want: usage.PodEvents{Namespace: "ml", Pod: "llm-7d9f8b6c5-x2x4z", Workload: "llm", Created: at(0), Scheduled: at(2), ContainersReady: at(95), Ready: at(96), Storage: storage},
+		},
 		"pending: not scheduled; a pod of its own": {
 			pod: func() *corev1.Pod {
 				p := makePod("solo").limit(ResourceGPU, "1").unschedulable("0/3 nodes are available", at(1)).obj()
