@@ -67,7 +67,8 @@ type Startup struct {
 	GPUAttached *time.Time `json:"gpuAttached"`
 	// FirstGPUUse is the start of the first step with activity or
 	// framebuffer above the idle floors: the earliest sign of the app's
-	// first CUDA work, true to within ResolutionSeconds.
+	// first CUDA work, read at ResolutionSeconds (from Prometheus it is up
+	// to one step and one scrape interval after the true first use).
 	FirstGPUUse *time.Time `json:"firstGPUUse"`
 	// AppReady is the Ready condition, else the first application sample.
 	AppReady *time.Time `json:"appReady"`

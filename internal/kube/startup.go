@@ -375,7 +375,7 @@ func LoadStartup(ctx context.Context, client kubernetes.Interface) ([]usage.PodE
 		return core.Events(metav1.NamespaceAll).List(ctx, opts)
 	}, metav1.ListOptions{FieldSelector: pulledSelector}, func(e *corev1.Event) {
 		key := e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
-		if p := pods[key]; p != nil && e.Reason == ReasonPulled && (e.InvolvedObject.UID == "" || e.InvolvedObject.UID == p.UID) {
+		if pulledOf(e, pods[key]) {
 			events[key] = append(events[key], *e)
 		}
 	})
@@ -393,6 +393,13 @@ func LoadStartup(ctx context.Context, client kubernetes.Interface) ([]usage.PodE
 		warnings = append(warnings, w)
 	}
 
+	return startups(pods, events, func(namespace, claim string) string { return claims.classes[namespace+"/"+claim] }), warnings, nil
+}
+
+// startups is PodStartup of each pod (by key), with its Pulled events (by
+// the pod's key) and the storage classes of claims by namespace and name,
+// sorted by namespace and pod.
+func startups(pods map[string]*corev1.Pod, events map[string][]corev1.Event, class func(namespace, claim string) string) []usage.PodEvents {
 	keys := make([]string, 0, len(pods))
 	for key := range pods {
 		keys = append(keys, key)
@@ -401,11 +408,15 @@ func LoadStartup(ctx context.Context, client kubernetes.Interface) ([]usage.PodE
 	out := make([]usage.PodEvents, 0, len(keys))
 	for _, key := range keys {
 		p := pods[key]
-		out = append(out, PodStartup(p, events[key], func(claim string) string {
-			return claims.classes[p.Namespace+"/"+claim]
-		}))
+		out = append(out, PodStartup(p, events[key], func(claim string) string { return class(p.Namespace, claim) }))
 	}
-	return out, warnings, nil
+	return out
+}
+
+// pulledOf reports whether e is a Pulled event of pod p (by UID where the
+// event names one, so that an earlier pod of the same name lends none).
+func pulledOf(e *corev1.Event, p *corev1.Pod) bool {
+	return p != nil && e.Reason == ReasonPulled && (e.InvolvedObject.UID == "" || e.InvolvedObject.UID == p.UID)
 }
 
 // startupListWarning turns a forbidden list of an optional resource into a

@@ -1,7 +1,6 @@
 package kube_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -126,25 +125,7 @@ func TestLiveStartup(t *testing.T) {
 		{"nvme", "spec.containers{main}", `Container image "vllm/vllm-openai:v0.6.0" already present on machine and can be accessed by the pod`},
 		{"web", "spec.containers{main}", `Container image "nginx" already present on machine`},
 	} {
-		p := created[e.pod]
-		stamp := metav1.NewTime(at.Add(time.Duration(i) * time.Second))
-		event := &corev1.Event{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s.%x", p.Name, stamp.UnixNano())},
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: p.Name, UID: p.UID,
-				ResourceVersion: p.ResourceVersion, FieldPath: e.fieldPath},
-			Reason:              kube.ReasonPulled,
-			Message:             e.message,
-			Source:              corev1.EventSource{Component: "kubelet", Host: node},
-			FirstTimestamp:      stamp,
-			LastTimestamp:       stamp,
-			Count:               1,
-			Type:                corev1.EventTypeNormal,
-			ReportingController: "kubelet",
-			ReportingInstance:   node,
-		}
-		if _, err := core.Events(ns).Create(ctx, event, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		c.RecordPulled(created[e.pod], e.fieldPath, e.message, at.Add(time.Duration(i)*time.Second))
 	}
 
 	got, warnings, err := kube.LoadStartup(ctx, client)

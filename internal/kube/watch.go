@@ -19,13 +19,17 @@ import (
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // Watcher keeps a current view of the cluster's nodes, pods and DRA objects
 // (DeviceClasses, ResourceSlices, ResourceClaims and their templates) from
-// shared informers, for long-running edges. Its State has the scheduler's
-// messages from the pods' PodScheduled conditions (it does not watch
-// events). It needs the verbs list and watch on each at cluster scope.
+// shared informers, for long-running edges, and of the kubelet's Pulled
+// events and the PersistentVolumeClaims for the pods' start-up (Startup).
+// Its State has the scheduler's messages from the pods' PodScheduled
+// conditions (it watches no other event). It needs the verbs list and
+// watch on each at cluster scope; without them on events or claims,
+// Startup says what it lacks.
 type Watcher struct {
 	client    kubernetes.Interface
 	catalogue *gpu.Catalogue
@@ -35,6 +39,13 @@ type Watcher struct {
 	// dra is nil when the cluster does not serve resource.k8s.io/v1 (Start
 	// found out); its informers are then never started.
 	dra *draListers
+	// pulled and claims read the kubelet's Pulled events and the
+	// PersistentVolumeClaims, for Startup; nil where gpupack may not list
+	// them (startupWarnings says so).
+	pulledFactory   informers.SharedInformerFactory
+	pulled          listersv1.EventLister
+	claims          listersv1.PersistentVolumeClaimLister
+	startupWarnings []string
 }
 
 // draListers read the DRA informers' caches.
@@ -95,6 +106,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if len(errs) > 0 {
 		return explain(errors.Join(errs...), server(w.client))
 	}
+	if err := w.startupInformers(ctx, probe); err != nil {
+		return explain(err, server(w.client))
+	}
 	if served {
 		r := w.factory.Resource().V1()
 		w.dra = &draListers{
@@ -107,10 +121,88 @@ func (w *Watcher) Start(ctx context.Context) error {
 	w.factory.Start(ctx.Done())
 	for informer, synced := range w.factory.WaitForCacheSync(ctx.Done()) {
 		if !synced {
-			return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on nodes, pods and the resource.k8s.io resources %v?)", informer, context.Cause(ctx), draResources)
+			return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on nodes, pods, persistentvolumeclaims and the resource.k8s.io resources %v?)", informer, context.Cause(ctx), draResources)
+		}
+	}
+	if w.pulledFactory != nil {
+		w.pulledFactory.Start(ctx.Done())
+		for informer, synced := range w.pulledFactory.WaitForCacheSync(ctx.Done()) {
+			if !synced {
+				return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on events?)", informer, context.Cause(ctx))
+			}
 		}
 	}
 	return nil
+}
+
+// startupInformers prepares the informers of what Startup reads besides
+// pods: the kubelet's Pulled events (an informer of their own, selected at
+// the apiserver by reason, so that no other event is cached; the apiserver
+// keeps events an hour by default, which bounds them) and the
+// PersistentVolumeClaims. A forbidden list of either is a warning, as for
+// LoadStartup; any other failure is an error.
+func (w *Watcher) startupInformers(ctx context.Context, probe metav1.ListOptions) error {
+	core := w.client.CoreV1()
+	_, err := core.Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: pulledSelector})
+	if warning, err := startupListWarning(err, "events", "image pulls are left out of the start-up phases"); err != nil {
+		return &listError{verb: "list", resource: "events", err: err}
+	} else if warning != "" {
+		w.startupWarnings = append(w.startupWarnings, warning)
+	} else {
+		w.pulledFactory = informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = pulledSelector }))
+		w.pulled = w.pulledFactory.Core().V1().Events().Lister()
+	}
+	_, err = core.PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, probe)
+	if warning, err := startupListWarning(err, "persistentvolumeclaims", "the storage classes of claims that hold model weights are not known"); err != nil {
+		return &listError{verb: "list", resource: "persistentvolumeclaims", err: err}
+	} else if warning != "" {
+		w.startupWarnings = append(w.startupWarnings, warning)
+	} else {
+		w.claims = w.factory.Core().V1().PersistentVolumeClaims().Lister()
+	}
+	return nil
+}
+
+// Startup is LoadStartup from the informers' caches: the start-up of each
+// bound GPU pod, with the kubelet's Pulled events about it and the storage
+// classes of its claims, and the warnings of what gpupack may not read. It
+// is safe to call from several goroutines once Start has returned.
+func (w *Watcher) Startup() ([]usage.PodEvents, []string, error) {
+	all, err := w.pods.List(labels.Everything())
+	if err != nil {
+		return nil, nil, err
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, p := range all {
+		if p.Spec.NodeName != "" && podWantsGPU(p) {
+			pods[p.Namespace+"/"+p.Name] = p
+		}
+	}
+	events := map[string][]corev1.Event{}
+	if w.pulled != nil {
+		evs, err := w.pulled.List(labels.Everything())
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range evs {
+			key := e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
+			if pulledOf(e, pods[key]) {
+				events[key] = append(events[key], *e)
+			}
+		}
+	}
+	class := func(namespace, claim string) string {
+		if w.claims == nil {
+			return ""
+		}
+		c, err := w.claims.PersistentVolumeClaims(namespace).Get(claim)
+		if err != nil {
+			return ""
+		}
+		return storageClass(c)
+	}
+	return startups(pods, events, class), w.startupWarnings, nil
 }
 
 // State builds a State from the informers' caches as they are now. It is

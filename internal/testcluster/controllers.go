@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -115,4 +116,30 @@ func (c *Cluster) CreateGPUPod(namespace, name, node string, resource corev1.Res
 		c.t.Fatalf("testcluster: create pod %s/%s: %v", namespace, name, err)
 	}
 	return created
+}
+
+// RecordPulled writes the Pulled event that a kubelet on the pod's node
+// writes for an image of the container at fieldPath (spec.containers{NAME}
+// or spec.initContainers{NAME}), with the kubelet's message and at as its
+// time; kwok writes none.
+func (c *Cluster) RecordPulled(pod *corev1.Pod, fieldPath, message string, at time.Time) {
+	c.t.Helper()
+	stamp := metav1.NewTime(at)
+	event := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: fmt.Sprintf("%s.%x", pod.Name, stamp.UnixNano())},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			ResourceVersion: pod.ResourceVersion, FieldPath: fieldPath},
+		Reason:              "Pulled",
+		Message:             message,
+		Source:              corev1.EventSource{Component: "kubelet", Host: pod.Spec.NodeName},
+		FirstTimestamp:      stamp,
+		LastTimestamp:       stamp,
+		Count:               1,
+		Type:                corev1.EventTypeNormal,
+		ReportingController: "kubelet",
+		ReportingInstance:   pod.Spec.NodeName,
+	}
+	if _, err := c.client.CoreV1().Events(pod.Namespace).Create(c.t.Context(), event, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("testcluster: record a Pulled event for %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
 }

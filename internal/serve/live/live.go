@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -153,6 +154,10 @@ type State struct {
 	Diagnosis *diagnose.Report
 	Created   map[string]time.Time
 	Failures  map[string]kube.SchedulingFailure
+	// Startup is the bound GPU pods' start-up as the live cluster shows it
+	// (conditions, the kubelet's Pulled events, model storage), merged
+	// over kube-state-metrics' times in the report.
+	Startup []usage.PodEvents
 	// Plan is the plan for the cluster and its measured usage.
 	Plan *plan.Plan
 	// Counters are what /metrics serves.
@@ -290,6 +295,10 @@ func (e *Engine) snapshotState(now time.Time) State {
 		next.Snapshot, next.Warnings = st.Snapshot, st.Warnings
 		next.Failures = st.SchedulingFailures
 		next.KubeAsOf = now
+		if startup, warnings, err := e.watcher.Startup(); err == nil {
+			next.Startup = startup
+			next.Warnings = append(slices.Clip(next.Warnings), warnings...)
+		}
 	}
 	if created, err := e.watcher.Created(); err == nil {
 		next.Created = created
@@ -373,6 +382,7 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 		}
 		pods = meta.Pods
 	}
+	pods = usage.MergePodEvents(pods, next.Startup)
 	r, err := usage.AccountBuckets(usage.BucketInput{Start: from, End: end, Buckets: s.buckets(), Pricing: pricing, Pods: pods})
 	if err != nil {
 		return err
