@@ -157,9 +157,9 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		base := rules(t, c.ClientAs(installNamespace, "nobody"), installNamespace)
 		want := map[string][]string{
 			"gpupack": {
-				"/events [list]",
+				"/events [list watch]",
 				"/nodes [list watch]",
-				"/persistentvolumeclaims [list]",
+				"/persistentvolumeclaims [list watch]",
 				"/pods [list watch]",
 				"coordination.k8s.io/leases [list]",
 				"resource.k8s.io/deviceclasses [list watch]",

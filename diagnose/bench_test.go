@@ -65,8 +65,16 @@ func benchCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) 
 	}
 	shapes := []func(p *cluster.Pod){
 		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1} },
-		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 4} },
-		func(p *cluster.Pod) { p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 16} },
+		// Whole GPUs of the exclusive models: a time-sliced L4 node would
+		// give 4 or 16 replicas of its GPUs, as the device plugin does.
+		func(p *cluster.Pod) {
+			p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 4}
+			p.GPUModels = []string{"H100-80GB", "A100-80GB"}
+		},
+		func(p *cluster.Pod) {
+			p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 16}
+			p.GPUModels = []string{"H100-80GB", "A100-80GB"}
+		},
 		func(p *cluster.Pod) {
 			p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: 1}
 			p.GPUModels = []string{"A100-40GB"}

@@ -104,6 +104,11 @@ func TestRBACSufficesAndFaultsAreClear(t *testing.T) {
 			}
 			return bound && pods[ns+"/bound"] == "l4-0" && st.Snapshot.GPUCount() == 9, fmt.Sprintf("nodes %v, pods %v", nodes, pods), nil
 		})
+		// The role lets it watch the kubelet's Pulled events and the
+		// claims, so serve's start-ups lack nothing.
+		if startups, warnings, err := w.Startup(); err != nil || len(warnings) > 0 || len(startups) == 0 {
+			t.Errorf("Watcher.Startup: %d start-ups, error %v, warnings %q; want the bound pod's, and neither", len(startups), err, warnings)
+		}
 	})
 
 	t.Run("a ServiceAccount without the role is told what to grant", func(t *testing.T) {
