@@ -91,21 +91,6 @@ const (
 	StrategicPatch = "strategic"
 )
 
-// Artifact is the remedy as one block of text to paste: its configuration,
-// then its commands one per line; the patch alone when no command applies
-// it. Empty when there is nothing to apply.
-func (r Remedy) Artifact() string {
-	var parts []string
-	if r.Config != "" {
-		parts = append(parts, strings.TrimSuffix(r.Config, "\n"))
-	}
-	parts = append(parts, r.Commands...)
-	if len(parts) == 0 && r.Patch != nil {
-		parts = append(parts, string(r.Patch.Body))
-	}
-	return strings.Join(parts, "\n")
-}
-
 // addFix appends a fix sentence and the remedies that carry it out.
 func (f *Finding) addFix(sentence string, rs ...Remedy) {
 	for _, r := range rs {

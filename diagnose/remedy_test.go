@@ -363,7 +363,7 @@ func TestEveryFixHasRemedies(t *testing.T) {
 					continue
 				}
 				has[r.Fix] = true
-				artifact := r.Artifact() != ""
+				artifact := r.Patch != nil || r.Config != "" || len(r.Commands) > 0
 				if r.Kind == Advice && (artifact || len(r.Targets) > 0) {
 					t.Errorf("%s: %s: advice with an artifact: %+v", path, f.Pod, r)
 				}
