@@ -33,9 +33,9 @@ func TestConfigName(t *testing.T) {
 		parts []string
 		want  string
 	}{
-		"joined and lowered": {[]string{"Pool", "H100-80GB", "mig"}, "pool-h100-80gb-mig"},
+		"joined and lowered":                            {[]string{"Pool", "H100-80GB", "mig"}, "pool-h100-80gb-mig"},
 		"unsafe runs become one dash, none at the ends": {[]string{"_a.b", "3g.40gb_"}, "a-b-3g-40gb"},
-		"63 characters at most, no dash at the end":   {[]string{strings.Repeat("a", 62), "b"}, strings.Repeat("a", 62)},
+		"63 characters at most, no dash at the end":     {[]string{strings.Repeat("a", 62), "b"}, strings.Repeat("a", 62)},
 	}
 	for name, tc := range cases {
 		if got := ConfigName(tc.parts...); got != tc.want {
