@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gpupack/gpupack/gpu"
@@ -140,6 +142,37 @@ type Requirement struct {
 	Key      string   `json:"key"`
 	Operator string   `json:"operator"`
 	Values   []string `json:"values,omitempty"`
+}
+
+// Matches reports whether a node with the labels meets the requirement,
+// with the Kubernetes rules: NotIn and DoesNotExist hold for a node without
+// the key; Gt and Lt compare one integer value with the node's.
+func (r Requirement) Matches(labels map[string]string) bool {
+	v, ok := labels[r.Key]
+	switch r.Operator {
+	case "In":
+		return ok && slices.Contains(r.Values, v)
+	case "NotIn":
+		return !ok || !slices.Contains(r.Values, v)
+	case "Exists":
+		return ok
+	case "DoesNotExist":
+		return !ok
+	case "Gt", "Lt":
+		if !ok || len(r.Values) != 1 {
+			return false
+		}
+		have, err1 := strconv.ParseInt(v, 10, 64)
+		want, err2 := strconv.ParseInt(r.Values[0], 10, 64)
+		if err1 != nil || err2 != nil {
+			return false
+		}
+		if r.Operator == "Gt" {
+			return have > want
+		}
+		return have < want
+	}
+	return false
 }
 
 // Term is a node selector term: all its requirements must hold.

@@ -88,8 +88,12 @@ type Finding struct {
 	Fit      []NodeGroup `json:"fit"`
 	Evidence Evidence    `json:"evidence"`
 	// Fix lists what would let the pod run, the nearest change first.
-	Fix  []string `json:"fix,omitempty"`
-	Note string   `json:"note,omitempty"`
+	Fix []string `json:"fix,omitempty"`
+	// Remedies carry out the fixes: for each fix at least one, in the
+	// order of Fix, with the patch, commands or configuration to apply,
+	// or, for a fix that is advice, none and a note saying why.
+	Remedies []Remedy `json:"remedies,omitempty"`
+	Note     string   `json:"note,omitempty"`
 }
 
 // NodeGroup is nodes on which gpupack's fit finds the same reasons; no
@@ -223,13 +227,15 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 	e := &engine{s: s, usage: usage, states: states, holders: s.PodsOn()}
 	e.classify()
 	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings, UnknownModels: s.UnknownModels()}
-	done := map[string]int{} // pod fingerprint -> finding index
+	done := map[string]int{}         // pod fingerprint -> finding index
+	firsts := map[int]*cluster.Pod{} // finding index -> the pod it was made for
 	for _, p := range s.Pending() {
 		rep.Pending++
 		key := e.fingerprint(p)
 		if i, ok := done[key]; ok {
 			f := rep.Findings[i]
 			f.Pod = p.Key()
+			f.Remedies = retarget(f.Remedies, podObject(firsts[i]), p)
 			rep.Findings = append(rep.Findings, f)
 			continue
 		}
@@ -239,7 +245,14 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 		}
 		e.unreached(&f, p)
 		done[key] = len(rep.Findings)
+		firsts[len(rep.Findings)] = p
 		rep.Findings = append(rep.Findings, f)
+	}
+	// Once every pod's remedies are written (a pod that shares another's
+	// finding gets its remedies retargeted from them), the names are
+	// checked.
+	for i := range rep.Findings {
+		checkNames(rep.Findings[i].Remedies)
 	}
 	return rep, nil
 }
@@ -368,7 +381,7 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 				continue
 			}
 		}
-		if p.GPU.Kind == cluster.MIGSlice && !migTooSmall && len(e.relayouts(e.classes[k].nodes[:1], p)) > 0 {
+		if p.GPU.Kind == cluster.MIGSlice && !migTooSmall && e.hasRelayout(e.classes[k].nodes[:1], p) {
 			layoutK = append(layoutK, k)
 			continue
 		}

@@ -1,6 +1,8 @@
 // Package diagnose explains every Pending GPU pod of a cluster snapshot: the
 // first cause in the order allocation, memory, placement, application (then
-// no such hardware, and quota/other), with structured evidence, the fix,
+// no such hardware, and quota/other), with structured evidence, the fix
+// and its remedy (the JSON patch, kubectl commands or mig-parted config
+// that carries it out, derived exactly from the evidence; none for advice),
 // the FailedScheduling message the stock kube-scheduler would give
 // (FitErrorMessage: its format and its filters' words, exactly), and apart
 // from it gpupack's own verdict on every node.
@@ -15,5 +17,6 @@
 // memory estimator for models is package vram.
 //
 // diagnose is a pure package: it must not import client-go, net/http or any
-// CLI library.
+// CLI library; it writes patches and configs as plain values marshalled
+// with encoding/json and sigs.k8s.io/yaml (through gpuoperator).
 package diagnose

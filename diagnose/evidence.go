@@ -23,7 +23,7 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 	idx := e.nodesOf(ks)
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
 	f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(p, e.nodeList(idx))
-	h := e.holderStats(idx, n)
+	h, idlePods := e.holderStats(idx, n)
 	f.Evidence.Holders = h
 	var idle []string
 	for _, x := range h.Listed {
@@ -32,7 +32,7 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 		}
 	}
 	if h.IdleHeld > 0 {
-		f.Fix = append(f.Fix, fmt.Sprintf("reclaim the GPUs of the %d idle-held holder(s) (%s): they hold GPUs without work", h.IdleHeld, JoinNames(idle, h.IdleHeld)))
+		f.addFix(fmt.Sprintf("reclaim the GPUs of the %d idle-held holder(s) (%s): they hold GPUs without work", h.IdleHeld, JoinNames(idle, h.IdleHeld)), reclaimRemedy(idlePods))
 	}
 	methods, isolation := "time-slicing or MPS", ""
 	if e.anyMIG(idx) {
@@ -40,11 +40,14 @@ func (e *engine) allocation(f *Finding, p *cluster.Pod, n need, ks []int) {
 	}
 	switch {
 	case len(h.ShareCandidates) > 0:
-		f.Fix = append(f.Fix, fmt.Sprintf("share GPUs whose holders use a sliver (time-slicing or MPS within one trust boundary%s); these could host the pod if shared: %s", isolation, strings.Join(h.ShareCandidates, ", ")))
+		f.addAdvice(fmt.Sprintf("share GPUs whose holders use a sliver (time-slicing or MPS within one trust boundary%s); these could host the pod if shared: %s", isolation, strings.Join(h.ShareCandidates, ", ")),
+			adviceSharing)
 	case h.Measured == 0:
-		f.Fix = append(f.Fix, "measure the holders (give --usage) to find idle ones; where holders use a sliver, share their GPUs with "+methods)
+		f.addAdvice("measure the holders (give --usage) to find idle ones; where holders use a sliver, share their GPUs with "+methods,
+			"nothing to change until the holders are measured")
 	default:
-		f.Fix = append(f.Fix, fmt.Sprintf("the holders are busy (mean activity %s): the GPUs are used; add %s GPUs or wait", pct(*h.MeanActiveRatio), strings.Join(f.Evidence.GPUModels, "/")))
+		f.addAdvice(fmt.Sprintf("the holders are busy (mean activity %s): the GPUs are used; add %s GPUs or wait", pct(*h.MeanActiveRatio), strings.Join(f.Evidence.GPUModels, "/")),
+			adviceHardware)
 	}
 }
 
@@ -62,8 +65,9 @@ func (e *engine) anyMIG(idx []int) bool {
 	return false
 }
 
-// holderStats aggregates the GPU pods bound to the nodes.
-func (e *engine) holderStats(idx []int, n need) *HolderStats {
+// holderStats aggregates the GPU pods bound to the nodes; it returns the
+// idle-held ones too, all of them, least active first.
+func (e *engine) holderStats(idx []int, n need) (*HolderStats, []*cluster.Pod) {
 	h := &HolderStats{}
 	if e.usage.Window > 0 {
 		h.Window = windowString(e.usage.Window)
@@ -74,6 +78,11 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 	}
 	var all []Holder
 	var cands []cand
+	type idlePod struct {
+		ratio float64
+		pod   *cluster.Pod
+	}
+	var idle []idlePod
 	sum := 0.0
 	for _, i := range idx {
 		node := e.s.Nodes[i]
@@ -89,6 +98,7 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 				sum += facts.ActiveRatio
 				if facts.Pattern == usage.IdleHeld {
 					h.IdleHeld++
+					idle = append(idle, idlePod{facts.ActiveRatio, q})
 				}
 				if where, ok := shareCandidate(node, q, facts, n.perDevice); ok {
 					cands = append(cands, cand{facts.ActiveRatio, where})
@@ -116,7 +126,12 @@ func (e *engine) holderStats(idx []int, n need) *HolderStats {
 	for _, c := range cands[:min(len(cands), MaxListed)] {
 		h.ShareCandidates = append(h.ShareCandidates, c.name)
 	}
-	return h
+	sort.SliceStable(idle, func(a, b int) bool { return idle[a].ratio < idle[b].ratio })
+	idlePods := make([]*cluster.Pod, len(idle))
+	for i, x := range idle {
+		idlePods[i] = x.pod
+	}
+	return h, idlePods
 }
 
 // shareCandidate says whether the holder's GPU could also host a pod that
@@ -189,10 +204,12 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 				break
 			}
 		}
-		f.Fix = append(f.Fix, fmt.Sprintf("the pod needs %s but MIG profile %s gives %s: ask for a bigger profile%s, or a whole GPU", n.stated, p.GPU.Profile, n.perDevice, better))
+		f.addAdvice(fmt.Sprintf("the pod needs %s but MIG profile %s gives %s: ask for a bigger profile%s, or a whole GPU", n.stated, p.GPU.Profile, n.perDevice, better),
+			"the request is in a container's resources, which the snapshot does not record by container")
 	}
 	if node, ok := e.vramHeldBySharers(ks, verdicts); ok {
-		f.Fix = append(f.Fix, fmt.Sprintf("time-sliced GPUs on %s have replicas free but their VRAM is held by co-tenants (time-slicing does not partition VRAM): move the pod to MIG or MPS, which do, or move a co-tenant", node))
+		f.addAdvice(fmt.Sprintf("time-sliced GPUs on %s have replicas free but their VRAM is held by co-tenants (time-slicing does not partition VRAM): move the pod to MIG or MPS, which do, or move a co-tenant", node),
+			adviceSharing)
 	}
 	if n.estimate != nil {
 		var parts []string
@@ -204,7 +221,7 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 			}
 		}
 		if len(parts) > 0 {
-			f.Fix = append(f.Fix, "quantise: "+strings.Join(parts, ", "))
+			f.addAdvice("quantise: "+strings.Join(parts, ", "), "quantising changes the model the workload serves, not a Kubernetes object")
 		}
 	}
 	var single, multi []string
@@ -235,10 +252,11 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 		multi = append(multi, fmt.Sprintf("%d x %s", o.GPUs, inCluster(o.Model, present)))
 	}
 	if len(single) > 0 && p.GPU.Kind != cluster.MIGSlice {
-		f.Fix = append(f.Fix, fmt.Sprintf("a GPU with at least %s: %s", n.perDevice, strings.Join(single[:min(len(single), 4)], ", ")))
+		f.addAdvice(fmt.Sprintf("a GPU with at least %s: %s", n.perDevice, strings.Join(single[:min(len(single), 4)], ", ")), adviceHardware)
 	}
 	if total > mf.LargestGPU && len(multi) > 0 {
-		f.Fix = append(f.Fix, fmt.Sprintf("tensor parallelism across GPUs (%s needed in all): %s", total, strings.Join(multi, ", ")))
+		f.addAdvice(fmt.Sprintf("tensor parallelism across GPUs (%s needed in all): %s", total, strings.Join(multi, ", ")),
+			"splitting the model across GPUs is a change to the workload's serving configuration")
 	}
 }
 
@@ -298,14 +316,15 @@ func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []clas
 	for _, r := range verdicts[nearest].rules {
 		changes = append(changes, ruleFix(r, node))
 	}
+	remedies := ruleRemedies(e.s.Catalogue, p, node, e.rep(nearest), verdicts[nearest].rules, held)
 	if held {
 		f.Evidence.RulesExcludeHeld = true
-		f.Fix = append(f.Fix, fmt.Sprintf("nearest change: %s; then it could run on %s (%d node(s) like it), which is fully allocated too: free GPUs there as well",
-			strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)))
+		f.addFix(fmt.Sprintf("nearest change: %s; then it could run on %s (%d node(s) like it), which is fully allocated too: free GPUs there as well",
+			strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)), remedies...)
 		return
 	}
-	f.Fix = append(f.Fix, fmt.Sprintf("nearest change: %s; then it fits %s now (%d node(s) like it have free GPUs)",
-		strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)))
+	f.addFix(fmt.Sprintf("nearest change: %s; then it fits %s now (%d node(s) like it have free GPUs)",
+		strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)), remedies...)
 }
 
 // ruleText names the rule behind a reason, the same for every node it
@@ -354,8 +373,8 @@ func ruleFix(r placement.Reason, n *cluster.Node) string {
 func (e *engine) usageOf(f *Finding, facts PodFacts) {
 	u := &UsageSummary{Pattern: facts.Pattern, ActiveRatio: facts.ActiveRatio, Window: windowString(e.usage.Window), Suggests: suggestion(facts.Pattern)}
 	f.Evidence.Usage = u
-	f.Fix = append(f.Fix, fmt.Sprintf("once it runs, more GPUs would not help: its workload's GPUs are %s (%s active over %s); %s",
-		facts.Pattern, pct(facts.ActiveRatio), u.Window, u.Suggests))
+	f.addAdvice(fmt.Sprintf("once it runs, more GPUs would not help: its workload's GPUs are %s (%s active over %s); %s",
+		facts.Pattern, pct(facts.ActiveRatio), u.Window, u.Suggests), "the change is to the workload itself, once it runs")
 }
 
 func suggestion(p Pattern) string {
@@ -374,8 +393,8 @@ func (e *engine) fitsNow(f *Finding, ks []int) {
 	f.Cause = Other
 	idx := e.nodesOf(ks)
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
-	f.Fix = append(f.Fix, fmt.Sprintf("it fits %s now: the wait is outside GPU placement; check ResourceQuota, priority and the scheduler queue, and gang admission (e.g. kueue)",
-		JoinNames(f.Evidence.Nodes, f.Evidence.NodeCount)))
+	f.addAdvice(fmt.Sprintf("it fits %s now: the wait is outside GPU placement; check ResourceQuota, priority and the scheduler queue, and gang admission (e.g. kueue)",
+		JoinNames(f.Evidence.Nodes, f.Evidence.NodeCount)), adviceOutside)
 }
 
 // beyond decides between no such hardware (nothing fits even an empty,
@@ -412,7 +431,7 @@ func (e *engine) beyond(f *Finding, p *cluster.Pod, full, relaxed *placement.Dem
 		if slices.ContainsFunc(f.Evidence.Blocking, func(b Blocking) bool { return b.Code == placement.TooManyPods }) {
 			fix = "no GPU is the limit: free or add the CPU, memory or pod capacity named above on GPU nodes (a node's pod limit is the kubelet's maxPods), or lower the pod's request"
 		}
-		f.Fix = append(f.Fix, fix)
+		f.addAdvice(fix, "which node to grow, or how far to lower the request, is a choice the evidence does not make")
 	case vram:
 		e.memory(f, p, n, all, verdicts, false)
 	default:
@@ -420,7 +439,8 @@ func (e *engine) beyond(f *Finding, p *cluster.Pod, full, relaxed *placement.Dem
 		f.Evidence.Blocking = e.distinct(never, true)
 		idx := e.nodesOf(all)
 		f.Evidence.NodeCount = len(idx)
-		f.Fix = append(f.Fix, fmt.Sprintf("no node of this cluster could run it even empty and reconfigured (%s): change the request, or add hardware that has it", strings.Join(e.limits(f.Evidence.Blocking, len(idx)), "; ")))
+		f.addAdvice(fmt.Sprintf("no node of this cluster could run it even empty and reconfigured (%s): change the request, or add hardware that has it", strings.Join(e.limits(f.Evidence.Blocking, len(idx)), "; ")),
+			adviceHardware)
 	}
 }
 

@@ -28,15 +28,15 @@ type Relayout struct {
 // index) that adds a slice of the profile and keeps every running slice in
 // place if one does; otherwise the one that keeps the most of them in place
 // and re-places the rest. Among those it keeps the most idle slices of the
-// current layout. False when no layout holds the running slices and the new
-// one together.
-func relayout(g *cluster.GPU, st placement.GPUState, profile string, holders map[int]string) (Relayout, bool) {
+// current layout. It returns the layout too. False when no layout holds
+// the running slices and the new one together.
+func relayout(g *cluster.GPU, st placement.GPUState, profile string, holders map[int]string) (Relayout, gpu.Layout, bool) {
 	geo := g.Model.MIG
 	if geo == nil || g.Sharing != cluster.MIG {
-		return Relayout{}, false
+		return Relayout{}, nil, false
 	}
 	if _, ok := geo.Profile(profile); !ok {
-		return Relayout{}, false
+		return Relayout{}, nil, false
 	}
 	var used, idle []int
 	for j := range g.Layout {
@@ -81,11 +81,11 @@ func relayout(g *cluster.GPU, st placement.GPUState, profile string, holders map
 		}
 	}
 	if best == nil {
-		return Relayout{}, false
+		return Relayout{}, nil, false
 	}
 	sort.Slice(best, func(a, b int) bool { return best[a].Start < best[b].Start })
 	if geo.Validate(best) != nil {
-		return Relayout{}, false
+		return Relayout{}, nil, false
 	}
 	r := Relayout{GPU: g.Index, From: g.Layout.String(), To: best.String()}
 	for _, j := range bestKeptSlices {
@@ -98,7 +98,7 @@ func relayout(g *cluster.GPU, st placement.GPUState, profile string, holders map
 		}
 	}
 	slices.Sort(r.Moves)
-	return r, true
+	return r, best, true
 }
 
 // placements lists every way to add instances of the profiles to the fixed
@@ -182,14 +182,15 @@ func popcount(m uint32) int {
 }
 
 // relayouts lists the re-layouts of the MIG GPUs on the nodes that offer
-// the pod's profile, at most MaxListed.
-func (e *engine) relayouts(idx []int, p *cluster.Pod) []Relayout {
+// the pod's profile, at most MaxListed, with their layouts.
+func (e *engine) relayouts(idx []int, p *cluster.Pod) ([]Relayout, []gpu.Layout) {
 	var out []Relayout
+	var layouts []gpu.Layout
 	for _, i := range idx {
 		node := e.s.Nodes[i]
 		for gi := range node.GPUs {
 			if len(out) == MaxListed {
-				return out
+				return out, layouts
 			}
 			holders := map[int]string{}
 			for _, q := range e.holders[i] {
@@ -199,13 +200,14 @@ func (e *engine) relayouts(idx []int, p *cluster.Pod) []Relayout {
 					}
 				}
 			}
-			if r, ok := relayout(&node.GPUs[gi], e.states[i].GPUs[gi], p.GPU.Profile, holders); ok {
+			if r, l, ok := relayout(&node.GPUs[gi], e.states[i].GPUs[gi], p.GPU.Profile, holders); ok {
 				r.Node, r.GPU = node.Name, gi
 				out = append(out, r)
+				layouts = append(layouts, l)
 			}
 		}
 	}
-	return out
+	return out, layouts
 }
 
 // migLayout: the pod asks for a MIG profile that no GPU's layout offers
@@ -215,20 +217,36 @@ func (e *engine) migLayout(f *Finding, p *cluster.Pod, ks []int) {
 	idx := e.nodesOf(ks)
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
 	f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(p, e.nodeList(idx))
-	f.Evidence.Relayouts = e.relayouts(idx, p)
+	relayouts, layouts := e.relayouts(idx, p)
+	f.Evidence.Relayouts = relayouts
+	nodes := map[string]*cluster.Node{}
+	for _, i := range idx {
+		nodes[e.s.Nodes[i].Name] = e.s.Nodes[i]
+	}
 	var inPlace, moving []string
-	for _, r := range f.Evidence.Relayouts {
+	var inPlaceRemedies, movingRemedies []Remedy
+	for k, r := range relayouts {
 		change := fmt.Sprintf("%s/gpu%d: %s -> %s", r.Node, r.GPU, r.From, r.To)
+		remedy := relayoutRemedy(nodes[r.Node], r, layouts[k], p.GPU.Profile)
 		if len(r.Moves) == 0 {
 			inPlace = append(inPlace, change)
+			inPlaceRemedies = append(inPlaceRemedies, remedy)
 		} else {
 			moving = append(moving, fmt.Sprintf("%s (evict %s first)", change, JoinNames(r.Moves, len(r.Moves))))
+			movingRemedies = append(movingRemedies, remedy)
 		}
 	}
 	if len(inPlace) > 0 {
-		f.Fix = append(f.Fix, fmt.Sprintf("re-lay out MIG so that a %s slice exists, keeping every running slice in place (same profile, same start), so no pod moves: %s", p.GPU.Profile, JoinNames(inPlace, len(inPlace))))
+		f.addFix(fmt.Sprintf("re-lay out MIG so that a %s slice exists, keeping every running slice in place (same profile, same start), so no pod needs another slice: %s", p.GPU.Profile, JoinNames(inPlace, len(inPlace))), inPlaceRemedies...)
 	}
 	if len(moving) > 0 && len(inPlace) == 0 {
-		f.Fix = append(f.Fix, fmt.Sprintf("re-lay out MIG so that a %s slice exists; no layout keeps every running slice in place, so the pods whose slices move must be evicted: %s", p.GPU.Profile, JoinNames(moving, len(moving))))
+		f.addFix(fmt.Sprintf("re-lay out MIG so that a %s slice exists; no layout keeps every running slice in place, so the pods whose slices move must be evicted: %s", p.GPU.Profile, JoinNames(moving, len(moving))), movingRemedies...)
 	}
+}
+
+// hasRelayout reports whether a MIG GPU of the nodes can be re-laid out to
+// offer the pod's profile.
+func (e *engine) hasRelayout(idx []int, p *cluster.Pod) bool {
+	rs, _ := e.relayouts(idx, p)
+	return len(rs) > 0
 }

@@ -47,7 +47,7 @@ func TestRelayoutKeepsRunningSlices(t *testing.T) {
 				st.UsedSlices |= 1 << j
 				holders[j] = "ml/s" + string(rune('0'+j))
 			}
-			got, ok := relayout(&g, st, "3g.40gb", holders)
+			got, _, ok := relayout(&g, st, "3g.40gb", holders)
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v (%+v)", ok, tc.ok, got)
 			}

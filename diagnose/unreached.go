@@ -28,21 +28,30 @@ func (e *engine) unreached(f *Finding, p *cluster.Pod) {
 	}
 	var cause Cause
 	var ev Evidence
-	var fix []string
+	var first Finding // the fixes of the new cause, with their remedies
 	switch {
 	case len(p.SchedulingGates) > 0:
 		cause = Gated
 		ev.Gates = slices.Clone(p.SchedulingGates)
-		fix = gateFixes(p.SchedulingGates)
+		gateFixes(&first, p)
 	case e.noScheduler(p):
 		cause = NoScheduler
 		ev.Scheduler = &SchedulerFacts{Name: p.Scheduler(), Running: slices.Clone(e.s.Schedulers)}
-		others := "the default scheduler, " + cluster.DefaultScheduler
+		others, to := "the default scheduler, "+cluster.DefaultScheduler, cluster.DefaultScheduler
 		if len(e.s.Schedulers) > 0 {
-			others = "a scheduler that runs: " + strings.Join(e.s.Schedulers, ", ")
+			others, to = "a scheduler that runs: "+strings.Join(e.s.Schedulers, ", "), ""
+			if len(e.s.Schedulers) == 1 || slices.Contains(e.s.Schedulers, cluster.DefaultScheduler) {
+				to = cluster.DefaultScheduler
+				if !slices.Contains(e.s.Schedulers, to) {
+					to = e.s.Schedulers[0]
+				}
+			}
 		}
-		fix = []string{
-			fmt.Sprintf("install and start the scheduler %q (a scheduler profile with that schedulerName), or set spec.schedulerName to %s in the workload's pod template (an existing pod's schedulerName cannot change: recreate the pod)", p.Scheduler(), others),
+		sentence := fmt.Sprintf("install and start the scheduler %q (a scheduler profile with that schedulerName), or set spec.schedulerName to %s in the workload's pod template (an existing pod's schedulerName cannot change: recreate the pod)", p.Scheduler(), others)
+		if to == "" {
+			first.addAdvice(sentence, "several schedulers run: which one should take the pod is a choice")
+		} else {
+			first.addFix(sentence, schedulerRemedy(p, to))
 		}
 	default:
 		return
@@ -54,19 +63,25 @@ func (e *engine) unreached(f *Finding, p *cluster.Pod) {
 		}
 	}
 	var also []Cause
-	then := f.Fix
 	switch {
 	case fits > 0:
-		then = []string{fmt.Sprintf("once the scheduler considers it, it fits %d of %d nodes now", fits, len(e.s.Nodes))}
+		first.addAdvice(fmt.Sprintf("once the scheduler considers it, it fits %d of %d nodes now", fits, len(e.s.Nodes)), "nothing more to change")
 	default:
 		also = append([]Cause{f.Cause}, f.Also...)
-		for i, line := range then {
-			then[i] = "then, for " + string(f.Cause) + ": " + line
+		// The fixes of the cause it would have next, after these, with
+		// their remedies.
+		for i, line := range f.Fix {
+			f.Fix[i] = "then, for " + string(f.Cause) + ": " + line
 		}
+		for _, r := range f.Remedies {
+			r.Fix += len(first.Fix)
+			first.Remedies = append(first.Remedies, r)
+		}
+		first.Fix = append(first.Fix, f.Fix...)
 	}
 	f.Cause, f.Also, f.Evidence = cause, also, ev
 	f.Summary, f.StockNote = "", "no scheduler tries the pod ("+unreachedWhy(cause)+")"
-	f.Fix = append(fix, then...)
+	f.Fix, f.Remedies = first.Fix, first.Remedies
 }
 
 func unreachedWhy(c Cause) string {
@@ -84,14 +99,13 @@ func (e *engine) noScheduler(p *cluster.Pod) bool {
 }
 
 // gateFixes says, gate by gate, what removes it.
-func gateFixes(gates []string) []string {
-	var out []string
-	for _, g := range gates {
+func gateFixes(f *Finding, p *cluster.Pod) {
+	for _, g := range p.SchedulingGates {
 		if g == cluster.KueueAdmissionGate {
-			out = append(out, fmt.Sprintf("gate %s: the pod waits for Kueue to admit its Workload; Kueue removes the gate once its ClusterQueue has quota for it (kubectl get workloads -n <namespace>; kubectl describe clusterqueue <name>): raise the ClusterQueue's nominalQuota or free quota held by other Workloads", g))
+			f.addAdvice(fmt.Sprintf("gate %s: the pod waits for Kueue to admit its Workload; Kueue removes the gate once its ClusterQueue has quota for it (kubectl get workloads -n <namespace>; kubectl describe clusterqueue <name>): raise the ClusterQueue's nominalQuota or free quota held by other Workloads", g),
+				"Kueue removes the gate itself, and the ClusterQueue and its quota are not in the snapshot")
 			continue
 		}
-		out = append(out, fmt.Sprintf("gate %s: the controller that added it removes it when its condition holds; if none will, remove it: kubectl patch pod <pod> --type=json -p '[{\"op\":\"remove\",\"path\":\"/spec/schedulingGates\"}]'", g))
+		f.addFix(fmt.Sprintf("gate %s: the controller that added it removes it when its condition holds; if none will, remove it", g), gateRemedy(p, g))
 	}
-	return out
 }

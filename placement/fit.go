@@ -2,7 +2,6 @@ package placement
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -250,48 +249,11 @@ func matchesAnyTerm(terms []cluster.Term, labels map[string]string) bool {
 
 func matchesTerm(t cluster.Term, labels map[string]string) bool {
 	for _, r := range t.MatchExpressions {
-		if !matchesRequirement(r, labels) {
+		if !r.Matches(labels) {
 			return false
 		}
 	}
 	return true
-}
-
-func matchesRequirement(r cluster.Requirement, labels map[string]string) bool {
-	v, ok := labels[r.Key]
-	switch r.Operator {
-	case "In":
-		return ok && containsString(r.Values, v)
-	case "NotIn":
-		return !ok || !containsString(r.Values, v)
-	case "Exists":
-		return ok
-	case "DoesNotExist":
-		return !ok
-	case "Gt", "Lt":
-		if !ok || len(r.Values) != 1 {
-			return false
-		}
-		have, err1 := strconv.ParseInt(v, 10, 64)
-		want, err2 := strconv.ParseInt(r.Values[0], 10, 64)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		if r.Operator == "Gt" {
-			return have > want
-		}
-		return have < want
-	}
-	return false
-}
-
-func containsString(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 func termsString(terms []cluster.Term) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/gpuoperator"
 	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
@@ -250,7 +251,7 @@ func (pl *Plan) autoscale(s *cluster.Snapshot, ps []*pool, o Options) error {
 	groupOfNode := map[string]*nodeGroup{}
 	var order []string
 	group := func(p *pool, m Method, spot bool) *nodeGroup {
-		key := configName("gpupack", p.name, string(m))
+		key := gpuoperator.ConfigName("gpupack", p.name, string(m))
 		if spot {
 			key += "-spot"
 		}
@@ -293,7 +294,7 @@ func (pl *Plan) autoscale(s *cluster.Snapshot, ps []*pool, o Options) error {
 		}
 		for _, m := range []Method{d.Method, Whole} {
 			if g == nil {
-				g = groups[configName("gpupack", d.pool.name, string(m))]
+				g = groups[gpuoperator.ConfigName("gpupack", d.pool.name, string(m))]
 			}
 		}
 		if g == nil || !d.Spot {
@@ -552,7 +553,7 @@ func (pl *Plan) KEDAScaledObjects() ([]byte, error) {
 				"maxReplicaCount": so.MaxReplicas,
 				"triggers": []any{map[string]any{
 					"type":       "prometheus",
-					"name":       configName(so.Metric.Metric),
+					"name":       gpuoperator.ConfigName(so.Metric.Metric),
 					"metricType": so.Metric.MetricType,
 					"metadata": map[string]string{
 						"serverAddress": a.Prometheus,

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/gpuoperator"
 )
 
 // DevicePluginConfig is one named configuration of the NVIDIA device
@@ -54,13 +54,9 @@ type ReplicatedResource struct {
 // allDevices is the only device selection the device plugin honours.
 const allDevices = "all"
 
-// MIGDeviceConfig is one device group of a mig-parted configuration.
-type MIGDeviceConfig struct {
-	// Devices is "all" or the GPU indices of the group.
-	Devices    any            `json:"devices"`
-	MIGEnabled bool           `json:"mig-enabled"`
-	MIGDevices map[string]int `json:"mig-devices,omitempty"`
-}
+// MIGDeviceConfig is one device group of a mig-parted configuration: the
+// gpuoperator package's, which diagnose writes too.
+type MIGDeviceConfig = gpuoperator.MIGDeviceConfig
 
 func devicePluginConfig(m Method, pp PoolPlan) DevicePluginConfig {
 	c := DevicePluginConfig{Version: "v1", Flags: &DevicePluginFlags{MIGStrategy: "none"}}
@@ -77,24 +73,10 @@ func devicePluginConfig(m Method, pp PoolPlan) DevicePluginConfig {
 	return c
 }
 
-// appendMIGGroup adds GPU j with its layout (nil: MIG disabled) to the
-// node's device groups, joining the last group when it is the same.
-func appendMIGGroup(groups []MIGDeviceConfig, j int, l gpu.Layout) []MIGDeviceConfig {
-	g := MIGDeviceConfig{Devices: []int{j}, MIGEnabled: len(l) > 0}
-	if len(l) > 0 {
-		g.MIGDevices = l.Counts()
-	}
-	if k := len(groups) - 1; k >= 0 && groups[k].MIGEnabled == g.MIGEnabled && maps.Equal(groups[k].MIGDevices, g.MIGDevices) {
-		groups[k].Devices = append(groups[k].Devices.([]int), j)
-		return groups
-	}
-	return append(groups, g)
-}
-
 // addMIGConfig names a node's MIG configuration, reusing the name of an
 // identical one of the same pool.
 func (pl *Plan) addMIGConfig(pool string, groups []MIGDeviceConfig) string {
-	prefix := configName(pool, "mig")
+	prefix := gpuoperator.ConfigName(pool, "mig")
 	n := 0
 	for _, name := range slices.Sorted(maps.Keys(pl.MIGParted)) {
 		if !strings.HasPrefix(name, prefix+"-") {
@@ -138,7 +120,7 @@ func (pl *Plan) DevicePluginConfigMap() ([]byte, error) {
 
 // MIGPartedConfig renders the mig-parted configuration file.
 func (pl *Plan) MIGPartedConfig() ([]byte, error) {
-	return yaml.Marshal(map[string]any{"version": "v1", "mig-configs": pl.MIGParted})
+	return gpuoperator.MIGPartedConfig(pl.MIGParted)
 }
 
 // NodeLabels renders the labels each changed node gets.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/gpuoperator"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/sim"
 	"github.com/gpupack/gpupack/usage"
@@ -425,7 +426,7 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 			pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: %d nodes needed for %s, %d left; the proof shows what stays pending", p.name, need[m], m, k))
 		}
 	}
-	configs := map[Method]string{Whole: configName(p.name, "exclusive"), MIG: configName(p.name, "mig"), TimeSlicing: configName(p.name, "time-slicing"), MPS: configName(p.name, "mps")}
+	configs := map[Method]string{Whole: gpuoperator.ConfigName(p.name, "exclusive"), MIG: gpuoperator.ConfigName(p.name, "mig"), TimeSlicing: gpuoperator.ConfigName(p.name, "time-slicing"), MPS: gpuoperator.ConfigName(p.name, "mps")}
 	nextLayout := 0
 	for _, i := range p.nodes {
 		n := s.Nodes[i]
@@ -451,7 +452,7 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 			}
 			gpus[j] = ng
 			if p.model.MIG != nil {
-				groups = appendMIGGroup(groups, j, ng.Layout)
+				groups = gpuoperator.AppendMIGGroup(groups, j, ng.Layout)
 			}
 			if m == MIG {
 				nc.Layouts = append(nc.Layouts, ng.Layout.String())

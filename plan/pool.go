@@ -2,12 +2,12 @@ package plan
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/gpuoperator"
 	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
@@ -15,11 +15,12 @@ import (
 // are pooled by GPU model.
 var poolLabels = []string{wellknown.LabelPool, "karpenter.sh/nodepool", "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "kubernetes.azure.com/agentpool"}
 
-// The labels the NVIDIA GPU operator reads to configure a node.
+// The labels the NVIDIA GPU operator reads to configure a node, and the
+// mig-parted configuration that disables MIG (package gpuoperator's).
 const (
-	DevicePluginConfigLabel = "nvidia.com/device-plugin.config"
-	MIGConfigLabel          = "nvidia.com/mig.config"
-	MIGDisabled             = "all-disabled"
+	DevicePluginConfigLabel = gpuoperator.DevicePluginConfigLabel
+	MIGConfigLabel          = gpuoperator.MIGConfigLabel
+	MIGDisabled             = gpuoperator.MIGDisabled
 )
 
 // pool is the nodes of one pool with one GPU model, and what the plan puts
@@ -32,18 +33,6 @@ type pool struct {
 	conflict bool  // a pool made only of conflicting nodes: left unchanged
 	// what the plan puts on the pool
 	decisions []*Decision
-}
-
-var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// configName makes a lowercase DNS-label-like name.
-func configName(parts ...string) string {
-	s := strings.ToLower(strings.Join(parts, "-"))
-	s = strings.Trim(unsafeName.ReplaceAllString(s, "-"), "-")
-	if len(s) > 63 {
-		s = strings.TrimRight(s[:63], "-")
-	}
-	return s
 }
 
 // pools groups the GPU nodes by pool label and model. Nodes whose GPUs mix
@@ -74,11 +63,11 @@ func pools(s *cluster.Snapshot) ([]*pool, map[int]*pool, []string) {
 			continue
 		}
 		m := n.GPUs[0].Model
-		name := configName(m.Name)
+		name := gpuoperator.ConfigName(m.Name)
 		if v := firstNodeLabel(n); v != "" {
-			name = configName(v)
+			name = gpuoperator.ConfigName(v)
 			if len(labelled[v]) > 1 {
-				name = configName(v, m.Name)
+				name = gpuoperator.ConfigName(v, m.Name)
 			}
 		}
 		p, ok := byName[name]

@@ -73,6 +73,18 @@ func newPage() *page {
 			}
 			return strings.Join(out, ", ")
 		},
+		// remedies are the remedies of the finding's fix i that have
+		// something to apply (or say why not): advice shows nothing.
+		"remedies": func(f diagnose.Finding, i int) []diagnose.Remedy {
+			var out []diagnose.Remedy
+			for _, r := range f.Remedies {
+				if r.Fix == i && r.Kind != diagnose.Advice {
+					out = append(out, r)
+				}
+			}
+			return out
+		},
+		"lines": func(ss []string) string { return strings.Join(ss, "\n") },
 		"after": planout.AfterText,
 		"half":  func(v float64) float64 { return v / 2 },
 		"pct":   func(r float64) float64 { return 100 * r },

@@ -64,7 +64,7 @@ func testView(text string) *View {
 		Nodes: 2, GPUs: 2,
 		QueueWait: &usage.QueueWait{Scheduled: usage.WaitFace{All: usage.WaitStats{Pods: 3, UnknownWait: 1}}},
 		Pending: []PendingPod{{Finding: diagnose.Finding{Pod: "ns-" + text + "/wait-" + text, Request: "1 GPU", Cause: diagnose.Allocation,
-			Summary: "0/2 nodes are available: " + text, Fix: []string{"reclaim " + text}}, Created: &created, WaitedSeconds: usage.Known(3600),
+			Summary: "0/2 nodes are available: " + text, Fix: []string{"reclaim " + text}, Remedies: testRemedies(text)}, Created: &created, WaitedSeconds: usage.Known(3600),
 			SchedulerMessage: "0/2 nodes: " + text}},
 		Plan: &plan.Plan{Window: 2 * time.Hour, Decisions: []*plan.Decision{{Workload: "ns-" + text + "/w", Pods: 1, Before: "1 GPU", Action: plan.Reclaim,
 			Reason: plan.Reason{Code: "idle-held", Detail: text}}}, Warnings: []string{"plan " + text}},
@@ -72,6 +72,20 @@ func testView(text string) *View {
 		Curve:     []CurveRun{{Result: sim.Result{Policy: "policy-" + text}, Points: []sim.Point{{ArrivedRatio: 0.5, AllocRatio: 0.5}, {ArrivedRatio: 1, AllocRatio: 0.9}}}},
 		Err:       "Prometheus: " + text, ErrAt: &created,
 		Warnings: []string{"warn " + text},
+	}
+}
+
+// testRemedies are a remedy of each form, made of the text: commands, a
+// patch, a configuration, and advice, which the page does not show.
+func testRemedies(text string) []diagnose.Remedy {
+	body, _ := json.Marshal([]map[string]string{{"op": "remove", "path": "/spec/nodeSelector/" + text}})
+	return []diagnose.Remedy{
+		{Kind: diagnose.Reclaim, Targets: []diagnose.Object{{Kind: "Pod", Namespace: "ns-" + text, Name: "p"}},
+			Commands: []string{"kubectl delete pod -n ns-" + text + " p"}, Note: "note " + text},
+		{Kind: diagnose.PodSpec, Targets: []diagnose.Object{{Kind: "Pod", Namespace: "ns-" + text, Name: "p"}},
+			Patch: &diagnose.Patch{Type: diagnose.JSONPatch, Body: body}},
+		{Kind: diagnose.MIGConfig, Config: "config " + text, Commands: []string{"label " + text}},
+		{Kind: diagnose.Advice, Note: "advice " + text},
 	}
 }
 
@@ -270,10 +284,14 @@ func TestHostileNames(t *testing.T) {
 			}
 			walk(doc)
 			all := strings.Join(texts, "\n")
-			for _, want := range []string{"pod-" + text, "ns-" + text, "node-" + text, "reclaim " + text, "0/2 nodes are available: " + text, "Prometheus: " + text, "policy-" + text} {
+			for _, want := range []string{"pod-" + text, "ns-" + text, "node-" + text, "reclaim " + text, "0/2 nodes are available: " + text, "Prometheus: " + text, "policy-" + text,
+				"kubectl delete pod -n ns-" + text + " p", "note " + text, "config " + text, "label " + text, string(testRemedies(text)[1].Patch.Body)} {
 				if !strings.Contains(all, want) {
 					t.Errorf("the page's text lacks %.60q verbatim", want)
 				}
+			}
+			if strings.Contains(all, "advice "+text) {
+				t.Errorf("the page shows advice, which has nothing to apply")
 			}
 			for _, path := range []string{"/api/v1/view", "/api/v1/report", "/api/v1/pending"} {
 				got := body(t, get(t, h, http.MethodGet, path))
@@ -330,5 +348,34 @@ func TestCharts(t *testing.T) {
 	alloc := charts[0].Series[1]
 	if alloc.Points[1].Y >= alloc.Points[0].Y {
 		t.Errorf("allocated marks at y %v then %v: want the second (6600 s) above the first (6000 s)", alloc.Points[0].Y, alloc.Points[1].Y)
+	}
+}
+
+// TestPendingRemedies: the pending table shows, under each fix, what to
+// apply in <pre> elements, config first, then its commands; advice shows
+// nothing.
+func TestPendingRemedies(t *testing.T) {
+	v := testView("x")
+	doc, err := html.Parse(strings.NewReader(body(t, get(t, Handler(Options{Provider: &provider{v: v}}), http.MethodGet, "/"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pres []string
+	var walk func(n *html.Node, inPending bool)
+	walk = func(n *html.Node, inPending bool) {
+		if n.Type == html.ElementNode && attr(n, "id") == "pending-table" {
+			inPending = true
+		}
+		if inPending && n.Type == html.ElementNode && n.Data == "pre" && n.FirstChild != nil {
+			pres = append(pres, n.FirstChild.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c, inPending)
+		}
+	}
+	walk(doc, false)
+	want := []string{"kubectl delete pod -n ns-x p", string(testRemedies("x")[1].Patch.Body), "config x", "label x"}
+	if diff := cmp.Diff(want, pres); diff != "" {
+		t.Errorf("<pre> in the pending table (-want +got):\n%s", diff)
 	}
 }

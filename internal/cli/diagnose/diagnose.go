@@ -234,8 +234,62 @@ func writeTable(w io.Writer, rep *diagnose.Report, views map[string]schedulerVie
 				label = "  or:       "
 			}
 			fmt.Fprintf(w, "%s%s\n", label, fix)
+			for _, r := range f.Remedies {
+				if r.Fix != i {
+					continue
+				}
+				for _, line := range remedyLines(r) {
+					fmt.Fprintf(w, "            %s\n", line)
+				}
+			}
 		}
 	}
+}
+
+// remedyLines show what to apply for a fix under it, marked "apply:", and
+// what to know first, marked "note:". Advice has nothing to apply, and its
+// reason is in the JSON only.
+func remedyLines(r diagnose.Remedy) []string {
+	if r.Kind == diagnose.Advice {
+		return nil
+	}
+	var art []string
+	switch {
+	case r.Config != "":
+		art = append(art, "add to the mig-parted config:")
+		for _, line := range strings.Split(strings.TrimSuffix(r.Config, "\n"), "\n") {
+			art = append(art, "  "+line)
+		}
+		for _, c := range r.Commands {
+			art = append(art, "then: "+c)
+		}
+	case len(r.Commands) > 0:
+		art = r.Commands
+	case r.Patch != nil:
+		art = []string{patchTitle(r) + ":", string(r.Patch.Body)}
+	}
+	var out []string
+	for i, line := range art {
+		label := "        "
+		if i == 0 {
+			label = "apply:  "
+		}
+		out = append(out, label+line)
+	}
+	if r.Note != "" {
+		out = append(out, "note:   "+r.Note)
+	}
+	return out
+}
+
+// patchTitle names a patch that no command applies: its target and type,
+// as `kubectl patch --type` takes it.
+func patchTitle(r diagnose.Remedy) string {
+	target := "the pod"
+	if len(r.Targets) == 1 {
+		target = r.Targets[0].String()
+	}
+	return fmt.Sprintf("patch of %s (kubectl patch --type=%s)", target, r.Patch.Type)
 }
 
 // schedulerLines word what the kube-scheduler said of the pod, and whether

@@ -19,7 +19,9 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpupack/gpupack/diagnose"
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
 	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/serve"
@@ -251,6 +253,31 @@ func TestBrowser(t *testing.T) {
 	}
 	if !slices.EqualFunc(rows, wantRows, slices.Equal) {
 		t.Errorf("pending list %v, want diagnose's %v with the waits at the week's end", rows, wantRows)
+	}
+	// Under each fix, what to apply, verbatim: configs, commands, patches.
+	pres := runB(t, ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll('#pending-table tbody tr'), r => Array.from(r.querySelectorAll('pre'), p => p.textContent))`))
+	var wantPres [][]string
+	for _, f := range diag.Findings {
+		texts := []string{}
+		for i := range f.Fix {
+			for _, r := range f.Remedies {
+				if r.Fix != i || r.Kind == diagnose.Advice {
+					continue
+				}
+				if r.Config != "" {
+					texts = append(texts, r.Config)
+				}
+				if len(r.Commands) > 0 {
+					texts = append(texts, strings.Join(r.Commands, "\n"))
+				} else if r.Patch != nil {
+					texts = append(texts, string(r.Patch.Body))
+				}
+			}
+		}
+		wantPres = append(wantPres, texts)
+	}
+	if diff := cmp.Diff(wantPres, pres); diff != "" {
+		t.Errorf("the pending table's remedies (-want +got):\n%s", diff)
 	}
 
 	pending := runB(t, ctx, chromedp.Screenshot("#pending"))

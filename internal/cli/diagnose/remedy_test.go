@@ -1,0 +1,345 @@
+package diagnose
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/demo"
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// world is a snapshot with its diagnosis.
+type world struct {
+	name string
+	s    *cluster.Snapshot
+	rep  *diagnose.Report
+}
+
+// worlds are the demo and every scenario of diagnose's corpus.
+func worlds(t *testing.T) []world {
+	t.Helper()
+	c := gpu.Default()
+	s, err := cluster.ParseFile(demo.Cluster(), demo.ClusterName, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Demo(context.Background(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []world{{"demo", s, rep}}
+	paths, err := filepath.Glob("../../../diagnose/testdata/corpus/*.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("corpus: %v (%d files)", err, len(paths))
+	}
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc struct {
+			Snapshot json.RawMessage `json:"snapshot"`
+			Usage    json.RawMessage `json:"usage"`
+		}
+		if err := yaml.Unmarshal(data, &sc); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		s, err := cluster.ParseFile(sc.Snapshot, path, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u *usage.Facts
+		if len(sc.Usage) > 0 {
+			if u, err = usage.ParseFacts(sc.Usage, path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := diagnose.Diagnose(s, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, world{filepath.Base(path), s, rep})
+	}
+	return out
+}
+
+// podManifest is the Pod that the snapshot's pod stands for: its
+// scheduling rules, and one container with its requests.
+func podManifest(p *cluster.Pod) *corev1.Pod {
+	res := corev1.ResourceList{}
+	switch p.GPU.Kind {
+	case cluster.WholeGPUs:
+		name := kube.ResourceGPU
+		if p.GPU.SharedResource {
+			name = kube.ResourceGPUShared
+		}
+		res[name] = *resource.NewQuantity(int64(p.GPU.Count), resource.DecimalSI)
+	case cluster.MIGSlice:
+		res[corev1.ResourceName(kube.ResourceMIGPrefix+p.GPU.Profile)] = *resource.NewQuantity(1, resource.DecimalSI)
+	}
+	req := corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(int64(p.CPU), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(p.Memory)<<20, resource.BinarySI)}
+	m := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
+		Spec: corev1.PodSpec{
+			Containers:    []corev1.Container{{Name: "main", Image: "app", Resources: corev1.ResourceRequirements{Requests: req, Limits: res}}},
+			NodeSelector:  p.NodeSelector,
+			SchedulerName: p.Scheduler(),
+		},
+	}
+	if p.GPU.Memory > 0 {
+		m.Annotations = map[string]string{wellknown.AnnotationGPUMemory: resource.NewQuantity(int64(p.GPU.Memory)<<20, resource.BinarySI).String()}
+	}
+	if len(p.RequiredAffinity) > 0 {
+		var terms []corev1.NodeSelectorTerm
+		for _, t := range p.RequiredAffinity {
+			var term corev1.NodeSelectorTerm
+			for _, r := range t.MatchExpressions {
+				term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: r.Key, Operator: corev1.NodeSelectorOperator(r.Operator), Values: r.Values})
+			}
+			terms = append(terms, term)
+		}
+		m.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	for _, t := range p.Tolerations {
+		m.Spec.Tolerations = append(m.Spec.Tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	for _, g := range p.SchedulingGates {
+		m.Spec.SchedulingGates = append(m.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+	}
+	return m
+}
+
+// apply applies the patch to the pod's manifest with the libraries the
+// apiserver and kubectl apply them with, and reads the result strictly:
+// a field the Pod type does not have is an error.
+func apply(t *testing.T, m *corev1.Pod, patch *diagnose.Patch) *corev1.Pod {
+	t.Helper()
+	doc, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	switch patch.Type {
+	case diagnose.JSONPatch:
+		ops, err := jsonpatch.DecodePatch(patch.Body)
+		if err != nil {
+			t.Fatalf("JSON patch %s: %v", patch.Body, err)
+		}
+		if out, err = ops.Apply(doc); err != nil {
+			t.Fatalf("JSON patch %s does not apply to %s: %v", patch.Body, doc, err)
+		}
+	case diagnose.StrategicPatch:
+		if out, err = strategicpatch.StrategicMergePatch(doc, patch.Body, corev1.Pod{}); err != nil {
+			t.Fatalf("strategic merge patch %s does not apply to %s: %v", patch.Body, doc, err)
+		}
+	default:
+		t.Fatalf("patch type %q", patch.Type)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	var got corev1.Pod
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("patched pod %s: %v", out, err)
+	}
+	return &got
+}
+
+// ruleReasons are the reasons of the pod's own rules that keep it off the
+// node.
+func ruleReasons(t *testing.T, c *gpu.Catalogue, p *cluster.Pod, st *placement.NodeState) []placement.Reason {
+	t.Helper()
+	d, err := placement.NewDemand(p, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rs := placement.Fit(d, st)
+	return slices.DeleteFunc(rs, func(r placement.Reason) bool {
+		return r.Code != placement.NodeSelectorMismatch && r.Code != placement.NodeAffinityMismatch && r.Code != placement.TaintNotTolerated
+	})
+}
+
+// TestPatchesApply: every patch that diagnose writes for the demo's and
+// the corpus' pending pods is valid, applies cleanly to the Pod it is for,
+// and does what its fix says: a pod-spec patch admits the pod to a node
+// its rules kept it off (placement.Fit on the patched pod, read back as
+// the live loader reads pods), a gate patch removes that gate and only
+// it, a scheduler patch names a scheduler that runs.
+func TestPatchesApply(t *testing.T) {
+	patches := map[string]int{}
+	for _, w := range worlds(t) {
+		states, _, err := placement.States(w.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods := map[string]*cluster.Pod{}
+		for _, p := range w.s.Pods {
+			pods[p.Key()] = p
+		}
+		for _, f := range w.rep.Findings {
+			for _, r := range f.Remedies {
+				if r.Patch == nil {
+					continue
+				}
+				t.Run(w.name+"/"+f.Pod+"/"+string(r.Kind), func(t *testing.T) {
+					p := pods[f.Pod]
+					if want := []diagnose.Object{{Kind: "Pod", Namespace: p.Namespace, Name: p.Name}}; !cmp.Equal(r.Targets, want) {
+						t.Fatalf("patch targets %v, want %v", r.Targets, want)
+					}
+					m := podManifest(p)
+					before, _ := kube.ConvertPod(m)
+					if diff := cmp.Diff(p.SchedulingGates, before.SchedulingGates); diff != "" || p.Scheduler() != before.Scheduler() {
+						t.Fatalf("the test's manifest does not stand for the pod: gates (-want +got) %s, scheduler %s", diff, before.Scheduler())
+					}
+					after, _ := kube.ConvertPod(apply(t, m, r.Patch))
+					patches[w.name]++
+					switch r.Kind {
+					case diagnose.PodSpec:
+						if after.Scheduler() != p.Scheduler() {
+							if !slices.Contains(w.s.Schedulers, after.Scheduler()) && !(len(w.s.Schedulers) == 0 && after.Scheduler() == cluster.DefaultScheduler) {
+								t.Errorf("the patched pod names scheduler %s; running: %v", after.Scheduler(), w.s.Schedulers)
+							}
+							return
+						}
+						admits := ""
+						for i, st := range states {
+							if len(ruleReasons(t, w.s.Catalogue, before, st)) > 0 && len(ruleReasons(t, w.s.Catalogue, after, st)) == 0 {
+								admits = w.s.Nodes[i].Name
+								break
+							}
+						}
+						if admits == "" {
+							t.Errorf("patch %s admits the pod to no node its rules kept it off", r.Patch.Body)
+						}
+					case diagnose.SchedulingGate:
+						removed := slices.DeleteFunc(slices.Clone(before.SchedulingGates), func(g string) bool { return slices.Contains(after.SchedulingGates, g) })
+						if len(removed) != 1 || len(after.SchedulingGates) != len(before.SchedulingGates)-1 {
+							t.Errorf("gates %v became %v; want exactly one removed", before.SchedulingGates, after.SchedulingGates)
+						}
+					default:
+						t.Errorf("a patch on a remedy of kind %s", r.Kind)
+					}
+				})
+			}
+		}
+	}
+	if patches["demo"] == 0 || len(patches) < 5 {
+		t.Errorf("patches applied per world: %v; want the demo's and several scenarios'", patches)
+	}
+}
+
+// TestCommandsSplitAsMeant runs each command that diagnose writes for the
+// demo and the corpus through a POSIX shell, with kubectl a function that
+// prints its arguments, and checks the shell passes exactly the words
+// meant: the patch as one argument, every object the remedy names. A
+// snapshot with a taint value holding a quote and a dollar sign (a file may
+// hold one, a cluster may not) shows the quoting holds.
+func TestCommandsSplitAsMeant(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no POSIX shell:", err)
+	}
+	hostile, err := cluster.ParseFile([]byte(`apiVersion: gpupack.io/v1alpha2
+kind: ClusterSnapshot
+nodes:
+- {name: l4-1, cpu: "32", memory: 128Gi, gpus: [{model: L4, count: 4}], taints: [{key: team, value: "it's $(id) `+"`x`"+`", effect: NoSchedule}]}
+pods:
+- {namespace: ml, name: wait, gpu: {count: 1}}
+`), "hostile.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := diagnose.Diagnose(hostile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append(worlds(t), world{"hostile", hostile, rep})
+	commands := 0
+	for _, w := range all {
+		for _, f := range w.rep.Findings {
+			for _, r := range f.Remedies {
+				for _, line := range r.Commands {
+					commands++
+					out, err := exec.Command(sh, "-c", `kubectl() { printf '%s\0' "$@"; }; `+line).Output()
+					if err != nil {
+						t.Fatalf("%s: %s: %v", w.name, line, err)
+					}
+					args := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+					var want []string
+					switch {
+					case args[0] == "patch":
+						want = []string{"patch", "pod", "-n", r.Targets[0].Namespace, r.Targets[0].Name, "--type=" + r.Patch.Type, "-p", string(r.Patch.Body)}
+					case args[0] == "delete":
+						want = []string{"delete", "pod", "-n", args[3]}
+						for _, o := range r.Targets {
+							if o.Namespace == args[3] {
+								want = append(want, o.Name)
+							}
+						}
+					case args[0] == "uncordon":
+						want = []string{"uncordon", r.Targets[0].Name}
+					case args[0] == "label":
+						want = []string{"label", "node", r.Targets[0].Name, args[3], "--overwrite"}
+						if !strings.HasPrefix(args[3], "nvidia.com/mig.config=") {
+							t.Errorf("%s: label %q", line, args[3])
+						}
+					}
+					if diff := cmp.Diff(want, args); diff != "" {
+						t.Errorf("%s: %s: the shell passes (-want +got):\n%s", w.name, line, diff)
+					}
+				}
+			}
+		}
+	}
+	if commands == 0 {
+		t.Fatal("no commands")
+	}
+}
+
+// TestRemedyLines: what the table shows under a fix, kind by kind.
+func TestRemedyLines(t *testing.T) {
+	pod := []diagnose.Object{{Kind: "Pod", Namespace: "ml", Name: "wait"}}
+	patch := &diagnose.Patch{Type: diagnose.JSONPatch, Body: json.RawMessage(`[{"op":"remove","path":"/spec/nodeSelector/pool"}]`)}
+	cases := map[string]struct {
+		r    diagnose.Remedy
+		want []string
+	}{
+		"advice shows nothing": {diagnose.Remedy{Kind: diagnose.Advice, Note: "a purchase"}, nil},
+		"a patch no command applies, with its target and type": {diagnose.Remedy{Kind: diagnose.PodSpec, Targets: pod, Patch: patch, Note: "n"},
+			[]string{"apply:  patch of pod ml/wait (kubectl patch --type=json):", `        [{"op":"remove","path":"/spec/nodeSelector/pool"}]`, "note:   n"}},
+		"commands, one a line": {diagnose.Remedy{Kind: diagnose.Reclaim, Commands: []string{"kubectl delete pod -n a x", "kubectl delete pod -n b y"}},
+			[]string{"apply:  kubectl delete pod -n a x", "        kubectl delete pod -n b y"}},
+		"a config, then its command": {diagnose.Remedy{Kind: diagnose.MIGConfig, Config: "version: v1\n", Commands: []string{"kubectl label node n k=v --overwrite"}},
+			[]string{"apply:  add to the mig-parted config:", "          version: v1", "        then: kubectl label node n k=v --overwrite"}},
+		"refused: the note alone": {diagnose.Remedy{Kind: diagnose.Reclaim, Note: "nothing to apply: pod name \"a'b\" is not a valid Kubernetes name"},
+			[]string{"note:   nothing to apply: pod name \"a'b\" is not a valid Kubernetes name"}},
+	}
+	for name, tc := range cases {
+		if diff := cmp.Diff(tc.want, remedyLines(tc.r)); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", name, diff)
+		}
+	}
+}
