@@ -180,3 +180,38 @@ func TestFragMemoBounded(t *testing.T) {
 		t.Errorf("after the memo started afresh the state scores %v, before %v", got, first)
 	}
 }
+
+// TestGPUClusteringReadsTheNodesShapes: gpuclustering groups pods by shape
+// from the node's state alone, so a node rebuilt without a pod that left
+// (as the replay and the scheduler plugin rebuild it) no longer counts it.
+func TestGPUClusteringReadsTheNodesShapes(t *testing.T) {
+	p, err := New("gpuclustering", Options{MaxNodeCPU: 64000, MaxNodeGPUMilli: 8000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := makeNode("n").gpus("H100-80GB", 8, cluster.Exclusive, 0).obj()
+	whole, share := makePod("whole").whole(1).obj(), makePod("share").milli(500).obj()
+	score := func(s *NodeState, pod *cluster.Pod) float64 {
+		v, _ := p.Score(demand(t, pod), s)
+		return v
+	}
+	empty := NewNodeState(n)
+	held := place(t, n, whole)
+	if got := held.Shapes; got[1] != 1 || got[0] != 0 {
+		t.Errorf("shapes after one whole-GPU pod %v, want one 1-GPU pod", got)
+	}
+	// Same shape only > empty > another shape there.
+	base := 25 * float64(1000) / 8000
+	if got, want := score(held, whole), base+75; got != want {
+		t.Errorf("a 1-GPU pod next to a 1-GPU pod scores %v, want %v", got, want)
+	}
+	if got, want := score(held, share), base; got != want {
+		t.Errorf("a shared pod next to a 1-GPU pod scores %v, want %v", got, want)
+	}
+	if got, want := score(empty, share), 25.0; got != want {
+		t.Errorf("a shared pod on an empty node scores %v, want %v", got, want)
+	}
+	if s := (&Demand{}); ShapeOf(s) != -1 {
+		t.Errorf("a demand without GPUs has shape %d, want -1", ShapeOf(s))
+	}
+}

@@ -56,7 +56,7 @@ var registry = map[string]func(Options) Policy{
 	"bestfit":       func(o Options) Policy { return bestFit{o} },
 	"dotprod":       func(o Options) Policy { return dotProd{o} },
 	"gpupacking":    func(Options) Policy { return gpuPacking{} },
-	"gpuclustering": func(o Options) Policy { return &gpuClustering{opts: o, tags: map[int]map[string]int{}} },
+	"gpuclustering": func(o Options) Policy { return gpuClustering{opts: o} },
 	"fgd":           func(o Options) Policy { return newFGD(o) },
 	DefaultPolicy:   func(o Options) Policy { return newGpupack(o) },
 }
@@ -156,48 +156,35 @@ func (gpuPacking) Score(d *Demand, s *NodeState) (float64, int) {
 }
 
 // gpuClustering prefers nodes that already run tasks of the same shape
-// ("share-gpu", "1-gpu", "2-gpu"...), then fuller nodes.
+// (a share of one GPU, 1 GPU, 2 GPUs...), then fuller nodes. It reads the
+// shapes from the node's state (NodeState.Shapes), so a pod that leaves
+// stops counting.
 type gpuClustering struct {
 	opts Options
-	tags map[int]map[string]int // node index -> shape -> pods
 }
 
-func (*gpuClustering) Name() string { return "gpuclustering" }
-func (p *gpuClustering) Score(d *Demand, s *NodeState) (float64, int) {
-	if d.Devices == 0 {
+func (gpuClustering) Name() string { return "gpuclustering" }
+func (p gpuClustering) Score(d *Demand, s *NodeState) (float64, int) {
+	shape := ShapeOf(d)
+	if shape < 0 {
 		return 0, -1
 	}
 	base := 25 * float64(p.opts.MaxNodeGPUMilli-s.GPUMilliFree()) / float64(p.opts.MaxNodeGPUMilli)
-	tags := p.tags[s.Index]
-	tag := shapeTag(d)
+	shapes := 0
+	for _, n := range s.Shapes {
+		if n > 0 {
+			shapes++
+		}
+	}
 	switch {
-	case len(tags) == 0:
+	case shapes == 0:
 		return base + 25, -1
-	case tags[tag] > 0 && len(tags) == 1:
+	case s.Shapes[shape] > 0 && shapes == 1:
 		return base + 75, -1
-	case tags[tag] > 0:
+	case s.Shapes[shape] > 0:
 		return base + 50, -1
 	}
 	return base, -1
-}
-
-func (p *gpuClustering) Placed(d *Demand, s *NodeState) {
-	if d.Devices == 0 {
-		return
-	}
-	m := p.tags[s.Index]
-	if m == nil {
-		m = map[string]int{}
-		p.tags[s.Index] = m
-	}
-	m[shapeTag(d)]++
-}
-
-func shapeTag(d *Demand) string {
-	if d.Devices == 1 && d.PerGPUMilli < gpu.WholeGPU {
-		return "share-gpu"
-	}
-	return fmt.Sprintf("%d-gpu", d.Devices)
 }
 
 // demandMilli is the GPU compute a demand takes in milli-GPU.

@@ -137,6 +137,26 @@ type NodeState struct {
 	FreeMemory gpu.MiB
 	GPUs       []GPUState
 	Pods       int
+	// Shapes counts the GPU pods on the node by shape (ShapeOf): policies
+	// that group pods of a shape (gpuclustering) read it, so that a pod
+	// that leaves (a state rebuilt from the pods still there) leaves no
+	// trace and the scheduler plugin sees what the simulator sees.
+	Shapes [ShapeCount]int32
+}
+
+// ShapeCount is the number of pod shapes that NodeState.Shapes counts.
+const ShapeCount = 9
+
+// ShapeOf is a GPU demand's shape: 0 for a share of one GPU, k for k
+// whole GPUs (1..7), 8 for 8 or more; -1 for a demand without GPUs.
+func ShapeOf(d *Demand) int {
+	switch {
+	case d.Devices == 0:
+		return -1
+	case d.Devices == 1 && d.PerGPUMilli < gpu.WholeGPU:
+		return 0
+	}
+	return min(d.Devices, ShapeCount-1)
 }
 
 // NewNodeState returns the state of an empty node.
@@ -175,6 +195,9 @@ func (s *NodeState) Assign(d *Demand, a Assignment) {
 	s.FreeCPU -= d.CPU
 	s.FreeMemory -= d.Memory
 	s.Pods++
+	if k := ShapeOf(d); k >= 0 {
+		s.Shapes[k]++
+	}
 	for i, dev := range a.Devices {
 		g := &s.GPUs[dev.GPU]
 		g.FreeMilli -= dev.Milli
