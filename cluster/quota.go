@@ -37,8 +37,7 @@ type Workload struct {
 // for, the quota's usage and its hard limit then, in whole units.
 type QuotaRefusal struct {
 	Workload Workload `json:"workload"`
-	// Pod is the name the refused pod was to have (a generateName prefix
-	// ends in "-").
+	// Pod is the name the apiserver gave the pod it refused.
 	Pod       string           `json:"pod"`
 	Quota     string           `json:"quota"`
 	Requested map[string]int64 `json:"requested"`
@@ -77,7 +76,7 @@ func GPUResource(name string) bool {
 // (k8s.io/kubernetes, pkg/controller: "Error creating: %v"), as in
 // Kubernetes v1.37:
 //
-//	Error creating: pods "train-7d9c-" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=4
+//	Error creating: pods "train-df489f54b-m65js" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=4
 const (
 	quotaForbidden = " is forbidden: exceeded quota: "
 	quotaRequested = ", requested: "

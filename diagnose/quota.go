@@ -13,8 +13,8 @@ import (
 // amounts.
 type QuotaFacts struct {
 	Quota Object `json:"quota"`
-	// Pod is the name the refused pod was to have (a generateName prefix
-	// ends in "-"); Refusals how many times the controller was refused.
+	// Pod is the name the apiserver gave the pod it refused; Refusals how
+	// many times the controller was refused.
 	Pod       string          `json:"pod,omitempty"`
 	Refusals  int             `json:"refusals,omitempty"`
 	Resources []QuotaResource `json:"resources"`
