@@ -64,6 +64,7 @@ fuzz:
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTracePods$$' -fuzztime 30s
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTraceNodes$$' -fuzztime 30s
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseFile$$' -fuzztime 30s
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseQuotaExceeded$$' -fuzztime 30s
 	$(GO) test ./gpu -run XXX -fuzz '^FuzzParsePrices$$' -fuzztime 30s
 	$(GO) test ./gpu -run XXX -fuzz '^FuzzParseCatalogue$$' -fuzztime 30s
 	$(GO) test ./vram -run XXX -fuzz '^FuzzParseHFConfig$$' -fuzztime 30s

@@ -161,6 +161,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				"/nodes [list watch]",
 				"/persistentvolumeclaims [list watch]",
 				"/pods [list watch]",
+				"/resourcequotas [list]",
 				"coordination.k8s.io/leases [list]",
 				"resource.k8s.io/deviceclasses [list watch]",
 				"resource.k8s.io/resourceclaims [list watch]",
@@ -319,8 +320,8 @@ func accessCases() []saCase {
 	ns := installNamespace
 	return []saCase{
 		{name: "gpupack",
-			allowed: []access{{"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""}, {"list", "", "pods", "ml", ""}, {"list", "", "events", "ml", ""}, {"list", "", "persistentvolumeclaims", "", ""}},
-			denied:  []access{{"get", "", "secrets", ns, ""}, {"create", "", "pods", "ml", ""}, {"update", "", "nodes", "", ""}, {"delete", "", "pods", "ml", ""}, {"get", "", "configmaps", ns, ""}}},
+			allowed: []access{{"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""}, {"list", "", "pods", "ml", ""}, {"list", "", "events", "ml", ""}, {"list", "", "persistentvolumeclaims", "", ""}, {"list", "", "resourcequotas", "", ""}},
+			denied:  []access{{"get", "", "secrets", ns, ""}, {"create", "", "pods", "ml", ""}, {"update", "", "resourcequotas", "ml", ""}, {"update", "", "nodes", "", ""}, {"delete", "", "pods", "ml", ""}, {"get", "", "configmaps", ns, ""}}},
 		{name: "gpupack-scheduler",
 			allowed: []access{{"create", "", "pods/binding", "ml", ""}, {"patch", "", "pods/status", "ml", ""}, {"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""},
 				{"create", "coordination.k8s.io", "leases", ns, ""}, {"update", "coordination.k8s.io", "leases", ns, "gpupack-scheduler"}, {"create", "events.k8s.io", "events", "ml", ""},

@@ -55,6 +55,11 @@ type File struct {
 	// Schedulers are the schedulers seen serving the cluster
 	// (Snapshot.Schedulers); absent: not known. Optional, in any version.
 	Schedulers *[]string `json:"schedulers,omitempty"`
+	// Quotas are the ResourceQuotas on GPUs (Snapshot.Quotas) and
+	// QuotaRefusals the workloads a quota kept from creating pods
+	// (Snapshot.QuotaRefusals). Optional, in any version.
+	Quotas        []ResourceQuota `json:"quotas,omitempty"`
+	QuotaRefusals []QuotaRefusal  `json:"quotaRefusals,omitempty"`
 }
 
 // FileNode is a node in the snapshot file.
@@ -207,6 +212,9 @@ func (f *File) Snapshot(c *gpu.Catalogue) (*Snapshot, error) {
 			}
 		}
 		s.Schedulers = append([]string{}, *f.Schedulers...)
+	}
+	if err := f.quotas(s); err != nil {
+		return nil, err
 	}
 	if err := checkDRA(s); err != nil {
 		return nil, err
@@ -482,6 +490,7 @@ func ToFile(s *Snapshot) *File {
 		names := slices.Clone(s.Schedulers)
 		f.Schedulers = &names
 	}
+	f.Quotas, f.QuotaRefusals = slices.Clone(s.Quotas), slices.Clone(s.QuotaRefusals)
 	for _, n := range s.Nodes {
 		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable, Pods: n.MaxPods}
 		for _, g := range n.GPUs {
@@ -564,4 +573,54 @@ func sameGroup(a, b FileGPUGroup) bool {
 // MarshalFile writes a snapshot as YAML.
 func MarshalFile(s *Snapshot) ([]byte, error) {
 	return yaml.Marshal(ToFile(s))
+}
+
+// quotas checks the file's quotas and refusals and puts them in s.
+func (f *File) quotas(s *Snapshot) error {
+	for i, q := range f.Quotas {
+		if q.Namespace == "" || q.Name == "" {
+			return fmt.Errorf("quotas[%d]: give the namespace and name of the ResourceQuota", i)
+		}
+		if err := checkAmounts(q.Hard, q.Used); err != nil {
+			return fmt.Errorf("quotas[%d] (%s): %w", i, q.Key(), err)
+		}
+	}
+	for i, r := range f.QuotaRefusals {
+		w := r.Workload
+		if w.Kind == "" || w.Namespace == "" || w.Name == "" || r.Quota == "" {
+			return fmt.Errorf("quotaRefusals[%d]: give the workload's kind, namespace and name, and the quota", i)
+		}
+		if len(r.Limited) == 0 {
+			return fmt.Errorf("quotaRefusals[%d] (%s %s/%s): limited: name at least one GPU resource and its hard limit", i, w.Kind, w.Namespace, w.Name)
+		}
+		for k := range r.Limited {
+			if _, ok := r.Requested[k]; !ok {
+				return fmt.Errorf("quotaRefusals[%d] (%s %s/%s): requested: give the amount of %s the pod asked for", i, w.Kind, w.Namespace, w.Name, k)
+			}
+		}
+		if err := checkAmounts(r.Requested, r.Used, r.Limited); err != nil {
+			return fmt.Errorf("quotaRefusals[%d] (%s %s/%s): %w", i, w.Kind, w.Namespace, w.Name, err)
+		}
+		if r.Count < 0 {
+			return fmt.Errorf("quotaRefusals[%d] (%s %s/%s): count %d is negative", i, w.Kind, w.Namespace, w.Name, r.Count)
+		}
+	}
+	s.Quotas, s.QuotaRefusals = slices.Clone(f.Quotas), slices.Clone(f.QuotaRefusals)
+	return nil
+}
+
+// checkAmounts checks that every amount names a GPU resource and is not
+// negative.
+func checkAmounts(lists ...map[string]int64) error {
+	for _, l := range lists {
+		for k, v := range l {
+			if !GPUResource(k) {
+				return fmt.Errorf("resource %q counts no GPUs; gpupack keeps nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-* (bare, requests. or limits.)", k)
+			}
+			if v < 0 {
+				return fmt.Errorf("%s: %d is negative", k, v)
+			}
+		}
+	}
+	return nil
 }

@@ -393,7 +393,13 @@ type Snapshot struct {
 	// then no pod is taken to be addressed to a scheduler that does not
 	// run. Set it, if at all, before the snapshot is shared.
 	Schedulers []string
-	nodeIndex  map[string]int
+	// Quotas are the ResourceQuotas that limit GPUs, and QuotaRefusals the
+	// workloads whose controllers could not create pods because one was
+	// exceeded: they have no pending pod to diagnose. Set them, if at all,
+	// before the snapshot is shared.
+	Quotas        []ResourceQuota
+	QuotaRefusals []QuotaRefusal
+	nodeIndex     map[string]int
 }
 
 // NewSnapshot indexes nodes and pods. Node names must be unique, and pod

@@ -74,7 +74,7 @@ func TestCorpus(t *testing.T) {
 			}
 			got := map[string]Finding{}
 			for _, f := range rep.Findings {
-				got[f.Pod] = f
+				got[f.Subject()] = f
 			}
 			for pod, want := range sc.Expect {
 				f, ok := got[pod]
@@ -136,7 +136,7 @@ func TestGroupedPodsSameFinding(t *testing.T) {
 }
 
 func TestCausesOrder(t *testing.T) {
-	want := []Cause{Gated, NoScheduler, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
+	want := []Cause{QuotaExhausted, Gated, NoScheduler, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
 	if !slices.Equal(Causes(), want) {
 		t.Errorf("Causes() = %v, want %v", Causes(), want)
 	}

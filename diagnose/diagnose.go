@@ -18,8 +18,13 @@ type Cause string
 // The causes, in the order they are checked: the first that holds is the
 // finding's cause. Only allocation is cured by sharing. Gated and
 // NoScheduler come first: the scheduler never sees such a pod, whatever
-// the GPUs would say.
+// the GPUs would say. QuotaExhausted is first of all: the pod does not
+// even exist.
 const (
+	// QuotaExhausted: a workload's controller could not create a pod,
+	// since a ResourceQuota on GPUs of its namespace was used up; the
+	// finding is the workload's (Finding.Workload), as it has no pod.
+	QuotaExhausted Cause = "quota-exhausted"
 	// Gated: the pod has scheduling gates (spec.schedulingGates), so no
 	// scheduler considers it until they are removed; Kueue's admission
 	// gate waits for Kueue to admit the pod's Workload.
@@ -48,7 +53,7 @@ const (
 
 // Causes lists every cause in checking order.
 func Causes() []Cause {
-	return []Cause{Gated, NoScheduler, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
+	return []Cause{QuotaExhausted, Gated, NoScheduler, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
 }
 
 // Report is the diagnosis of a snapshot.
@@ -67,10 +72,13 @@ type Report struct {
 	UnknownModels []cluster.UnknownModel `json:"unknownModels,omitempty"`
 }
 
-// Finding explains one pending pod.
+// Finding explains one pending pod, or one workload that a quota keeps
+// from creating its pods (QuotaExhausted): then Pod is empty and Workload
+// names it.
 type Finding struct {
-	Pod     string `json:"pod"`
-	Request string `json:"request"`
+	Pod      string  `json:"pod"`
+	Workload *Object `json:"workload,omitempty"`
+	Request  string  `json:"request"`
 	// Cause is empty for a skipped pod; Note says why.
 	Cause Cause `json:"cause,omitempty"`
 	// Also lists the later causes of the order that hold too.
@@ -136,6 +144,9 @@ type Evidence struct {
 	// Scheduler is the scheduler the pod names, with the schedulers that
 	// do run (no-scheduler).
 	Scheduler *SchedulerFacts `json:"scheduler,omitempty"`
+	// Quota is the quota that refused the workload's pod, with the amounts
+	// (quota-exhausted).
+	Quota *QuotaFacts `json:"quota,omitempty"`
 }
 
 // Blocking is one reason that stops the pod, with its figures, and the
@@ -165,7 +176,7 @@ type HolderStats struct {
 // Holder is one pod holding GPUs.
 type Holder struct {
 	Pod      string `json:"pod"`
-	Node     string `json:"node"`
+	Node     string `json:"node,omitempty"`
 	Request  string `json:"request"`
 	Measured bool   `json:"measured"`
 	// ActiveRatio is nil (null in JSON) for a holder without usage facts;
@@ -248,6 +259,7 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 		firsts[len(rep.Findings)] = p
 		rep.Findings = append(rep.Findings, f)
 	}
+	rep.Findings = append(rep.Findings, e.quotaFindings()...)
 	// Once every pod's remedies are written (a pod that shares another's
 	// finding gets its remedies retargeted from them), the names are
 	// checked.

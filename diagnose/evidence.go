@@ -68,6 +68,17 @@ func (e *engine) anyMIG(idx []int) bool {
 // holderStats aggregates the GPU pods bound to the nodes; it returns the
 // idle-held ones too, all of them, least active first.
 func (e *engine) holderStats(idx []int, n need) (*HolderStats, []*cluster.Pod) {
+	var held []*cluster.Pod
+	for _, i := range idx {
+		held = append(held, e.holders[i]...)
+	}
+	return e.holderStatsOf(held, n)
+}
+
+// holderStatsOf aggregates the GPU pods of held, bound or not (a pending
+// pod holds a quota's GPUs, not a node's); it returns the idle-held ones
+// too, all of them, least active first.
+func (e *engine) holderStatsOf(held []*cluster.Pod, n need) (*HolderStats, []*cluster.Pod) {
 	h := &HolderStats{}
 	if e.usage.Window > 0 {
 		h.Window = windowString(e.usage.Window)
@@ -84,28 +95,27 @@ func (e *engine) holderStats(idx []int, n need) (*HolderStats, []*cluster.Pod) {
 	}
 	var idle []idlePod
 	sum := 0.0
-	for _, i := range idx {
-		node := e.s.Nodes[i]
-		for _, q := range e.holders[i] {
-			if !q.WantsGPU() {
-				continue
+	for _, q := range held {
+		if !q.WantsGPU() {
+			continue
+		}
+		h.Pods++
+		x := Holder{Pod: q.Key(), Node: q.NodeName, Request: q.GPU.String()}
+		if facts, ok := e.usage.Pods[q.Key()]; ok && facts.Measured {
+			x.Measured, x.ActiveRatio, x.Pattern, x.VRAMUsedP95 = true, &facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95
+			h.Measured++
+			sum += facts.ActiveRatio
+			if facts.Pattern == usage.IdleHeld {
+				h.IdleHeld++
+				idle = append(idle, idlePod{facts.ActiveRatio, q})
 			}
-			h.Pods++
-			x := Holder{Pod: q.Key(), Node: node.Name, Request: q.GPU.String()}
-			if facts, ok := e.usage.Pods[q.Key()]; ok && facts.Measured {
-				x.Measured, x.ActiveRatio, x.Pattern, x.VRAMUsedP95 = true, &facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95
-				h.Measured++
-				sum += facts.ActiveRatio
-				if facts.Pattern == usage.IdleHeld {
-					h.IdleHeld++
-					idle = append(idle, idlePod{facts.ActiveRatio, q})
-				}
+			if node, bound := e.s.Node(q.NodeName); bound {
 				if where, ok := shareCandidate(node, q, facts, n.perDevice); ok {
 					cands = append(cands, cand{facts.ActiveRatio, where})
 				}
 			}
-			all = append(all, x)
 		}
+		all = append(all, x)
 	}
 	if h.Measured > 0 {
 		mean := sum / float64(h.Measured)

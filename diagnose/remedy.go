@@ -28,6 +28,9 @@ const (
 	// SchedulingGate removes one scheduling gate from the pod, in place: a
 	// strategic merge patch that deletes the gate by name.
 	SchedulingGate RemedyKind = "scheduling-gate"
+	// QuotaChange raises a ResourceQuota's hard limits: Patch is a
+	// strategic merge patch of the ResourceQuota, and Commands apply it.
+	QuotaChange RemedyKind = "quota"
 	// NodeChange changes a node with Commands (kubectl uncordon).
 	NodeChange RemedyKind = "node"
 	// Reclaim deletes the pods that hold GPUs without work: Commands.

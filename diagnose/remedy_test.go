@@ -35,7 +35,7 @@ func diagnoseDoc(t *testing.T, snapshot, usageDoc string) map[string]Finding {
 	}
 	out := map[string]Finding{}
 	for _, f := range rep.Findings {
-		out[f.Pod] = f
+		out[f.Subject()] = f
 	}
 	return out
 }
@@ -325,6 +325,41 @@ version: v1
 					Note:     "add the h100-mig-gpu0-3g-40gb entry to the mig-parted config that the GPU operator's mig-manager reads, then label the node; mig-parted sets profile counts, not slice positions, and re-creates the GPU's MIG instances to apply them, so stop the pods on its running slices first (evidence names them), even those whose slices the layout keeps in place"}}
 			},
 		},
+		"quota: hard raised to used plus the pod's request, from the quota's status; the idle holders counted against it reclaimed": {
+			snapshot: `nodes:
+- {name: h100-1, cpu: "96", memory: 1Ti, gpus: [{model: H100-80GB, count: 8}]}
+pods:
+- {namespace: ml, name: a, gpu: {count: 2}, node: h100-1}
+- {namespace: ml, name: b, gpu: {count: 1}, node: h100-1}
+- {namespace: ml, name: c, gpu: {count: 1}, node: h100-1}
+- {namespace: web, name: d, gpu: {count: 1}, node: h100-1}
+quotas:
+- {namespace: ml, name: gpu-quota, hard: {requests.nvidia.com/gpu: 4}, used: {requests.nvidia.com/gpu: 4}}
+quotaRefusals:
+- workload: {kind: ReplicaSet, namespace: ml, name: train-7d9c5}
+  pod: train-7d9c5-
+  quota: gpu-quota
+  requested: {requests.nvidia.com/gpu: 2}
+  used: {requests.nvidia.com/gpu: 3}
+  limited: {requests.nvidia.com/gpu: 4}
+`,
+			usage: `pods:
+- {pod: ml/a, activity: 0.0, pattern: idle-held}
+- {pod: ml/b, activity: 0.9, pattern: busy}
+- {pod: web/d, activity: 0.0, pattern: idle-held}
+`,
+			pod: "replicaset ml/train-7d9c5",
+			want: func(t *testing.T) []Remedy {
+				p := jsonPatch(t, StrategicPatch, `{"spec":{"hard":{"requests.nvidia.com/gpu":"6"}}}`)
+				return []Remedy{
+					{Kind: QuotaChange, Targets: []Object{{Kind: "ResourceQuota", Namespace: "ml", Name: "gpu-quota"}}, Patch: p,
+						Commands: []string{"kubectl patch resourcequota -n ml gpu-quota --type=strategic -p '" + string(p.Body) + "'"},
+						Note:     "a quota is the namespace's share of the cluster's GPUs: raise it only where the GPUs are there to run the pods"},
+					{Fix: 1, Kind: Reclaim, Targets: podTargets("ml", "a"), Commands: []string{"kubectl delete pod -n ml a"},
+						Note: "a pod that a controller owns comes back when deleted: scale its workload down (or end the notebook or job) instead"},
+				}
+			},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -378,7 +413,7 @@ func TestEveryFixHasRemedies(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []RemedyKind{PodSpec, SchedulingGate, NodeChange, Reclaim, MIGConfig, Advice} {
+	for _, k := range []RemedyKind{PodSpec, SchedulingGate, QuotaChange, NodeChange, Reclaim, MIGConfig, Advice} {
 		if !kinds[k] {
 			t.Errorf("no corpus scenario has a remedy of kind %s", k)
 		}

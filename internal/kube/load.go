@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 )
 
@@ -28,9 +29,9 @@ const pageSize = 500
 // failedSchedulingSelector selects the scheduler's events about pods.
 var failedSchedulingSelector = fields.Set{"reason": ReasonFailedScheduling, "involvedObject.kind": "Pod"}.AsSelector().String()
 
-// Load lists the cluster's nodes, pods, FailedScheduling events and DRA
+// Load lists the cluster's nodes, pods, FailedScheduling events, DRA
 // objects (DeviceClasses, ResourceSlices, ResourceClaims and their
-// templates) once, in parallel and in pages, and builds the State. It needs
+// templates), ResourceQuotas and FailedCreate events once, in parallel and in pages, and builds the State. It needs
 // the verb list on each at cluster scope (deploy/rbac.yaml); an error says
 // which permission is missing, or that the apiserver cannot be reached or
 // rejects the credentials. A cluster that does not serve resource.k8s.io/v1
@@ -56,6 +57,20 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 			return client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts)
 		}, metav1.ListOptions{FieldSelector: "metadata.namespace!=" + corev1.NamespaceNodeLease})
 		leasesErr <- err
+	}()
+	// ResourceQuotas and the FailedCreate events tell which workloads a
+	// GPU quota keeps from creating pods; a reader that may not list the
+	// quotas diagnoses without them, with a warning.
+	var (
+		quotas       []cluster.ResourceQuota
+		refusals     []cluster.QuotaRefusal
+		quotaWarning []string
+	)
+	quotasErr := make(chan error, 1)
+	go func() {
+		var err error
+		quotas, refusals, quotaWarning, err = loadQuotas(ctx, client)
+		quotasErr <- err
 	}()
 	res := client.ResourceV1()
 	lists := []func() error{
@@ -117,6 +132,9 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 			all = append(all, err)
 		}
 	}
+	if qerr := <-quotasErr; qerr != nil {
+		all = append(all, qerr)
+	}
 	if len(all) > 0 {
 		return nil, explain(errors.Join(all...), server(client))
 	}
@@ -128,6 +146,10 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 		}
 	} else {
 		st, err = BuildDRA(c, nodes, pods, events, &dra)
+	}
+	if err == nil {
+		st.Snapshot.Quotas, st.Snapshot.QuotaRefusals = quotas, refusals
+		st.Warnings = append(st.Warnings, quotaWarning...)
 	}
 	if lerr := <-leasesErr; err == nil {
 		if lerr != nil {

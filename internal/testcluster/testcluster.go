@@ -279,13 +279,16 @@ func selfSignedProbe(certFile, path string) func(ports []int) func(ctx context.C
 // nodes that do not exist, which tests create to describe a cluster;
 // ttl-controller annotates nodes; node-ipam, the volume, endpoint and
 // certificate controllers serve what kwok's fake nodes never use; the
-// resourcequota and disruption controllers would count or guard what the
-// disabled admission plugins leave alone. Add a controller here, with the
-// reason, when a test needs it.
+// disruption controller would guard what the disabled admission plugins
+// leave alone. Add a controller here, with the reason, when a test needs
+// it.
 var controllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
 	"job-controller",
+	// A ResourceQuota's status (hard and used) is counted, which the
+	// ResourceQuota admission plugin needs to admit or refuse pods.
+	"resourcequota-controller",
 	// Every namespace gets its default ServiceAccount, which the
 	// ServiceAccount admission plugin requires of each pod.
 	"serviceaccount-controller",
@@ -362,8 +365,9 @@ func (c *Cluster) Run(name, binary string, args ...string) *Process {
 }
 
 // admissionPlugins are the admission plugins the apiserver runs: namespace
-// lifecycle, ServiceAccount defaulting, pod priority and the webhooks that
-// gpupack's own webhook needs. disabledAdmissionPlugins turns off the rest of
+// lifecycle, ServiceAccount defaulting, pod priority, ResourceQuota (a
+// namespace without quotas is not limited) and the webhooks that gpupack's
+// own webhook needs. disabledAdmissionPlugins turns off the rest of
 // kube-apiserver v1.37's default set. TaintNodesByCondition in particular
 // would taint every new node not-ready, and only the node-lifecycle
 // controller, which does not run (see controllers), would remove the taint.
@@ -372,6 +376,7 @@ var (
 		"NamespaceLifecycle",
 		"ServiceAccount",
 		"Priority",
+		"ResourceQuota",
 		"MutatingAdmissionWebhook",
 		"ValidatingAdmissionWebhook",
 	}
@@ -380,7 +385,6 @@ var (
 		"DefaultStorageClass",
 		"PersistentVolumeClaimResize",
 		"DefaultTolerationSeconds",
-		"ResourceQuota",
 		"StorageObjectInUseProtection",
 		"PodGroupProtection",
 		"TaintNodesByCondition",

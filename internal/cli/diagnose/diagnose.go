@@ -40,6 +40,8 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		Short: "Explain why each Pending GPU pod waits: allocation, memory, placement or elsewhere",
 		Long: `diagnose explains every Pending GPU pod of a cluster snapshot with the first
 cause in this order, the evidence and the fix:
+  quota-exhausted   a ResourceQuota on GPUs refused a workload's pod, so the pod does not
+                    exist: the workload is the finding (read from its FailedCreate events)
   allocation        matching GPUs exist but all are held (names the holders and how active they are)
   memory            the pod's GPU memory need fits no free VRAM or MIG slice
   placement         GPUs are free but the pod's selector, affinity, tolerations or GPU model exclude them
@@ -176,7 +178,7 @@ func schedulerViews(rep *diagnose.Report, failures map[string]kube.SchedulingFai
 	views := map[string]schedulerView{}
 	for _, f := range rep.Findings {
 		sf, ok := failures[f.Pod]
-		if !ok || f.Cause == "" {
+		if !ok || f.Cause == "" || f.Workload != nil {
 			continue
 		}
 		implies := diagnose.SchedulerCauses(sf.Message)
@@ -209,7 +211,7 @@ func writeTable(w io.Writer, rep *diagnose.Report, views map[string]schedulerVie
 			}
 			cause += " (also " + strings.Join(also, ", ") + ")"
 		}
-		fmt.Fprintf(w, "%s (%s): %s\n", f.Pod, f.Request, cause)
+		fmt.Fprintf(w, "%s (%s): %s\n", f.Subject(), f.Request, cause)
 		if f.Summary != "" {
 			fmt.Fprintf(w, "  scheduler: %s\n", f.Summary)
 		}
@@ -220,7 +222,7 @@ func writeTable(w io.Writer, rep *diagnose.Report, views map[string]schedulerVie
 			}
 			fmt.Fprintf(w, "%s%s\n", label, line)
 		}
-		if views != nil {
+		if views != nil && f.Workload == nil {
 			for _, line := range schedulerLines(f, views) {
 				fmt.Fprintf(w, "  %s\n", line)
 			}
@@ -319,6 +321,9 @@ func schedulerLines(f diagnose.Finding, views map[string]schedulerView) []string
 // scheduler's message: why there is no stock message, if there is none,
 // then per group of nodes what gpupack's fit finds, in gpupack's words.
 func gpupackLines(f diagnose.Finding, nodes int) []string {
+	if f.Workload != nil {
+		return []string{f.StockNote} // no pod, so no fit on the nodes
+	}
 	first := ""
 	if f.StockNote != "" {
 		first = "no scheduler message: " + f.StockNote + "; "
@@ -381,6 +386,27 @@ func evidenceLines(f diagnose.Finding) []string {
 				running = strings.Join(sc.Running, ", ")
 			}
 			out = append(out, fmt.Sprintf("evidence: spec.schedulerName %s, and no scheduler of that name runs (no current Lease, no event from it); running: %s", sc.Name, running))
+		}
+	case diagnose.QuotaExhausted:
+		q := ev.Quota
+		for _, r := range q.Resources {
+			out = append(out, fmt.Sprintf("evidence: %s refused pod %s: %s requested %d, used %d, hard %d; %d needed", q.Quota, q.Pod, r.Resource, r.Requested, r.Used, r.Hard, r.Needed))
+		}
+		if h := q.Holders; h != nil {
+			line := fmt.Sprintf("holders:  %d GPU pods of %s count against it", h.Pods, q.Quota.Namespace)
+			if h.Measured > 0 {
+				line += fmt.Sprintf("; mean activity over %s: %s; %d of them are idle-held", h.Window, pct(*h.MeanActiveRatio), h.IdleHeld)
+			}
+			out = append(out, line)
+			var hs []string
+			for _, x := range h.Listed {
+				if x.Measured {
+					hs = append(hs, fmt.Sprintf("%s %s %s", x.Pod, x.Pattern, pct(*x.ActiveRatio)))
+				} else {
+					hs = append(hs, x.Pod)
+				}
+			}
+			out = append(out, "          "+diagnose.JoinNames(hs, h.Pods))
 		}
 	case diagnose.Allocation:
 		h := ev.Holders

@@ -24,6 +24,9 @@ func TestGolden(t *testing.T) {
 		// a pod that fits now with its own usage, a model's memory estimate.
 		"hour.table":     {format: "table", cluster: source.Cluster{Snapshot: "testdata/hour.cluster.yaml"}, usage: "testdata/hour.usage.yaml"},
 		"unlisted.table": {format: "table", cluster: source.Cluster{Snapshot: "testdata/unlisted.yaml"}},
+		// A workload that a GPU quota keeps from creating its pod.
+		"quota.table": {format: "table", cluster: source.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
+		"quota.json":  {format: "json", cluster: source.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {

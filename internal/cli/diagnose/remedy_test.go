@@ -204,7 +204,12 @@ func TestPatchesApply(t *testing.T) {
 				if r.Patch == nil {
 					continue
 				}
-				t.Run(w.name+"/"+f.Pod+"/"+string(r.Kind), func(t *testing.T) {
+				t.Run(w.name+"/"+f.Subject()+"/"+string(r.Kind), func(t *testing.T) {
+					if r.Kind == diagnose.QuotaChange {
+						patches[w.name]++
+						checkQuotaPatch(t, w.s, f, r)
+						return
+					}
 					p := pods[f.Pod]
 					if want := []diagnose.Object{{Kind: "Pod", Namespace: p.Namespace, Name: p.Name}}; !cmp.Equal(r.Targets, want) {
 						t.Fatalf("patch targets %v, want %v", r.Targets, want)
@@ -251,6 +256,46 @@ func TestPatchesApply(t *testing.T) {
 	}
 }
 
+// checkQuotaPatch applies a quota remedy's patch to the ResourceQuota it
+// targets, as the snapshot has it, and checks that the quota then admits
+// the refused pod: each hard limit is at least what is used plus what the
+// pod asks for.
+func checkQuotaPatch(t *testing.T, s *cluster.Snapshot, f diagnose.Finding, r diagnose.Remedy) {
+	t.Helper()
+	q := f.Evidence.Quota
+	if want := []diagnose.Object{q.Quota}; !cmp.Equal(r.Targets, want) || r.Patch.Type != diagnose.StrategicPatch {
+		t.Fatalf("patch %s of %v, want a strategic patch of %v", r.Patch.Type, r.Targets, want)
+	}
+	m := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: q.Quota.Namespace, Name: q.Quota.Name}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{}}}
+	for _, x := range s.Quotas {
+		if x.Namespace == q.Quota.Namespace && x.Name == q.Quota.Name {
+			for k, v := range x.Hard {
+				m.Spec.Hard[corev1.ResourceName(k)] = *resource.NewQuantity(v, resource.DecimalSI)
+			}
+		}
+	}
+	doc, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := strategicpatch.StrategicMergePatch(doc, r.Patch.Body, corev1.ResourceQuota{})
+	if err != nil {
+		t.Fatalf("strategic merge patch %s does not apply to %s: %v", r.Patch.Body, doc, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	var got corev1.ResourceQuota
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("patched quota %s: %v", out, err)
+	}
+	for _, x := range q.Resources {
+		hard := got.Spec.Hard[corev1.ResourceName(x.Resource)]
+		if hard.Value() < x.Used+x.Requested {
+			t.Errorf("patched hard %s=%s; used %d + requested %d do not fit", x.Resource, hard.String(), x.Used, x.Requested)
+		}
+	}
+}
+
 // TestCommandsSplitAsMeant runs each command that diagnose writes for the
 // demo and the corpus through a POSIX shell, with kubectl a function that
 // prints its arguments, and checks the shell passes exactly the words
@@ -291,7 +336,7 @@ pods:
 					var want []string
 					switch {
 					case args[0] == "patch":
-						want = []string{"patch", "pod", "-n", r.Targets[0].Namespace, r.Targets[0].Name, "--type=" + r.Patch.Type, "-p", string(r.Patch.Body)}
+						want = []string{"patch", strings.ToLower(r.Targets[0].Kind), "-n", r.Targets[0].Namespace, r.Targets[0].Name, "--type=" + r.Patch.Type, "-p", string(r.Patch.Body)}
 					case args[0] == "delete":
 						want = []string{"delete", "pod", "-n", args[3]}
 						for _, o := range r.Targets {

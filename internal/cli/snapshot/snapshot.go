@@ -30,8 +30,10 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		Use:   "snapshot",
 		Short: "Write the live cluster's GPU nodes and pods to a snapshot file",
 		Long: `snapshot reads the cluster's nodes, pods, the scheduler's FailedScheduling
-events and DRA objects (read-only: list on nodes, pods, events, deviceclasses,
-resourceslices, resourceclaims and resourceclaimtemplates; see deploy/rbac.yaml) and
+events, ResourceQuotas on GPUs with the controllers' FailedCreate events that a
+quota refused, and DRA objects (read-only: list on nodes, pods, events,
+resourcequotas, deviceclasses, resourceslices, resourceclaims and
+resourceclaimtemplates; see deploy/rbac.yaml) and
 writes gpupack's snapshot file, which diagnose --snapshot and the other verbs
 read offline.
 

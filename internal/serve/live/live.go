@@ -472,8 +472,8 @@ func pendingGPUPods(st State, now time.Time) map[[2]string]*pendingStat {
 		return out
 	}
 	for _, f := range st.Diagnosis.Findings {
-		if f.Cause == "" {
-			continue
+		if f.Cause == "" || f.Workload != nil {
+			continue // skipped, or a workload without pods
 		}
 		ns, _, _ := strings.Cut(f.Pod, "/")
 		k := [2]string{ns, string(f.Cause)}
