@@ -161,7 +161,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				"/nodes [list watch]",
 				"/persistentvolumeclaims [list watch]",
 				"/pods [list watch]",
-				"/resourcequotas [list]",
+				"/resourcequotas [list watch]",
 				"coordination.k8s.io/leases [list]",
 				"resource.k8s.io/deviceclasses [list watch]",
 				"resource.k8s.io/resourceclaims [list watch]",

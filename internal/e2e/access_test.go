@@ -104,8 +104,13 @@ func TestRBACSufficesAndFaultsAreClear(t *testing.T) {
 			}
 			return bound && pods[ns+"/bound"] == "l4-0" && st.Snapshot.GPUCount() == 9, fmt.Sprintf("nodes %v, pods %v", nodes, pods), nil
 		})
-		// The role lets it watch the kubelet's Pulled events and the
-		// claims, so serve's start-ups lack nothing.
+		// The role lets it watch the kubelet's Pulled events, the claims
+		// and the quotas, so serve lacks nothing.
+		if st, err := w.State(); err != nil {
+			t.Errorf("Watcher.State: %v", err)
+		} else if slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "cannot list") }) {
+			t.Errorf("Watcher.State warns %q; want no list refused", st.Warnings)
+		}
 		if startups, warnings, err := w.Startup(); err != nil || len(warnings) > 0 || len(startups) == 0 {
 			t.Errorf("Watcher.Startup: %d start-ups, error %v, warnings %q; want the bound pod's, and neither", len(startups), err, warnings)
 		}

@@ -107,6 +107,25 @@ func TestLiveQuotaExhausted(t *testing.T) {
 	if q.Quota != (diagnose.Object{Kind: "ResourceQuota", Namespace: ns, Name: quotaName}) || q.Holders == nil || q.Holders.Pods != 2 {
 		t.Errorf("quota %v with holders %+v; want %s/%s held by the Deployment's 2 pods", q.Quota, q.Holders, ns, quotaName)
 	}
+	// serve's Watcher sees the same refusal from its informers.
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w := kube.NewWatcher(c.Client(), gpu.Default())
+	if err := w.Start(wctx); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the Watcher to see the quota's refusal", func(context.Context) (bool, string, error) {
+		ws, err := w.State()
+		if err != nil {
+			return false, "", err
+		}
+		for _, r := range ws.Snapshot.QuotaRefusals {
+			if r.Workload.Name == rs {
+				return len(ws.Snapshot.Quotas) > 0, fmt.Sprintf("quotas %+v", ws.Snapshot.Quotas), nil
+			}
+		}
+		return false, fmt.Sprintf("refusals %+v, warnings %q", ws.Snapshot.QuotaRefusals, ws.Warnings), nil
+	})
 	var patch *diagnose.Patch
 	for _, r := range f.Remedies {
 		if r.Kind == diagnose.QuotaChange {

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -46,6 +47,14 @@ type Watcher struct {
 	pulled          listersv1.EventLister
 	claims          listersv1.PersistentVolumeClaimLister
 	startupWarnings []string
+	// quotas and failedCreate read the ResourceQuotas and the controllers'
+	// FailedCreate events, for the workloads a GPU quota keeps from
+	// creating pods; nil where gpupack may not list them (quotaWarnings
+	// says so).
+	failedFactory informers.SharedInformerFactory
+	quotas        listersv1.ResourceQuotaLister
+	failedCreate  listersv1.EventLister
+	quotaWarnings []string
 }
 
 // draListers read the DRA informers' caches.
@@ -109,6 +118,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if err := w.startupInformers(ctx, probe); err != nil {
 		return explain(err, server(w.client))
 	}
+	if err := w.quotaInformers(ctx, probe); err != nil {
+		return explain(err, server(w.client))
+	}
 	if served {
 		r := w.factory.Resource().V1()
 		w.dra = &draListers{
@@ -124,14 +136,76 @@ func (w *Watcher) Start(ctx context.Context) error {
 			return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on nodes, pods, persistentvolumeclaims and the resource.k8s.io resources %v?)", informer, context.Cause(ctx), draResources)
 		}
 	}
-	if w.pulledFactory != nil {
-		w.pulledFactory.Start(ctx.Done())
-		for informer, synced := range w.pulledFactory.WaitForCacheSync(ctx.Done()) {
+	for _, f := range []informers.SharedInformerFactory{w.pulledFactory, w.failedFactory} {
+		if f == nil {
+			continue
+		}
+		f.Start(ctx.Done())
+		for informer, synced := range f.WaitForCacheSync(ctx.Done()) {
 			if !synced {
 				return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on events?)", informer, context.Cause(ctx))
 			}
 		}
 	}
+	return nil
+}
+
+// quotaInformers prepares the informers of the ResourceQuotas and of the
+// controllers' FailedCreate events (an informer of their own, selected at
+// the apiserver by reason). A reader that may not list the quotas gets a
+// warning, as for Load, and no refusals: without the quota they cannot be
+// checked.
+func (w *Watcher) quotaInformers(ctx context.Context, probe metav1.ListOptions) error {
+	core := w.client.CoreV1()
+	_, err := core.ResourceQuotas(metav1.NamespaceAll).List(ctx, probe)
+	switch {
+	case apierrors.IsForbidden(err):
+		w.quotaWarnings = append(w.quotaWarnings, fmt.Sprintf("cannot list resourcequotas: grant verbs \"list\" and \"watch\" on resource \"resourcequotas\" (API group \"\", cluster scope), as deploy/rbac.yaml does; without it gpupack names no workload that a GPU quota keeps from creating pods: %v", err))
+		return nil
+	case err != nil:
+		return &listError{verb: "list", resource: "resourcequotas", err: err}
+	}
+	_, err = core.Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: failedCreateSelector})
+	switch {
+	case apierrors.IsForbidden(err):
+		w.quotaWarnings = append(w.quotaWarnings, fmt.Sprintf("cannot list events, so no workload that a GPU quota keeps from creating pods is named: grant verbs \"list\" and \"watch\" on resource \"events\", as deploy/rbac.yaml does: %v", err))
+		return nil
+	case err != nil:
+		return &listError{verb: "list", resource: "events", err: err}
+	}
+	w.quotas = w.factory.Core().V1().ResourceQuotas().Lister()
+	w.failedFactory = informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = failedCreateSelector }))
+	w.failedCreate = w.failedFactory.Core().V1().Events().Lister()
+	return nil
+}
+
+// addQuotas puts the quotas on GPUs and the workloads they refused into
+// the state's snapshot, as Load does, from the informers' caches.
+func (w *Watcher) addQuotas(st *State) error {
+	st.Warnings = append(st.Warnings, w.quotaWarnings...)
+	if w.quotas == nil {
+		return nil
+	}
+	quotas, err := w.quotas.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	all, err := w.failedCreate.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var events []*corev1.Event
+	for _, e := range all {
+		if strings.Contains(e.Message, "exceeded quota: ") {
+			events = append(events, e)
+		}
+	}
+	slices.SortFunc(quotas, func(a, b *corev1.ResourceQuota) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	qs := ConvertQuotas(quotas)
+	st.Snapshot.Quotas, st.Snapshot.QuotaRefusals = qs, QuotaRefusals(events, qs)
 	return nil
 }
 
@@ -222,18 +296,22 @@ func (w *Watcher) State() (*State, error) {
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
+	var st *State
 	if w.dra == nil {
-		st, err := Build(w.catalogue, nodes, pods, nil)
-		if err == nil {
-			st.Warnings = append(st.Warnings, draNotServed)
+		if st, err = Build(w.catalogue, nodes, pods, nil); err != nil {
+			return nil, err
 		}
-		return st, err
+		st.Warnings = append(st.Warnings, draNotServed)
+	} else {
+		dra, err := w.dra.objects()
+		if err != nil {
+			return nil, err
+		}
+		if st, err = BuildDRA(w.catalogue, nodes, pods, nil, dra); err != nil {
+			return nil, err
+		}
 	}
-	dra, err := w.dra.objects()
-	if err != nil {
-		return nil, err
-	}
-	return BuildDRA(w.catalogue, nodes, pods, nil, dra)
+	return st, w.addQuotas(st)
 }
 
 // objects reads the DRA caches, sorted by namespace and name as the
