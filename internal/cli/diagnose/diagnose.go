@@ -397,16 +397,7 @@ func evidenceLines(f diagnose.Finding) []string {
 			if h.Measured > 0 {
 				line += fmt.Sprintf("; mean activity over %s: %s; %d of them are idle-held", h.Window, pct(*h.MeanActiveRatio), h.IdleHeld)
 			}
-			out = append(out, line)
-			var hs []string
-			for _, x := range h.Listed {
-				if x.Measured {
-					hs = append(hs, fmt.Sprintf("%s %s %s", x.Pod, x.Pattern, pct(*x.ActiveRatio)))
-				} else {
-					hs = append(hs, x.Pod)
-				}
-			}
-			out = append(out, "          "+diagnose.JoinNames(hs, h.Pods))
+			out = append(out, line, "          "+holderNames(h))
 		}
 	case diagnose.Allocation:
 		h := ev.Holders
@@ -414,16 +405,7 @@ func evidenceLines(f diagnose.Finding) []string {
 		if h.Measured > 0 {
 			line += fmt.Sprintf("; mean activity of the holders over %s: %s; %d of them are idle-held", h.Window, pct(*h.MeanActiveRatio), h.IdleHeld)
 		}
-		out = append(out, line)
-		var hs []string
-		for _, x := range h.Listed {
-			if x.Measured {
-				hs = append(hs, fmt.Sprintf("%s %s %s", x.Pod, x.Pattern, pct(*x.ActiveRatio)))
-			} else {
-				hs = append(hs, x.Pod)
-			}
-		}
-		out = append(out, "holders:  "+diagnose.JoinNames(hs, h.Pods))
+		out = append(out, line, "holders:  "+holderNames(h))
 	case diagnose.Memory:
 		m := ev.Memory
 		line := fmt.Sprintf("evidence: needs %s per GPU (%s)", m.Need, m.Source)
@@ -476,3 +458,17 @@ func evidenceLines(f diagnose.Finding) []string {
 }
 
 func pct(r float64) string { return fmt.Sprintf("%.0f%%", 100*r) }
+
+// holderNames lists the holders, each with its pattern and activity where
+// measured, and how many more there are.
+func holderNames(h *diagnose.HolderStats) string {
+	var hs []string
+	for _, x := range h.Listed {
+		if x.Measured {
+			hs = append(hs, fmt.Sprintf("%s %s %s", x.Pod, x.Pattern, pct(*x.ActiveRatio)))
+		} else {
+			hs = append(hs, x.Pod)
+		}
+	}
+	return diagnose.JoinNames(hs, h.Pods)
+}

@@ -63,7 +63,11 @@ func NewCommand(ctx context.Context) *cobra.Command {
 		Short: "GPU-seconds allocated vs active, idle cost and cost per active GPU-hour",
 		Long: `report accounts every GPU, MIG slice, pod, namespace and node over a window:
 GPU-seconds allocated, active and idle while allocated, VRAM, power, cost per
-allocated and per active GPU-hour, start-up phases and a usage pattern per pod.
+allocated and per active GPU-hour, a usage pattern per pod, and start-up by
+phase (scheduling, image pull, init, to first GPU use, first use to ready,
+with the GPU time held meanwhile and its cost) per workload and per storage
+path of the model weights (image, emptyDir download, PVC class, host path,
+image volume, CSI driver).
 
 With --prometheus it reads dcgm-exporter's DCGM_FI_* series (and
 kube-state-metrics' pod times where present) with query_range; without it,
