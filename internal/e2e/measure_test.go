@@ -80,6 +80,9 @@ func TestReportMatchesTruth(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// lab/waiting asks more GPUs than any node has: pending, so the live
+	// report shows its queue wait.
+	kc.CreateGPUPod("lab", "waiting", "", testcluster.ResourceGPU, 8)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -304,6 +307,12 @@ func TestReportMatchesTruth(t *testing.T) {
 			perHour = gpu.Default().MustLookup("H100-80GB").PricePerHour
 		}
 		check(t, key[0]+"/"+key[1]+" cost", p.Cost.Value, float64(p.AllocatedGPUSeconds)/3600*perHour)
+	}
+	// The live cluster's pending pod: its wait to now is known, with its
+	// shape and diagnosed cause.
+	if q := priced.QueueWait; q == nil || q.Pending == nil || q.Pending.All.Pods != 1 || q.Pending.All.UnknownWait != 0 || !q.Pending.All.Seconds.Max.Known ||
+		len(q.Pending.ByShape) != 1 || q.Pending.ByShape[0].Key != "8 GPU" || len(q.Pending.ByCause) != 1 || q.Pending.ByCause[0].Key == usage.UnknownGroup {
+		t.Errorf("queue wait with the live cluster %+v; want lab/waiting pending with a known wait, its shape and a cause", q)
 	}
 	// The live cluster's start-up of lab/notebook: created, scheduled and
 	// ready are known, and the scheduling phase with them.

@@ -21,6 +21,9 @@ type State struct {
 	// SchedulingFailures holds, by pod key ("namespace/name"), the
 	// kube-scheduler's latest word on each pending pod it could not place.
 	SchedulingFailures map[string]SchedulingFailure
+	// Created holds, by pod key, when each pending pod was created, so
+	// that an edge can say how long it has waited (as Watcher.Created).
+	Created map[string]time.Time
 	// Warnings say what of the objects could not be represented, one line
 	// each, naming the object.
 	Warnings []string
@@ -48,7 +51,7 @@ func Build(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events []
 // after the device plugin's, and pods get their claims, the GPU request the
 // claims stand for and, once allocated, the devices they hold.
 func BuildDRA(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events []*corev1.Event, dra *DRAObjects) (*State, error) {
-	st := &State{SchedulingFailures: map[string]SchedulingFailure{}}
+	st := &State{SchedulingFailures: map[string]SchedulingFailure{}, Created: map[string]time.Time{}}
 	snapNodes := make([]*cluster.Node, 0, len(nodes))
 	names := make(map[string]bool, len(nodes))
 	pluginGPUs := make(map[string]int, len(nodes))
@@ -94,6 +97,7 @@ func BuildDRA(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events
 		st.Warnings = append(st.Warnings, warnings...)
 		if p.Spec.NodeName == "" {
 			pending[sp.Key()] = p
+			st.Created[sp.Key()] = p.CreationTimestamp.UTC()
 			if cond := scheduledCondition(p); cond != nil && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
 				st.SchedulingFailures[sp.Key()] = SchedulingFailure{Message: cond.Message, Time: cond.LastTransitionTime.Time}
 			}

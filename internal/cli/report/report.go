@@ -144,12 +144,17 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		return err
 	}
 	var livePods []usage.PodEvents
+	var live *kube.State
 	if opts.live || opts.kubeconfig != "" {
 		if opts.prometheus == "" {
 			return errors.New("--kubeconfig/--live read the node labels and pod start-ups of the cluster that --prometheus measures; give --prometheus too")
 		}
-		if pricing.NodeLabels, livePods, err = readLive(ctx, opts.kubeconfig, opts.stderr); err != nil {
+		if live, livePods, err = readLive(ctx, opts.kubeconfig, opts.stderr); err != nil {
 			return err
+		}
+		pricing.NodeLabels = make(map[string]map[string]string, len(live.Snapshot.Nodes))
+		for _, n := range live.Snapshot.Nodes {
+			pricing.NodeLabels[n.Name] = n.Labels
 		}
 	}
 	apps := map[string]string{}
@@ -208,7 +213,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		}
 		return err
 	}
-	if r.QueueWait, err = queueWait(ctx, opts, r); err != nil {
+	if r.QueueWait, err = queueWait(ctx, opts, r, live); err != nil {
 		return fmt.Errorf("queue wait: %w", err)
 	}
 	return write(out, r, opts.format, source, opts.top)
@@ -276,12 +281,13 @@ func (o *options) checkWindow(hourly bool) error {
 	return nil
 }
 
-// readLive reads from the live cluster every node's labels, so that price
-// rules match nodes even where Prometheus has no kube_node_labels, and the
-// start-up of its GPU pods (kube.LoadStartup: phases, the kubelet's image
-// pulls, model storage), which the report merges over kube-state-metrics'
-// pod times. Warnings go to stderr.
-func readLive(ctx context.Context, kubeconfig string, stderr io.Writer) (map[string]map[string]string, []usage.PodEvents, error) {
+// readLive reads the live cluster: its snapshot (every node's labels, so
+// that price rules match nodes even where Prometheus has no
+// kube_node_labels; the pending pods and when they were created, for their
+// queue wait) and the start-up of its GPU pods (kube.LoadStartup: phases,
+// the kubelet's image pulls, model storage), which the report merges over
+// kube-state-metrics' pod times. Warnings go to stderr.
+func readLive(ctx context.Context, kubeconfig string, stderr io.Writer) (*kube.State, []usage.PodEvents, error) {
 	client, err := kube.NewClient(kubeconfig)
 	if err != nil {
 		return nil, nil, err
@@ -299,9 +305,5 @@ func readLive(ctx context.Context, kubeconfig string, stderr io.Writer) (map[str
 			fmt.Fprintln(stderr, "warning:", w)
 		}
 	}
-	labels := make(map[string]map[string]string, len(st.Snapshot.Nodes))
-	for _, n := range st.Snapshot.Nodes {
-		labels[n.Name] = n.Labels
-	}
-	return labels, pods, nil
+	return st, pods, nil
 }
