@@ -22,7 +22,7 @@ type State struct {
 	// kube-scheduler's latest word on each pending pod it could not place.
 	SchedulingFailures map[string]SchedulingFailure
 	// Created holds, by pod key, when each pending pod was created, so
-	// that an edge can say how long it has waited (as Watcher.Created).
+	// that an edge can say how long it has waited.
 	Created map[string]time.Time
 	// Warnings say what of the objects could not be represented, one line
 	// each, naming the object.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -339,22 +338,4 @@ func (l *draListers) objects() (*DRAObjects, error) {
 	slices.SortFunc(o.Claims, func(a, b *resourcev1.ResourceClaim) int { return byName(a, b) })
 	slices.SortFunc(o.Templates, func(a, b *resourcev1.ResourceClaimTemplate) int { return byName(a, b) })
 	return &o, nil
-}
-
-// Created returns when each unbound pod that is not finished was created,
-// by pod key ("namespace/name"), so that long-running edges can say how
-// long a pending pod has waited.
-func (w *Watcher) Created() (map[string]time.Time, error) {
-	pods, err := w.pods.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]time.Time{}
-	for _, p := range pods {
-		if p.Spec.NodeName != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		out[p.Namespace+"/"+p.Name] = p.CreationTimestamp.UTC()
-	}
-	return out, nil
 }

@@ -293,15 +293,12 @@ func (e *Engine) snapshotState(now time.Time) State {
 	st, err := e.watcher.State()
 	if err == nil {
 		next.Snapshot, next.Warnings = st.Snapshot, st.Warnings
-		next.Failures = st.SchedulingFailures
+		next.Failures, next.Created = st.SchedulingFailures, st.Created
 		next.KubeAsOf = now
 		if startup, warnings, err := e.watcher.Startup(); err == nil {
 			next.Startup = startup
 			next.Warnings = append(slices.Clip(next.Warnings), warnings...)
 		}
-	}
-	if created, err := e.watcher.Created(); err == nil {
-		next.Created = created
 	}
 	return next
 }
