@@ -150,6 +150,16 @@ type DeviceUsage struct {
 	VRAMUsedMiB  Percentiles `json:"vramUsedMiB"`
 	VRAMFreeMiB  Percentiles `json:"vramFreeMiB"`
 	PowerWatts   Amount      `json:"powerWattsMean"`
+	// DRADevice is the DRA device ("driver/pool/device") that
+	// dcgm-exporter's DRA labels name on the device's owned series; "" for
+	// a GPU of the device plugin, or an exporter without those labels.
+	DRADevice string `json:"draDevice,omitempty"`
+	// SharedSeconds are the seconds at which two or more pods held the
+	// device at once (time-slicing, MPS, a DRA device allocated to several
+	// claims, or one claim shared by several pods); SharedBy are those
+	// pods ("namespace/pod"), sorted.
+	SharedSeconds Seconds  `json:"sharedSeconds"`
+	SharedBy      []string `json:"sharedBy,omitempty"`
 	Totals
 	Capacity
 }
@@ -185,6 +195,15 @@ type PodUsage struct {
 	// FirstHour is the hour of the window that HourlyActivity starts at:
 	// the first with a known activity (0 is the window's first hour).
 	FirstHour int `json:"firstHour,omitempty"`
+	// Claims are the ResourceClaims ("namespace/name") that dcgm-exporter's
+	// DRA labels name on the pod's series, sorted.
+	Claims []string `json:"claims,omitempty"`
+	// SharedWith are the other pods that held one of the pod's GPUs at a
+	// step at which two or more pods held it, in an hour in which the pod
+	// did too (within that hour the two need not have overlapped when
+	// three or more took turns), sorted. Both accounting paths compute
+	// this same set.
+	SharedWith []string `json:"sharedWith,omitempty"`
 	Totals
 }
 
@@ -441,6 +460,7 @@ var metricIndex = map[string]int{
 
 type ownerSeries struct {
 	owner   Owner
+	dra     DRAHold
 	present []bool
 	// pod and container are resolved at the owner's first held slot on
 	// the device, so the slot loop does no map lookups.
@@ -482,6 +502,9 @@ type podState struct {
 	firstHourGS float64
 	// hours are the pod's activity-known and active GPU-seconds per hour.
 	hours podHours
+	// claims are the DRA claims of its series; sharedWith the pods it
+	// shared a GPU with (PodUsage.SharedWith).
+	claims, sharedWith map[string]bool
 }
 
 // Account integrates the series over the window. It never fails on bad
@@ -664,6 +687,11 @@ func (a *rawAccount) device(d *deviceInput) {
 	}
 	source := a.activitySource()
 	du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
+	for _, o := range a.owners {
+		if id := o.dra.DeviceID(); id != "" && du.DRADevice == "" {
+			du.DRADevice = id
+		}
+	}
 	if source >= 0 {
 		du.ActivitySource = ActivitySources[source]
 		a.q.ActivitySources[du.ActivitySource]++
@@ -701,6 +729,9 @@ func (a *rawAccount) load(d *deviceInput) {
 				os = &ownerSeries{owner: s.Owner, present: make([]bool, a.slots)}
 				ownerIdx[s.Owner] = os
 				a.owners = append(a.owners, os)
+			}
+			if os.dra.IsZero() {
+				os.dra = s.DRA
 			}
 		}
 		v := a.vals[mi]
@@ -751,6 +782,7 @@ func (a *rawAccount) integrate(device Device, du *DeviceUsage, share, price floa
 	var powerN int
 	lastEnergy := math.NaN()
 	wasPresent, inGap := false, false
+	var sh sharers
 	vals := a.vals
 	levels := a.levels.of(levelModel(a.pricing, device), a.hours)
 	for k := 0; k < a.slots; k++ {
@@ -822,7 +854,15 @@ func (a *rawAccount) integrate(device Device, du *DeviceUsage, share, price floa
 			a.hold(o, device, du.ActivitySource, k, gs, activity, price, energy/float64(len(a.present)), fb, power)
 			o.pod.hours.add(h, known, active)
 		}
+		// The owners are sorted by pod: a pod's containers are adjacent.
+		if last := a.present[len(a.present)-1]; last.pod != a.present[0].pod {
+			du.SharedSeconds += Seconds(sec)
+			for _, o := range a.present {
+				sh.add(h, o.pod)
+			}
+		}
 	}
+	du.SharedBy = sh.settle()
 	du.Coverage = Known(covered / a.w.End.Sub(a.w.Start).Seconds())
 	a.coveredDeviceSeconds += covered * share
 	du.VRAMUsedMiB = percentiles(a.vram)
@@ -857,6 +897,9 @@ func (a *rawAccount) slotEnergy(k int, power, sec, lastEnergy float64) float64 {
 func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, gs, activity, price, energy, fb, power float64) {
 	if o.pod == nil {
 		o.pod, o.container = resolveOwner(a.pods, o.owner, device, source, k, a.slots)
+		if c := o.dra.Claim(); c != "" {
+			o.pod.claims[c] = true
+		}
 		if a.nodePods[device.Node] == nil {
 			a.nodePods[device.Node] = map[string]bool{}
 		}
@@ -969,6 +1012,8 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 		u.Totals = ps.acc.totals()
 		u.Pattern = classify(ps.stats, u.DRAMActive, u.VRAMUsedMiB)
 		u.HourlyActivity, u.FirstHour = ps.hours.activity()
+		u.Claims = sortedKeys(ps.claims)
+		u.SharedWith = sortedKeys(ps.sharedWith)
 		for _, c := range slices.Sorted(maps.Keys(ps.containers)) {
 			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c}, Totals: ps.containers[c].totals()})
 		}
@@ -1098,6 +1143,8 @@ func resolveOwner(pods map[string]*podState, o Owner, d Device, source string, k
 			devices:    map[string]bool{},
 			sources:    map[string]bool{},
 			containers: map[string]*acc{},
+			claims:     map[string]bool{},
+			sharedWith: map[string]bool{},
 			firstSlot:  k,
 			firstUse:   -1,
 			vram:       make([]float64, 0, slots),
@@ -1161,4 +1208,47 @@ func timePtr(t time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// sharers collects, for one device, the pods present at its shared steps
+// (two or more pods at once), by hour of the window: what
+// PodUsage.SharedWith and DeviceUsage.SharedBy are made of, the same way on
+// both accounting paths.
+type sharers struct {
+	byHour map[int]map[*podState]bool
+}
+
+func (s *sharers) add(h int, ps *podState) {
+	if s.byHour == nil {
+		s.byHour = map[int]map[*podState]bool{}
+	}
+	if s.byHour[h] == nil {
+		s.byHour[h] = map[*podState]bool{}
+	}
+	s.byHour[h][ps] = true
+}
+
+// settle adds to each pod's sharedWith the other pods of its hours and
+// returns every pod that shared the device, sorted; nil if none did.
+func (s *sharers) settle() []string {
+	all := map[string]bool{}
+	for _, pods := range s.byHour {
+		for ps := range pods {
+			all[ps.usage.Key()] = true
+			for other := range pods {
+				if other != ps {
+					ps.sharedWith[other.usage.Key()] = true
+				}
+			}
+		}
+	}
+	return sortedKeys(all)
+}
+
+// sortedKeys lists a set's members in order; nil for an empty set.
+func sortedKeys(set map[string]bool) []string {
+	if len(set) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(set))
 }

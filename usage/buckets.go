@@ -86,6 +86,13 @@ type Bucket struct {
 	CounterResets   float64  `json:"counterResets,omitempty"`
 	SampledAfterGap float64  `json:"sampledAfterGap,omitempty"`
 	Metrics         []string `json:"metrics,omitempty"`
+
+	// SharedSteps counts the steps at which two or more pods held the
+	// device (device bucket), or at which the owner held it while two or
+	// more pods did (owner bucket).
+	SharedSteps float64 `json:"sharedSteps,omitempty"`
+	// DRA is what the owner's series' DRA labels say (owner buckets only).
+	DRA DRAHold `json:"dra,omitzero"`
 }
 
 // BucketInput is everything AccountBuckets needs: the window [Start, End),
@@ -169,10 +176,14 @@ type deviceSums struct {
 	metrics              [nMetrics]bool
 	sampledByBucket      map[int64]float64 // MIG instances only
 	owners               map[Owner]*ownerSums
+	shared               float64
+	// sharedHours are the owners with shared steps, by hour of the window.
+	sharedHours map[int][]Owner
 }
 
 // ownerSums are an owner's figures on one device summed over its buckets.
 type ownerSums struct {
+	dra                      DRAHold
 	heldShare, known, active float64
 	energy                   float64
 	energyKnown              bool
@@ -231,8 +242,17 @@ func (a *BucketAccount) Add(b *Bucket) error {
 		o.heldShare += b.HeldShareSteps
 		o.known += b.ActivityKnownShareSteps
 		o.active += b.ActiveShareSteps
+		if o.dra.IsZero() {
+			o.dra = b.DRA
+		}
 		// A bucket counts in the hour it starts in.
 		h := int(b.Start.Sub(a.start) / time.Hour)
+		if b.SharedSteps > 0 {
+			if d.sharedHours == nil {
+				d.sharedHours = map[int][]Owner{}
+			}
+			d.sharedHours[h] = append(d.sharedHours[h], b.Owner)
+		}
 		if b.HeldShareSteps > 0 {
 			hour := a.start.Add(time.Duration(h) * time.Hour)
 			if o.firstHour.IsZero() || hour.Before(o.firstHour) {
@@ -274,6 +294,7 @@ func (a *BucketAccount) Add(b *Bucket) error {
 	}
 	d.sampled += b.SampledSteps
 	d.held += b.HeldSteps
+	d.shared += b.SharedSteps
 	d.powSum += b.PowerSum
 	d.powN += b.PowerSteps
 	d.vram.add(b.VRAMUsedMiB, b.SampledSteps)
@@ -426,12 +447,24 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		owners := slices.SortedFunc(maps.Keys(d.owners), func(x, y Owner) int {
 			return strings.Compare(x.PodKey()+"/"+x.Container, y.PodKey()+"/"+y.Container)
 		})
+		var sh sharers
 		for _, o := range owners {
 			os := d.owners[o]
 			gs := sec * share
 			allocated, known, active := os.heldShare*gs, os.known*gs, os.active*gs
 			dev.holdSums(allocated, known, active, price)
 			ps, ca := resolveOwner(pods, o, d.device, du.ActivitySource, 0, 0)
+			if c := os.dra.Claim(); c != "" {
+				ps.claims[c] = true
+			}
+			if id := os.dra.DeviceID(); id != "" && du.DRADevice == "" {
+				du.DRADevice = id
+			}
+			for h, sharing := range d.sharedHours {
+				if slices.Contains(sharing, o) {
+					sh.add(h, ps)
+				}
+			}
 			if nodePods[d.device.Node] == nil {
 				nodePods[d.device.Node] = map[string]bool{}
 			}
@@ -473,6 +506,8 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 				ps.firstUseAt = os.firstUse
 			}
 		}
+		du.SharedSeconds = Seconds(d.shared * sec)
+		du.SharedBy = sh.settle()
 		du.Coverage = Known(d.sampled * sec / windowSeconds)
 		du.VRAMUsedMiB = d.vram.percentiles()
 		du.VRAMFreeMiB = d.vramFree.percentiles()

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 		has     [nMetrics][]bool
 		sampled []bool
 		owners  map[Owner][]bool
+		dra     map[Owner]DRAHold
 		samples []float64
 		nan     []float64
 		metrics map[string]bool
@@ -35,7 +37,7 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 		}
 		d := devs[s.Device.Key()]
 		if d == nil {
-			d = &dev{device: s.Device, sampled: make([]bool, slots), owners: map[Owner][]bool{}, samples: make([]float64, slots), nan: make([]float64, slots), metrics: map[string]bool{}}
+			d = &dev{device: s.Device, sampled: make([]bool, slots), owners: map[Owner][]bool{}, dra: map[Owner]DRAHold{}, samples: make([]float64, slots), nan: make([]float64, slots), metrics: map[string]bool{}}
 			for m := range d.vals {
 				d.vals[m] = make([]float64, slots)
 				d.has[m] = make([]bool, slots)
@@ -55,6 +57,9 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 			d.sampled[k] = true
 			d.samples[k]++
 			if !s.Owner.IsZero() {
+				if !s.DRA.IsZero() {
+					d.dra[s.Owner] = s.DRA
+				}
 				if d.owners[s.Owner] == nil {
 					d.owners[s.Owner] = make([]bool, slots)
 				}
@@ -97,6 +102,16 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 			}
 			return math.NaN()
 		}
+		// shared says whether two or more pods held the device at step k.
+		shared := func(k int) bool {
+			pods := map[string]bool{}
+			for o, present := range d.owners {
+				if present[k] {
+					pods[o.PodKey()] = true
+				}
+			}
+			return len(pods) > 1
+		}
 		for bi := 0; bi < n; bi++ {
 			bs := start.Add(time.Duration(bi) * length)
 			own := Bucket{Start: bs, Length: length, Step: step, Device: d.device}
@@ -120,6 +135,9 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 						own.HeldSteps++
 						break
 					}
+				}
+				if shared(k) {
+					own.SharedSteps++
 				}
 				if v := d.vals[mFBUsed][k]; !math.IsNaN(v) {
 					vram = append(vram, v)
@@ -152,7 +170,7 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 			own.VRAMUsedMiB, own.VRAMFreeMiB = percentiles(vram), percentiles(free)
 			out = append(out, own)
 			for o, present := range d.owners {
-				b := Bucket{Start: bs, Length: length, Step: step, Device: d.device, Owner: o}
+				b := Bucket{Start: bs, Length: length, Step: step, Device: d.device, Owner: o, DRA: d.dra[o]}
 				var acts, fbs []float64
 				for k := bi * per; k < (bi+1)*per; k++ {
 					if !present[k] {
@@ -166,6 +184,9 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 					}
 					b.HeldSteps++
 					b.HeldShareSteps += 1 / n
+					if shared(k) {
+						b.SharedSteps++
+					}
 					if b.FirstHeld.IsZero() {
 						b.FirstHeld = start.Add(time.Duration(k) * step)
 					}
@@ -253,6 +274,12 @@ func TestAccountBucketsAgreesWithAccount(t *testing.T) {
 	add(SMActive, shared, Owner{}, 0, per, func(int) float64 { return 0 })
 	add(SMActive, shared, a, per, 2*per, func(k int) float64 { return 0.2 })
 	add(SMActive, shared, c, per, 2*per, func(k int) float64 { return 0.2 })
+	// ... each through a DRA claim of its own on one device that allows
+	// several allocations, as dcgm-exporter labels them.
+	gpu1 := DRAHold{Driver: "gpu.nvidia.com", Pool: "n1", Device: "gpu-1"}
+	series[len(series)-2].DRA, series[len(series)-1].DRA = gpu1, gpu1
+	series[len(series)-2].DRA.ClaimNamespace, series[len(series)-2].DRA.ClaimName = "ml", "half-a"
+	series[len(series)-1].DRA.ClaimNamespace, series[len(series)-1].DRA.ClaimName = "web", "half-c"
 	add(SMActive, shared, Owner{}, 2*per, all, func(int) float64 { return 0 })
 	add(DRAMActive, shared, c, per, 2*per, func(int) float64 { return 0.5 })
 	// A 3g slice of a MIG GPU: c holds it throughout, with GPU utilisation only.
@@ -286,6 +313,31 @@ func TestAccountBucketsAgreesWithAccount(t *testing.T) {
 		}
 		if h := mustPod(t, got, ns, want.pod).Startup.HeldGPUs; !h.Known || math.Abs(h.Value-want.gpus) > 1e-4 {
 			t.Errorf("%s: GPUs held at start %+v, want %v", want.pod, h, want.gpus)
+		}
+	}
+	// Who shared GPU 1 (the second hour, 360 steps of 10 s) and through
+	// which claims, on both paths.
+	for _, r := range []*Report{raw, got} {
+		for _, d := range r.Devices {
+			want := Device{}
+			if d.Key() == shared.Key() {
+				want = shared
+				if d.SharedSeconds != 3600 || !slices.Equal(d.SharedBy, []string{"ml/a", "web/c"}) || d.DRADevice != "gpu.nvidia.com/n1/gpu-1" {
+					t.Errorf("%s: %s shared %v s by %v, DRA device %q; want 3600 s by [ml/a web/c], gpu.nvidia.com/n1/gpu-1", r.Accounting, d.Key(), d.SharedSeconds, d.SharedBy, d.DRADevice)
+				}
+			}
+			if want == (Device{}) && (d.SharedSeconds != 0 || d.SharedBy != nil || d.DRADevice != "") {
+				t.Errorf("%s: %s shared %v s by %v, DRA device %q; want none", r.Accounting, d.Key(), d.SharedSeconds, d.SharedBy, d.DRADevice)
+			}
+		}
+		for _, want := range []struct {
+			ns, pod      string
+			with, claims []string
+		}{{"ml", "a", []string{"web/c"}, []string{"ml/half-a"}}, {"ml", "b", nil, nil}, {"web", "c", []string{"ml/a"}, []string{"web/half-c"}}} {
+			p := mustPod(t, r, want.ns, want.pod)
+			if !slices.Equal(p.SharedWith, want.with) || !slices.Equal(p.Claims, want.claims) {
+				t.Errorf("%s: %s shared with %v, claims %v; want %v, %v", r.Accounting, p.Key(), p.SharedWith, p.Claims, want.with, want.claims)
+			}
 		}
 	}
 	if p, _ := got.Pod("ml", "a"); p.Pattern.Name != mustPod(t, raw, "ml", "a").Pattern.Name {

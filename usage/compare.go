@@ -3,6 +3,7 @@ package usage
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -14,7 +15,9 @@ import (
 // GPU-seconds; for pods their pattern's mean activity and idle ratio, and
 // when they were first attached to and first used a GPU, the GPUs they
 // held at start, and their hourly
-// activity; the GPUs per model and hour (Hourly). It is how the
+// activity, the pods they shared a GPU with and their DRA claims; for
+// devices the seconds they were shared, by whom, and their DRA device;
+// the GPUs per model and hour (Hourly). It is how the
 // raw path and the hourly path prove that they agree; empty when they do.
 func Disagreements(want, got *Report, rel float64) []string {
 	var out []string
@@ -72,6 +75,9 @@ func Disagreements(want, got *Report, rel float64) []string {
 		if differ(g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max) {
 			out = append(out, fmt.Sprintf("%s: VRAM max %s, want %s", where, amountText(g.VRAMUsedMiB.Max), amountText(d.VRAMUsedMiB.Max)))
 		}
+		if differ(Known(float64(g.SharedSeconds)), Known(float64(d.SharedSeconds))) || !slices.Equal(g.SharedBy, d.SharedBy) || g.DRADevice != d.DRADevice {
+			out = append(out, fmt.Sprintf("%s: shared %v by %v, DRA device %q; want %v by %v, %q", where, g.SharedSeconds, g.SharedBy, g.DRADevice, d.SharedSeconds, d.SharedBy, d.DRADevice))
+		}
 	}
 	for i, p := range want.Pods {
 		g := got.Pods[i]
@@ -89,6 +95,9 @@ func Disagreements(want, got *Report, rel float64) []string {
 		}
 		if differ(g.Startup.HeldGPUs, p.Startup.HeldGPUs) {
 			out = append(out, fmt.Sprintf("%s: GPUs held at start %s, want %s", where, amountText(g.Startup.HeldGPUs), amountText(p.Startup.HeldGPUs)))
+		}
+		if !slices.Equal(g.SharedWith, p.SharedWith) || !slices.Equal(g.Claims, p.Claims) {
+			out = append(out, fmt.Sprintf("%s: shared with %v, claims %v; want %v, %v", where, g.SharedWith, g.Claims, p.SharedWith, p.Claims))
 		}
 		if g.FirstHour != p.FirstHour || !levelsAgree(p.HourlyActivity, g.HourlyActivity, rel) {
 			out = append(out, fmt.Sprintf("%s: hourly activity %v from hour %d, want %v from hour %d", where, g.HourlyActivity, g.FirstHour, p.HourlyActivity, p.FirstHour))

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/gpupack/gpupack/cluster"
 )
 
 // dcgm-exporter's metric names that usage reads.
@@ -83,12 +85,50 @@ type Sample struct {
 	Value  float64
 }
 
+// DRAHold is what dcgm-exporter's DRA labels say of an owner's series
+// (dra_claim_namespace, dra_claim_name, dra_driver_name, dra_pool_name,
+// dra_device_name: dcgm-exporter 4.x on a kubelet whose pod-resources API
+// lists ResourceClaims, KubeletPodResourcesDynamicResources): the claim
+// that allocated the device to the owner and the DRA device it names. The
+// zero DRAHold is a device of the device plugin, or an exporter without
+// those labels.
+type DRAHold struct {
+	ClaimNamespace string `json:"claimNamespace,omitempty"`
+	ClaimName      string `json:"claimName,omitempty"`
+	Driver         string `json:"driver,omitempty"`
+	Pool           string `json:"pool,omitempty"`
+	Device         string `json:"device,omitempty"`
+}
+
+// IsZero reports whether the series carried no DRA labels.
+func (h DRAHold) IsZero() bool { return h == DRAHold{} }
+
+// Claim is "namespace/name" of the claim; "" if the labels name none.
+func (h DRAHold) Claim() string {
+	if h.ClaimName == "" {
+		return ""
+	}
+	return h.ClaimNamespace + "/" + h.ClaimName
+}
+
+// DeviceID is "driver/pool/device" (cluster.DeviceID); "" if the labels
+// name no device.
+func (h DRAHold) DeviceID() string {
+	if h.Device == "" {
+		return ""
+	}
+	return cluster.DeviceID(h.Driver, h.Pool, h.Device)
+}
+
 // Series is one metric of one device as seen by one owner (or by nobody).
 type Series struct {
 	Metric  string
 	Device  Device
 	Owner   Owner
 	Samples []Sample
+	// DRA is what the series' DRA labels say of its owner's hold; zero
+	// without them.
+	DRA DRAHold
 }
 
 // Window is the span accounted and the spacing of samples in it. Samples

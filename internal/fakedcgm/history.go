@@ -72,7 +72,7 @@ func (s *Scenario) WriteOpenMetrics(out io.Writer, start time.Time, from, to, sc
 					series = fam.name + "{" + labels + "}"
 				} else {
 					p := pods[hi]
-					series = fam.name + "{" + labels + "," + label("container", p.container()) + "," + label("namespace", p.Namespace) + "," + label("pod", p.Name) + "}"
+					series = fam.name + "{" + labels + "," + p.labels() + "}"
 				}
 				n := 0
 				for t := from; t < to; t += scrape {
@@ -175,7 +175,10 @@ func (s *Scenario) readDevice(d usage.Device, pods []*Pod, t time.Duration, rese
 // ending and starting at odd minutes (owners change mid-hour); every fifth
 // GPU is time-sliced by a second pod for part of its time, and the last GPU
 // of the first node is MIG-partitioned 3g+2g+1g (one compute slice left
-// uninstantiated). seed makes it reproducible.
+// uninstantiated). The second node's GPUs are offered through DRA: each pod
+// there holds its GPU through a ResourceClaim of its own (a time-sliced
+// GPU's two pods, two claims on one device), and its series carry
+// dcgm-exporter's DRA labels. seed makes it reproducible.
 func Fleet(gpus, days int, seed uint64, c *gpu.Catalogue) (*Scenario, error) {
 	if gpus < 1 || days < 1 {
 		return nil, fmt.Errorf("fleet of %d GPUs for %d days: want at least one GPU and one day", gpus, days)
@@ -209,6 +212,9 @@ func Fleet(gpus, days int, seed uint64, c *gpu.Catalogue) (*Scenario, error) {
 		a := patterns[rng.IntN(len(patterns))]
 		s.Pods = append(s.Pods, Pod{Namespace: fmt.Sprintf("team-%d", rng.IntN(8)), Name: fmt.Sprintf("job-%05d", pods), Container: "main",
 			Node: node, GPU: g, Slice: slice, From: Duration(from), To: Duration(to), MemoryMiB: memory, DRAM: math.Round(rng.Float64()*50) / 100, Activity: a})
+		if node == "node-001" {
+			s.Pods[len(s.Pods)-1].DRA = &DRAClaim{Claim: fmt.Sprintf("job-%05d-gpu", pods), Device: fmt.Sprintf("gpu-%d", g)}
+		}
 		pods++
 	}
 	gi := 0

@@ -69,6 +69,24 @@ type Pod struct {
 	Activity  Activity `json:"activity"`
 	Startup   Startup  `json:"startup"`
 	App       *App     `json:"app"`
+	// DRA, when set, says the pod holds its GPU through a ResourceClaim:
+	// its series carry dcgm-exporter's DRA labels.
+	DRA *DRAClaim `json:"dra"`
+}
+
+// DRAClaim is the ResourceClaim through which a pod holds its GPU, as
+// dcgm-exporter 4.x labels its series when the kubelet's pod-resources API
+// lists claims (dra_claim_name, dra_claim_namespace, dra_device_name,
+// dra_driver_name, dra_pool_name).
+type DRAClaim struct {
+	// Claim is the claim's name, in the pod's namespace.
+	Claim string `json:"claim"`
+	// Device is the DRA device in the pool, such as gpu-0.
+	Device string `json:"device"`
+	// Pool defaults to the pod's node, Driver to gpu.nvidia.com (NVIDIA's
+	// DRA driver publishes one pool per node).
+	Pool   string `json:"pool"`
+	Driver string `json:"driver"`
 }
 
 // App scripts an application metric proportional to the pod's activity,
@@ -250,6 +268,9 @@ func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
 			if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
 				v.fail(path("pods", i, "activity", r.name), "%v is not a ratio; want 0..1", r.v)
 			}
+		}
+		if p.DRA != nil && (p.DRA.Claim == "" || p.DRA.Device == "") {
+			v.fail(at("dra"), "a DRA claim needs its claim and device names")
 		}
 		node, ok := s.node(p.Node)
 		if !ok {

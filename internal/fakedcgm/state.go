@@ -128,7 +128,7 @@ func (s *Scenario) WriteMetrics(w io.Writer, t time.Duration) error {
 				continue
 			}
 			for _, p := range r.holders {
-				fmt.Fprintf(&b, "%s{%s,%s,%s,%s} %s\n", f.name, deviceLabels(r.device), label("container", p.container()), label("namespace", p.Namespace), label("pod", p.Name), v)
+				fmt.Fprintf(&b, "%s{%s,%s} %s\n", f.name, deviceLabels(r.device), p.labels(), v)
 			}
 		}
 	}
@@ -158,6 +158,32 @@ func label(name, value string) string {
 	return name + `="` + labelEscaper.Replace(value) + `"`
 }
 
+// labels are the pod's labels on its device's series, in dcgm-exporter's
+// order: container, the DRA labels of its claim if any, namespace, pod.
+func (p *Pod) labels() string {
+	l := label("container", p.container()) + ","
+	if h := p.hold(); !h.IsZero() {
+		l += label("dra_claim_name", h.ClaimName) + "," + label("dra_claim_namespace", h.ClaimNamespace) + "," +
+			label("dra_device_name", h.Device) + "," + label("dra_driver_name", h.Driver) + "," + label("dra_pool_name", h.Pool) + ","
+	}
+	return l + label("namespace", p.Namespace) + "," + label("pod", p.Name)
+}
+
+// hold is what the pod's DRA labels say; zero without a claim.
+func (p *Pod) hold() usage.DRAHold {
+	if p.DRA == nil {
+		return usage.DRAHold{}
+	}
+	h := usage.DRAHold{ClaimNamespace: p.Namespace, ClaimName: p.DRA.Claim, Driver: p.DRA.Driver, Pool: p.DRA.Pool, Device: p.DRA.Device}
+	if h.Driver == "" {
+		h.Driver = "gpu.nvidia.com"
+	}
+	if h.Pool == "" {
+		h.Pool = p.Node
+	}
+	return h
+}
+
 func (p *Pod) container() string {
 	if p.Container != "" {
 		return p.Container
@@ -184,14 +210,14 @@ func (s *Scenario) Series(start time.Time, w usage.Window) []usage.Series {
 		if si, ok := first[di][p]; ok {
 			return si
 		}
-		o := usage.Owner{}
+		o, h := usage.Owner{}, usage.DRAHold{}
 		if p != nil {
-			o = usage.Owner{Namespace: p.Namespace, Pod: p.Name, Container: p.container()}
+			o, h = usage.Owner{Namespace: p.Namespace, Pod: p.Name, Container: p.container()}, p.hold()
 		}
 		si := len(out)
 		first[di][p] = si
 		for _, f := range families {
-			out = append(out, usage.Series{Metric: f.name, Device: d, Owner: o})
+			out = append(out, usage.Series{Metric: f.name, Device: d, Owner: o, DRA: h})
 		}
 		return si
 	}

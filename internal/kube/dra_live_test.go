@@ -20,6 +20,7 @@ import (
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // TestLiveDRA publishes ResourceSlices of NVIDIA's DRA driver's shape (whole
@@ -238,6 +239,18 @@ func checkDRAState(t *testing.T, st *kube.State, want map[string][]string) {
 	}
 	if len(held) != 4 {
 		t.Errorf("%d devices held, want 4 (train-0, train-1, mig, legacy)", len(held))
+	}
+	// What report --kubeconfig checks the exporter's attribution against:
+	// each held device with its pod and the UUID its slice publishes.
+	holds := usage.ClaimHolds(s, nil)
+	if len(holds) != len(held) {
+		t.Errorf("claim holds %+v; want one for each of the %d held devices", holds, len(held))
+	}
+	for _, h := range holds {
+		_, name, _ := strings.Cut(h.Pod, "/")
+		if held[h.DeviceID] != name || !strings.HasPrefix(h.UUID, "GPU-") {
+			t.Errorf("claim hold %+v: want pod %s and the GPU's UUID", h, held[h.DeviceID])
+		}
 	}
 	_, misfits, err := placement.States(s)
 	if err != nil {

@@ -22,7 +22,12 @@ import (
 // device() and owner() read them; every bucket query groups by them.
 const (
 	deviceLabels = "Hostname, hostname, node, kubernetes_node, gpu, UUID, uuid, modelName, GPU_I_PROFILE, GPU_I_ID"
-	ownerLabels  = "namespace, pod, container, exported_namespace, exported_pod, exported_container"
+	ownerLabels  = "namespace, pod, container, exported_namespace, exported_pod, exported_container, " + draLabels
+	// draLabels are dcgm-exporter's DRA labels: they come with an owner's
+	// series only, so they group with the owner, never the device.
+	draLabels = "dra_claim_namespace, dra_claim_name, dra_driver_name, dra_pool_name, dra_device_name"
+	// podLabels name a pod, not its container: pods that share a device.
+	podLabels = "namespace, pod, exported_namespace, exported_pod"
 )
 
 // bucketFigure is one figure of a bucket: the PromQL that computes it for
@@ -64,6 +69,9 @@ func bucketBlocks(step, bucket time.Duration) *strings.Replacer {
 		"$opower", finite(byOwner(usage.PowerUsage)),
 		// A series renamed exported_* keeps the scrape target's pod label,
 		// so pod!="" selects every owned series, as owner() reads them.
+		// $sharing is 1 for a device at the steps at which two or more
+		// pods hold it.
+		"$sharing", "(count by ($dev) (group by ($dev, "+podLabels+") ($owned)) > 1)",
 		"$owned", `group by ($dev, $own) ({__name__=~"`+metrics+`", pod!=""$osel})`,
 		"$act", "(clamp("+byDev(usage.GREngineActive)+" or "+byDev(usage.SMActive)+" or "+byDev(usage.GPUUtil)+" / 100, 0, 1) >= 0)",
 		"$fbfree", finite(byDev(usage.FBFree)),
@@ -119,8 +127,10 @@ var bucketFigures = []bucketFigure{
 	{"owner power steps", "count_over_time($opower$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.PowerSteps = v }},
 	{"owner energy", "sum_over_time(($share * on ($dev) group_left() $energy)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.EnergyJoules = known(v) }},
 	{"first held", "min_over_time(timestamp($owned)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.FirstHeld = atTime(v) }},
+	{"shared steps", "count_over_time(($owned and on ($dev) $sharing)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.SharedSteps = v }},
 	{"first use", fmt.Sprintf("min_over_time(timestamp(($oact > %g) or ($ofb > %d))$range)", usage.ActivityIdleFloor, usage.FBIdleFloorMiB), true, func(b *usage.Bucket, v float64, _ model.Metric) { b.FirstUse = atTime(v) }},
 
+	{"device shared steps", "count_over_time($sharing$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.SharedSteps = v }},
 	{"sampled steps", "count_over_time(group by ($dev) ($all)$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.SampledSteps = v }},
 	{"device held steps", "count_over_time(group by ($dev) ($owned)$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.HeldSteps = v }},
 	{"VRAM p50", "quantile_over_time(0.5, $fb$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.VRAMUsedMiB.P50 = known(v) }},
@@ -483,11 +493,7 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 						return fmt.Errorf("bucket figure %q: %w", fig.name, err)
 					}
 					each(m, func(hourKey) bool { return true }, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
-						var o usage.Owner
-						if fig.owner {
-							o = owner(labels)
-						}
-						fig.set(get(start, d, o), v, labels)
+						fig.set(ownersBucket(get, start, d, fig.owner, labels), v, labels)
 					})
 					return nil
 				})
@@ -506,7 +512,7 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 				each(m, isPlain, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
 					var own *usage.Bucket
 					if o := owner(labels); !o.IsZero() {
-						own = get(start, d, o)
+						own = ownersBucket(get, start, d, true, labels)
 					}
 					fig.set(get(start, d, usage.Owner{}), own, v, labels)
 				})
@@ -550,11 +556,7 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 							return
 						}
 						fig := &bucketFigures[i]
-						var o usage.Owner
-						if fig.owner {
-							o = owner(labels)
-						}
-						fig.set(get(start, d, o), v, labels)
+						fig.set(ownersBucket(get, start, d, fig.owner, labels), v, labels)
 					})
 					return nil
 				})
@@ -574,6 +576,19 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 		}
 	}
 	return nil
+}
+
+// ownersBucket is get's bucket of the device, or, for a figure of owners,
+// of the owner that labels name, with the DRA hold they state.
+func ownersBucket(get func(time.Time, usage.Device, usage.Owner) *usage.Bucket, start time.Time, d usage.Device, ofOwner bool, labels model.Metric) *usage.Bucket {
+	if !ofOwner {
+		return get(start, d, usage.Owner{})
+	}
+	b := get(start, d, owner(labels))
+	if b.DRA.IsZero() {
+		b.DRA = draHold(labels)
+	}
+	return b
 }
 
 // fallbackQuery joins the subqueries of the figures group (indexes into

@@ -143,6 +143,29 @@ func TestPlainFiguresAgreeWithSubqueries(t *testing.T) {
 	for _, d := range usage.Disagreements(raw, hourly, 0.01) {
 		t.Error("hourly (plain figures) vs raw: " + d)
 	}
+	// The second node's GPUs are DRA devices: their DRA identity, their
+	// pods' claims and the time-sliced GPUs' sharers come through (and
+	// agree with the raw path, above).
+	var draDevices, sharedDevices, claimed int
+	for _, d := range hourly.Devices {
+		if d.DRADevice != "" {
+			draDevices++
+			if d.Node != "node-001" || d.DRADevice != "gpu.nvidia.com/node-001/gpu-"+d.GPU {
+				t.Errorf("device %s: DRA device %q; want gpu.nvidia.com/node-001/gpu-%s on node-001 only", d.Key(), d.DRADevice, d.GPU)
+			}
+		}
+		if d.SharedSeconds > 0 && len(d.SharedBy) >= 2 {
+			sharedDevices++
+		}
+	}
+	for _, p := range hourly.Pods {
+		if len(p.Claims) > 0 {
+			claimed++
+		}
+	}
+	if draDevices == 0 || sharedDevices == 0 || claimed == 0 {
+		t.Errorf("%d DRA devices, %d shared devices, %d pods with claims; want some of each", draDevices, sharedDevices, claimed)
+	}
 	if q, rq := hourly.Quality, raw.Quality; q.NaNSamples != rq.NaNSamples || q.NaNSamples == 0 || q.CounterResets != rq.CounterResets || q.CounterResets == 0 {
 		t.Errorf("hourly quality: %d NaN, %d resets; raw %d, %d (the history has both)", q.NaNSamples, q.CounterResets, rq.NaNSamples, rq.CounterResets)
 	}

@@ -65,7 +65,7 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 			return nil, err
 		}
 		for _, ss := range m {
-			d.Series = append(d.Series, usage.Series{Metric: metric, Device: device(ss.Metric), Owner: owner(ss.Metric), Samples: samples(ss.Values)})
+			d.Series = append(d.Series, usage.Series{Metric: metric, Device: device(ss.Metric), Owner: owner(ss.Metric), DRA: draHold(ss.Metric), Samples: samples(ss.Values)})
 		}
 	}
 	if err := s.loadApp(ctx, d, app, func(q string) string { return q }, r, 0); err != nil {
@@ -249,6 +249,18 @@ func owner(m model.Metric) usage.Owner {
 		return usage.Owner{Namespace: label(m, "exported_namespace"), Pod: label(m, "exported_pod"), Container: label(m, "exported_container")}
 	}
 	return usage.Owner{Namespace: label(m, "namespace"), Pod: label(m, "pod"), Container: label(m, "container")}
+}
+
+// draHold reads dcgm-exporter's DRA labels (dcgm-exporter 4.x, where the
+// kubelet's pod-resources API lists ResourceClaims).
+func draHold(m model.Metric) usage.DRAHold {
+	return usage.DRAHold{
+		ClaimNamespace: label(m, "dra_claim_namespace"),
+		ClaimName:      label(m, "dra_claim_name"),
+		Driver:         label(m, "dra_driver_name"),
+		Pool:           label(m, "dra_pool_name"),
+		Device:         label(m, "dra_device_name"),
+	}
 }
 
 func samples(ps []model.SamplePair) []usage.Sample {

@@ -104,6 +104,7 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	tw.Flush()
 
 	writeStartup(&b, r, top)
+	writeShared(&b, r, top)
 
 	var appLines []string
 	for _, p := range r.Pods {
@@ -200,4 +201,52 @@ func writePodUsage(out io.Writer, r *usage.Report) error {
 	}
 	_, err = out.Write(b)
 	return err
+}
+
+// writeShared lists the GPUs that two or more pods held at once, longest
+// shared first, with the DRA device and the pods' claims where
+// dcgm-exporter's DRA labels name them.
+func writeShared(b *strings.Builder, r *usage.Report, top int) {
+	var shared []usage.DeviceUsage
+	for _, d := range r.Devices {
+		if d.SharedSeconds > 0 {
+			shared = append(shared, d)
+		}
+	}
+	if len(shared) == 0 {
+		return
+	}
+	sort.SliceStable(shared, func(i, j int) bool { return shared[i].SharedSeconds > shared[j].SharedSeconds })
+	claims := map[string][]string{}
+	for _, p := range r.Pods {
+		claims[p.Key()] = p.Claims
+	}
+	fmt.Fprintf(b, "\nShared GPUs (held by two or more pods at once)\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "NODE\tGPU\tDRA DEVICE\tSHARED HOURS\tPODS (CLAIMS)\n")
+	for i, d := range shared {
+		if i == top {
+			break
+		}
+		gpu := d.GPU
+		if d.MIGProfile != "" {
+			gpu += " " + d.MIGProfile
+		}
+		var pods []string
+		for _, p := range d.SharedBy {
+			if c := claims[p]; len(c) > 0 {
+				p += " (" + strings.Join(c, ", ") + ")"
+			}
+			pods = append(pods, p)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Node, gpu, orDash(d.DRADevice), hours(d.SharedSeconds), strings.Join(pods, ", "))
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

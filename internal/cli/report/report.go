@@ -213,6 +213,9 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		}
 		return err
 	}
+	if live != nil {
+		r.WarnUnattributedClaims(usage.ClaimHolds(live.Snapshot, livePods))
+	}
 	if r.QueueWait, err = queueWait(ctx, opts, r, live); err != nil {
 		return fmt.Errorf("queue wait: %w", err)
 	}

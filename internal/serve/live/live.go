@@ -384,6 +384,9 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	if err != nil {
 		return err
 	}
+	if next.Snapshot != nil {
+		r.WarnUnattributedClaims(usage.ClaimHolds(next.Snapshot, pods))
+	}
 	next.Report = r
 	next.AsOf = end
 	next.Hours = next.Hours[:0:0]
