@@ -162,7 +162,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				"/persistentvolumeclaims [list watch]",
 				"/pods [list watch]",
 				"/resourcequotas [list watch]",
-				"coordination.k8s.io/leases [list]",
+				"coordination.k8s.io/leases [list watch]",
 				"resource.k8s.io/deviceclasses [list watch]",
 				"resource.k8s.io/resourceclaims [list watch]",
 				"resource.k8s.io/resourceclaimtemplates [list watch]",

@@ -111,6 +111,16 @@ func TestRBACSufficesAndFaultsAreClear(t *testing.T) {
 		} else if slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "cannot list") }) {
 			t.Errorf("Watcher.State warns %q; want no list refused", st.Warnings)
 		}
+		// ... and, as Load, it tells which schedulers run (from the stock
+		// scheduler's FailedScheduling event about too-big), so serve can
+		// call a pod no-scheduler.
+		poll(t, "the Watcher to see default-scheduler running", func(context.Context) (bool, string, error) {
+			st, err := w.State()
+			if err != nil {
+				return false, "", err
+			}
+			return slices.Contains(st.Snapshot.Schedulers, "default-scheduler"), fmt.Sprintf("schedulers %q", st.Snapshot.Schedulers), nil
+		})
 		if startups, warnings, err := w.Startup(); err != nil || len(warnings) > 0 || len(startups) == 0 {
 			t.Errorf("Watcher.Startup: %d start-ups, error %v, warnings %q; want the bound pod's, and neither", len(startups), err, warnings)
 		}

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,23 +41,7 @@ func TestHourlyAgreesWithRaw(t *testing.T) {
 		Gaps:   []fakedcgm.Gap{{Device: gapDevice, From: 30*time.Hour + 20*time.Minute, To: 30*time.Hour + 50*time.Minute}},
 		Resets: []fakedcgm.Reset{{Device: resetDevice, At: 20*time.Hour + 13*time.Minute}},
 	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "history.om")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fleet.WriteOpenMetrics(f, start, 0, fleet.Duration.D(), scrape, faults); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	testcluster.Backfill(t, filepath.Join(dir, "data"), file, 24*time.Hour)
-	// Backfilled samples have no staleness markers: a lookback shorter than
-	// the scrape ends a pod's series at its last sample, as a live scrape's
-	// staleness marker would.
-	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Dir: dir, Args: []string{"--query.lookback-delta=59s"}})
+	prom := testcluster.FleetHistory(t, fleet, start, scrape, faults)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -57,26 +57,8 @@ func BenchmarkHourlyReport(b *testing.B) {
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	began := time.Now()
-	for day := range longest {
-		file := filepath.Join(dir, fmt.Sprintf("day%02d.om", day))
-		f, err := os.Create(file)
-		if err != nil {
-			b.Fatal(err)
-		}
-		from := time.Duration(day) * 24 * time.Hour
-		if err := fleet.WriteOpenMetrics(f, start, from, from+24*time.Hour, scrape, fakedcgm.Faults{}); err != nil {
-			b.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			b.Fatal(err)
-		}
-		testcluster.Backfill(b, filepath.Join(dir, "data"), file, 24*time.Hour)
-		if err := os.Remove(file); err != nil {
-			b.Fatal(err)
-		}
-	}
+	prom := testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
 	b.Logf("backfilled %d GPUs, %d pods, %d days at %s scrapes in %s", gpus, len(fleet.Pods), longest, scrape, time.Since(began).Round(time.Second))
-	prom := testcluster.StartPrometheus(b, testcluster.PrometheusOptions{Dir: dir, Args: []string{"--query.lookback-delta=" + (scrape - time.Second).String()}})
 	end := start.Add(time.Duration(longest) * 24 * time.Hour)
 
 	wall := map[int]time.Duration{}

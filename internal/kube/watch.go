@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 
@@ -26,10 +28,11 @@ import (
 // (DeviceClasses, ResourceSlices, ResourceClaims and their templates) from
 // shared informers, for long-running edges, and of the kubelet's Pulled
 // events and the PersistentVolumeClaims for the pods' start-up (Startup).
-// Its State has the scheduler's messages from the pods' PodScheduled
-// conditions (it watches no other event). It needs the verbs list and
-// watch on each at cluster scope; without them on events or claims,
-// Startup says what it lacks.
+// Its State has the scheduler's messages from its FailedScheduling events
+// and the pods' PodScheduled conditions, and, as Load's, the schedulers
+// seen running (from Leases and those events). It needs the verbs list and
+// watch on each at cluster scope; without them on events, leases or
+// claims, State and Startup say what they lack.
 type Watcher struct {
 	client    kubernetes.Interface
 	catalogue *gpu.Catalogue
@@ -54,6 +57,14 @@ type Watcher struct {
 	quotas        listersv1.ResourceQuotaLister
 	failedCreate  listersv1.EventLister
 	quotaWarnings []string
+	// leases and failedScheduling tell which schedulers run, as for Load
+	// (servingSchedulers), and give the scheduler's FailedScheduling
+	// events; nil where gpupack may not list them (schedulerWarnings says
+	// so).
+	schedulerFactories []informers.SharedInformerFactory
+	leases             coordinationlisters.LeaseLister
+	failedScheduling   listersv1.EventLister
+	schedulerWarnings  []string
 }
 
 // draListers read the DRA informers' caches.
@@ -120,6 +131,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if err := w.quotaInformers(ctx, probe); err != nil {
 		return explain(err, server(w.client))
 	}
+	if err := w.schedulerInformers(ctx); err != nil {
+		return explain(err, server(w.client))
+	}
 	if served {
 		r := w.factory.Resource().V1()
 		w.dra = &draListers{
@@ -135,14 +149,14 @@ func (w *Watcher) Start(ctx context.Context) error {
 			return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on nodes, pods, persistentvolumeclaims and the resource.k8s.io resources %v?)", informer, context.Cause(ctx), draResources)
 		}
 	}
-	for _, f := range []informers.SharedInformerFactory{w.pulledFactory, w.failedFactory} {
+	for _, f := range append([]informers.SharedInformerFactory{w.pulledFactory, w.failedFactory}, w.schedulerFactories...) {
 		if f == nil {
 			continue
 		}
 		f.Start(ctx.Done())
 		for informer, synced := range f.WaitForCacheSync(ctx.Done()) {
 			if !synced {
-				return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on events?)", informer, context.Cause(ctx))
+				return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on events and leases?)", informer, context.Cause(ctx))
 			}
 		}
 	}
@@ -176,6 +190,54 @@ func (w *Watcher) quotaInformers(ctx context.Context, probe metav1.ListOptions) 
 	w.failedFactory = informers.NewSharedInformerFactoryWithOptions(w.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = failedCreateSelector }))
 	w.failedCreate = w.failedFactory.Core().V1().Events().Lister()
+	return nil
+}
+
+// schedulerInformers prepares the informers of what tells which schedulers
+// run, as Load reads it: the Leases outside kube-node-lease and the
+// FailedScheduling events (each an informer of its own, selected at the
+// apiserver). A reader that may not list them gets Load's warning, and the
+// schedulers stay unknown (no pod is called no-scheduler).
+func (w *Watcher) schedulerInformers(ctx context.Context) error {
+	notNodeLease := "metadata.namespace!=" + corev1.NamespaceNodeLease
+	_, err := w.client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: notNodeLease})
+	switch {
+	case apierrors.IsForbidden(err):
+		w.schedulerWarnings = append(w.schedulerWarnings, fmt.Sprintf("cannot list leases (coordination.k8s.io), so gpupack cannot tell which schedulers run and calls no pod no-scheduler: %v", err))
+		return nil
+	case err != nil:
+		return &listError{verb: "list", resource: "leases", err: err}
+	}
+	_, err = w.client.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: failedSchedulingSelector})
+	switch {
+	case apierrors.IsForbidden(err):
+		w.schedulerWarnings = append(w.schedulerWarnings, fmt.Sprintf("cannot list events, so gpupack cannot tell which schedulers run and calls no pod no-scheduler: %v", err))
+		return nil
+	case err != nil:
+		return &listError{verb: "list", resource: "events", err: err}
+	}
+	leases := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = notNodeLease }))
+	events := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = failedSchedulingSelector }))
+	w.leases = leases.Coordination().V1().Leases().Lister()
+	w.failedScheduling = events.Core().V1().Events().Lister()
+	w.schedulerFactories = []informers.SharedInformerFactory{leases, events}
+	return nil
+}
+
+// addSchedulers names the schedulers seen serving the cluster in the
+// state's snapshot, as Load does, from the informers' caches.
+func (w *Watcher) addSchedulers(st *State, events []*corev1.Event) error {
+	st.Warnings = append(st.Warnings, w.schedulerWarnings...)
+	if w.leases == nil {
+		return nil
+	}
+	leases, err := w.leases.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	st.Snapshot.Schedulers = servingSchedulers(leases, events, time.Now())
 	return nil
 }
 
@@ -295,9 +357,20 @@ func (w *Watcher) State() (*State, error) {
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
+	// The scheduler's FailedScheduling events, as Load reads them, beside
+	// the pods' conditions.
+	var events []*corev1.Event
+	if w.failedScheduling != nil {
+		if events, err = w.failedScheduling.List(labels.Everything()); err != nil {
+			return nil, err
+		}
+		slices.SortFunc(events, func(a, b *corev1.Event) int {
+			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+		})
+	}
 	var st *State
 	if w.dra == nil {
-		if st, err = Build(w.catalogue, nodes, pods, nil); err != nil {
+		if st, err = Build(w.catalogue, nodes, pods, events); err != nil {
 			return nil, err
 		}
 		st.Warnings = append(st.Warnings, draNotServed)
@@ -306,9 +379,12 @@ func (w *Watcher) State() (*State, error) {
 		if err != nil {
 			return nil, err
 		}
-		if st, err = BuildDRA(w.catalogue, nodes, pods, nil, dra); err != nil {
+		if st, err = BuildDRA(w.catalogue, nodes, pods, events, dra); err != nil {
 			return nil, err
 		}
+	}
+	if err := w.addSchedulers(st, events); err != nil {
+		return nil, err
 	}
 	return st, w.addQuotas(st)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"testing"
@@ -46,20 +44,7 @@ func TestPlainFiguresAgreeWithSubqueries(t *testing.T) {
 		NaNEvery: 7, NaNDevices: []string{nanDevice},
 		Resets: []fakedcgm.Reset{{Device: resetDevice, At: 10*time.Hour + 13*time.Minute}},
 	}
-	dir := t.TempDir()
-	file := filepath.Join(dir, "history.om")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fleet.WriteOpenMetrics(f, start, 0, fleet.Duration.D(), scrape, faults); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	testcluster.Backfill(t, filepath.Join(dir, "data"), file, 24*time.Hour)
-	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Dir: dir, Args: []string{"--query.lookback-delta=59s"}})
+	prom := testcluster.FleetHistory(t, fleet, start, scrape, faults)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, err := New(prom.URL)

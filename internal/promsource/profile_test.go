@@ -3,7 +3,6 @@ package promsource
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"testing"
@@ -47,20 +46,7 @@ func BenchmarkBucketQueries(b *testing.B) {
 		b.Fatal(err)
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	dir := b.TempDir()
-	file := filepath.Join(dir, "history.om")
-	f, err := os.Create(file)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := fleet.WriteOpenMetrics(f, start, 0, fleet.Duration.D(), scrape, fakedcgm.Faults{}); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-	testcluster.Backfill(b, filepath.Join(dir, "data"), file, 24*time.Hour)
-	prom := testcluster.StartPrometheus(b, testcluster.PrometheusOptions{Dir: dir, Args: []string{"--query.lookback-delta=29s"}})
+	prom := testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
 	s, err := New(prom.URL)
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/gpupack/gpupack/internal/fakedcgm"
 )
 
 // NeedBinary returns the path of a system binary a test needs (prometheus,
@@ -157,4 +159,34 @@ func Backfill(t testing.TB, dataDir, openMetricsFile string, blockDuration time.
 	if out, err := exec.CommandContext(t.Context(), promtool, args...).CombinedOutput(); err != nil {
 		t.Fatalf("testcluster: promtool %v: %v\n%s", args, err, out)
 	}
+}
+
+// FleetHistory backfills fleet's whole history from start, scraped every
+// scrape with faults, into a new Prometheus and starts it. It writes and
+// loads a day at a time, so that a month of a large fleet needs one day's
+// file on disk. Backfilled samples have no staleness markers: the lookback
+// is set just under the scrape, so that a pod's series ends at its last
+// sample, as a live scrape's staleness marker would end it.
+func FleetHistory(t testing.TB, fleet *fakedcgm.Scenario, start time.Time, scrape time.Duration, faults fakedcgm.Faults) *Prometheus {
+	t.Helper()
+	dir := t.TempDir()
+	const day = 24 * time.Hour
+	for from := time.Duration(0); from < fleet.Duration.D(); from += day {
+		file := filepath.Join(dir, "history.om")
+		f, err := os.Create(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fleet.WriteOpenMetrics(f, start, from, min(from+day, fleet.Duration.D()), scrape, faults); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		Backfill(t, filepath.Join(dir, "data"), file, day)
+		if err := os.Remove(file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return StartPrometheus(t, PrometheusOptions{Dir: dir, Args: []string{"--query.lookback-delta=" + (scrape - time.Second).String()}})
 }
