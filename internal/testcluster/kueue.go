@@ -32,38 +32,19 @@ func (c *Cluster) Dynamic() dynamic.Interface {
 	return dyn
 }
 
-// InstallKueueCRDs creates Kueue's Workload, LocalQueue, ClusterQueue and
-// ResourceFlavor CRDs (sigs.k8s.io/kueue v0.17.0) and waits until the
-// apiserver serves them. No Kueue controller runs: a test writes the
-// objects' status itself.
-func (c *Cluster) InstallKueueCRDs() {
+// InstallCRDs creates the CustomResourceDefinitions and waits until the
+// apiserver has established each.
+func (c *Cluster) InstallCRDs(crds ...*unstructured.Unstructured) {
 	c.t.Helper()
 	ctx := context.Background()
-	files, err := kueueCRDs.ReadDir("kueue")
-	if err != nil {
-		c.t.Fatal(err)
-	}
 	dyn := c.Dynamic()
-	var names []string
-	for _, f := range files {
-		if f.IsDir() || !strings.HasSuffix(f.Name(), ".yaml") {
-			continue
+	for _, crd := range crds {
+		if _, err := dyn.Resource(crdResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			c.t.Fatalf("create CRD %s: %v", crd.GetName(), err)
 		}
-		data, err := kueueCRDs.ReadFile("kueue/" + f.Name())
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		var crd map[string]any
-		if err := yaml.Unmarshal(data, &crd); err != nil {
-			c.t.Fatalf("%s: %v", f.Name(), err)
-		}
-		u := &unstructured.Unstructured{Object: crd}
-		if _, err := dyn.Resource(crdResource).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			c.t.Fatalf("create CRD %s: %v", u.GetName(), err)
-		}
-		names = append(names, u.GetName())
 	}
-	for _, name := range names {
+	for _, crd := range crds {
+		name := crd.GetName()
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, c.timeout, true, func(ctx context.Context) (bool, error) {
 			u, err := dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -82,14 +63,43 @@ func (c *Cluster) InstallKueueCRDs() {
 			c.t.Fatalf("CRD %s not established: %v", name, err)
 		}
 	}
+}
+
+// InstallKueueCRDs creates Kueue's Workload, LocalQueue, ClusterQueue and
+// ResourceFlavor CRDs (sigs.k8s.io/kueue v0.17.0) and waits until the
+// apiserver serves them. No Kueue controller runs: a test writes the
+// objects' status itself.
+func (c *Cluster) InstallKueueCRDs() {
+	c.t.Helper()
+	files, err := kueueCRDs.ReadDir("kueue")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var crds []*unstructured.Unstructured
+	for _, f := range files {
+		if f.IsDir() || !strings.HasSuffix(f.Name(), ".yaml") {
+			continue
+		}
+		data, err := kueueCRDs.ReadFile("kueue/" + f.Name())
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		var crd map[string]any
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			c.t.Fatalf("%s: %v", f.Name(), err)
+		}
+		crds = append(crds, &unstructured.Unstructured{Object: crd})
+	}
+	c.InstallCRDs(crds...)
 	// Discovery may lag the Established condition by a moment: wait until
-	// the group's version is listed, as gpupack's loader looks it up.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, c.timeout, true, func(ctx context.Context) (bool, error) {
+	// the group's version lists every resource, as gpupack's loader looks
+	// them up.
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, c.timeout, true, func(ctx context.Context) (bool, error) {
 		list, err := c.client.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
 		if err != nil {
 			return false, nil
 		}
-		return len(list.APIResources) >= len(names), nil
+		return len(list.APIResources) >= len(crds), nil
 	})
 	if err != nil {
 		c.t.Fatal(fmt.Errorf("kueue.x-k8s.io/v1beta2 not served: %w", err))
