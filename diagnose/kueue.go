@@ -350,6 +350,7 @@ func (e *engine) quotaFixes(f *Finding, facts *KueueFacts, cqo Object, cq *clust
 	facts.Problem = KueueQuotaLacking
 	var ops []patchOp
 	var raise []string
+	pathless := false // a flavor lists no quota of a resource: no path to replace
 	for _, g := range groups {
 		b := best[g]
 		for _, x := range b.Resources {
@@ -360,8 +361,8 @@ func (e *engine) quotaFixes(f *Finding, facts *KueueFacts, cqo Object, cq *clust
 				cluster.FormatKueueAmount(x.Resource, x.Nominal), cluster.FormatKueueAmount(x.Resource, *x.Needed),
 				cluster.FormatKueueAmount(x.Resource, *x.Reserved), cluster.FormatKueueAmount(x.Resource, x.Requested)))
 			if x.index[0] < 0 {
-				ops = nil // a flavor without the resource: no path to replace
-				break
+				pathless = true
+				continue
 			}
 			at := fmt.Sprintf("/spec/resourceGroups/%d/flavors/%d", x.index[0], x.index[1])
 			res := fmt.Sprintf("%s/resources/%d", at, x.index[2])
@@ -375,7 +376,7 @@ func (e *engine) quotaFixes(f *Finding, facts *KueueFacts, cqo Object, cq *clust
 	if facts.Cohort != "" {
 		note += fmt.Sprintf("; it is in cohort %s, so it may also borrow unused quota of the cohort's other ClusterQueues (up to its borrowingLimit), which gpupack does not count", facts.Cohort)
 	}
-	if ops == nil {
+	if pathless {
 		f.addAdvice(sentence, "a flavor of the ClusterQueue lists no quota of the resource: add it to the flavor's resources")
 		return
 	}
