@@ -47,6 +47,11 @@ const (
 //	  claims:
 //	  - {podClaim: gpu, name: train-0-gpu, requests: [{name: gpu, deviceClass: gpu.nvidia.com, count: 1}],
 //	     allocated: [{request: gpu, driver: gpu.nvidia.com, pool: gpu-a-1, device: gpu-0}]}
+//	# optional: what Kueue's objects say (Kueue; amounts in Kueue's units)
+//	kueue:
+//	  workloads: [{namespace: ml, name: train, queue: team, pods: [train-0], requests: {nvidia.com/gpu: 2}}]
+//	  localQueues: [{namespace: ml, name: team, clusterQueue: team}]
+//	  clusterQueues: [{name: team, quotas: [{flavor: h100, resource: nvidia.com/gpu, nominal: 4, reserved: 3}]}]
 type File struct {
 	APIVersion string     `json:"apiVersion"`
 	Kind       string     `json:"kind"`

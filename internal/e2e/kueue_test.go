@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -70,8 +71,9 @@ func createKueue(t *testing.T, dyn dynamic.Interface, resource, doc, status stri
 // diagnosis names each pod's Workload and queues: for the pod that asks
 // for 2 GPUs, that flavor h100 lacks 1 (nominal 4, reserved 3, 5 needed),
 // with a patch that the apiserver accepts and that sets nominalQuota to
-// 5; for the pod whose LocalQueue does not exist, that it does not. The
-// Watcher sees the same Workloads.
+// 5; for the pod whose LocalQueue does not exist, that it does not. It
+// reads as the deployed reader role, and its Watcher sees the same
+// Workloads.
 func TestLiveKueueGated(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	c.AddGPUNode("h100-0", testcluster.GPUNode{Product: h100Product, MemoryMiB: 81559, GPUs: 8})
@@ -151,12 +153,20 @@ spec:
 `, p.pending))
 	}
 
-	st, err := kube.Load(ctx, c.Client(), gpu.Default())
+	// gpupack reads as the deployed reader role (deploy/rbac.yaml) allows.
+	applyRBAC(t, c.Client())
+	reader := c.ClientAs("gpupack-system", "gpupack")
+	st, err := kube.Load(ctx, reader, gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Snapshot.Kueue == nil {
 		t.Fatalf("no Kueue read; warnings %q", st.Warnings)
+	}
+	for _, w := range st.Warnings {
+		if strings.Contains(strings.ToLower(w), "kueue") {
+			t.Errorf("Load warned: %s", w)
+		}
 	}
 	rep, err := diagnose.Diagnose(st.Snapshot, nil)
 	if err != nil {
@@ -219,7 +229,7 @@ spec:
 	// serve's Watcher sees the same Workloads from its informers.
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	w := kube.NewWatcher(c.Client(), gpu.Default())
+	w := kube.NewWatcher(reader, gpu.Default())
 	if err := w.Start(wctx); err != nil {
 		t.Fatal(err)
 	}
