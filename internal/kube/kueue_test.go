@@ -1,11 +1,14 @@
 package kube
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 
@@ -169,5 +172,30 @@ func TestLoadWithoutKueue(t *testing.T) {
 		if strings.Contains(strings.ToLower(w), "kueue") {
 			t.Errorf("warning %q about Kueue, which is not installed", w)
 		}
+	}
+}
+
+// TestKueueServedWarnings: a Kueue that serves only older versions, and a
+// client that cannot reach Kueue's objects, are each a warning that says
+// so; Load still reads the rest.
+func TestKueueServedWarnings(t *testing.T) {
+	cases := map[string]struct{ version, want string }{
+		"only v1beta1":         {"v1beta1", "Kueue serves kueue.x-k8s.io v1beta1, not v1beta2 (Kueue before v0.15): gpupack reads no Kueue Workload"},
+		"v1beta2, fake client": {"v1beta2", "the client has no HTTP connection of its own (a fake), so no Kueue object is read"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewClientset()
+			d := client.Discovery().(*fakediscovery.FakeDiscovery)
+			d.Resources = append(d.Resources, &metav1.APIResourceList{GroupVersion: KueueGroup + "/" + tc.version,
+				APIResources: []metav1.APIResource{{Name: "workloads", Namespaced: true, Kind: "Workload"}}})
+			st, err := Load(t.Context(), client, gpu.Default())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Snapshot.Kueue != nil || !slices.Contains(st.Warnings, tc.want) {
+				t.Errorf("kueue %+v, warnings %q; want none and %q", st.Snapshot.Kueue, st.Warnings, tc.want)
+			}
+		})
 	}
 }
