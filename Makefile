@@ -69,6 +69,7 @@ fuzz:
 	$(GO) test ./gpu -run XXX -fuzz '^FuzzParseCatalogue$$' -fuzztime 30s
 	$(GO) test ./vram -run XXX -fuzz '^FuzzParseHFConfig$$' -fuzztime 30s
 	$(GO) test ./diagnose -run XXX -fuzz '^FuzzParseUsage$$' -fuzztime 30s
+	$(GO) test ./diagnose -run XXX -fuzz '^FuzzDiagnoseKueue$$' -fuzztime 30s
 	$(GO) test ./internal/fakedcgm -run XXX -fuzz '^FuzzParse$$' -fuzztime 30s
 	$(GO) test ./internal/difftest -run XXX -fuzz '^FuzzDiagnose$$' -fuzztime 30s
 	$(GO) test ./internal/kube -run XXX -fuzz '^FuzzParsePulled$$' -fuzztime 30s

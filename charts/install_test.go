@@ -163,6 +163,10 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				"/pods [list watch]",
 				"/resourcequotas [list watch]",
 				"coordination.k8s.io/leases [list watch]",
+				"kueue.x-k8s.io/clusterqueues [list watch]",
+				"kueue.x-k8s.io/localqueues [list watch]",
+				"kueue.x-k8s.io/resourceflavors [list watch]",
+				"kueue.x-k8s.io/workloads [list watch]",
 				"resource.k8s.io/deviceclasses [list watch]",
 				"resource.k8s.io/resourceclaims [list watch]",
 				"resource.k8s.io/resourceclaimtemplates [list watch]",
@@ -320,8 +324,8 @@ func accessCases() []saCase {
 	ns := installNamespace
 	return []saCase{
 		{name: "gpupack",
-			allowed: []access{{"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""}, {"list", "", "pods", "ml", ""}, {"list", "", "events", "ml", ""}, {"list", "", "persistentvolumeclaims", "", ""}, {"list", "", "resourcequotas", "", ""}},
-			denied:  []access{{"get", "", "secrets", ns, ""}, {"create", "", "pods", "ml", ""}, {"update", "", "resourcequotas", "ml", ""}, {"update", "", "nodes", "", ""}, {"delete", "", "pods", "ml", ""}, {"get", "", "configmaps", ns, ""}}},
+			allowed: []access{{"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""}, {"list", "", "pods", "ml", ""}, {"list", "", "events", "ml", ""}, {"list", "", "persistentvolumeclaims", "", ""}, {"list", "", "resourcequotas", "", ""}, {"watch", "kueue.x-k8s.io", "workloads", "", ""}, {"list", "kueue.x-k8s.io", "clusterqueues", "", ""}},
+			denied:  []access{{"get", "", "secrets", ns, ""}, {"create", "", "pods", "ml", ""}, {"update", "", "resourcequotas", "ml", ""}, {"patch", "kueue.x-k8s.io", "clusterqueues", "", ""}, {"update", "", "nodes", "", ""}, {"delete", "", "pods", "ml", ""}, {"get", "", "configmaps", ns, ""}}},
 		{name: "gpupack-scheduler",
 			allowed: []access{{"create", "", "pods/binding", "ml", ""}, {"patch", "", "pods/status", "ml", ""}, {"list", "", "nodes", "", ""}, {"watch", "", "pods", "", ""},
 				{"create", "coordination.k8s.io", "leases", ns, ""}, {"update", "coordination.k8s.io", "leases", ns, "gpupack-scheduler"}, {"create", "events.k8s.io", "events", "ml", ""},

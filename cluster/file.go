@@ -47,6 +47,11 @@ const (
 //	  claims:
 //	  - {podClaim: gpu, name: train-0-gpu, requests: [{name: gpu, deviceClass: gpu.nvidia.com, count: 1}],
 //	     allocated: [{request: gpu, driver: gpu.nvidia.com, pool: gpu-a-1, device: gpu-0}]}
+//	# optional: what Kueue's objects say (Kueue; amounts in Kueue's units)
+//	kueue:
+//	  workloads: [{namespace: ml, name: train, queue: team, pods: [train-0], requests: {nvidia.com/gpu: 2}}]
+//	  localQueues: [{namespace: ml, name: team, clusterQueue: team}]
+//	  clusterQueues: [{name: team, quotas: [{flavor: h100, resource: nvidia.com/gpu, nominal: 4, reserved: 3}]}]
 type File struct {
 	APIVersion string     `json:"apiVersion"`
 	Kind       string     `json:"kind"`
@@ -60,6 +65,9 @@ type File struct {
 	// (Snapshot.QuotaRefusals). Optional, in any version.
 	Quotas        []ResourceQuota `json:"quotas,omitempty"`
 	QuotaRefusals []QuotaRefusal  `json:"quotaRefusals,omitempty"`
+	// Kueue is what Kueue's objects say (Snapshot.Kueue); absent: Kueue
+	// is not installed or was not read. Optional, in any version.
+	Kueue *Kueue `json:"kueue,omitempty"`
 }
 
 // FileNode is a node in the snapshot file.
@@ -215,6 +223,13 @@ func (f *File) Snapshot(c *gpu.Catalogue) (*Snapshot, error) {
 	}
 	if err := f.quotas(s); err != nil {
 		return nil, err
+	}
+	if f.Kueue != nil {
+		if err := f.Kueue.check(); err != nil {
+			return nil, err
+		}
+		k := *f.Kueue
+		s.Kueue = &k
 	}
 	if err := checkDRA(s); err != nil {
 		return nil, err
@@ -491,6 +506,7 @@ func ToFile(s *Snapshot) *File {
 		f.Schedulers = &names
 	}
 	f.Quotas, f.QuotaRefusals = slices.Clone(s.Quotas), slices.Clone(s.QuotaRefusals)
+	f.Kueue = s.Kueue
 	for _, n := range s.Nodes {
 		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable, Pods: n.MaxPods}
 		for _, g := range n.GPUs {

@@ -121,6 +121,7 @@ func FuzzParseFile(f *testing.F) {
 		`{"apiVersion": "gpupack.io/v1alpha1", "kind": "ClusterSnapshot", "nodes": []} garbage`,
 		head + "nodes: [&n {name: n, cpu: \"1\", memory: 1Gi}]\npods: [{name: p, node: n, <<: {gpu: {count: 1}}}, *n]\n",
 		head + "nodes: []\npods: [{name: p, gpu: {count: 1.5}}]\n",
+		head + "nodes: []\nkueue: {workloads: [{namespace: ml, name: w, queue: q, requests: {cpu: 4611686018427387903}}], clusterQueues: [{name: q, quotas: [{flavor: f, resource: nvidia.com/gpu, nominal: 4, reserved: 3}]}]}\n",
 		head + "nodes: []\nquotas: [{namespace: ml, name: q, hard: {requests.nvidia.com/gpu: 4}, used: {requests.nvidia.com/gpu: 4}}]\nquotaRefusals: [{workload: {kind: Job, namespace: ml, name: j}, quota: q, requested: {requests.nvidia.com/gpu: 1}, used: {requests.nvidia.com/gpu: 4}, limited: {requests.nvidia.com/gpu: 4}}]\n",
 	} {
 		f.Add([]byte(seed))

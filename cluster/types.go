@@ -399,7 +399,11 @@ type Snapshot struct {
 	// before the snapshot is shared.
 	Quotas        []ResourceQuota
 	QuotaRefusals []QuotaRefusal
-	nodeIndex     map[string]int
+	// Kueue is what Kueue's objects say about the admission of gated
+	// pods; nil when Kueue is not installed or was not read. Set it, if
+	// at all, before the snapshot is shared.
+	Kueue     *Kueue
+	nodeIndex map[string]int
 }
 
 // NewSnapshot indexes nodes and pods. Node names must be unique, and pod

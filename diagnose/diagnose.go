@@ -147,6 +147,9 @@ type Evidence struct {
 	// Quota is the quota that refused the workload's pod, with the amounts
 	// (quota-exhausted).
 	Quota *QuotaFacts `json:"quota,omitempty"`
+	// Kueue is what Kueue's objects say about a pod that its admission
+	// gate holds (gated), when the snapshot has them.
+	Kueue *KueueFacts `json:"kueue,omitempty"`
 }
 
 // Blocking is one reason that stops the pod, with its figures, and the
@@ -235,7 +238,7 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{s: s, usage: usage, states: states, holders: s.PodsOn()}
+	e := &engine{s: s, usage: usage, states: states, holders: s.PodsOn(), workloads: kueueIndex(s.Kueue)}
 	e.classify()
 	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings, UnknownModels: s.UnknownModels()}
 	done := map[string]int{}         // pod fingerprint -> finding index
@@ -277,6 +280,8 @@ type engine struct {
 	states  []*placement.NodeState
 	holders [][]*cluster.Pod
 	classes []nodeClass
+	// workloads maps each pod that owns a Kueue Workload to it.
+	workloads map[string]*cluster.KueueWorkload
 }
 
 // nodeClass is a set of nodes that Fit cannot tell apart: same spec, same
@@ -314,7 +319,15 @@ func (e *engine) fingerprint(p *cluster.Pod) string {
 		model = *facts.Model
 	}
 	return fmt.Sprintf("%v|%d|%d|%q|%v|%v|%v|%d|%q|%v|%v|%v", p.GPU, p.CPU, p.Memory, p.GPUModels, p.NodeSelector,
-		p.RequiredAffinity, p.Tolerations, p.Isolation, []any{p.TenantName(), p.SchedulingGates, p.Scheduler()}, ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model})
+		p.RequiredAffinity, p.Tolerations, p.Isolation, []any{p.TenantName(), p.SchedulingGates, p.Scheduler(), e.workloadKey(p), p.Labels[cluster.KueueQueueLabel]}, ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model})
+}
+
+// workloadKey names the Kueue Workload the pod owns, empty for none.
+func (e *engine) workloadKey(p *cluster.Pod) string {
+	if w := e.workloads[p.Key()]; w != nil {
+		return w.Key()
+	}
+	return ""
 }
 
 // classVerdict is what one class of nodes says about one pod.

@@ -31,6 +31,11 @@ const (
 	// QuotaChange raises a ResourceQuota's hard limits: Patch is a
 	// strategic merge patch of the ResourceQuota, and Commands apply it.
 	QuotaChange RemedyKind = "quota"
+	// KueueChange changes a Kueue object: Patch is a JSON patch of a
+	// Workload, LocalQueue or ClusterQueue (custom resources take no
+	// strategic merge patch) and Commands apply it, or Config is a
+	// manifest of the object to create.
+	KueueChange RemedyKind = "kueue"
 	// NodeChange changes a node with Commands (kubectl uncordon).
 	NodeChange RemedyKind = "node"
 	// Reclaim deletes the pods that hold GPUs without work: Commands.

@@ -33,7 +33,7 @@ func (e *engine) unreached(f *Finding, p *cluster.Pod) {
 	case len(p.SchedulingGates) > 0:
 		cause = Gated
 		ev.Gates = slices.Clone(p.SchedulingGates)
-		gateFixes(&first, p)
+		ev.Kueue = e.gateFixes(&first, p)
 	case e.noScheduler(p):
 		cause = NoScheduler
 		ev.Scheduler = &SchedulerFacts{Name: p.Scheduler(), Running: slices.Clone(e.s.Schedulers)}
@@ -98,9 +98,20 @@ func (e *engine) noScheduler(p *cluster.Pod) bool {
 	return name != cluster.DefaultScheduler && e.s.Schedulers != nil && !slices.Contains(e.s.Schedulers, name)
 }
 
-// gateFixes says, gate by gate, what removes it.
-func gateFixes(f *Finding, p *cluster.Pod) {
+// gateFixes says, gate by gate, what removes it; for Kueue's admission
+// gate, from Kueue's objects where the snapshot has them (the facts it
+// returns).
+func (e *engine) gateFixes(f *Finding, p *cluster.Pod) *KueueFacts {
+	var facts *KueueFacts
 	for _, g := range p.SchedulingGates {
+		if g == cluster.KueueAdmissionGate && e.s.Kueue != nil {
+			n := len(f.Fix)
+			facts = e.kueueFacts(f, p)
+			for i := n; i < len(f.Fix); i++ {
+				f.Fix[i] = "gate " + g + ": " + f.Fix[i]
+			}
+			continue
+		}
 		if g == cluster.KueueAdmissionGate {
 			f.addAdvice(fmt.Sprintf("gate %s: the pod waits for Kueue to admit its Workload; Kueue removes the gate once its ClusterQueue has quota for it (kubectl get workloads -n <namespace>; kubectl describe clusterqueue <name>): raise the ClusterQueue's nominalQuota or free quota held by other Workloads", g),
 				"Kueue removes the gate itself, and the ClusterQueue and its quota are not in the snapshot")
@@ -108,4 +119,5 @@ func gateFixes(f *Finding, p *cluster.Pod) {
 		}
 		f.addFix(fmt.Sprintf("gate %s: the controller that added it removes it when its condition holds; if none will, remove it", g), gateRemedy(p, g))
 	}
+	return facts
 }

@@ -31,7 +31,8 @@ var failedSchedulingSelector = fields.Set{"reason": ReasonFailedScheduling, "inv
 
 // Load lists the cluster's nodes, pods, FailedScheduling events, DRA
 // objects (DeviceClasses, ResourceSlices, ResourceClaims and their
-// templates), ResourceQuotas and FailedCreate events once, in parallel and in pages, and builds the State. It needs
+// templates), ResourceQuotas, FailedCreate events and Kueue's objects
+// (when Kueue is installed) once, in parallel and in pages, and builds the State. It needs
 // the verb list on each at cluster scope (deploy/rbac.yaml); an error says
 // which permission is missing, or that the apiserver cannot be reached or
 // rejects the credentials. A cluster that does not serve resource.k8s.io/v1
@@ -71,6 +72,18 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 		var err error
 		quotas, refusals, quotaWarning, err = loadQuotas(ctx, client)
 		quotasErr <- err
+	}()
+	// Kueue's objects tell why Kueue's admission gate holds a pod; a
+	// cluster without Kueue has none, quietly.
+	var (
+		kueue        *cluster.Kueue
+		kueueWarning []string
+	)
+	kueueErr := make(chan error, 1)
+	go func() {
+		var err error
+		kueue, kueueWarning, err = loadKueue(ctx, client)
+		kueueErr <- err
 	}()
 	res := client.ResourceV1()
 	lists := []func() error{
@@ -135,6 +148,9 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 	if qerr := <-quotasErr; qerr != nil {
 		all = append(all, qerr)
 	}
+	if kerr := <-kueueErr; kerr != nil {
+		all = append(all, kerr)
+	}
 	if len(all) > 0 {
 		return nil, explain(errors.Join(all...), server(client))
 	}
@@ -150,6 +166,8 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 	if err == nil {
 		st.Snapshot.Quotas, st.Snapshot.QuotaRefusals = quotas, refusals
 		st.Warnings = append(st.Warnings, quotaWarning...)
+		st.Snapshot.Kueue = kueue
+		st.Warnings = append(st.Warnings, kueueWarning...)
 	}
 	if lerr := <-leasesErr; err == nil {
 		if lerr != nil {

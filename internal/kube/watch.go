@@ -13,19 +13,23 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
 )
 
-// Watcher keeps a current view of the cluster's nodes, pods and DRA objects
-// (DeviceClasses, ResourceSlices, ResourceClaims and their templates) from
+// Watcher keeps a current view of the cluster's nodes, pods, DRA objects
+// (DeviceClasses, ResourceSlices, ResourceClaims and their templates),
+// ResourceQuotas and Kueue's objects (where Kueue is installed) from
 // shared informers, for long-running edges, and of the kubelet's Pulled
 // events and the PersistentVolumeClaims for the pods' start-up (Startup).
 // Its State has the scheduler's messages from its FailedScheduling events
@@ -65,6 +69,11 @@ type Watcher struct {
 	leases             coordinationlisters.LeaseLister
 	failedScheduling   listersv1.EventLister
 	schedulerWarnings  []string
+	// kueue caches Kueue's objects, by resource; nil where Kueue is not
+	// installed or gpupack may not list it (kueueWarnings says which).
+	kueueFactory  dynamicinformer.DynamicSharedInformerFactory
+	kueue         map[string]cache.GenericLister
+	kueueWarnings []string
 }
 
 // draListers read the DRA informers' caches.
@@ -134,6 +143,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if err := w.schedulerInformers(ctx); err != nil {
 		return explain(err, server(w.client))
 	}
+	if err := w.kueueInformers(ctx, probe); err != nil {
+		return explain(err, server(w.client))
+	}
 	if served {
 		r := w.factory.Resource().V1()
 		w.dra = &draListers{
@@ -147,6 +159,14 @@ func (w *Watcher) Start(ctx context.Context) error {
 	for informer, synced := range w.factory.WaitForCacheSync(ctx.Done()) {
 		if !synced {
 			return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on nodes, pods, persistentvolumeclaims and the resource.k8s.io resources %v?)", informer, context.Cause(ctx), draResources)
+		}
+	}
+	if w.kueueFactory != nil {
+		w.kueueFactory.Start(ctx.Done())
+		for informer, synced := range w.kueueFactory.WaitForCacheSync(ctx.Done()) {
+			if !synced {
+				return fmt.Errorf("the %v informer did not sync before %w (does gpupack's user have the verb watch on %v of %s?)", informer, context.Cause(ctx), KueueResources, KueueGroup)
+			}
 		}
 	}
 	for _, f := range append([]informers.SharedInformerFactory{w.pulledFactory, w.failedFactory}, w.schedulerFactories...) {
@@ -386,7 +406,95 @@ func (w *Watcher) State() (*State, error) {
 	if err := w.addSchedulers(st, events); err != nil {
 		return nil, err
 	}
-	return st, w.addQuotas(st)
+	if err := w.addQuotas(st); err != nil {
+		return nil, err
+	}
+	return st, w.addKueue(st)
+}
+
+// kueueInformers prepares the informers of Kueue's objects when the
+// cluster serves them; a reader that may not list them gets a warning, as
+// for Load.
+func (w *Watcher) kueueInformers(ctx context.Context, probe metav1.ListOptions) error {
+	dyn, warnings := kueueClient(w.client)
+	w.kueueWarnings = warnings
+	if dyn == nil {
+		return nil
+	}
+	var forbidden []string
+	for _, res := range KueueResources {
+		_, err := dyn.Resource(kueueResource(res)).List(ctx, probe)
+		switch {
+		case apierrors.IsForbidden(err):
+			forbidden = append(forbidden, res)
+		case err != nil:
+			return &listError{verb: "list", resource: res, err: err}
+		}
+	}
+	if len(forbidden) > 0 {
+		w.kueueWarnings = append(w.kueueWarnings, kueueForbidden(forbidden))
+		return nil
+	}
+	w.kueueFactory = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	w.kueue = map[string]cache.GenericLister{}
+	for _, res := range KueueResources {
+		w.kueue[res] = w.kueueFactory.ForResource(kueueResource(res)).Lister()
+	}
+	return nil
+}
+
+// addKueue puts Kueue's objects into the state's snapshot, as Load does,
+// from the informers' caches.
+func (w *Watcher) addKueue(st *State) error {
+	st.Warnings = append(st.Warnings, w.kueueWarnings...)
+	if w.kueue == nil {
+		return nil
+	}
+	var objs KueueObjects
+	var err error
+	if objs.workloads, err = cached[kueueWorkload](w.kueue["workloads"]); err != nil {
+		return err
+	}
+	if objs.localQueues, err = cached[kueueLocalQueue](w.kueue["localqueues"]); err != nil {
+		return err
+	}
+	if objs.clusterQueues, err = cached[kueueClusterQueue](w.kueue["clusterqueues"]); err != nil {
+		return err
+	}
+	if objs.flavors, err = cached[kueueObject](w.kueue["resourceflavors"]); err != nil {
+		return err
+	}
+	k, warnings := ConvertKueue(&objs)
+	st.Snapshot.Kueue = k
+	st.Warnings = append(st.Warnings, warnings...)
+	return nil
+}
+
+// cached reads a dynamic informer's objects into gpupack's mirror of
+// their fields, sorted by namespace and name as the apiserver lists them.
+func cached[T any](l cache.GenericLister) ([]T, error) {
+	all, err := l.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	var us []*unstructured.Unstructured
+	for _, o := range all {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			us = append(us, u)
+		}
+	}
+	slices.SortFunc(us, func(a, b *unstructured.Unstructured) int {
+		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
+	})
+	out := make([]T, 0, len(us))
+	for _, u := range us {
+		obj, err := fromUnstructured[T](u)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, obj)
+	}
+	return out, nil
 }
 
 // objects reads the DRA caches, sorted by namespace and name as the

@@ -16,9 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -113,7 +110,6 @@ func spotPlan(t *testing.T) (*plan.Plan, *cluster.Snapshot) {
 }
 
 var (
-	crdGVR          = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	scaledObjectGVR = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
 	nodePoolGVR     = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
 )
@@ -127,43 +123,17 @@ func TestAutoscalingManifestsAccepted(t *testing.T) {
 		t.Skip("starts a real kube-apiserver")
 	}
 	c := testcluster.Start(t, testcluster.Options{})
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := c.Dynamic()
 	ctx := t.Context()
+	var crds []*unstructured.Unstructured
 	for _, crd := range pinnedCRDs {
 		b, err := os.ReadFile(filepath.Join("testdata", "crds", crd.file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj := documents(t, b)[0]
-		if _, err := dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("install %s: %v", crd.file, err)
-		}
-		name := obj.GetName()
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, cond := range conds {
-				m, _ := cond.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			t.Fatalf("CRD %s not established: %v", name, err)
-		}
+		crds = append(crds, documents(t, b)[0])
 	}
+	c.InstallCRDs(crds...)
 	demo, demoSnap, err := cliplan.Demo(ctx, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
@@ -372,6 +373,48 @@ func reasonText(r placement.Reason) string {
 	return s
 }
 
+// kueueLines say what Kueue's objects show of a gated pod: its Workload
+// and queues, then per flavor and resource the quota's figures.
+func kueueLines(k *diagnose.KueueFacts) []string {
+	line := "kueue:    " + string(k.Problem)
+	for _, o := range []*diagnose.Object{k.Workload, k.LocalQueue, k.ClusterQueue} {
+		if o != nil {
+			line += "; " + o.String()
+		}
+	}
+	if k.Cohort != "" {
+		line += "; cohort " + k.Cohort
+	}
+	out := []string{line}
+	for _, fl := range k.Flavors {
+		for _, r := range fl.Resources {
+			amount := func(v int64) string { return cluster.FormatKueueAmount(r.Resource, v) }
+			reserved, needed := "unknown", "unknown"
+			if r.Reserved != nil {
+				reserved, needed = amount(*r.Reserved), amount(*r.Needed)
+			}
+			l := fmt.Sprintf("          flavor %s, %s: nominal %s, reserved %s, asked %s; %s needed", fl.Flavor, r.Resource, amount(r.Nominal), reserved, amount(r.Requested), needed)
+			if r.Lacks > 0 {
+				l += ", lacks " + amount(r.Lacks)
+			}
+			if r.BorrowingLimit != nil {
+				l += ", borrowing limit " + amount(*r.BorrowingLimit)
+			}
+			out = append(out, l)
+		}
+	}
+	if len(k.Uncovered) > 0 {
+		out = append(out, "          not covered: "+strings.Join(k.Uncovered, ", "))
+	}
+	if k.Inactive != nil {
+		out = append(out, fmt.Sprintf("          inactive: %s: %s", k.Inactive.Reason, k.Inactive.Message))
+	}
+	if k.Pending != "" {
+		out = append(out, "          kueue says: "+k.Pending)
+	}
+	return out
+}
+
 func evidenceLines(f diagnose.Finding) []string {
 	ev := f.Evidence
 	var out []string
@@ -379,6 +422,9 @@ func evidenceLines(f diagnose.Finding) []string {
 	switch f.Cause {
 	case diagnose.Gated:
 		out = append(out, "evidence: spec.schedulingGates "+strings.Join(ev.Gates, ", ")+": no scheduler considers the pod until they are removed")
+		if k := ev.Kueue; k != nil {
+			out = append(out, kueueLines(k)...)
+		}
 	case diagnose.NoScheduler:
 		if sc := ev.Scheduler; sc != nil {
 			running := "none seen"
