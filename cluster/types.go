@@ -323,7 +323,13 @@ type Pod struct {
 	NodeSelector     map[string]string
 	RequiredAffinity []Term // ORed, as in requiredDuringScheduling
 	Tolerations      []Toleration
-	Isolation        Isolation
+	// SpreadConstraints are the pod's topologySpreadConstraints;
+	// PodAffinity and PodAntiAffinity its required pod (anti-)affinity
+	// terms (requiredDuringSchedulingIgnoredDuringExecution), ANDed.
+	SpreadConstraints []SpreadConstraint
+	PodAffinity       []PodAffinityTerm
+	PodAntiAffinity   []PodAffinityTerm
+	Isolation         Isolation
 	// Tenant is the trust boundary for ShareTenant; the namespace when empty.
 	Tenant string
 	Labels map[string]string
@@ -399,7 +405,12 @@ type Snapshot struct {
 	// before the snapshot is shared.
 	Quotas        []ResourceQuota
 	QuotaRefusals []QuotaRefusal
-	nodeIndex     map[string]int
+	// Namespaces are the labels of the namespaces, by name, that a pod
+	// affinity term's namespaceSelector reads; a namespace not in it has
+	// only its kubernetes.io/metadata.name label (NamespaceLabels). Set
+	// it, if at all, before the snapshot is shared.
+	Namespaces map[string]map[string]string
+	nodeIndex  map[string]int
 }
 
 // NewSnapshot indexes nodes and pods. Node names must be unique, and pod

@@ -24,6 +24,9 @@ type Demand struct {
 	// Devices is how many devices the pod takes (Count for whole GPUs, else 1).
 	Devices int
 	models  modelSet
+	// topo is what PreFilter found of the cluster for the pod's
+	// cross-node rules; nil when there are none.
+	topo *topology
 }
 
 // modelSet is a set of catalogue model indices; the zero value is "any".
@@ -142,6 +145,11 @@ type NodeState struct {
 	// that leaves (a state rebuilt from the pods still there) leaves no
 	// trace and the scheduler plugin sees what the simulator sees.
 	Shapes [ShapeCount]int32
+	// Bound are the pods on the node, whose labels topology spread and
+	// pod (anti-)affinity count (Demand.PreFilter); antiPods is how many
+	// of them have required pod anti-affinity.
+	Bound    []*cluster.Pod
+	antiPods int
 }
 
 // ShapeCount is the number of pod shapes that NodeState.Shapes counts.
@@ -172,6 +180,7 @@ func NewNodeState(n *cluster.Node) *NodeState {
 func (s *NodeState) Clone() *NodeState {
 	c := *s
 	c.GPUs = append([]GPUState(nil), s.GPUs...)
+	c.Bound = slices.Clip(s.Bound) // an Assign on the copy appends to a new array
 	return &c
 }
 
@@ -195,6 +204,10 @@ func (s *NodeState) Assign(d *Demand, a Assignment) {
 	s.FreeCPU -= d.CPU
 	s.FreeMemory -= d.Memory
 	s.Pods++
+	s.Bound = append(s.Bound, d.Pod)
+	if len(d.Pod.PodAntiAffinity) > 0 {
+		s.antiPods++
+	}
 	if k := ShapeOf(d); k >= 0 {
 		s.Shapes[k]++
 	}
