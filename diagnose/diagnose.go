@@ -236,8 +236,15 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 		return nil, err
 	}
 	e := &engine{s: s, usage: usage, states: states, holders: s.PodsOn()}
+	for _, p := range s.Pods {
+		e.antiAffinity = e.antiAffinity || (p.Bound() && len(p.PodAntiAffinity) > 0)
+	}
 	e.classify()
 	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings, UnknownModels: s.UnknownModels()}
+	e.like = map[string]int{}
+	for _, p := range s.Pending() {
+		e.like[e.fingerprint(p)]++
+	}
 	done := map[string]int{}         // pod fingerprint -> finding index
 	firsts := map[int]*cluster.Pod{} // finding index -> the pod it was made for
 	for _, p := range s.Pending() {
@@ -277,6 +284,12 @@ type engine struct {
 	states  []*placement.NodeState
 	holders [][]*cluster.Pod
 	classes []nodeClass
+	// antiAffinity: some bound pod has required pod anti-affinity, so a
+	// pending pod's labels may keep it off nodes.
+	antiAffinity bool
+	// like counts the pending pods by fingerprint: the replicas that get
+	// the same finding.
+	like map[string]int
 }
 
 // nodeClass is a set of nodes that Fit cannot tell apart: same spec, same
@@ -313,8 +326,40 @@ func (e *engine) fingerprint(p *cluster.Pod) string {
 	if facts.Model != nil {
 		model = *facts.Model
 	}
-	return fmt.Sprintf("%v|%d|%d|%q|%v|%v|%v|%d|%q|%v|%v|%v", p.GPU, p.CPU, p.Memory, p.GPUModels, p.NodeSelector,
-		p.RequiredAffinity, p.Tolerations, p.Isolation, []any{p.TenantName(), p.SchedulingGates, p.Scheduler()}, ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model})
+	// The cross-node rules read the pod's namespace and labels, and the
+	// other pods' anti-affinity its labels.
+	var rules []any
+	if p.HasPodRules() || e.antiAffinity {
+		rules = []any{p.Namespace, p.Labels, spreadKey(p.SpreadConstraints), affinityKey(p.PodAffinity), affinityKey(p.PodAntiAffinity)}
+	}
+	return fmt.Sprintf("%v|%d|%d|%q|%v|%v|%v|%d|%q|%v|%v|%v|%v", p.GPU, p.CPU, p.Memory, p.GPUModels, p.NodeSelector,
+		p.RequiredAffinity, p.Tolerations, p.Isolation, []any{p.TenantName(), p.SchedulingGates, p.Scheduler()}, ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model}, rules)
+}
+
+// spreadKey and affinityKey print the rules with their pointers followed,
+// for fingerprints.
+func spreadKey(cs []cluster.SpreadConstraint) string {
+	var b strings.Builder
+	for _, c := range cs {
+		minDomains := c.MinDomainsOrOne()
+		fmt.Fprintf(&b, "%d|%q|%q|%v|%q|%d|%q|%q;", c.MaxSkew, c.TopologyKey, c.WhenUnsatisfiable, selectorKey(c.LabelSelector), c.MatchLabelKeys, minDomains, c.NodeAffinityPolicy, c.NodeTaintsPolicy)
+	}
+	return b.String()
+}
+
+func affinityKey(ts []cluster.PodAffinityTerm) string {
+	var b strings.Builder
+	for _, t := range ts {
+		fmt.Fprintf(&b, "%q|%v|%q|%v|%q|%q;", t.TopologyKey, selectorKey(t.LabelSelector), t.Namespaces, selectorKey(t.NamespaceSelector), t.MatchLabelKeys, t.MismatchLabelKeys)
+	}
+	return b.String()
+}
+
+func selectorKey(s *cluster.LabelSelector) string {
+	if s == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%v%v", s.MatchLabels, s.MatchExpressions)
 }
 
 // classVerdict is what one class of nodes says about one pod.
@@ -355,10 +400,14 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	if err != nil {
 		return f, err
 	}
+	d.PreFilter(e.states, e.s.NamespaceLabels)
+	if full != d {
+		full.PreFilter(e.states, e.s.NamespaceLabels)
+	}
 	verdicts := make([]classVerdict, len(e.classes))
 	stock := make([]statusGroup, len(e.classes))
 	stockOK := true
-	var fitsNow, allocK, memK, placeK, placeHeldK, layoutK []int
+	var fitsNow, allocK, memK, placeK, placeHeldK, layoutK, crossK []int
 	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
 	for k := range e.classes {
 		v := &verdicts[k]
@@ -380,6 +429,9 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 			if _, rs := placement.Fit(relaxed, reconfigure(cur, p.GPU, false)); len(rs) == 0 {
 				v.place = true
 				placeK = append(placeK, k)
+				if crossNodeOnly(v.rules) {
+					crossK = append(crossK, k)
+				}
 			} else if _, rs := placement.Fit(relaxed, reconfigure(e.classes[k].empty, p.GPU, false)); len(rs) == 0 {
 				v.placeHeld = true
 				placeHeldK = append(placeHeldK, k)
@@ -409,6 +461,15 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		e.fitsNow(&f, fitsNow)
 		if facts.Measured && facts.Pattern.Underused() {
 			e.usageOf(&f, facts)
+		}
+	case len(crossK) > 0:
+		// Nodes have free GPUs that only a spread constraint or pod
+		// (anti-)affinity keeps the pod off: the pods fit in total, and the
+		// rule is what to change, though freeing GPUs where the rule
+		// points would do too (Also: allocation).
+		e.placement(&f, p, placeK, verdicts, false)
+		if holds[Allocation] {
+			f.Also = append(f.Also, Allocation)
 		}
 	case holds[Allocation]:
 		e.allocation(&f, p, need, allocK)
@@ -450,8 +511,33 @@ func ruleReasons(rs []placement.Reason) []placement.Reason {
 				out = append(out, r)
 			}
 		}
+		if crossNode(r.Code) {
+			out = append(out, r)
+		}
 	}
 	return out
+}
+
+// crossNode reports whether the code is of a rule that reads other nodes'
+// pods: topology spread, pod (anti-)affinity, the existing pods'
+// anti-affinity.
+func crossNode(c placement.Code) bool {
+	switch c {
+	case placement.SpreadMissingLabel, placement.SpreadSkew, placement.PodAffinityMismatch,
+		placement.PodAntiAffinityMismatch, placement.ExistingAntiAffinity:
+		return true
+	}
+	return false
+}
+
+// crossNodeOnly reports whether every rule reason is a cross-node one.
+func crossNodeOnly(rs []placement.Reason) bool {
+	for _, r := range rs {
+		if !crossNode(r.Code) {
+			return false
+		}
+	}
+	return len(rs) > 0
 }
 
 // heldOnly reports whether the GPU reason is that GPUs are held (or shared
@@ -477,10 +563,12 @@ func memoryShort(rs []placement.Reason, p *cluster.Pod) bool {
 }
 
 // relaxPod is the pod without its placement rules: any node, any GPU
-// model, every taint tolerated.
+// model, every taint tolerated, no spread or pod (anti-)affinity (the
+// anti-affinity of other pods stays, but its demand is not prefiltered).
 func relaxPod(p *cluster.Pod) *cluster.Pod {
 	q := *p
 	q.NodeSelector, q.RequiredAffinity, q.GPUModels = nil, nil, nil
+	q.SpreadConstraints, q.PodAffinity, q.PodAntiAffinity = nil, nil, nil
 	q.Tolerations = []cluster.Toleration{{Operator: "Exists"}}
 	return &q
 }

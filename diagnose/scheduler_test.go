@@ -19,6 +19,20 @@ func TestSchedulerCauses(t *testing.T) {
 			message: "0/5 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes are available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.",
 			want:    []Cause{Allocation, Memory},
 		},
+		// The mission's case: zone b's time-sliced replicas are all taken
+		// and zone a may not take more under maxSkew 1.
+		"spread skew beside held GPUs": {
+			message: "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match pod topology spread constraints. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
+			want:    []Cause{Allocation, Memory, Placement},
+		},
+		"spread skew only": {
+			message: "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+			want:    []Cause{Placement, Other},
+		},
+		"topology label missing": {
+			message: "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints (missing required label). preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+			want:    []Cause{Placement, NoSuchHardware, Other},
+		},
 		"MIG slices held": {
 			message: "0/3 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
 			want:    []Cause{Allocation, Memory},

@@ -20,7 +20,8 @@ type NodeStatus struct {
 }
 
 // The words of the stock filters (kube-scheduler v1.37: NodeUnschedulable,
-// TaintToleration, NodeAffinity, NodeResourcesFit) and of DefaultPreemption.
+// TaintToleration, NodeAffinity, NodeResourcesFit; PodTopologySpread and
+// InterPodAffinity use placement.Reason.Message) and of DefaultPreemption.
 const (
 	reasonUnschedulable = "node(s) were unschedulable"
 	reasonTaint         = "node(s) had untolerated taint(s)"
@@ -179,7 +180,8 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		return slices.ContainsFunc(rs, func(r placement.Reason) bool { return slices.Contains(codes, r.Code) })
 	}
 	// The filters in the default profile's order: NodeUnschedulable,
-	// TaintToleration, NodeAffinity, NodeResourcesFit.
+	// TaintToleration, NodeAffinity, NodeResourcesFit, PodTopologySpread,
+	// InterPodAffinity.
 	switch {
 	case has(placement.NodeUnschedulable):
 		return unresolvable(reasonUnschedulable), true
@@ -202,6 +204,16 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 	if want > allocatable-requested {
 		out.Reasons = append(out.Reasons, "Insufficient "+resource)
 		out.Unresolvable = out.Unresolvable || want > allocatable
+	}
+	if len(out.Reasons) > 0 {
+		return out, true
+	}
+	// Then PodTopologySpread and InterPodAffinity, of which placement.Fit
+	// gives the first failing check, in the scheduler's words.
+	for _, r := range rs {
+		if crossNode(r.Code) {
+			return NodeStatus{Reasons: []string{r.Message()}, Unresolvable: r.Unresolvable}, true
+		}
 	}
 	return out, true
 }

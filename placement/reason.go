@@ -53,6 +53,9 @@ type Reason struct {
 	Unresolvable bool
 	// Detail names the label, taint, model or mode in question.
 	Detail string
+	// Term is, for a reason of a spread constraint or a pod
+	// (anti-)affinity term of the pod, its index in the pod's list.
+	Term int `json:",omitempty"`
 }
 
 // Message words the reason as the kube-scheduler does where it has words

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"maps"
 	"math"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -99,9 +100,23 @@ func (d *Demand) PreFilter(states []*NodeState, ns Namespaces) {
 	d.topo = t
 }
 
-// HasTopology reports whether PreFilter found cross-node rules for the
-// demand, so that Fit checks them.
-func (d *Demand) HasTopology() bool { return d.topo != nil }
+// SpreadDomains is, for the pod's spread constraint of index i in its
+// SpreadConstraints (one that filters), the matching pods in each eligible
+// domain by topology value (a copy), the fewest of them, which counts as 0
+// when there are fewer domains than minDomains, and a domain that has that
+// fewest ("" then); ok is false when PreFilter did not count the
+// constraint.
+func (d *Demand) SpreadDomains(i int) (counts map[string]int, least int, leastDomain string, ok bool) {
+	if d.topo == nil {
+		return nil, 0, "", false
+	}
+	for _, sc := range d.topo.spread {
+		if sc.index == i {
+			return maps.Clone(sc.counts), sc.min, sc.minValue, true
+		}
+	}
+	return nil, 0, "", false
+}
 
 func (t *topology) prepareSpread(d *Demand, states []*NodeState) {
 	p := d.Pod
@@ -316,7 +331,7 @@ func (t *topology) reason(n *cluster.Node, explain bool) (Reason, bool) {
 		sc := &t.spread[k]
 		value, ok := n.Labels[sc.c.TopologyKey]
 		if !ok {
-			r := Reason{Code: SpreadMissingLabel, Resource: sc.c.TopologyKey, Unresolvable: true}
+			r := Reason{Code: SpreadMissingLabel, Resource: sc.c.TopologyKey, Unresolvable: true, Term: sc.index}
 			if explain {
 				r.Detail = fmt.Sprintf("topologySpreadConstraints[%d]: node has no %s label", sc.index, sc.c.TopologyKey)
 			}
@@ -328,7 +343,7 @@ func (t *topology) reason(n *cluster.Node, explain bool) (Reason, bool) {
 		}
 		skew := sc.counts[value] + self - sc.min
 		if skew > int(sc.c.MaxSkew) {
-			r := Reason{Code: SpreadSkew, Resource: sc.c.TopologyKey, Requested: int64(skew), Capacity: int64(sc.c.MaxSkew)}
+			r := Reason{Code: SpreadSkew, Resource: sc.c.TopologyKey, Requested: int64(skew), Capacity: int64(sc.c.MaxSkew), Term: sc.index}
 			if explain {
 				least := fmt.Sprintf("the fewest in a domain are %d (%s=%s)", sc.min, sc.c.TopologyKey, sc.minValue)
 				if sc.minValue == "" {
@@ -349,7 +364,7 @@ func (t *topology) reason(n *cluster.Node, explain bool) (Reason, bool) {
 	}
 	for i := range t.anti {
 		if v, ok := n.Labels[t.anti[i].key]; ok && t.antiCounts[pair{t.anti[i].key, v}] > 0 {
-			r := Reason{Code: PodAntiAffinityMismatch}
+			r := Reason{Code: PodAntiAffinityMismatch, Term: i}
 			if explain {
 				r.Detail = fmt.Sprintf("podAntiAffinity[%d]: %d selected pod(s) run in %s=%s", i, t.antiCounts[pair{t.anti[i].key, v}], t.anti[i].key, v)
 			}
