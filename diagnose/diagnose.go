@@ -290,6 +290,10 @@ type engine struct {
 	// like counts the pending pods by fingerprint: the replicas that get
 	// the same finding.
 	like map[string]int
+	// omit are the label keys classes leave out (topologyOnlyKeys).
+	omit map[string]bool
+	// demand is the pod's demand under diagnosis, prefiltered.
+	demand *placement.Demand
 }
 
 // nodeClass is a set of nodes that Fit cannot tell apart: same spec, same
@@ -300,10 +304,11 @@ type nodeClass struct {
 }
 
 func (e *engine) classify() {
+	e.omit = topologyOnlyKeys(e.s)
 	index := map[string]int{}
 	var buf []byte
 	for i, st := range e.states {
-		buf = st.AppendKey(buf[:0])
+		buf = st.AppendKeyOmitting(buf[:0], e.omit)
 		k, ok := index[string(buf)]
 		if !ok {
 			k = len(e.classes)
@@ -315,6 +320,71 @@ func (e *engine) classify() {
 	for k := range e.classes {
 		e.classes[k].empty = placement.NewNodeState(e.s.Nodes[e.classes[k].nodes[0]])
 	}
+}
+
+// topologyOnlyKeys are the node label keys that pods read only as topology
+// keys of spread constraints and pod (anti-)affinity terms, never in a
+// pending pod's nodeSelector or node affinity: kubernetes.io/hostname,
+// most often. Classes leave them out, so that a node's hostname does not
+// make it a class of its own, and each pod with cross-node rules splits
+// the classes by what those rules say (splitByTopology).
+func topologyOnlyKeys(s *cluster.Snapshot) map[string]bool {
+	keys := map[string]bool{}
+	for _, p := range s.Pods {
+		for _, t := range p.PodAntiAffinity {
+			keys[t.TopologyKey] = true
+		}
+		if p.Bound() {
+			continue
+		}
+		for _, c := range p.SpreadConstraints {
+			keys[c.TopologyKey] = true
+		}
+		for _, t := range p.PodAffinity {
+			keys[t.TopologyKey] = true
+		}
+	}
+	for _, p := range s.Pods {
+		if p.Bound() {
+			continue
+		}
+		for k := range p.NodeSelector {
+			delete(keys, k)
+		}
+		for _, t := range p.RequiredAffinity {
+			for _, r := range t.MatchExpressions {
+				delete(keys, r.Key)
+			}
+		}
+	}
+	return keys
+}
+
+// splitByTopology is the classes split by what the demand's cross-node
+// rules say of each node, for a demand that has them when classes leave
+// topology keys out: nodes of a class then differ only in those labels.
+func (e *engine) splitByTopology(d *placement.Demand) []nodeClass {
+	var out []nodeClass
+	var buf []byte
+	for _, c := range e.classes {
+		index := map[string]int{}
+		for _, i := range c.nodes {
+			buf = d.AppendTopologyKey(buf[:0], e.s.Nodes[i])
+			j, ok := index[string(buf)]
+			if !ok {
+				j = len(out)
+				index[string(buf)] = j
+				out = append(out, nodeClass{empty: c.empty})
+			}
+			out[j].nodes = append(out[j].nodes, i)
+		}
+	}
+	for k := range out {
+		if out[k].empty.Node != e.s.Nodes[out[k].nodes[0]] {
+			out[k].empty = placement.NewNodeState(e.s.Nodes[out[k].nodes[0]])
+		}
+	}
+	return out
 }
 
 func (e *engine) rep(k int) *placement.NodeState { return e.states[e.classes[k].nodes[0]] }
@@ -403,6 +473,12 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	d.PreFilter(e.states, e.s.NamespaceLabels)
 	if full != d {
 		full.PreFilter(e.states, e.s.NamespaceLabels)
+	}
+	e.demand = d
+	if d.HasTopology() && len(e.omit) > 0 {
+		all := e.classes
+		e.classes = e.splitByTopology(d)
+		defer func() { e.classes = all }()
 	}
 	verdicts := make([]classVerdict, len(e.classes))
 	stock := make([]statusGroup, len(e.classes))

@@ -370,12 +370,7 @@ func (e *engine) spreadDomains(f *Finding, p *cluster.Pod, rules []placement.Rea
 		if r.Code != placement.SpreadSkew {
 			continue
 		}
-		d, err := placement.NewDemand(p, e.s.Catalogue)
-		if err != nil {
-			return
-		}
-		d.PreFilter(e.states, e.s.NamespaceLabels)
-		counts, least, domain, ok := d.SpreadDomains(r.Term)
+		counts, least, domain, ok := e.demand.SpreadDomains(r.Term)
 		if !ok {
 			return
 		}
@@ -405,13 +400,7 @@ func (e *engine) spreadAll(f *Finding, p *cluster.Pod, r placement.Reason, count
 		return
 	}
 	c := p.SpreadConstraints[r.Term]
-	q := *p
-	q.SpreadConstraints = slices.Delete(slices.Clone(p.SpreadConstraints), r.Term, r.Term+1)
-	d, err := placement.NewDemand(&q, e.s.Catalogue)
-	if err != nil {
-		return
-	}
-	d.PreFilter(e.states, e.s.NamespaceLabels)
+	d := e.demand.WithoutSpread(r.Term)
 	room := map[string]int{}
 	for _, st := range e.states {
 		v, ok := st.Node.Labels[c.TopologyKey]

@@ -146,10 +146,10 @@ type NodeState struct {
 	// trace and the scheduler plugin sees what the simulator sees.
 	Shapes [ShapeCount]int32
 	// Bound are the pods on the node, whose labels topology spread and
-	// pod (anti-)affinity count (Demand.PreFilter); antiPods is how many
-	// of them have required pod anti-affinity.
-	Bound    []*cluster.Pod
-	antiPods int
+	// pod (anti-)affinity count (Demand.PreFilter); antiTerms are their
+	// required pod anti-affinity terms, read once.
+	Bound     []*cluster.Pod
+	antiTerms []termOf
 }
 
 // ShapeCount is the number of pod shapes that NodeState.Shapes counts.
@@ -180,7 +180,8 @@ func NewNodeState(n *cluster.Node) *NodeState {
 func (s *NodeState) Clone() *NodeState {
 	c := *s
 	c.GPUs = append([]GPUState(nil), s.GPUs...)
-	c.Bound = slices.Clip(s.Bound) // an Assign on the copy appends to a new array
+	// An Assign on the copy appends to new arrays.
+	c.Bound, c.antiTerms = slices.Clip(s.Bound), slices.Clip(s.antiTerms)
 	return &c
 }
 
@@ -206,7 +207,7 @@ func (s *NodeState) Assign(d *Demand, a Assignment) {
 	s.Pods++
 	s.Bound = append(s.Bound, d.Pod)
 	if len(d.Pod.PodAntiAffinity) > 0 {
-		s.antiPods++
+		s.antiTerms = append(s.antiTerms, termsOf(d.Pod, d.Pod.PodAntiAffinity)...)
 	}
 	if k := ShapeOf(d); k >= 0 {
 		s.Shapes[k]++
@@ -271,6 +272,14 @@ func (a Assignment) ClusterDevices() []cluster.Device {
 // Callers that evaluate many demands over many nodes use it to evaluate
 // each distinct node once.
 func (s *NodeState) AppendKey(b []byte) []byte {
+	return s.AppendKeyOmitting(b, nil)
+}
+
+// AppendKeyOmitting is AppendKey with the node labels of the keys in omit
+// left out: a caller that knows no demand reads those labels but through
+// its cross-node rules (Demand.TopologyReason) tells the nodes apart by
+// those rules itself.
+func (s *NodeState) AppendKeyOmitting(b []byte, omit map[string]bool) []byte {
 	n := s.Node
 	b = strconv.AppendInt(b, int64(n.CPU), 10)
 	b = append(b, '/')
@@ -283,7 +292,9 @@ func (s *NodeState) AppendKey(b []byte) []byte {
 	}
 	keys := make([]string, 0, len(n.Labels))
 	for k := range n.Labels {
-		keys = append(keys, k)
+		if !omit[k] {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {

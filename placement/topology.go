@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
+	"strconv"
 
 	"github.com/gpupack/gpupack/cluster"
 )
@@ -25,8 +27,8 @@ type topology struct {
 	anti       []termOf
 	antiCounts map[pair]int
 	// existing are the pairs of nodes holding a pod whose own
-	// podAntiAffinity term selects this pod.
-	existing map[pair]int
+	// podAntiAffinity term selects this pod, by key and then value.
+	existing map[string]map[string]int
 }
 
 type pair struct{ key, value string }
@@ -35,7 +37,7 @@ type pair struct{ key, value string }
 // with its label keys merged and the namespaces it covers.
 type termOf struct {
 	key        string
-	selector   *cluster.LabelSelector
+	selector   selector
 	namespaces []string
 	// allNamespaces: an empty namespaceSelector, every namespace;
 	// nsSelector: a non-empty one, read against the namespaces' labels.
@@ -47,7 +49,7 @@ type termOf struct {
 type spreadCount struct {
 	index    int // in the pod's SpreadConstraints
 	c        *cluster.SpreadConstraint
-	selector *cluster.LabelSelector
+	selector selector
 	counts   map[string]int // matching pods by topology value, of the eligible nodes
 	min      int            // the global minimum, 0 when fewer domains than minDomains
 	minValue string         // a domain of min pods ("" when min is 0 by minDomains)
@@ -80,7 +82,7 @@ func (d *Demand) PreFilter(states []*NodeState, ns Namespaces) {
 	p := d.Pod
 	anti := false
 	for _, s := range states {
-		if s.antiPods > 0 {
+		if len(s.antiTerms) > 0 {
 			anti = true
 			break
 		}
@@ -99,6 +101,42 @@ func (d *Demand) PreFilter(states []*NodeState, ns Namespaces) {
 	}
 	d.topo = t
 }
+
+// WithoutSpread is a copy of the demand, prefiltered as the demand is,
+// that leaves out the pod's spread constraint of index i: what-ifs of a
+// changed constraint use it rather than prefiltering again.
+func (d *Demand) WithoutSpread(i int) *Demand {
+	c := *d
+	if d.topo != nil {
+		t := *d.topo
+		t.spread = slices.DeleteFunc(slices.Clone(t.spread), func(sc spreadCount) bool { return sc.index == i })
+		c.topo = &t
+	}
+	return &c
+}
+
+// AppendTopologyKey appends to b a fingerprint of what the demand's
+// cross-node rules, as PreFilter left them, say of node n: nodes with
+// equal fingerprints get the same reason from them (its Detail does not
+// name the node's domain), or none. It allocates nothing.
+func (d *Demand) AppendTopologyKey(b []byte, n *cluster.Node) []byte {
+	if d.topo == nil {
+		return b
+	}
+	r, fails := d.topo.reason(n, false)
+	if !fails {
+		return b
+	}
+	b = append(b, r.Code...)
+	b = append(b, 0)
+	b = append(b, r.Resource...)
+	b = strconv.AppendInt(append(b, 0), int64(r.Term), 10)
+	return strconv.AppendInt(append(b, 0), r.Requested, 10)
+}
+
+// HasTopology reports whether PreFilter found cross-node rules that Fit
+// checks for the demand.
+func (d *Demand) HasTopology() bool { return d.topo != nil }
 
 // SpreadDomains is, for the pod's spread constraint of index i in its
 // SpreadConstraints (one that filters), the matching pods in each eligible
@@ -125,8 +163,8 @@ func (t *topology) prepareSpread(d *Demand, states []*NodeState) {
 		if !c.Filters() {
 			continue
 		}
-		sel := c.Selector(p.Labels)
-		t.spread = append(t.spread, spreadCount{index: i, c: c, selector: sel, counts: map[string]int{}, self: sel.Matches(p.Labels)})
+		sel := compile(c.Selector(p.Labels))
+		t.spread = append(t.spread, spreadCount{index: i, c: c, selector: sel, counts: map[string]int{}, self: sel.matches(p.Labels)})
 	}
 	if len(t.spread) == 0 {
 		return
@@ -144,7 +182,7 @@ func (t *topology) prepareSpread(d *Demand, states []*NodeState) {
 			if sc.c.HonorsTaints() && !toleratesDoNotSchedule(p, n) {
 				continue
 			}
-			sc.counts[n.Labels[sc.c.TopologyKey]] += countMatching(s.Bound, sc.selector, p.Namespace)
+			sc.counts[n.Labels[sc.c.TopologyKey]] += countMatching(s.Bound, &sc.selector, p.Namespace)
 		}
 	}
 	for k := range t.spread {
@@ -212,13 +250,13 @@ func toleratesDoNotSchedule(p *cluster.Pod, n *cluster.Node) bool {
 // countMatching counts the pods of namespace ns the selector selects; an
 // empty selector counts none, as the scheduler's countPodsMatchSelector
 // does.
-func countMatching(pods []*cluster.Pod, sel *cluster.LabelSelector, ns string) int {
-	if sel == nil || sel.Empty() {
+func countMatching(pods []*cluster.Pod, sel *selector, ns string) int {
+	if sel.nothing || sel.empty() {
 		return 0
 	}
 	n := 0
 	for _, q := range pods {
-		if q.Namespace == ns && sel.Matches(q.Labels) {
+		if q.Namespace == ns && sel.matches(q.Labels) {
 			n++
 		}
 	}
@@ -231,7 +269,7 @@ func termsOf(p *cluster.Pod, terms []cluster.PodAffinityTerm) []termOf {
 	out := make([]termOf, len(terms))
 	for i := range terms {
 		t := &terms[i]
-		o := termOf{key: t.TopologyKey, selector: t.Selector(p.Labels), namespaces: t.Namespaces}
+		o := termOf{key: t.TopologyKey, selector: compile(t.Selector(p.Labels)), namespaces: t.Namespaces}
 		switch {
 		case t.NamespaceSelector.Empty():
 			o.allNamespaces = true
@@ -255,7 +293,7 @@ func (t *termOf) selects(q *cluster.Pod, ns Namespaces) bool {
 	if !covered && t.nsSelector != nil {
 		covered = t.nsSelector.Matches(ns.labels(q.Namespace))
 	}
-	return covered && t.selector.Matches(q.Labels)
+	return covered && t.selector.matches(q.Labels)
 }
 
 func (t *topology) prepareAffinity(p *cluster.Pod, states []*NodeState, ns Namespaces) {
@@ -298,21 +336,19 @@ func allSelect(terms []termOf, q *cluster.Pod, ns Namespaces) bool {
 // an anti-affinity term that selects pod p.
 func (t *topology) prepareExisting(p *cluster.Pod, states []*NodeState, ns Namespaces) {
 	for _, s := range states {
-		if s.antiPods == 0 {
-			continue
-		}
-		for _, q := range s.Bound {
-			for i := range q.PodAntiAffinity {
-				term := termsOf(q, q.PodAntiAffinity[i:i+1])[0]
-				v, ok := s.Node.Labels[term.key]
-				if !ok || !term.selects(p, ns) {
-					continue
-				}
-				if t.existing == nil {
-					t.existing = map[pair]int{}
-				}
-				t.existing[pair{term.key, v}]++
+		for i := range s.antiTerms {
+			term := &s.antiTerms[i]
+			v, ok := s.Node.Labels[term.key]
+			if !ok || !term.selects(p, ns) {
+				continue
 			}
+			if t.existing == nil {
+				t.existing = map[string]map[string]int{}
+			}
+			if t.existing[term.key] == nil {
+				t.existing[term.key] = map[string]int{}
+			}
+			t.existing[term.key][v]++
 		}
 	}
 }
@@ -349,8 +385,8 @@ func (t *topology) reason(n *cluster.Node, explain bool) (Reason, bool) {
 				if sc.minValue == "" {
 					least = fmt.Sprintf("fewer than minDomains %d domains, so the fewest count as 0", sc.c.MinDomainsOrOne())
 				}
-				r.Detail = fmt.Sprintf("topologySpreadConstraints[%d]: %s=%s has %d matching pods; %s; placing it there makes a skew of %d over maxSkew %d",
-					sc.index, sc.c.TopologyKey, value, sc.counts[value], least, skew, sc.c.MaxSkew)
+				r.Detail = fmt.Sprintf("topologySpreadConstraints[%d]: the node's %s domain has %d matching pods; %s; placing it there makes a skew of %d over maxSkew %d",
+					sc.index, sc.c.TopologyKey, sc.counts[value], least, skew, sc.c.MaxSkew)
 			}
 			return r, true
 		}
@@ -364,23 +400,23 @@ func (t *topology) reason(n *cluster.Node, explain bool) (Reason, bool) {
 	}
 	for i := range t.anti {
 		if v, ok := n.Labels[t.anti[i].key]; ok && t.antiCounts[pair{t.anti[i].key, v}] > 0 {
-			r := Reason{Code: PodAntiAffinityMismatch, Term: i}
+			r := Reason{Code: PodAntiAffinityMismatch, Resource: t.anti[i].key, Term: i}
 			if explain {
-				r.Detail = fmt.Sprintf("podAntiAffinity[%d]: %d selected pod(s) run in %s=%s", i, t.antiCounts[pair{t.anti[i].key, v}], t.anti[i].key, v)
+				r.Detail = fmt.Sprintf("podAntiAffinity[%d] selects pods that run in the node's %s domain", i, t.anti[i].key)
 			}
 			return r, true
 		}
 	}
-	var hit *pair
-	for pr, count := range t.existing {
-		if v, ok := n.Labels[pr.key]; ok && v == pr.value && count > 0 && (hit == nil || pr.key < hit.key) {
-			hit = &pair{pr.key, pr.value}
+	hit := ""
+	for key, values := range t.existing {
+		if v, ok := n.Labels[key]; ok && values[v] > 0 && (hit == "" || key < hit) {
+			hit = key
 		}
 	}
-	if hit != nil {
-		r := Reason{Code: ExistingAntiAffinity}
+	if hit != "" {
+		r := Reason{Code: ExistingAntiAffinity, Resource: hit}
 		if explain {
-			r.Detail = fmt.Sprintf("%d pod(s) in %s=%s have a podAntiAffinity term that selects this pod", t.existing[*hit], hit.key, hit.value)
+			r.Detail = fmt.Sprintf("pods in the node's %s domain have a podAntiAffinity term that selects this pod", hit)
 		}
 		return r, true
 	}
@@ -420,4 +456,45 @@ func termKeys(terms []termOf) string {
 		return "domains of " + s
 	}
 	return s + " domain"
+}
+
+// selector is a label selector compiled for matching many pods: its
+// matchLabels as a list, so that matching reads the pod's labels only.
+type selector struct {
+	nothing bool // a nil selector: selects no pod
+	labels  []cluster.Requirement
+}
+
+func compile(s *cluster.LabelSelector) selector {
+	if s == nil {
+		return selector{nothing: true}
+	}
+	out := selector{labels: make([]cluster.Requirement, 0, len(s.MatchLabels)+len(s.MatchExpressions))}
+	for k, v := range s.MatchLabels {
+		out.labels = append(out.labels, cluster.Requirement{Key: k, Operator: "=", Values: []string{v}})
+	}
+	out.labels = append(out.labels, s.MatchExpressions...)
+	return out
+}
+
+// empty reports whether the selector selects every pod.
+func (s *selector) empty() bool { return !s.nothing && len(s.labels) == 0 }
+
+func (s *selector) matches(labels map[string]string) bool {
+	if s.nothing {
+		return false
+	}
+	for i := range s.labels {
+		r := &s.labels[i]
+		if r.Operator == "=" {
+			if v, ok := labels[r.Key]; !ok || v != r.Values[0] {
+				return false
+			}
+			continue
+		}
+		if !r.Matches(labels) {
+			return false
+		}
+	}
+	return true
 }

@@ -174,7 +174,7 @@ func TestSpreadReasonFigures(t *testing.T) {
 	d.PreFilter(states, nil)
 	_, rs := Fit(d, states[0])
 	want := []Reason{{Code: SpreadSkew, Resource: zone, Requested: 3, Capacity: 1,
-		Detail: "topologySpreadConstraints[0]: topology.kubernetes.io/zone=a has 3 matching pods; the fewest in a domain are 1 (topology.kubernetes.io/zone=b); placing it there makes a skew of 3 over maxSkew 1"}}
+		Detail: "topologySpreadConstraints[0]: the node's topology.kubernetes.io/zone domain has 3 matching pods; the fewest in a domain are 1 (topology.kubernetes.io/zone=b); placing it there makes a skew of 3 over maxSkew 1"}}
 	if diff := cmp.Diff(want, rs); diff != "" {
 		t.Errorf("reasons (-want +got):\n%s", diff)
 	}
