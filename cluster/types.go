@@ -204,6 +204,17 @@ func (n *Node) GPUModel() *gpu.Model {
 	return n.GPUs[0].Model
 }
 
+// HasGPUModel reports whether some GPU of the node is of one of the
+// models (canonical names), as a pod's gpuModels asks.
+func (n *Node) HasGPUModel(models []string) bool {
+	for _, g := range n.GPUs {
+		if slices.Contains(models, g.Model.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 // RequestKind says in which form a pod asks for GPU.
 type RequestKind int
 

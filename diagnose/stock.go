@@ -189,7 +189,7 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		return unresolvable(reasonTaint), true
 	case has(placement.NodeSelectorMismatch, placement.NodeAffinityMismatch):
 		return unresolvable(reasonAffinity), true
-	case len(p.GPUModels) > 0 && !hasModel(n, p.GPUModels):
+	case len(p.GPUModels) > 0 && !n.HasGPUModel(p.GPUModels):
 		return unresolvable(reasonAffinity), true
 	}
 	var out NodeStatus
@@ -216,17 +216,6 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		}
 	}
 	return out, true
-}
-
-func hasModel(n *cluster.Node, models []string) bool {
-	for _, g := range n.GPUs {
-		for _, m := range models {
-			if g.Model.Name == m {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // summarize sets the finding's stock scheduler message, or the note that

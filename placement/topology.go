@@ -222,18 +222,7 @@ func matchesNodeAffinity(p *cluster.Pod, n *cluster.Node) bool {
 	if len(p.RequiredAffinity) > 0 && !matchesAnyTerm(p.RequiredAffinity, n.Labels) {
 		return false
 	}
-	return len(p.GPUModels) == 0 || hasModel(n, p.GPUModels)
-}
-
-func hasModel(n *cluster.Node, models []string) bool {
-	for _, g := range n.GPUs {
-		for _, m := range models {
-			if g.Model.Name == m {
-				return true
-			}
-		}
-	}
-	return false
+	return len(p.GPUModels) == 0 || n.HasGPUModel(p.GPUModels)
 }
 
 // toleratesDoNotSchedule reports whether the pod tolerates every NoSchedule
