@@ -127,6 +127,7 @@ func FuzzParseFile(f *testing.F) {
 		head + "nodes: [&n {name: n, cpu: \"1\", memory: 1Gi}]\npods: [{name: p, node: n, <<: {gpu: {count: 1}}}, *n]\n",
 		head + "nodes: []\npods: [{name: p, gpu: {count: 1.5}}]\n",
 		head + "nodes: []\nquotas: [{namespace: ml, name: q, hard: {requests.nvidia.com/gpu: 4}, used: {requests.nvidia.com/gpu: 4}}]\nquotaRefusals: [{workload: {kind: Job, namespace: ml, name: j}, quota: q, requested: {requests.nvidia.com/gpu: 1}, used: {requests.nvidia.com/gpu: 4}, limited: {requests.nvidia.com/gpu: 4}}]\n",
+		head + "namespaces: {ml: {team: a}}\nnodes: []\npods: [{name: p, labels: {app: w}, topologySpreadConstraints: [{maxSkew: 1, topologyKey: z, whenUnsatisfiable: DoNotSchedule, minDomains: 2, labelSelector: {matchExpressions: [{key: app, operator: In, values: [w]}]}, matchLabelKeys: [app]}], podAffinity: [{topologyKey: z, labelSelector: {}, namespaceSelector: {matchLabels: {team: a}}}], podAntiAffinity: [{topologyKey: h, mismatchLabelKeys: [app], labelSelector: {matchLabels: {app: w}}}]}]\n",
 	} {
 		f.Add([]byte(seed))
 	}
