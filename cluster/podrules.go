@@ -220,8 +220,14 @@ func (p *Pod) HasPodRules() bool {
 // terms as the apiserver would.
 func (p *Pod) validatePodRules() error {
 	for i := range p.SpreadConstraints {
-		if err := p.SpreadConstraints[i].validate(); err != nil {
+		c := &p.SpreadConstraints[i]
+		if err := c.validate(); err != nil {
 			return fmt.Errorf("topologySpreadConstraints[%d].%w", i, err)
+		}
+		for j := range i {
+			if o := &p.SpreadConstraints[j]; o.TopologyKey == c.TopologyKey && o.WhenUnsatisfiable == c.WhenUnsatisfiable {
+				return fmt.Errorf("topologySpreadConstraints[%d]: topologyKey %s with %s is given twice (also [%d])", i, c.TopologyKey, c.WhenUnsatisfiable, j)
+			}
 		}
 	}
 	for _, terms := range []struct {

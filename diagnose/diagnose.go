@@ -97,6 +97,11 @@ type Finding struct {
 	Evidence Evidence    `json:"evidence"`
 	// Fix lists what would let the pod run, the nearest change first.
 	Fix []string `json:"fix,omitempty"`
+	// CrossNode is set when a topology spread constraint or pod
+	// (anti-)affinity, the pod's or other pods', excludes some node: the
+	// scheduler checks those last, so its message names such an exclusion
+	// only on nodes every earlier filter passed (ImpliedCauses).
+	CrossNode bool `json:"crossNode,omitempty"`
 	// Remedies carry out the fixes: for each fix at least one, in the
 	// order of Fix, with the patch, commands or configuration to apply,
 	// or, for a fix that is advice, none and a note saying why.
@@ -531,6 +536,9 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		}
 	}
 	e.summarize(&f, p, stock, stockOK, verdicts)
+	for _, v := range verdicts {
+		f.CrossNode = f.CrossNode || slices.ContainsFunc(v.now, func(r placement.Reason) bool { return crossNode(r.Code) })
+	}
 	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0 || len(layoutK) > 0}
 	switch {
 	case len(fitsNow) > 0 && !migTooSmall:

@@ -115,6 +115,20 @@ func SchedulerCauses(message string) []Cause {
 	return causes
 }
 
+// ImpliedCauses is SchedulerCauses of the message for the pod of finding
+// f, with placement added when a cross-node rule excludes some node
+// (Finding.CrossNode): the scheduler reports only the first filter that
+// fails on each node, and PodTopologySpread and InterPodAffinity come
+// last, so a node it calls short of GPUs, CPU or pods may be excluded by
+// such a rule too, which its message cannot show.
+func ImpliedCauses(f Finding, message string) []Cause {
+	causes := SchedulerCauses(message)
+	if f.CrossNode && causes != nil && !slices.Contains(causes, Placement) {
+		causes = append(causes, Placement)
+	}
+	return causes
+}
+
 // availability is one "N reason" part of an availability line.
 type availability struct {
 	nodes int

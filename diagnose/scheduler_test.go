@@ -110,3 +110,19 @@ func TestSchedulerCauses(t *testing.T) {
 		})
 	}
 }
+
+// TestImpliedCausesCrossNode: a node that the scheduler calls short of
+// pods may also be excluded by a pod anti-affinity it checks later, so for
+// a pod with such an exclusion placement is implied too.
+func TestImpliedCausesCrossNode(t *testing.T) {
+	msg := "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Too many pods, 1 node(s) were unschedulable, 1 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling."
+	if diff := cmp.Diff([]Cause{Allocation, Memory}, ImpliedCauses(Finding{}, msg)); diff != "" {
+		t.Errorf("without cross-node exclusions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Cause{Allocation, Memory, Placement}, ImpliedCauses(Finding{CrossNode: true}, msg)); diff != "" {
+		t.Errorf("with them (-want +got):\n%s", diff)
+	}
+	if got := ImpliedCauses(Finding{CrossNode: true}, "not a message"); got != nil {
+		t.Errorf("not a message: %v, want nil", got)
+	}
+}

@@ -457,7 +457,12 @@ func (g *gen) podRules(p *corev1.Pod) {
 		if chance(0.3) {
 			c.NodeTaintsPolicy = ptrTo(pick(r, []corev1.NodeInclusionPolicy{corev1.NodeInclusionPolicyHonor, corev1.NodeInclusionPolicyIgnore}))
 		}
-		p.Spec.TopologySpreadConstraints = append(p.Spec.TopologySpreadConstraints, c)
+		// The apiserver takes one constraint per key and action.
+		if !slices.ContainsFunc(p.Spec.TopologySpreadConstraints, func(o corev1.TopologySpreadConstraint) bool {
+			return o.TopologyKey == c.TopologyKey && o.WhenUnsatisfiable == c.WhenUnsatisfiable
+		}) {
+			p.Spec.TopologySpreadConstraints = append(p.Spec.TopologySpreadConstraints, c)
+		}
 	}
 	var affinity, anti []corev1.PodAffinityTerm
 	if chance(0.2) {

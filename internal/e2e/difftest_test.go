@@ -260,7 +260,7 @@ func runDiffCase(t *testing.T, c *testcluster.Cluster, cs *difftest.Case) diffTa
 			continue
 		}
 		tally.compared++
-		implies := diagnose.SchedulerCauses(failure.Message)
+		implies := diagnose.ImpliedCauses(f, failure.Message)
 		causeOK := slices.Contains(implies, f.Cause)
 		if causeOK {
 			tally.causes++
