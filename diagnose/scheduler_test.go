@@ -115,7 +115,10 @@ func TestSchedulerCauses(t *testing.T) {
 // pods may also be excluded by a pod anti-affinity it checks later, so for
 // a pod with such an exclusion placement is implied too.
 func TestImpliedCausesCrossNode(t *testing.T) {
-	msg := "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Too many pods, 1 node(s) were unschedulable, 1 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling."
+	// Verbatim from TestDiagnosisMatchesSchedulerPodRules, seed 11 case 0:
+	// the node short of pods and GPUs is also in a zone whose pods' anti-
+	// affinity selects the pod.
+	msg := "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Too many pods, 1 node(s) were unschedulable, 2 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling."
 	if diff := cmp.Diff([]Cause{Allocation, Memory}, ImpliedCauses(Finding{}, msg)); diff != "" {
 		t.Errorf("without cross-node exclusions (-want +got):\n%s", diff)
 	}
