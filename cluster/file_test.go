@@ -333,14 +333,7 @@ func TestSchedulingFieldsReadBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := MarshalFile(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := ParseFile(out, "written", gpu.Default())
-			if err != nil {
-				t.Fatalf("re-reading: %v\n%s", err, out)
-			}
+			again, out := readBack(t, s)
 			for _, got := range []*Snapshot{s, again} {
 				p := got.Pods[0]
 				type view struct {
@@ -389,14 +382,7 @@ pods:
 		PodAntiAffinity: []PodAffinityTerm{{TopologyKey: "topology.kubernetes.io/zone", NamespaceSelector: &LabelSelector{},
 			LabelSelector: &LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
 	}
-	out, err := MarshalFile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := ParseFile(out, "written", gpu.Default())
-	if err != nil {
-		t.Fatalf("re-reading: %v\n%s", err, out)
-	}
+	again, out := readBack(t, s)
 	for _, got := range []*Snapshot{s, again} {
 		if diff := cmp.Diff(want, *got.Pods[0], cmp.AllowUnexported(Pod{})); diff != "" {
 			t.Errorf("pod (-want +got):\n%s\n%s", diff, out)
@@ -408,4 +394,19 @@ pods:
 	if !s.Pods[0].HasPodRules() {
 		t.Error("HasPodRules = false")
 	}
+}
+
+// readBack writes the snapshot and reads it again, as a file that gpupack
+// wrote must read back.
+func readBack(t *testing.T, s *Snapshot) (*Snapshot, []byte) {
+	t.Helper()
+	out, err := MarshalFile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseFile(out, "written", gpu.Default())
+	if err != nil {
+		t.Fatalf("re-reading: %v\n%s", err, out)
+	}
+	return again, out
 }
