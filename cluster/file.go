@@ -43,6 +43,13 @@ const (
 //	  memory: 64Gi
 //	  gpu: {count: 1}            # or {milli: 250}, {memory: 20Gi}, {mig: 1g.10gb}
 //	  node: gpu-a-1              # omit while pending
+//	  labels: {app: train}
+//	  # optional, in any version: the pod's spread constraints and required
+//	  # pod (anti-)affinity terms, in the Kubernetes spelling
+//	  topologySpreadConstraints:
+//	  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: train}}}
+//	  podAntiAffinity:
+//	  - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: train}}}
 //	  # v1alpha2: the pod's ResourceClaims and their allocation
 //	  claims:
 //	  - {podClaim: gpu, name: train-0-gpu, requests: [{name: gpu, deviceClass: gpu.nvidia.com, count: 1}],
@@ -68,6 +75,9 @@ type File struct {
 	// Kueue is what Kueue's objects say (Snapshot.Kueue); absent: Kueue
 	// is not installed or was not read. Optional, in any version.
 	Kueue *Kueue `json:"kueue,omitempty"`
+	// Namespaces are namespaces' labels (Snapshot.Namespaces), for pod
+	// affinity terms' namespaceSelectors. Optional, in any version.
+	Namespaces map[string]map[string]string `json:"namespaces,omitempty"`
 }
 
 // FileNode is a node in the snapshot file.
@@ -132,6 +142,12 @@ type FilePod struct {
 	// scheduler). Optional, in any version.
 	SchedulingGates []string `json:"schedulingGates,omitempty"`
 	SchedulerName   string   `json:"schedulerName,omitempty"`
+	// TopologySpreadConstraints, PodAffinity and PodAntiAffinity (the
+	// required terms) are the pod's, in the Kubernetes spelling. Optional,
+	// in any version.
+	TopologySpreadConstraints []SpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	PodAffinity               []PodAffinityTerm  `json:"podAffinity,omitempty"`
+	PodAntiAffinity           []PodAffinityTerm  `json:"podAntiAffinity,omitempty"`
 }
 
 // FileGPURequest is a pod's GPU request: count whole GPUs (each with at
@@ -380,7 +396,11 @@ func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
 	}
 	p := &Pod{Namespace: ns, Name: fp.Name, GPUModels: fp.GPUModels, NodeSelector: fp.NodeSelector,
 		RequiredAffinity: fp.Affinity, Tolerations: fp.Tolerations, Tenant: fp.Tenant, Labels: fp.Labels, NodeName: fp.Node,
-		SchedulingGates: fp.SchedulingGates, SchedulerName: fp.SchedulerName}
+		SchedulingGates: fp.SchedulingGates, SchedulerName: fp.SchedulerName,
+		SpreadConstraints: fp.TopologySpreadConstraints, PodAffinity: fp.PodAffinity, PodAntiAffinity: fp.PodAntiAffinity}
+	if err := p.validatePodRules(); err != nil {
+		return nil, err
+	}
 	for i, g := range fp.SchedulingGates {
 		if g == "" {
 			return nil, fmt.Errorf("schedulingGates[%d]: empty gate name; give the gate's name, e.g. %s", i, KueueAdmissionGate)
@@ -507,6 +527,7 @@ func ToFile(s *Snapshot) *File {
 	}
 	f.Quotas, f.QuotaRefusals = slices.Clone(s.Quotas), slices.Clone(s.QuotaRefusals)
 	f.Kueue = s.Kueue
+	f.Namespaces = s.Namespaces
 	for _, n := range s.Nodes {
 		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable, Pods: n.MaxPods}
 		for _, g := range n.GPUs {
@@ -531,7 +552,8 @@ func ToFile(s *Snapshot) *File {
 	for _, p := range s.Pods {
 		fp := FilePod{Namespace: p.Namespace, Name: p.Name, GPUModels: p.GPUModels, NodeSelector: p.NodeSelector,
 			Affinity: p.RequiredAffinity, Tolerations: p.Tolerations, Tenant: p.Tenant, Labels: p.Labels, Node: p.NodeName, Claims: p.Claims,
-			SchedulingGates: p.SchedulingGates, SchedulerName: p.SchedulerName}
+			SchedulingGates: p.SchedulingGates, SchedulerName: p.SchedulerName,
+			TopologySpreadConstraints: p.SpreadConstraints, PodAffinity: p.PodAffinity, PodAntiAffinity: p.PodAntiAffinity}
 		if fp.SchedulerName == DefaultScheduler {
 			fp.SchedulerName = ""
 		}
@@ -622,6 +644,7 @@ func (f *File) quotas(s *Snapshot) error {
 		}
 	}
 	s.Quotas, s.QuotaRefusals = slices.Clone(f.Quotas), slices.Clone(f.QuotaRefusals)
+	s.Namespaces = f.Namespaces
 	return nil
 }
 

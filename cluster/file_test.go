@@ -53,35 +53,40 @@ func TestParseFileErrors(t *testing.T) {
 	head := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\n"
 	node := "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1}]}\n"
 	cases := map[string]struct{ doc, want string }{
-		"unknown field":    {head + node + "extra: 1\n", "unknown field"},
-		"wrong version":    {"apiVersion: v0\nkind: ClusterSnapshot\n", "apiVersion"},
-		"unknown model":    {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: RTX-9999, count: 1}]}\n", "nodes[0]: gpus[0]: model: unknown GPU model"},
-		"bad cpu":          {head + "nodes:\n- {name: n, cpu: lots, memory: 8Gi}\n", "nodes[0]: cpu"},
-		"negative memory":  {head + "nodes:\n- {name: n, cpu: \"1\", memory: -5Gi}\n", "nodes[0]: memory"},
-		"mig on t4":        {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 1, sharing: mig, mig: [1g.5gb]}]}\n", "does not support MIG"},
-		"bad mig layout":   {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: A100-40GB, count: 1, sharing: mig, mig: [4g.20gb, 4g.20gb]}]}\n", "gpus[0]: mig"},
-		"missing node":     {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: ghost}\n", "not in the snapshot"},
-		"bad fraction":     {head + node + "pods:\n- {name: p, gpu: {milli: 1500}}\n", "pods[0] (p): gpu: milli"},
-		"contradictory":    {head + node + "pods:\n- {name: p, gpu: {mig: 1g.10gb, count: 1}}\n", "cannot also ask"},
-		"empty request":    {head + node + "pods:\n- {name: p, gpu: {}}\n", "empty GPU request"},
-		"device range":     {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: n, devices: [{gpu: 3}]}\n", "pods[0].devices[0].gpu"},
-		"duplicate pod":    {head + node + "pods:\n- {name: p}\n- {name: p}\n", "listed twice"},
-		"bad taint":        {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, taints: [{key: a, effect: Never}]}\n", "taints[0].effect"},
-		"mps clients":      {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharing: mps, replicas: 64}]}\n", "at most 48"},
-		"not yaml":         {"nodes: [\n", "small.yaml"},
-		"shared exclusive": {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharedResource: true}]}\n", "gpus[0]: sharedResource"},
-		"shared no count":  {head + node + "pods:\n- {name: p, gpu: {milli: 500, shared: true}}\n", "gpu: shared"},
-		"count as string":  {head + "nodes:\n- name: n\n  cpu: \"8\"\n  memory: 8Gi\n  gpus:\n  - {model: T4, count: \"8\"}\n", `small.yaml:8: nodes[0].gpus[0].count: "8" is a string; want an integer`},
-		"fraction count":   {head + node + "pods:\n- {name: p, gpu: {count: 1.5}}\n", "small.yaml:6: pods[0].gpu.count: 1.5 is not a whole number; want an integer"},
-		"count overflow":   {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 99999999999999999999}]}\n", "small.yaml:4: nodes[0].gpus[0].count: 99999999999999999999 is out of range"},
-		"nodes a mapping":  {head + "nodes: {n: 1}\n", "small.yaml:3: nodes: a mapping; want a list"},
-		"json type":        {`{"apiVersion": "gpupack.io/v1alpha1", "kind": "ClusterSnapshot",` + "\n" + `"nodes": [{"name": "n", "cpu": "1", "memory": "1Gi", "unschedulable": "yes"}]}`, `small.yaml:2: nodes[0].unschedulable: "yes" is a string; want true or false`},
-		"unknown, line":    {head + node + "pods:\n- {name: p, nodeName: n}\n", `small.yaml:6: pods[0]: unknown field "nodeName"`},
-		"case differs":     {head + node + "pods:\n- {Name: p}\n", `unknown field "Name"`},
-		"second document":  {head + node + "---\n" + head + "nodes: []\n", "small.yaml:5: a second document"},
-		"trailing garbage": {`{"apiVersion": "gpupack.io/v1alpha1", "kind": "ClusterSnapshot", "nodes": []} ]`, "text after the end of the document"},
-		"repeated field":   {head + node + "nodes: []\n", "small.yaml:5: nodes: given twice (first at line 3)"},
-		"slash in name":    {head + node + "pods:\n- {namespace: ml/x, name: p}\n", `pods[0] (p): namespace: "ml/x"`},
+		"unknown field":     {head + node + "extra: 1\n", "unknown field"},
+		"wrong version":     {"apiVersion: v0\nkind: ClusterSnapshot\n", "apiVersion"},
+		"unknown model":     {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: RTX-9999, count: 1}]}\n", "nodes[0]: gpus[0]: model: unknown GPU model"},
+		"bad cpu":           {head + "nodes:\n- {name: n, cpu: lots, memory: 8Gi}\n", "nodes[0]: cpu"},
+		"negative memory":   {head + "nodes:\n- {name: n, cpu: \"1\", memory: -5Gi}\n", "nodes[0]: memory"},
+		"mig on t4":         {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 1, sharing: mig, mig: [1g.5gb]}]}\n", "does not support MIG"},
+		"bad mig layout":    {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: A100-40GB, count: 1, sharing: mig, mig: [4g.20gb, 4g.20gb]}]}\n", "gpus[0]: mig"},
+		"missing node":      {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: ghost}\n", "not in the snapshot"},
+		"bad fraction":      {head + node + "pods:\n- {name: p, gpu: {milli: 1500}}\n", "pods[0] (p): gpu: milli"},
+		"contradictory":     {head + node + "pods:\n- {name: p, gpu: {mig: 1g.10gb, count: 1}}\n", "cannot also ask"},
+		"empty request":     {head + node + "pods:\n- {name: p, gpu: {}}\n", "empty GPU request"},
+		"device range":      {head + node + "pods:\n- {name: p, gpu: {count: 1}, node: n, devices: [{gpu: 3}]}\n", "pods[0].devices[0].gpu"},
+		"duplicate pod":     {head + node + "pods:\n- {name: p}\n- {name: p}\n", "listed twice"},
+		"bad taint":         {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, taints: [{key: a, effect: Never}]}\n", "taints[0].effect"},
+		"mps clients":       {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharing: mps, replicas: 64}]}\n", "at most 48"},
+		"not yaml":          {"nodes: [\n", "small.yaml"},
+		"shared exclusive":  {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: L4, count: 1, sharedResource: true}]}\n", "gpus[0]: sharedResource"},
+		"shared no count":   {head + node + "pods:\n- {name: p, gpu: {milli: 500, shared: true}}\n", "gpu: shared"},
+		"count as string":   {head + "nodes:\n- name: n\n  cpu: \"8\"\n  memory: 8Gi\n  gpus:\n  - {model: T4, count: \"8\"}\n", `small.yaml:8: nodes[0].gpus[0].count: "8" is a string; want an integer`},
+		"fraction count":    {head + node + "pods:\n- {name: p, gpu: {count: 1.5}}\n", "small.yaml:6: pods[0].gpu.count: 1.5 is not a whole number; want an integer"},
+		"count overflow":    {head + "nodes:\n- {name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: 99999999999999999999}]}\n", "small.yaml:4: nodes[0].gpus[0].count: 99999999999999999999 is out of range"},
+		"nodes a mapping":   {head + "nodes: {n: 1}\n", "small.yaml:3: nodes: a mapping; want a list"},
+		"json type":         {`{"apiVersion": "gpupack.io/v1alpha1", "kind": "ClusterSnapshot",` + "\n" + `"nodes": [{"name": "n", "cpu": "1", "memory": "1Gi", "unschedulable": "yes"}]}`, `small.yaml:2: nodes[0].unschedulable: "yes" is a string; want true or false`},
+		"unknown, line":     {head + node + "pods:\n- {name: p, nodeName: n}\n", `small.yaml:6: pods[0]: unknown field "nodeName"`},
+		"case differs":      {head + node + "pods:\n- {Name: p}\n", `unknown field "Name"`},
+		"second document":   {head + node + "---\n" + head + "nodes: []\n", "small.yaml:5: a second document"},
+		"trailing garbage":  {`{"apiVersion": "gpupack.io/v1alpha1", "kind": "ClusterSnapshot", "nodes": []} ]`, "text after the end of the document"},
+		"repeated field":    {head + node + "nodes: []\n", "small.yaml:5: nodes: given twice (first at line 3)"},
+		"slash in name":     {head + node + "pods:\n- {namespace: ml/x, name: p}\n", `pods[0] (p): namespace: "ml/x"`},
+		"zero maxSkew":      {head + node + "pods:\n- {name: p, topologySpreadConstraints: [{maxSkew: 0, topologyKey: z, whenUnsatisfiable: DoNotSchedule}]}\n", "pods[0] (p): topologySpreadConstraints[0].maxSkew: 0"},
+		"bad unsatisfiable": {head + node + "pods:\n- {name: p, topologySpreadConstraints: [{maxSkew: 1, topologyKey: z, whenUnsatisfiable: Never}]}\n", "topologySpreadConstraints[0].whenUnsatisfiable"},
+		"bad policy":        {head + node + "pods:\n- {name: p, topologySpreadConstraints: [{maxSkew: 1, topologyKey: z, whenUnsatisfiable: DoNotSchedule, nodeTaintsPolicy: honor}]}\n", "nodeTaintsPolicy"},
+		"affinity no key":   {head + node + "pods:\n- {name: p, podAffinity: [{labelSelector: {matchLabels: {app: a}}}]}\n", "podAffinity[0].topologyKey: missing"},
+		"selector Gt":       {head + node + "pods:\n- {name: p, podAntiAffinity: [{topologyKey: z, labelSelector: {matchExpressions: [{key: a, operator: Gt, values: [\"1\"]}]}}]}\n", "podAntiAffinity[0].labelSelector: matchExpressions[0].operator"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -123,6 +128,7 @@ func FuzzParseFile(f *testing.F) {
 		head + "nodes: []\npods: [{name: p, gpu: {count: 1.5}}]\n",
 		head + "nodes: []\nkueue: {workloads: [{namespace: ml, name: w, queue: q, requests: {cpu: 4611686018427387903}}], clusterQueues: [{name: q, quotas: [{flavor: f, resource: nvidia.com/gpu, nominal: 4, reserved: 3}]}]}\n",
 		head + "nodes: []\nquotas: [{namespace: ml, name: q, hard: {requests.nvidia.com/gpu: 4}, used: {requests.nvidia.com/gpu: 4}}]\nquotaRefusals: [{workload: {kind: Job, namespace: ml, name: j}, quota: q, requested: {requests.nvidia.com/gpu: 1}, used: {requests.nvidia.com/gpu: 4}, limited: {requests.nvidia.com/gpu: 4}}]\n",
+		head + "namespaces: {ml: {team: a}}\nnodes: []\npods: [{name: p, labels: {app: w}, topologySpreadConstraints: [{maxSkew: 1, topologyKey: z, whenUnsatisfiable: DoNotSchedule, minDomains: 2, labelSelector: {matchExpressions: [{key: app, operator: In, values: [w]}]}, matchLabelKeys: [app]}], podAffinity: [{topologyKey: z, labelSelector: {}, namespaceSelector: {matchLabels: {team: a}}}], podAntiAffinity: [{topologyKey: h, mismatchLabelKeys: [app], labelSelector: {matchLabels: {app: w}}}]}]\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -328,14 +334,7 @@ func TestSchedulingFieldsReadBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := MarshalFile(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := ParseFile(out, "written", gpu.Default())
-			if err != nil {
-				t.Fatalf("re-reading: %v\n%s", err, out)
-			}
+			again, out := readBack(t, s)
 			for _, got := range []*Snapshot{s, again} {
 				p := got.Pods[0]
 				type view struct {
@@ -353,4 +352,62 @@ func TestSchedulingFieldsReadBack(t *testing.T) {
 	if _, err := ParseFile([]byte("apiVersion: gpupack.io/v1alpha2\nkind: ClusterSnapshot\nnodes: []\npods:\n- {name: p, schedulingGates: [\"\"]}\n"), "f", gpu.Default()); err == nil || !strings.Contains(err.Error(), "schedulingGates[0]") {
 		t.Errorf("empty gate: err = %v, want one naming schedulingGates[0]", err)
 	}
+}
+
+func TestPodRulesReadBack(t *testing.T) {
+	doc := `apiVersion: gpupack.io/v1alpha2
+kind: ClusterSnapshot
+namespaces: {ml: {team: vision}}
+nodes: []
+pods:
+- name: p
+  labels: {app: web, version: v2}
+  topologySpreadConstraints:
+  - {maxSkew: 2, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, minDomains: 3,
+     labelSelector: {matchLabels: {app: web}}, matchLabelKeys: [version], nodeAffinityPolicy: Ignore, nodeTaintsPolicy: Honor}
+  podAffinity:
+  - {topologyKey: kubernetes.io/hostname, labelSelector: {matchExpressions: [{key: app, operator: In, values: [db]}]}, namespaces: [data]}
+  podAntiAffinity:
+  - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: web}}, namespaceSelector: {}}
+`
+	s, err := ParseFile([]byte(doc), "rules.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := int32(3)
+	want := Pod{Namespace: "default", Name: "p", Labels: map[string]string{"app": "web", "version": "v2"},
+		SpreadConstraints: []SpreadConstraint{{MaxSkew: 2, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: DoNotSchedule, MinDomains: &three,
+			LabelSelector: &LabelSelector{MatchLabels: map[string]string{"app": "web"}}, MatchLabelKeys: []string{"version"}, NodeAffinityPolicy: PolicyIgnore, NodeTaintsPolicy: PolicyHonor}},
+		PodAffinity: []PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname", Namespaces: []string{"data"},
+			LabelSelector: &LabelSelector{MatchExpressions: []Requirement{{Key: "app", Operator: "In", Values: []string{"db"}}}}}},
+		PodAntiAffinity: []PodAffinityTerm{{TopologyKey: "topology.kubernetes.io/zone", NamespaceSelector: &LabelSelector{},
+			LabelSelector: &LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+	}
+	again, out := readBack(t, s)
+	for _, got := range []*Snapshot{s, again} {
+		if diff := cmp.Diff(want, *got.Pods[0], cmp.AllowUnexported(Pod{})); diff != "" {
+			t.Errorf("pod (-want +got):\n%s\n%s", diff, out)
+		}
+		if diff := cmp.Diff(map[string]string{"team": "vision", NamespaceNameLabel: "ml"}, got.NamespaceLabels("ml")); diff != "" {
+			t.Errorf("namespace labels (-want +got):\n%s", diff)
+		}
+	}
+	if !s.Pods[0].HasPodRules() {
+		t.Error("HasPodRules = false")
+	}
+}
+
+// readBack writes the snapshot and reads it again, as a file that gpupack
+// wrote must read back.
+func readBack(t *testing.T, s *Snapshot) (*Snapshot, []byte) {
+	t.Helper()
+	out, err := MarshalFile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseFile(out, "written", gpu.Default())
+	if err != nil {
+		t.Fatalf("re-reading: %v\n%s", err, out)
+	}
+	return again, out
 }

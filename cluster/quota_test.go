@@ -100,14 +100,7 @@ quotaRefusals:
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := MarshalFile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := ParseFile(out, "written", gpu.Default())
-	if err != nil {
-		t.Fatalf("re-reading: %v\n%s", err, out)
-	}
+	again, out := readBack(t, s)
 	want := []QuotaRefusal{{Workload: Workload{Kind: "ReplicaSet", Namespace: "ml", Name: "train-7d9c5"}, Pod: "train-7d9c5-", Quota: "gpu-quota",
 		Requested: map[string]int64{"requests.nvidia.com/gpu": 1}, Used: map[string]int64{"requests.nvidia.com/gpu": 4}, Limited: map[string]int64{"requests.nvidia.com/gpu": 4}, Count: 3}}
 	for _, got := range []*Snapshot{s, again} {

@@ -204,6 +204,17 @@ func (n *Node) GPUModel() *gpu.Model {
 	return n.GPUs[0].Model
 }
 
+// HasGPUModel reports whether some GPU of the node is of one of the
+// models (canonical names), as a pod's gpuModels asks.
+func (n *Node) HasGPUModel(models []string) bool {
+	for _, g := range n.GPUs {
+		if slices.Contains(models, g.Model.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 // RequestKind says in which form a pod asks for GPU.
 type RequestKind int
 
@@ -323,7 +334,13 @@ type Pod struct {
 	NodeSelector     map[string]string
 	RequiredAffinity []Term // ORed, as in requiredDuringScheduling
 	Tolerations      []Toleration
-	Isolation        Isolation
+	// SpreadConstraints are the pod's topologySpreadConstraints;
+	// PodAffinity and PodAntiAffinity its required pod (anti-)affinity
+	// terms (requiredDuringSchedulingIgnoredDuringExecution), ANDed.
+	SpreadConstraints []SpreadConstraint
+	PodAffinity       []PodAffinityTerm
+	PodAntiAffinity   []PodAffinityTerm
+	Isolation         Isolation
 	// Tenant is the trust boundary for ShareTenant; the namespace when empty.
 	Tenant string
 	Labels map[string]string
@@ -402,8 +419,13 @@ type Snapshot struct {
 	// Kueue is what Kueue's objects say about the admission of gated
 	// pods; nil when Kueue is not installed or was not read. Set it, if
 	// at all, before the snapshot is shared.
-	Kueue     *Kueue
-	nodeIndex map[string]int
+	Kueue *Kueue
+	// Namespaces are the labels of the namespaces, by name, that a pod
+	// affinity term's namespaceSelector reads; a namespace not in it has
+	// only its kubernetes.io/metadata.name label (NamespaceLabels). Set
+	// it, if at all, before the snapshot is shared.
+	Namespaces map[string]map[string]string
+	nodeIndex  map[string]int
 }
 
 // NewSnapshot indexes nodes and pods. Node names must be unique, and pod

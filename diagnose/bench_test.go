@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -108,17 +109,25 @@ func benchCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) 
 // 8 GPUs (the target: under 2 s and 1 GiB).
 func BenchmarkDiagnose5000x8(b *testing.B) {
 	s, u := benchCluster(b, 5000, 2000)
+	benchDiagnose(b, s, u, func(rep *Report) {
+		causes := map[Cause]int{}
+		for _, f := range rep.Findings {
+			causes[f.Cause]++
+		}
+		if len(causes) < 4 {
+			b.Fatalf("the benchmark exercises only %v", causes)
+		}
+	})
+}
+
+// benchDiagnose checks a first diagnosis of s with exercised, then
+// measures Diagnose.
+func benchDiagnose(b *testing.B, s *cluster.Snapshot, u *Usage, exercised func(*Report)) {
 	rep, err := Diagnose(s, u)
 	if err != nil {
 		b.Fatal(err)
 	}
-	causes := map[Cause]int{}
-	for _, f := range rep.Findings {
-		causes[f.Cause]++
-	}
-	if len(causes) < 4 {
-		b.Fatalf("the benchmark exercises only %v", causes)
-	}
+	exercised(rep)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -126,8 +135,72 @@ func BenchmarkDiagnose5000x8(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(rep.Findings) != 2000 {
+		if len(rep.Findings) != len(s.Pending()) {
 			b.Fatalf("%d findings", len(rep.Findings))
 		}
 	}
+}
+
+// spreadCluster is benchCluster with the rules of replicated services:
+// every node has a zone (ten of them) and a hostname, every bound pod an
+// app label of twenty, a tenth of them required anti-affinity to their
+// own app by hostname. The pending pods are replicas of a hundred
+// workloads (benchCluster's shapes and CPU sizes), each with a zone spread
+// constraint over its app (maxSkew 1 to 3); half of the workloads have
+// anti-affinity to their app by hostname and a fifth affinity to another
+// app by hostname.
+func spreadCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) {
+	s, u := benchCluster(b, nodes, pending)
+	for i, n := range s.Nodes {
+		n.Labels["topology.kubernetes.io/zone"] = fmt.Sprintf("zone-%d", i%10)
+		n.Labels["kubernetes.io/hostname"] = n.Name
+	}
+	app := func(i int) *cluster.LabelSelector {
+		return &cluster.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("svc-%d", i%20)}}
+	}
+	bound, waiting := 0, 0
+	for _, p := range s.Pods {
+		if p.Bound() {
+			p.Labels = map[string]string{"app": fmt.Sprintf("svc-%d", bound%20)}
+			if bound%10 == 1 {
+				p.PodAntiAffinity = []cluster.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname", LabelSelector: app(bound)}}
+			}
+			bound++
+			continue
+		}
+		w := waiting % 100 // the workload, as benchCluster's shape and CPU size
+		waiting++
+		p.Labels = map[string]string{"app": fmt.Sprintf("svc-%d", w%20)}
+		p.SpreadConstraints = []cluster.SpreadConstraint{{MaxSkew: int32(1 + w%3), TopologyKey: "topology.kubernetes.io/zone",
+			WhenUnsatisfiable: cluster.DoNotSchedule, LabelSelector: app(w)}}
+		if w%2 == 0 {
+			p.PodAntiAffinity = []cluster.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname", LabelSelector: app(w)}}
+		}
+		if w%5 == 0 {
+			p.PodAffinity = []cluster.PodAffinityTerm{{TopologyKey: "kubernetes.io/hostname", LabelSelector: app(w + 7)}}
+		}
+	}
+	return s, u
+}
+
+// BenchmarkDiagnose5000x8Spread diagnoses 2,000 pending pods with zone
+// spread constraints and pod (anti-)affinity on 5,000 nodes of 8 GPUs
+// whose bound pods have anti-affinity too (the target: under 2 s).
+func BenchmarkDiagnose5000x8Spread(b *testing.B) {
+	s, u := spreadCluster(b, 5000, 2000)
+	benchDiagnose(b, s, u, func(rep *Report) {
+		codes := map[placement.Code]int{}
+		for _, f := range rep.Findings {
+			for _, g := range f.Fit {
+				for _, r := range g.Reasons {
+					codes[r.Code] += g.NodeCount
+				}
+			}
+		}
+		for _, c := range []placement.Code{placement.SpreadSkew, placement.PodAffinityMismatch, placement.PodAntiAffinityMismatch, placement.ExistingAntiAffinity} {
+			if codes[c] == 0 {
+				b.Fatalf("the benchmark exercises no %s: %v", c, codes)
+			}
+		}
+	})
 }

@@ -97,6 +97,11 @@ type Finding struct {
 	Evidence Evidence    `json:"evidence"`
 	// Fix lists what would let the pod run, the nearest change first.
 	Fix []string `json:"fix,omitempty"`
+	// CrossNode is set when a topology spread constraint or pod
+	// (anti-)affinity, the pod's or other pods', excludes some node: the
+	// scheduler checks those last, so its message names such an exclusion
+	// only on nodes every earlier filter passed (ImpliedCauses).
+	CrossNode bool `json:"crossNode,omitempty"`
 	// Remedies carry out the fixes: for each fix at least one, in the
 	// order of Fix, with the patch, commands or configuration to apply,
 	// or, for a fix that is advice, none and a note saying why.
@@ -239,8 +244,15 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 		return nil, err
 	}
 	e := &engine{s: s, usage: usage, states: states, holders: s.PodsOn(), workloads: kueueIndex(s.Kueue)}
+	for _, p := range s.Pods {
+		e.antiAffinity = e.antiAffinity || (p.Bound() && len(p.PodAntiAffinity) > 0)
+	}
 	e.classify()
 	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings, UnknownModels: s.UnknownModels()}
+	e.like = map[string]int{}
+	for _, p := range s.Pending() {
+		e.like[e.fingerprint(p)]++
+	}
 	done := map[string]int{}         // pod fingerprint -> finding index
 	firsts := map[int]*cluster.Pod{} // finding index -> the pod it was made for
 	for _, p := range s.Pending() {
@@ -282,6 +294,16 @@ type engine struct {
 	classes []nodeClass
 	// workloads maps each pod that owns a Kueue Workload to it.
 	workloads map[string]*cluster.KueueWorkload
+	// antiAffinity: some bound pod has required pod anti-affinity, so a
+	// pending pod's labels may keep it off nodes.
+	antiAffinity bool
+	// like counts the pending pods by fingerprint: the replicas that get
+	// the same finding.
+	like map[string]int
+	// omit are the label keys classes leave out (topologyOnlyKeys).
+	omit map[string]bool
+	// demand is the pod's demand under diagnosis, prefiltered.
+	demand *placement.Demand
 }
 
 // nodeClass is a set of nodes that Fit cannot tell apart: same spec, same
@@ -292,10 +314,11 @@ type nodeClass struct {
 }
 
 func (e *engine) classify() {
+	e.omit = topologyOnlyKeys(e.s)
 	index := map[string]int{}
 	var buf []byte
 	for i, st := range e.states {
-		buf = st.AppendKey(buf[:0])
+		buf = st.AppendKeyOmitting(buf[:0], e.omit)
 		k, ok := index[string(buf)]
 		if !ok {
 			k = len(e.classes)
@@ -309,6 +332,71 @@ func (e *engine) classify() {
 	}
 }
 
+// topologyOnlyKeys are the node label keys that pods read only as topology
+// keys of spread constraints and pod (anti-)affinity terms, never in a
+// pending pod's nodeSelector or node affinity: kubernetes.io/hostname,
+// most often. Classes leave them out, so that a node's hostname does not
+// make it a class of its own, and each pod with cross-node rules splits
+// the classes by what those rules say (splitByTopology).
+func topologyOnlyKeys(s *cluster.Snapshot) map[string]bool {
+	keys := map[string]bool{}
+	for _, p := range s.Pods {
+		for _, t := range p.PodAntiAffinity {
+			keys[t.TopologyKey] = true
+		}
+		if p.Bound() {
+			continue
+		}
+		for _, c := range p.SpreadConstraints {
+			keys[c.TopologyKey] = true
+		}
+		for _, t := range p.PodAffinity {
+			keys[t.TopologyKey] = true
+		}
+	}
+	for _, p := range s.Pods {
+		if p.Bound() {
+			continue
+		}
+		for k := range p.NodeSelector {
+			delete(keys, k)
+		}
+		for _, t := range p.RequiredAffinity {
+			for _, r := range t.MatchExpressions {
+				delete(keys, r.Key)
+			}
+		}
+	}
+	return keys
+}
+
+// splitByTopology is the classes split by what the demand's cross-node
+// rules say of each node, for a demand that has them when classes leave
+// topology keys out: nodes of a class then differ only in those labels.
+func (e *engine) splitByTopology(d *placement.Demand) []nodeClass {
+	var out []nodeClass
+	var buf []byte
+	for _, c := range e.classes {
+		index := map[string]int{}
+		for _, i := range c.nodes {
+			buf = d.AppendTopologyKey(buf[:0], e.s.Nodes[i])
+			j, ok := index[string(buf)]
+			if !ok {
+				j = len(out)
+				index[string(buf)] = j
+				out = append(out, nodeClass{empty: c.empty})
+			}
+			out[j].nodes = append(out[j].nodes, i)
+		}
+	}
+	for k := range out {
+		if out[k].empty.Node != e.s.Nodes[out[k].nodes[0]] {
+			out[k].empty = placement.NewNodeState(e.s.Nodes[out[k].nodes[0]])
+		}
+	}
+	return out
+}
+
 func (e *engine) rep(k int) *placement.NodeState { return e.states[e.classes[k].nodes[0]] }
 
 // fingerprint identifies pods that get the same finding but for their name.
@@ -318,8 +406,14 @@ func (e *engine) fingerprint(p *cluster.Pod) string {
 	if facts.Model != nil {
 		model = *facts.Model
 	}
-	return fmt.Sprintf("%v|%d|%d|%q|%v|%v|%v|%d|%q|%v|%v|%v", p.GPU, p.CPU, p.Memory, p.GPUModels, p.NodeSelector,
-		p.RequiredAffinity, p.Tolerations, p.Isolation, []any{p.TenantName(), p.SchedulingGates, p.Scheduler(), e.workloadKey(p), p.Labels[cluster.KueueQueueLabel]}, ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model})
+	// The cross-node rules read the pod's namespace and labels, and the
+	// other pods' anti-affinity its labels.
+	var rules []any
+	if p.HasPodRules() || e.antiAffinity {
+		rules = []any{p.Namespace, p.Labels, spreadKey(p.SpreadConstraints), affinityKey(p.PodAffinity), affinityKey(p.PodAntiAffinity)}
+	}
+	return fmt.Sprintf("%v|%d|%d|%q|%v|%v|%v|%d|%q|%v|%v|%v|%v", p.GPU, p.CPU, p.Memory, p.GPUModels, p.NodeSelector,
+		p.RequiredAffinity, p.Tolerations, p.Isolation, []any{p.TenantName(), p.SchedulingGates, p.Scheduler(), e.workloadKey(p), p.Labels[cluster.KueueQueueLabel]}, ok, facts.Measured, []any{facts.ActiveRatio, facts.Pattern, facts.VRAMUsedP95, facts.GPUMemory, model}, rules)
 }
 
 // workloadKey names the Kueue Workload the pod owns, empty for none.
@@ -328,6 +422,32 @@ func (e *engine) workloadKey(p *cluster.Pod) string {
 		return w.Key()
 	}
 	return ""
+}
+
+// spreadKey and affinityKey print the rules with their pointers followed,
+// for fingerprints.
+func spreadKey(cs []cluster.SpreadConstraint) string {
+	var b strings.Builder
+	for _, c := range cs {
+		minDomains := c.MinDomainsOrOne()
+		fmt.Fprintf(&b, "%d|%q|%q|%v|%q|%d|%q|%q;", c.MaxSkew, c.TopologyKey, c.WhenUnsatisfiable, selectorKey(c.LabelSelector), c.MatchLabelKeys, minDomains, c.NodeAffinityPolicy, c.NodeTaintsPolicy)
+	}
+	return b.String()
+}
+
+func affinityKey(ts []cluster.PodAffinityTerm) string {
+	var b strings.Builder
+	for _, t := range ts {
+		fmt.Fprintf(&b, "%q|%v|%q|%v|%q|%q;", t.TopologyKey, selectorKey(t.LabelSelector), t.Namespaces, selectorKey(t.NamespaceSelector), t.MatchLabelKeys, t.MismatchLabelKeys)
+	}
+	return b.String()
+}
+
+func selectorKey(s *cluster.LabelSelector) string {
+	if s == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%v%v", s.MatchLabels, s.MatchExpressions)
 }
 
 // classVerdict is what one class of nodes says about one pod.
@@ -368,10 +488,20 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	if err != nil {
 		return f, err
 	}
+	d.PreFilter(e.states, e.s.NamespaceLabels)
+	if full != d {
+		full.PreFilter(e.states, e.s.NamespaceLabels)
+	}
+	e.demand = d
+	if d.HasTopology() && len(e.omit) > 0 {
+		all := e.classes
+		e.classes = e.splitByTopology(d)
+		defer func() { e.classes = all }()
+	}
 	verdicts := make([]classVerdict, len(e.classes))
 	stock := make([]statusGroup, len(e.classes))
 	stockOK := true
-	var fitsNow, allocK, memK, placeK, placeHeldK, layoutK []int
+	var fitsNow, allocK, memK, placeK, placeHeldK, layoutK, crossK []int
 	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
 	for k := range e.classes {
 		v := &verdicts[k]
@@ -393,6 +523,9 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 			if _, rs := placement.Fit(relaxed, reconfigure(cur, p.GPU, false)); len(rs) == 0 {
 				v.place = true
 				placeK = append(placeK, k)
+				if crossNodeOnly(v.rules) {
+					crossK = append(crossK, k)
+				}
 			} else if _, rs := placement.Fit(relaxed, reconfigure(e.classes[k].empty, p.GPU, false)); len(rs) == 0 {
 				v.placeHeld = true
 				placeHeldK = append(placeHeldK, k)
@@ -416,12 +549,24 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		}
 	}
 	e.summarize(&f, p, stock, stockOK, verdicts)
+	for _, v := range verdicts {
+		f.CrossNode = f.CrossNode || slices.ContainsFunc(v.now, func(r placement.Reason) bool { return crossNode(r.Code) })
+	}
 	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0 || len(layoutK) > 0}
 	switch {
 	case len(fitsNow) > 0 && !migTooSmall:
 		e.fitsNow(&f, fitsNow)
 		if facts.Measured && facts.Pattern.Underused() {
 			e.usageOf(&f, facts)
+		}
+	case len(crossK) > 0:
+		// Nodes have free GPUs that only a spread constraint or pod
+		// (anti-)affinity keeps the pod off: the pods fit in total, and the
+		// rule is what to change, though freeing GPUs where the rule
+		// points would do too (Also: allocation).
+		e.placement(&f, p, placeK, verdicts, false)
+		if holds[Allocation] {
+			f.Also = append(f.Also, Allocation)
 		}
 	case holds[Allocation]:
 		e.allocation(&f, p, need, allocK)
@@ -463,8 +608,33 @@ func ruleReasons(rs []placement.Reason) []placement.Reason {
 				out = append(out, r)
 			}
 		}
+		if crossNode(r.Code) {
+			out = append(out, r)
+		}
 	}
 	return out
+}
+
+// crossNode reports whether the code is of a rule that reads other nodes'
+// pods: topology spread, pod (anti-)affinity, the existing pods'
+// anti-affinity.
+func crossNode(c placement.Code) bool {
+	switch c {
+	case placement.SpreadMissingLabel, placement.SpreadSkew, placement.PodAffinityMismatch,
+		placement.PodAntiAffinityMismatch, placement.ExistingAntiAffinity:
+		return true
+	}
+	return false
+}
+
+// crossNodeOnly reports whether every rule reason is a cross-node one.
+func crossNodeOnly(rs []placement.Reason) bool {
+	for _, r := range rs {
+		if !crossNode(r.Code) {
+			return false
+		}
+	}
+	return len(rs) > 0
 }
 
 // heldOnly reports whether the GPU reason is that GPUs are held (or shared
@@ -490,10 +660,12 @@ func memoryShort(rs []placement.Reason, p *cluster.Pod) bool {
 }
 
 // relaxPod is the pod without its placement rules: any node, any GPU
-// model, every taint tolerated.
+// model, every taint tolerated, no spread or pod (anti-)affinity (the
+// anti-affinity of other pods stays, but its demand is not prefiltered).
 func relaxPod(p *cluster.Pod) *cluster.Pod {
 	q := *p
 	q.NodeSelector, q.RequiredAffinity, q.GPUModels = nil, nil, nil
+	q.SpreadConstraints, q.PodAffinity, q.PodAntiAffinity = nil, nil, nil
 	q.Tolerations = []cluster.Toleration{{Operator: "Exists"}}
 	return &q
 }

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -310,8 +311,7 @@ func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []clas
 			}
 			rn.nodes = append(rn.nodes, e.classes[k].nodes...)
 		}
-		if nearest < 0 || len(verdicts[k].rules) < len(verdicts[nearest].rules) ||
-			(len(verdicts[k].rules) == len(verdicts[nearest].rules) && e.classes[k].nodes[0] < e.classes[nearest].nodes[0]) {
+		if nearest < 0 || nearer(verdicts[k].rules, verdicts[nearest].rules, e.classes[k].nodes[0], e.classes[nearest].nodes[0]) {
 			nearest = k
 		}
 	}
@@ -335,6 +335,127 @@ func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []clas
 	}
 	f.addFix(fmt.Sprintf("nearest change: %s; then it fits %s now (%d node(s) like it have free GPUs)",
 		strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)), remedies...)
+	e.spreadDomains(f, p, verdicts[nearest].rules)
+}
+
+// nearer reports whether rules a (of a class whose first node is i) are a
+// smaller change than rules b (first node j): fewer rules, then a smaller
+// spread skew to allow, then the earlier node.
+func nearer(a, b []placement.Reason, i, j int) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	if sa, sb := skewOf(a), skewOf(b); sa != sb {
+		return sa < sb
+	}
+	return i < j
+}
+
+func skewOf(rs []placement.Reason) int64 {
+	var total int64
+	for _, r := range rs {
+		if r.Code == placement.SpreadSkew {
+			total += r.Requested
+		}
+	}
+	return total
+}
+
+// spreadDomains adds, for a spread constraint that keeps the pod off the
+// nearest node, what lets every pending pod like it run (spreadAll) and
+// the fix that needs no change to the rule: room in the domain with the
+// fewest matching pods, where the next pod may go and lift the minimum.
+func (e *engine) spreadDomains(f *Finding, p *cluster.Pod, rules []placement.Reason) {
+	for _, r := range rules {
+		if r.Code != placement.SpreadSkew {
+			continue
+		}
+		counts, least, domain, ok := e.demand.SpreadDomains(r.Term)
+		if !ok {
+			return
+		}
+		c := p.SpreadConstraints[r.Term]
+		e.spreadAll(f, p, r, counts)
+		if domain == "" {
+			f.addAdvice(fmt.Sprintf("or add GPU nodes with a %s label of a new value: fewer domains than minDomains %d have eligible nodes, so the fewest matching pods count as 0 and no domain may hold more than %d",
+				c.TopologyKey, c.MinDomainsOrOne(), c.MaxSkew), adviceHardware)
+			continue
+		}
+		f.addAdvice(fmt.Sprintf("or make room in %s=%s, the domain with the fewest matching pods (%d): add GPU nodes there or free GPUs on its nodes; each pod placed there raises the minimum, so that every other domain may take one more",
+			c.TopologyKey, domain, least), adviceHardware)
+	}
+}
+
+// spreadAll works out the maxSkew that lets every pending pod like p (the
+// same finding but for the name) run, placing them one by one where the
+// spread is evenest, as the scheduler's scoring prefers: each goes to the
+// domain of fewest matching pods that still has room for it, and the
+// largest skew one of them makes is the maxSkew needed. Room is counted
+// on the nodes of the domains with the spread constraint left out and the
+// pod's other rules kept. It adds the fix, with its patch, when more than
+// one pod waits.
+func (e *engine) spreadAll(f *Finding, p *cluster.Pod, r placement.Reason, counts map[string]int) {
+	like := e.like[e.fingerprint(p)]
+	if like < 2 {
+		return
+	}
+	c := p.SpreadConstraints[r.Term]
+	d := e.demand.WithoutSpread(r.Term)
+	room := map[string]int{}
+	for _, st := range e.states {
+		v, ok := st.Node.Labels[c.TopologyKey]
+		if _, counted := counts[v]; !ok || !counted {
+			continue
+		}
+		room[v] += fitsTimes(d, st, like-room[v])
+	}
+	self := 0
+	if c.Selector(p.Labels).Matches(p.Labels) {
+		self = 1
+	}
+	need, placed := 0, 0
+	for ; placed < like; placed++ {
+		least, target := math.MaxInt, ""
+		for v, n := range counts {
+			least = min(least, n)
+			if room[v] > 0 && (target == "" || n < counts[target] || (n == counts[target] && v < target)) {
+				target = v
+			}
+		}
+		if len(counts) < c.MinDomainsOrOne() {
+			least = 0
+		}
+		if target == "" {
+			break
+		}
+		need = max(need, counts[target]+self-least)
+		counts[target] += self
+		room[target]--
+	}
+	if placed < like {
+		f.addAdvice(fmt.Sprintf("%d pending pods like it wait; only %d of them find room on the nodes of the %s domains whatever maxSkew says: the rest need GPUs freed or added there", like, placed, c.TopologyKey), adviceHardware)
+		return
+	}
+	path := fmt.Sprintf("/spec/topologySpreadConstraints/%d/maxSkew", r.Term)
+	f.addFix(fmt.Sprintf("%d pending pods like it wait and they fit in total: to run them all, raise maxSkew of topologySpreadConstraints[%d] (%s) from %d to %d (placed one by one where the spread is evenest), or make it whenUnsatisfiable: ScheduleAnyway",
+		like, r.Term, c.TopologyKey, c.MaxSkew, need),
+		Remedy{Kind: PodSpec, Targets: []Object{podObject(p)}, Note: "apply this to the pod template of the workload that made these pods (the same path under /spec/template): a pod's topologySpreadConstraints cannot change once it exists",
+			Patch: patchOf(JSONPatch, []patchOp{{Op: "test", Path: path, Value: c.MaxSkew}, {Op: "replace", Path: path, Value: need}})})
+}
+
+// fitsTimes is how many of the demand, up to most, fit one after the
+// other on a copy of the node's state.
+func fitsTimes(d *placement.Demand, st *placement.NodeState, most int) int {
+	s := st.Clone()
+	n := 0
+	for ; n < most; n++ {
+		a, rs := placement.Fit(d, s)
+		if len(rs) > 0 {
+			break
+		}
+		s.Assign(d, a)
+	}
+	return n
 }
 
 // ruleText names the rule behind a reason, the same for every node it
@@ -353,6 +474,16 @@ func ruleText(r placement.Reason) string {
 		return "gpuModels " + models
 	case placement.NodeUnschedulable:
 		return "node is cordoned (unschedulable)"
+	case placement.SpreadSkew:
+		return fmt.Sprintf("topologySpreadConstraints[%d] on %s, maxSkew %d", r.Term, r.Resource, r.Capacity)
+	case placement.SpreadMissingLabel:
+		return fmt.Sprintf("topologySpreadConstraints[%d] needs the node label %s", r.Term, r.Resource)
+	case placement.PodAffinityMismatch:
+		return "required podAffinity"
+	case placement.PodAntiAffinityMismatch:
+		return fmt.Sprintf("required podAntiAffinity[%d]", r.Term)
+	case placement.ExistingAntiAffinity:
+		return "podAntiAffinity of pods running there"
 	}
 	return r.Message() + ": " + r.Detail
 }
@@ -373,6 +504,16 @@ func ruleFix(r placement.Reason, n *cluster.Node) string {
 		return "uncordon " + n.Name
 	case placement.SharingModeMismatch:
 		return fmt.Sprintf("reconfigure %s's idle GPUs to serve the request (%s)", n.Name, r.Detail)
+	case placement.SpreadSkew:
+		return fmt.Sprintf("raise maxSkew of topologySpreadConstraints[%d] (%s) from %d to %d, or make it whenUnsatisfiable: ScheduleAnyway", r.Term, r.Resource, r.Capacity, r.Requested)
+	case placement.SpreadMissingLabel:
+		return fmt.Sprintf("label %s with %s, or drop topologySpreadConstraints[%d]", n.Name, r.Resource, r.Term)
+	case placement.PodAffinityMismatch:
+		return fmt.Sprintf("run a pod that its required podAffinity selects in %s's domain, or relax that podAffinity", n.Name)
+	case placement.PodAntiAffinityMismatch:
+		return fmt.Sprintf("move the pods that its podAntiAffinity[%d] selects out of %s's domain, or relax that term (%s)", r.Term, n.Name, r.Detail)
+	case placement.ExistingAntiAffinity:
+		return fmt.Sprintf("move the pods whose podAntiAffinity selects it out of %s's domain, or relax their term (%s)", n.Name, r.Detail)
 	}
 	return r.String()
 }

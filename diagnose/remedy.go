@@ -191,6 +191,13 @@ func ruleRemedies(c *gpu.Catalogue, p *cluster.Pod, n *cluster.Node, st *placeme
 			advice = append(advice, fmt.Sprintf("gpuModels is a field of gpupack's snapshot file, not of the pod: allow %s there (a pod states a GPU model by a nodeSelector or affinity on the node's GPU label)", n.GPUModel().Name))
 		case placement.SharingModeMismatch:
 			advice = append(advice, adviceSharing)
+		case placement.SpreadSkew:
+			out = append(out, spreadRemedies(p, r)...)
+		case placement.SpreadMissingLabel:
+			out = append(out, Remedy{Kind: NodeChange, Targets: []Object{nodeObject(n.Name)},
+				Note: fmt.Sprintf("give %s its %s label with the value of the domain it is in (gpupack cannot know which), or drop topologySpreadConstraints[%d] from the pod template", n.Name, r.Resource, r.Term)})
+		case placement.PodAffinityMismatch, placement.PodAntiAffinityMismatch, placement.ExistingAntiAffinity:
+			advice = append(advice, "which pods to move, or how far to relax a pod affinity term, is a choice about the workloads that the evidence does not make")
 		}
 	}
 	if podRules {
@@ -200,6 +207,21 @@ func ruleRemedies(c *gpu.Catalogue, p *cluster.Pod, n *cluster.Node, st *placeme
 		out = append(out, Remedy{Kind: Advice, Note: strings.Join(advice, "; ")})
 	}
 	return out
+}
+
+// spreadRemedies are the two changes to the spread constraint of reason r
+// (SpreadSkew) that let the pod onto the node: maxSkew raised to the skew
+// the node would make, or the constraint made ScheduleAnyway (then it only
+// weighs in scoring). Each JSON patch tests the value it replaces.
+func spreadRemedies(p *cluster.Pod, r placement.Reason) []Remedy {
+	path := fmt.Sprintf("/spec/topologySpreadConstraints/%d/", r.Term)
+	note := "a pod's topologySpreadConstraints cannot change once it exists: apply this to the pod template of the workload that made it (the same paths under /spec/template), or recreate the pod with it"
+	return []Remedy{
+		{Kind: PodSpec, Targets: []Object{podObject(p)}, Note: note, Patch: patchOf(JSONPatch, []patchOp{
+			{Op: "test", Path: path + "maxSkew", Value: r.Capacity}, {Op: "replace", Path: path + "maxSkew", Value: r.Requested}})},
+		{Kind: PodSpec, Targets: []Object{podObject(p)}, Note: note + "; the scheduler then prefers spread nodes but may stack pods", Patch: patchOf(JSONPatch, []patchOp{
+			{Op: "test", Path: path + "whenUnsatisfiable", Value: cluster.DoNotSchedule}, {Op: "replace", Path: path + "whenUnsatisfiable", Value: cluster.ScheduleAnyway}})},
+	}
 }
 
 // podRulesRemedy is the JSON patch of the pod's nodeSelector, required

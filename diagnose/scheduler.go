@@ -31,6 +31,11 @@ import (
 //   - Nodes excluded by selector, affinity, taints or cordons: placement,
 //     and no-such-hardware or quota/other too, since the scheduler did not
 //     look at their resources.
+//   - Nodes excluded by a topology spread skew or pod anti-affinity, whose
+//     resources the scheduler found enough (those filters run after
+//     NodeResourcesFit): placement, whatever else holds. Preemption may
+//     help on them (their status is resolvable), so they count with the
+//     GPU-short nodes in the preemption part.
 //   - GPUs short where preemption cannot help: no such hardware, or
 //     placement (the node's configuration offers its GPUs under another
 //     resource, or a MIG layout lacks the profile), or memory.
@@ -42,9 +47,11 @@ func SchedulerCauses(message string) []Cause {
 	if !ok {
 		return nil
 	}
-	var gpuShort, migShort, ruled, other int
+	var gpuShort, migShort, ruled, spread, other int
 	for _, part := range parts {
 		switch {
+		case isResolvableRuleWords(part.words):
+			spread += part.nodes
 		case strings.HasPrefix(part.words, "Insufficient nvidia.com/mig-"):
 			gpuShort += part.nodes
 			migShort += part.nodes
@@ -78,6 +85,9 @@ func SchedulerCauses(message string) []Cause {
 	if allocPossible {
 		add(Allocation, Memory)
 	}
+	if spread > 0 {
+		add(Placement)
+	}
 	if !allocCertain {
 		if ruled > 0 {
 			add(Placement)
@@ -101,6 +111,20 @@ func SchedulerCauses(message string) []Cause {
 		if other > 0 || ruled > 0 || gpuShort == 0 {
 			add(Other)
 		}
+	}
+	return causes
+}
+
+// ImpliedCauses is SchedulerCauses of the message for the pod of finding
+// f, with placement added when a cross-node rule excludes some node
+// (Finding.CrossNode): the scheduler reports only the first filter that
+// fails on each node, and PodTopologySpread and InterPodAffinity come
+// last, so a node it calls short of GPUs, CPU or pods may be excluded by
+// such a rule too, which its message cannot show.
+func ImpliedCauses(f Finding, message string) []Cause {
+	causes := SchedulerCauses(message)
+	if f.CrossNode && causes != nil && !slices.Contains(causes, Placement) {
+		causes = append(causes, Placement)
 	}
 	return causes
 }
@@ -139,14 +163,21 @@ func isRuleWords(words string) bool {
 		"didn't match Pod's node affinity/selector",
 		"had untolerated taint",
 		"were unschedulable",
-		"didn't match pod topology spread constraints",
+		"didn't match pod topology spread constraints (missing required label)",
 		"didn't match pod affinity rules",
-		"didn't match pod anti-affinity rules",
-		"didn't satisfy existing pods anti-affinity rules",
 	} {
 		if strings.Contains(words, rule) {
 			return true
 		}
 	}
 	return false
+}
+
+// isResolvableRuleWords reports whether the words are of a cross-node rule
+// that the scheduler calls resolvable (preemption might help): a topology
+// spread skew, the pod's anti-affinity, the existing pods' anti-affinity.
+func isResolvableRuleWords(words string) bool {
+	return words == "node(s) didn't match pod topology spread constraints" ||
+		strings.Contains(words, "didn't match pod anti-affinity rules") ||
+		strings.Contains(words, "didn't satisfy existing pods anti-affinity rules")
 }

@@ -19,6 +19,20 @@ func TestSchedulerCauses(t *testing.T) {
 			message: "0/5 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes are available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.",
 			want:    []Cause{Allocation, Memory},
 		},
+		// The mission's case: zone b's time-sliced replicas are all taken
+		// and zone a may not take more under maxSkew 1.
+		"spread skew beside held GPUs": {
+			message: "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match pod topology spread constraints. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
+			want:    []Cause{Allocation, Memory, Placement},
+		},
+		"spread skew only": {
+			message: "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+			want:    []Cause{Placement, Other},
+		},
+		"topology label missing": {
+			message: "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints (missing required label). preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+			want:    []Cause{Placement, NoSuchHardware, Other},
+		},
 		"MIG slices held": {
 			message: "0/3 nodes are available: 3 Insufficient nvidia.com/mig-3g.40gb. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
 			want:    []Cause{Allocation, Memory},
@@ -94,5 +108,24 @@ func TestSchedulerCauses(t *testing.T) {
 				t.Errorf("SchedulerCauses (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestImpliedCausesCrossNode: a node that the scheduler calls short of
+// pods may also be excluded by a pod anti-affinity it checks later, so for
+// a pod with such an exclusion placement is implied too.
+func TestImpliedCausesCrossNode(t *testing.T) {
+	// Verbatim from TestDiagnosisMatchesSchedulerPodRules, seed 11 case 0:
+	// the node short of pods and GPUs is also in a zone whose pods' anti-
+	// affinity selects the pod.
+	msg := "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 1 Too many pods, 1 node(s) were unschedulable, 2 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling."
+	if diff := cmp.Diff([]Cause{Allocation, Memory}, ImpliedCauses(Finding{}, msg)); diff != "" {
+		t.Errorf("without cross-node exclusions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Cause{Allocation, Memory, Placement}, ImpliedCauses(Finding{CrossNode: true}, msg)); diff != "" {
+		t.Errorf("with them (-want +got):\n%s", diff)
+	}
+	if got := ImpliedCauses(Finding{CrossNode: true}, "not a message"); got != nil {
+		t.Errorf("not a message: %v, want nil", got)
 	}
 }

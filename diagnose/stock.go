@@ -20,7 +20,8 @@ type NodeStatus struct {
 }
 
 // The words of the stock filters (kube-scheduler v1.37: NodeUnschedulable,
-// TaintToleration, NodeAffinity, NodeResourcesFit) and of DefaultPreemption.
+// TaintToleration, NodeAffinity, NodeResourcesFit; PodTopologySpread and
+// InterPodAffinity use placement.Reason.Message) and of DefaultPreemption.
 const (
 	reasonUnschedulable = "node(s) were unschedulable"
 	reasonTaint         = "node(s) had untolerated taint(s)"
@@ -179,7 +180,8 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		return slices.ContainsFunc(rs, func(r placement.Reason) bool { return slices.Contains(codes, r.Code) })
 	}
 	// The filters in the default profile's order: NodeUnschedulable,
-	// TaintToleration, NodeAffinity, NodeResourcesFit.
+	// TaintToleration, NodeAffinity, NodeResourcesFit, PodTopologySpread,
+	// InterPodAffinity.
 	switch {
 	case has(placement.NodeUnschedulable):
 		return unresolvable(reasonUnschedulable), true
@@ -187,7 +189,7 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		return unresolvable(reasonTaint), true
 	case has(placement.NodeSelectorMismatch, placement.NodeAffinityMismatch):
 		return unresolvable(reasonAffinity), true
-	case len(p.GPUModels) > 0 && !hasModel(n, p.GPUModels):
+	case len(p.GPUModels) > 0 && !n.HasGPUModel(p.GPUModels):
 		return unresolvable(reasonAffinity), true
 	}
 	var out NodeStatus
@@ -203,18 +205,17 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		out.Reasons = append(out.Reasons, "Insufficient "+resource)
 		out.Unresolvable = out.Unresolvable || want > allocatable
 	}
-	return out, true
-}
-
-func hasModel(n *cluster.Node, models []string) bool {
-	for _, g := range n.GPUs {
-		for _, m := range models {
-			if g.Model.Name == m {
-				return true
-			}
+	if len(out.Reasons) > 0 {
+		return out, true
+	}
+	// Then PodTopologySpread and InterPodAffinity, of which placement.Fit
+	// gives the first failing check, in the scheduler's words.
+	for _, r := range rs {
+		if crossNode(r.Code) {
+			return NodeStatus{Reasons: []string{r.Message()}, Unresolvable: r.Unresolvable}, true
 		}
 	}
-	return false
+	return out, true
 }
 
 // summarize sets the finding's stock scheduler message, or the note that

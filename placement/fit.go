@@ -14,26 +14,32 @@ import (
 // failing check, in the order the kube-scheduler's filters would find them.
 func Fit(d *Demand, s *NodeState) (Assignment, []Reason) {
 	reasons := nodeReasons(d, s)
-	if d.Devices == 0 {
-		if len(reasons) > 0 {
-			return Assignment{}, reasons
+	var h []int
+	if d.Devices > 0 {
+		var hosts [maxStackGPUs]int
+		var gpuReason *Reason
+		h, gpuReason = gpuHosts(d, s, hosts[:0], true)
+		if gpuReason != nil {
+			reasons = append(reasons, *gpuReason)
 		}
-		return Assignment{}, nil
 	}
-	var hosts [maxStackGPUs]int
-	h, gpuReason := gpuHosts(d, s, hosts[:0], true)
-	if gpuReason != nil {
-		reasons = append(reasons, *gpuReason)
+	if d.topo != nil {
+		if r, fails := d.topo.reason(s.Node, true); fails {
+			reasons = append(reasons, r)
+		}
 	}
 	if len(reasons) > 0 {
 		return Assignment{}, reasons
+	}
+	if d.Devices == 0 {
+		return Assignment{}, nil
 	}
 	return AssignmentOn(d, s, pickDefault(d, s, h)), nil
 }
 
 // Fits is Fit without reasons or assignment, for hot loops.
 func Fits(d *Demand, s *NodeState) bool {
-	return nodeFits(d, s) && FitsGPUs(d, s)
+	return nodeFits(d, s) && FitsGPUs(d, s) && (d.topo == nil || d.topo.fits(s.Node))
 }
 
 // FitsGPUs is the GPU half of Fits: whether the node has GPUs for the

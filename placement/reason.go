@@ -23,6 +23,18 @@ const (
 	InsufficientGPU      Code = "InsufficientGPU"
 	InsufficientVRAM     Code = "InsufficientGPUMemory"
 	IsolationConflict    Code = "IsolationConflict"
+	// The cross-node rules, checked after the GPUs as the scheduler's
+	// PodTopologySpread and InterPodAffinity filters come after
+	// NodeResourcesFit: a DoNotSchedule spread constraint whose topology
+	// key the node lacks (Unresolvable) or whose skew it would exceed
+	// (Requested: the skew, Capacity: maxSkew, Resource: the key); the
+	// pod's required podAffinity (Unresolvable) and podAntiAffinity; and
+	// the anti-affinity of the pods already there.
+	SpreadMissingLabel      Code = "TopologySpreadMissingLabel"
+	SpreadSkew              Code = "TopologySpreadSkew"
+	PodAffinityMismatch     Code = "PodAffinityMismatch"
+	PodAntiAffinityMismatch Code = "PodAntiAffinityMismatch"
+	ExistingAntiAffinity    Code = "ExistingPodsAntiAffinity"
 )
 
 // Reason says why a pod does not fit one node, as data. Quantities are in
@@ -41,6 +53,9 @@ type Reason struct {
 	Unresolvable bool
 	// Detail names the label, taint, model or mode in question.
 	Detail string
+	// Term is, for a reason of a spread constraint or a pod
+	// (anti-)affinity term of the pod, its index in the pod's list.
+	Term int `json:",omitempty"`
 }
 
 // Message words the reason as the kube-scheduler does where it has words
@@ -65,6 +80,16 @@ func (r Reason) Message() string {
 		return "Insufficient GPU memory"
 	case IsolationConflict:
 		return "node(s) had GPUs shared with another tenant"
+	case SpreadMissingLabel:
+		return "node(s) didn't match pod topology spread constraints (missing required label)"
+	case SpreadSkew:
+		return "node(s) didn't match pod topology spread constraints"
+	case PodAffinityMismatch:
+		return "node(s) didn't match pod affinity rules"
+	case PodAntiAffinityMismatch:
+		return "node(s) didn't match pod anti-affinity rules"
+	case ExistingAntiAffinity:
+		return "node(s) didn't satisfy existing pods anti-affinity rules"
 	}
 	return string(r.Code)
 }

@@ -24,6 +24,9 @@ type Demand struct {
 	// Devices is how many devices the pod takes (Count for whole GPUs, else 1).
 	Devices int
 	models  modelSet
+	// topo is what PreFilter found of the cluster for the pod's
+	// cross-node rules; nil when there are none.
+	topo *topology
 }
 
 // modelSet is a set of catalogue model indices; the zero value is "any".
@@ -142,6 +145,11 @@ type NodeState struct {
 	// that leaves (a state rebuilt from the pods still there) leaves no
 	// trace and the scheduler plugin sees what the simulator sees.
 	Shapes [ShapeCount]int32
+	// Bound are the pods on the node, whose labels topology spread and
+	// pod (anti-)affinity count (Demand.PreFilter); antiTerms are their
+	// required pod anti-affinity terms, read once.
+	Bound     []*cluster.Pod
+	antiTerms []termOf
 }
 
 // ShapeCount is the number of pod shapes that NodeState.Shapes counts.
@@ -172,6 +180,8 @@ func NewNodeState(n *cluster.Node) *NodeState {
 func (s *NodeState) Clone() *NodeState {
 	c := *s
 	c.GPUs = append([]GPUState(nil), s.GPUs...)
+	// An Assign on the copy appends to new arrays.
+	c.Bound, c.antiTerms = slices.Clip(s.Bound), slices.Clip(s.antiTerms)
 	return &c
 }
 
@@ -195,6 +205,10 @@ func (s *NodeState) Assign(d *Demand, a Assignment) {
 	s.FreeCPU -= d.CPU
 	s.FreeMemory -= d.Memory
 	s.Pods++
+	s.Bound = append(s.Bound, d.Pod)
+	if len(d.Pod.PodAntiAffinity) > 0 {
+		s.antiTerms = append(s.antiTerms, termsOf(d.Pod, d.Pod.PodAntiAffinity)...)
+	}
 	if k := ShapeOf(d); k >= 0 {
 		s.Shapes[k]++
 	}
@@ -258,6 +272,14 @@ func (a Assignment) ClusterDevices() []cluster.Device {
 // Callers that evaluate many demands over many nodes use it to evaluate
 // each distinct node once.
 func (s *NodeState) AppendKey(b []byte) []byte {
+	return s.AppendKeyOmitting(b, nil)
+}
+
+// AppendKeyOmitting is AppendKey with the node labels of the keys in omit
+// left out: a caller that knows no demand reads those labels but through
+// its cross-node rules (Demand.TopologyReason) tells the nodes apart by
+// those rules itself.
+func (s *NodeState) AppendKeyOmitting(b []byte, omit map[string]bool) []byte {
 	n := s.Node
 	b = strconv.AppendInt(b, int64(n.CPU), 10)
 	b = append(b, '/')
@@ -270,7 +292,9 @@ func (s *NodeState) AppendKey(b []byte) []byte {
 	}
 	keys := make([]string, 0, len(n.Labels))
 	for k := range n.Labels {
-		keys = append(keys, k)
+		if !omit[k] {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {

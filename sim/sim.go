@@ -221,8 +221,11 @@ func NodeOrder(n int, seed uint64) []int {
 // those it fits (placement.Fits), breaking ties as ties says, and assigns
 // it there. It returns the node's index in states and the assignment, or
 // -1 when the demand fits no node. The planner replays its plans with it,
-// so a plan is proven by the same step the simulator takes.
+// so a plan is proven by the same step the simulator takes. It prefilters
+// the demand over states first, so that the pods placed before it count
+// in its topology spread and pod (anti-)affinity.
 func Place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, ties Ties) (int, placement.Assignment) {
+	d.PreFilter(states, nil)
 	best, bestGPU, tied := -1, -1, 0
 	bestScore := math.Inf(-1)
 	for i, s := range states {

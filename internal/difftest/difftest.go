@@ -13,9 +13,13 @@
 // labels, taints, cordons, CPU, memory and pod capacity; bound pods that
 // hold part of each node; pending pods that ask for whole GPUs, shared
 // replicas or MIG slices, CPU and memory, with node selectors, required
-// node affinity under every operator, and tolerations. Topology spread,
-// pod affinity, quotas and scheduling gates are not generated yet: each
-// would be one more field of Options and one more step of pendingPod.
+// node affinity under every operator, and tolerations; with
+// Options.PodRules, app labels and required pod anti-affinity on bound
+// pods, and topology spread constraints and required pod (anti-)affinity
+// on pending pods, drawn from a random stream of their own, so that the
+// rest of a case is the same with or without them. Quotas and scheduling
+// gates are not generated yet: each would be one more field of Options and
+// one more step of pendingPod.
 package difftest
 
 import (
@@ -40,6 +44,11 @@ type Options struct {
 	MaxNodes int
 	// Pending is the number of pending pods (default 60).
 	Pending int
+	// PodRules gives pods app labels, bound pods required pod
+	// anti-affinity, and pending pods topology spread constraints and
+	// required pod (anti-)affinity. The rules are drawn from a stream of
+	// their own: a case is the one without them plus the rules.
+	PodRules bool
 }
 
 // Case is one generated cluster and the pods that wait on it.
@@ -98,6 +107,9 @@ type gen struct {
 	// pods to ask for; pods counts the bound pods, to name them.
 	profiles []string
 	pods     int
+	// rules draws the pods' cross-node rules (Options.PodRules); nil
+	// without them.
+	rules *rand.Rand
 }
 
 // Generate makes case index of seed. It is deterministic: the same seed,
@@ -117,6 +129,9 @@ func Generate(seed uint64, index int, opts Options) (*Case, error) {
 		c:   gpu.Default(),
 		cs:  &Case{Seed: seed, Index: index, Namespace: fmt.Sprintf("dt-%d-%d", seed, index)},
 	}
+	if opts.PodRules {
+		g.rules = rand.New(rand.NewPCG(seed^rulesStream, uint64(index)))
+	}
 	nodes := 1 + g.rng.IntN(opts.MaxNodes)
 	for i := range nodes {
 		if err := g.node(fmt.Sprintf("n%d-%d-%d", seed, index, i)); err != nil {
@@ -128,6 +143,9 @@ func Generate(seed uint64, index int, opts Options) (*Case, error) {
 	}
 	return g.cs, nil
 }
+
+// rulesStream sets the pod rules' random stream apart from the case's.
+const rulesStream = 0x9e3779b97f4a7c15
 
 func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
 
@@ -300,6 +318,13 @@ func (g *gen) boundPod(n *corev1.Node, cpuMilli, memMi int64) *corev1.Pod {
 	p := g.pod(fmt.Sprintf("b%d", g.pods), cpuMilli, memMi)
 	p.Spec.NodeName = n.Name
 	p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	if g.rules != nil {
+		p.Labels = map[string]string{LabelApp: pick(g.rules, apps)}
+		if g.rules.Float64() < 0.15 {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{g.podTerm()}}}
+		}
+	}
 	return p
 }
 
@@ -382,7 +407,110 @@ func (g *gen) pendingPod(name string) *corev1.Pod {
 			p.Spec.Tolerations = append(p.Spec.Tolerations, g.toleration())
 		}
 	}
+	if g.rules != nil {
+		g.podRules(p)
+	}
 	return p
+}
+
+// LabelApp and LabelVersion are the pod labels the rules select.
+const (
+	LabelApp     = "gpupack.test/app"
+	LabelVersion = "gpupack.test/version"
+)
+
+var apps = []string{"web", "db", "job"}
+
+// podRules gives a pending pod labels, topology spread constraints and
+// required pod (anti-)affinity, from the rules' stream.
+func (g *gen) podRules(p *corev1.Pod) {
+	r := g.rules
+	chance := func(x float64) bool { return r.Float64() < x }
+	p.Labels = map[string]string{}
+	if chance(0.85) {
+		p.Labels[LabelApp] = pick(r, apps)
+	}
+	if chance(0.5) {
+		p.Labels[LabelVersion] = pick(r, []string{"v1", "v2"})
+	}
+	for range r.IntN(3) {
+		if !chance(0.6) {
+			continue
+		}
+		c := corev1.TopologySpreadConstraint{
+			MaxSkew:           pick(r, []int32{1, 1, 2, 3}),
+			TopologyKey:       pick(r, []string{LabelZone, LabelZone, corev1.LabelHostname}),
+			WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector:     g.appSelector(p),
+		}
+		if chance(0.15) {
+			c.WhenUnsatisfiable = corev1.ScheduleAnyway
+		} else if chance(0.2) {
+			c.MinDomains = ptrTo(int32(1 + r.IntN(4)))
+		}
+		if chance(0.2) {
+			c.MatchLabelKeys = []string{LabelVersion}
+		}
+		if chance(0.3) {
+			c.NodeAffinityPolicy = ptrTo(pick(r, []corev1.NodeInclusionPolicy{corev1.NodeInclusionPolicyHonor, corev1.NodeInclusionPolicyIgnore}))
+		}
+		if chance(0.3) {
+			c.NodeTaintsPolicy = ptrTo(pick(r, []corev1.NodeInclusionPolicy{corev1.NodeInclusionPolicyHonor, corev1.NodeInclusionPolicyIgnore}))
+		}
+		// The apiserver takes one constraint per key and action.
+		if !slices.ContainsFunc(p.Spec.TopologySpreadConstraints, func(o corev1.TopologySpreadConstraint) bool {
+			return o.TopologyKey == c.TopologyKey && o.WhenUnsatisfiable == c.WhenUnsatisfiable
+		}) {
+			p.Spec.TopologySpreadConstraints = append(p.Spec.TopologySpreadConstraints, c)
+		}
+	}
+	var affinity, anti []corev1.PodAffinityTerm
+	if chance(0.2) {
+		affinity = append(affinity, g.podTerm())
+	}
+	if chance(0.25) {
+		anti = append(anti, g.podTerm())
+	}
+	if affinity == nil && anti == nil {
+		return
+	}
+	if p.Spec.Affinity == nil {
+		p.Spec.Affinity = &corev1.Affinity{}
+	}
+	if affinity != nil {
+		p.Spec.Affinity.PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: affinity}
+	}
+	if anti != nil {
+		p.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: anti}
+	}
+}
+
+// appSelector selects the pod's own app mostly, another app or every pod
+// with an app label sometimes.
+func (g *gen) appSelector(p *corev1.Pod) *metav1.LabelSelector {
+	r := g.rules
+	switch k := r.IntN(10); {
+	case k < 6 && p.Labels[LabelApp] != "":
+		return &metav1.LabelSelector{MatchLabels: map[string]string{LabelApp: p.Labels[LabelApp]}}
+	case k < 9:
+		return &metav1.LabelSelector{MatchLabels: map[string]string{LabelApp: pick(r, apps)}}
+	default:
+		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: LabelApp, Operator: metav1.LabelSelectorOpExists}}}
+	}
+}
+
+// podTerm is a pod affinity term on an app by zone or hostname, in the
+// pod's own namespace or, sometimes, every namespace.
+func (g *gen) podTerm() corev1.PodAffinityTerm {
+	r := g.rules
+	t := corev1.PodAffinityTerm{
+		TopologyKey:   pick(r, []string{LabelZone, corev1.LabelHostname}),
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelApp: pick(r, apps)}},
+	}
+	if r.Float64() < 0.15 {
+		t.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	return t
 }
 
 // requirement is one node selector requirement under a random operator.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpupack/gpupack/diagnose"
@@ -94,14 +95,82 @@ func TestGeneratedCasesLoad(t *testing.T) {
 	}
 }
 
+// TestPodRulesKeepTheCase: a case with pod rules is the case without them
+// plus the rules, so that the seeds found before rules existed keep their
+// cases; and the rules cover what the generator promises, with each of the
+// scheduler's cross-node reasons among gpupack's verdicts.
+func TestPodRulesKeepTheCase(t *testing.T) {
+	seen := map[string]bool{}
+	for seed := range uint64(3) {
+		for index := range 6 {
+			plain, err := Generate(seed, index, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ruled, err := Generate(seed, index, Options{PodRules: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stripped := ruled
+			for _, pods := range [][]*corev1.Pod{ruled.Bound, ruled.Pending} {
+				for _, p := range pods {
+					seen["labels"] = seen["labels"] || len(p.Labels) > 0
+					p.Labels = nil
+					for _, c := range p.Spec.TopologySpreadConstraints {
+						seen[string(c.WhenUnsatisfiable)] = true
+						seen["minDomains"] = seen["minDomains"] || c.MinDomains != nil
+						seen["matchLabelKeys"] = seen["matchLabelKeys"] || len(c.MatchLabelKeys) > 0
+						seen["nodeAffinityPolicy"] = seen["nodeAffinityPolicy"] || c.NodeAffinityPolicy != nil
+						seen["nodeTaintsPolicy"] = seen["nodeTaintsPolicy"] || c.NodeTaintsPolicy != nil
+					}
+					p.Spec.TopologySpreadConstraints = nil
+					if a := p.Spec.Affinity; a != nil {
+						seen["podAffinity"] = seen["podAffinity"] || a.PodAffinity != nil
+						seen["podAntiAffinity"] = seen["podAntiAffinity"] || a.PodAntiAffinity != nil
+						a.PodAffinity, a.PodAntiAffinity = nil, nil
+						if a.NodeAffinity == nil {
+							p.Spec.Affinity = nil
+						}
+					}
+				}
+			}
+			if diff := cmp.Diff(plain, stripped); diff != "" {
+				t.Errorf("seed %d index %d: the case with pod rules, less the rules, differs (-without +with):\n%s", seed, index, diff)
+			}
+			ruled, _ = Generate(seed, index, Options{PodRules: true})
+			st, err := ruled.State(gpu.Default(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := diagnose.Diagnose(st.Snapshot, nil)
+			if err != nil {
+				t.Fatalf("seed %d index %d: %v", seed, index, err)
+			}
+			for _, f := range rep.Findings {
+				for _, g := range f.Fit {
+					for _, r := range g.Reasons {
+						seen[string(r.Code)] = true
+					}
+				}
+			}
+		}
+	}
+	for _, want := range []string{"labels", "DoNotSchedule", "ScheduleAnyway", "minDomains", "matchLabelKeys", "nodeAffinityPolicy", "nodeTaintsPolicy", "podAffinity", "podAntiAffinity",
+		string(placement.SpreadSkew), string(placement.SpreadMissingLabel), string(placement.PodAffinityMismatch), string(placement.PodAntiAffinityMismatch), string(placement.ExistingAntiAffinity)} {
+		if !seen[want] {
+			t.Errorf("no generated case has %s", want)
+		}
+	}
+}
+
 // FuzzDiagnose: placement and diagnose neither panic nor fail on any
 // generated case.
 func FuzzDiagnose(f *testing.F) {
 	for seed := range uint64(4) {
-		f.Add(seed, uint8(seed), uint8(10), uint8(30))
+		f.Add(seed, uint8(seed), uint8(10), uint8(30), seed%2 == 1)
 	}
-	f.Fuzz(func(t *testing.T, seed uint64, index, nodes, pending uint8) {
-		cs, err := Generate(seed, int(index), Options{MaxNodes: int(nodes%32) + 1, Pending: int(pending%64) + 1})
+	f.Fuzz(func(t *testing.T, seed uint64, index, nodes, pending uint8, rules bool) {
+		cs, err := Generate(seed, int(index), Options{MaxNodes: int(nodes%32) + 1, Pending: int(pending%64) + 1, PodRules: rules})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -152,7 +152,7 @@ func TestLiveDiagnosisAgreesWithScheduler(t *testing.T) {
 			t.Errorf("%s: no FailedScheduling message in the live state", f.Pod)
 			continue
 		}
-		implies := diagnose.SchedulerCauses(failure.Message)
+		implies := diagnose.ImpliedCauses(f, failure.Message)
 		if !slices.Contains(implies, f.Cause) {
 			t.Errorf("%s: gpupack finds %s, but the scheduler's message %q implies %v", f.Pod, f.Cause, failure.Message, implies)
 		}

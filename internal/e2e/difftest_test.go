@@ -46,12 +46,31 @@ var diffSeeds = []uint64{1, 2, 3, 4}
 // when some were bound are created again, under new names, and only their
 // messages, all against the final state, are compared. The pods the
 // scheduler bound must fit the case's initial state by gpupack's stock
-// filters too.
+// filters too, but for those with a spread constraint or pod affinity,
+// which pods bound after the initial state may have satisfied.
 func TestDiagnosisMatchesScheduler(t *testing.T) {
+	diffRun(t, difftest.Options{Pending: diffPending}, diffSeeds, 1000)
+}
+
+// TestDiagnosisMatchesSchedulerPodRules is TestDiagnosisMatchesScheduler
+// with pod rules (difftest.Options.PodRules): app labels, bound pods'
+// required anti-affinity, and pending pods' topology spread constraints
+// and required pod (anti-)affinity, which the scheduler's PodTopologySpread
+// and InterPodAffinity filters judge after NodeResourcesFit.
+func TestDiagnosisMatchesSchedulerPodRules(t *testing.T) {
+	diffRun(t, difftest.Options{Pending: diffPending, PodRules: true}, diffRulesSeeds, 500)
+}
+
+var diffRulesSeeds = []uint64{11, 12}
+
+// diffRun runs the cases of the seeds (GPUPACK_DIFF_SEEDS instead, when
+// set) and wants at least least pending pods compared when it runs them
+// all.
+func diffRun(t *testing.T, opts difftest.Options, defaultSeeds []uint64, least int) {
 	if testing.Short() {
-		t.Skip("runs over 1,000 pending pods through a real kube-scheduler")
+		t.Skip("runs hundreds of pending pods through a real kube-scheduler")
 	}
-	seeds := diffSeeds
+	seeds := defaultSeeds
 	if env := os.Getenv("GPUPACK_DIFF_SEEDS"); env != "" {
 		seeds = nil
 		for _, s := range strings.Split(env, ",") {
@@ -67,7 +86,7 @@ func TestDiagnosisMatchesScheduler(t *testing.T) {
 	var prev *difftest.Case
 	for _, seed := range seeds {
 		for index := range diffCasesPerSeed {
-			cs, err := difftest.Generate(seed, index, difftest.Options{Pending: diffPending})
+			cs, err := difftest.Generate(seed, index, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,16 +99,16 @@ func TestDiagnosisMatchesScheduler(t *testing.T) {
 			t.Logf("seed %d case %d: %d nodes, %d bound pods; %s", seed, index, len(cs.Nodes), len(cs.Bound), tally)
 		}
 	}
-	t.Logf("kube-scheduler v1.37 against gpupack, seeds %v: %s", seeds, total)
-	if total.compared < 1000 && len(seeds) >= len(diffSeeds) {
-		t.Errorf("only %d pending pods compared, want at least 1,000 per run", total.compared)
+	t.Logf("kube-scheduler v1.37 against gpupack, seeds %v (pod rules %v): %s", seeds, opts.PodRules, total)
+	if total.compared < least && len(seeds) >= len(defaultSeeds) {
+		t.Errorf("only %d pending pods compared, want at least %d per run", total.compared, least)
 	}
 }
 
 // diffTally counts a differential run's outcomes.
 type diffTally struct {
 	compared, lines, causes int // pods compared; equal lines; consistent causes
-	bound, boundFit         int // pods the scheduler bound; of those, fitting by gpupack
+	bound, boundFit         int // pods the scheduler bound; of those, fitting by gpupack (or helped by pods bound since)
 }
 
 func (a *diffTally) add(b diffTally) {
@@ -159,6 +178,12 @@ func runDiffCase(t *testing.T, c *testcluster.Cluster, cs *difftest.Case) diffTa
 	})
 
 	var tally diffTally
+	// A pod with a spread constraint or pod affinity may fit only once
+	// other pending pods were bound; other rules only narrow with more pods.
+	helped := map[string]bool{}
+	for _, p := range cs.Pending {
+		helped[p.Name] = len(p.Spec.TopologySpreadConstraints) > 0 || (p.Spec.Affinity != nil && p.Spec.Affinity.PodAffinity != nil)
+	}
 	initial, err := cs.State(gpu.Default(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +212,7 @@ func runDiffCase(t *testing.T, c *testcluster.Cluster, cs *difftest.Case) diffTa
 		bound, unschedulable := awaitVerdicts(t, c, cs.Namespace, waiting)
 		for _, name := range bound {
 			tally.bound++
-			if fitsBefore[origin[name]] {
+			if fitsBefore[origin[name]] || helped[origin[name]] {
 				tally.boundFit++
 			} else {
 				t.Errorf("seed %d case %d: the kube-scheduler bound %s, but gpupack's stock filters reject it on every node of the initial state", cs.Seed, cs.Index, name)
@@ -235,7 +260,7 @@ func runDiffCase(t *testing.T, c *testcluster.Cluster, cs *difftest.Case) diffTa
 			continue
 		}
 		tally.compared++
-		implies := diagnose.SchedulerCauses(failure.Message)
+		implies := diagnose.ImpliedCauses(f, failure.Message)
 		causeOK := slices.Contains(implies, f.Cause)
 		if causeOK {
 			tally.causes++
@@ -358,7 +383,8 @@ func liveRegression(t *testing.T, c *testcluster.Cluster, cs *difftest.Case, pod
 		t.Fatal(err)
 	}
 	// What the live loader reads, and no more: a node's labels, taints and
-	// resources, the bound pods and the one in question.
+	// resources, the bound pods (with their labels, which pod rules
+	// select) and the one in question.
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		n.ObjectMeta = metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
@@ -374,7 +400,7 @@ func liveRegression(t *testing.T, c *testcluster.Cluster, cs *difftest.Case, pod
 		if p.Spec.NodeName == "" && cs.Namespace+"/"+p.Name != pod {
 			continue
 		}
-		p.ObjectMeta = metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}
+		p.ObjectMeta = metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels}
 		p.Status = corev1.PodStatus{Phase: p.Status.Phase}
 		r.Pods = append(r.Pods, p)
 	}

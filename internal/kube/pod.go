@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -111,7 +112,49 @@ func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
 	for _, t := range p.Spec.Tolerations {
 		out.Tolerations = append(out.Tolerations, cluster.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: cluster.TaintEffect(t.Effect)})
 	}
+	for _, c := range p.Spec.TopologySpreadConstraints {
+		sc := cluster.SpreadConstraint{MaxSkew: c.MaxSkew, TopologyKey: c.TopologyKey, WhenUnsatisfiable: string(c.WhenUnsatisfiable),
+			LabelSelector: labelSelector(c.LabelSelector), MatchLabelKeys: c.MatchLabelKeys, MinDomains: c.MinDomains}
+		if c.NodeAffinityPolicy != nil {
+			sc.NodeAffinityPolicy = string(*c.NodeAffinityPolicy)
+		}
+		if c.NodeTaintsPolicy != nil {
+			sc.NodeTaintsPolicy = string(*c.NodeTaintsPolicy)
+		}
+		out.SpreadConstraints = append(out.SpreadConstraints, sc)
+	}
+	if a := p.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil {
+			out.PodAffinity = podAffinityTerms(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		}
+		if a.PodAntiAffinity != nil {
+			out.PodAntiAffinity = podAffinityTerms(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		}
+	}
 	return out, warnings
+}
+
+// labelSelector converts a label selector; nil stays nil (it selects
+// nothing).
+func labelSelector(s *metav1.LabelSelector) *cluster.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &cluster.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, cluster.Requirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
+	}
+	return out
+}
+
+func podAffinityTerms(terms []corev1.PodAffinityTerm) []cluster.PodAffinityTerm {
+	var out []cluster.PodAffinityTerm
+	for _, t := range terms {
+		out = append(out, cluster.PodAffinityTerm{LabelSelector: labelSelector(t.LabelSelector), Namespaces: t.Namespaces,
+			NamespaceSelector: labelSelector(t.NamespaceSelector), TopologyKey: t.TopologyKey,
+			MatchLabelKeys: t.MatchLabelKeys, MismatchLabelKeys: t.MismatchLabelKeys})
+	}
+	return out
 }
 
 // podRequests is the pod's effective request, as the scheduler computes it:

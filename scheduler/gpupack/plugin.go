@@ -226,10 +226,19 @@ func (p *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
+	states := make([]*placement.NodeState, len(infos))
+	for i, ni := range infos {
+		states[i] = p.nodeState(ctx, ni).state
+	}
+	// The explanation includes the cross-node rules (spread constraints,
+	// pod affinity), which the profile's own filters judged: a copy of
+	// the demand is prefiltered over every node.
+	d := *s.demand
+	d.PreFilter(states, nil)
 	perNode := make([][]placement.Reason, 0, len(infos))
 	var closest *placement.Reason
-	for _, ni := range infos {
-		_, reasons := placement.Fit(s.demand, p.nodeState(ctx, ni).state)
+	for _, st := range states {
+		_, reasons := placement.Fit(&d, st)
 		perNode = append(perNode, reasons)
 		for i := range reasons {
 			if r := &reasons[i]; r.Code == placement.InsufficientGPU || r.Code == placement.InsufficientVRAM {

@@ -182,7 +182,7 @@ func schedulerViews(rep *diagnose.Report, failures map[string]kube.SchedulingFai
 		if !ok || f.Cause == "" || f.Workload != nil {
 			continue
 		}
-		implies := diagnose.SchedulerCauses(sf.Message)
+		implies := diagnose.ImpliedCauses(f, sf.Message)
 		views[f.Pod] = schedulerView{Message: sf.Message, Time: sf.Time, Implies: implies, Agrees: slices.Contains(implies, f.Cause)}
 	}
 	return views

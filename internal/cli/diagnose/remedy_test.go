@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -102,7 +103,7 @@ func podManifest(p *cluster.Pod) *corev1.Pod {
 	req := corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(int64(p.CPU), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(int64(p.Memory)<<20, resource.BinarySI)}
 	m := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels},
 		Spec: corev1.PodSpec{
 			Containers:    []corev1.Container{{Name: "main", Image: "app", Resources: corev1.ResourceRequirements{Requests: req, Limits: res}}},
 			NodeSelector:  p.NodeSelector,
@@ -130,7 +131,49 @@ func podManifest(p *cluster.Pod) *corev1.Pod {
 	for _, g := range p.SchedulingGates {
 		m.Spec.SchedulingGates = append(m.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
 	}
+	for _, c := range p.SpreadConstraints {
+		tsc := corev1.TopologySpreadConstraint{MaxSkew: c.MaxSkew, TopologyKey: c.TopologyKey, WhenUnsatisfiable: corev1.UnsatisfiableConstraintAction(c.WhenUnsatisfiable),
+			LabelSelector: labelSelector(c.LabelSelector), MatchLabelKeys: c.MatchLabelKeys, MinDomains: c.MinDomains}
+		if c.NodeAffinityPolicy != "" {
+			tsc.NodeAffinityPolicy = ptr.To(corev1.NodeInclusionPolicy(c.NodeAffinityPolicy))
+		}
+		if c.NodeTaintsPolicy != "" {
+			tsc.NodeTaintsPolicy = ptr.To(corev1.NodeInclusionPolicy(c.NodeTaintsPolicy))
+		}
+		m.Spec.TopologySpreadConstraints = append(m.Spec.TopologySpreadConstraints, tsc)
+	}
+	if len(p.PodAffinity)+len(p.PodAntiAffinity) > 0 {
+		if m.Spec.Affinity == nil {
+			m.Spec.Affinity = &corev1.Affinity{}
+		}
+		if len(p.PodAffinity) > 0 {
+			m.Spec.Affinity.PodAffinity = &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: podTerms(p.PodAffinity)}
+		}
+		if len(p.PodAntiAffinity) > 0 {
+			m.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: podTerms(p.PodAntiAffinity)}
+		}
+	}
 	return m
+}
+
+func labelSelector(s *cluster.LabelSelector) *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key, Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values})
+	}
+	return out
+}
+
+func podTerms(ts []cluster.PodAffinityTerm) []corev1.PodAffinityTerm {
+	var out []corev1.PodAffinityTerm
+	for _, t := range ts {
+		out = append(out, corev1.PodAffinityTerm{LabelSelector: labelSelector(t.LabelSelector), Namespaces: t.Namespaces, NamespaceSelector: labelSelector(t.NamespaceSelector),
+			TopologyKey: t.TopologyKey, MatchLabelKeys: t.MatchLabelKeys, MismatchLabelKeys: t.MismatchLabelKeys})
+	}
+	return out
 }
 
 // apply applies the patch to the pod's manifest with the libraries the
@@ -169,16 +212,23 @@ func apply(t *testing.T, m *corev1.Pod, patch *diagnose.Patch) *corev1.Pod {
 }
 
 // ruleReasons are the reasons of the pod's own rules that keep it off the
-// node.
-func ruleReasons(t *testing.T, c *gpu.Catalogue, p *cluster.Pod, st *placement.NodeState) []placement.Reason {
+// node of st, its spread constraints and pod (anti-)affinity prefiltered
+// over states.
+func ruleReasons(t *testing.T, c *gpu.Catalogue, p *cluster.Pod, st *placement.NodeState, states []*placement.NodeState) []placement.Reason {
 	t.Helper()
 	d, err := placement.NewDemand(p, c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.PreFilter(states, nil)
 	_, rs := placement.Fit(d, st)
 	return slices.DeleteFunc(rs, func(r placement.Reason) bool {
-		return r.Code != placement.NodeSelectorMismatch && r.Code != placement.NodeAffinityMismatch && r.Code != placement.TaintNotTolerated
+		switch r.Code {
+		case placement.NodeSelectorMismatch, placement.NodeAffinityMismatch, placement.TaintNotTolerated,
+			placement.SpreadSkew, placement.SpreadMissingLabel, placement.PodAffinityMismatch, placement.PodAntiAffinityMismatch:
+			return false
+		}
+		return true
 	})
 }
 
@@ -231,7 +281,7 @@ func TestPatchesApply(t *testing.T) {
 						}
 						admits := ""
 						for i, st := range states {
-							if len(ruleReasons(t, w.s.Catalogue, before, st)) > 0 && len(ruleReasons(t, w.s.Catalogue, after, st)) == 0 {
+							if len(ruleReasons(t, w.s.Catalogue, before, st, states)) > 0 && len(ruleReasons(t, w.s.Catalogue, after, st, states)) == 0 {
 								admits = w.s.Nodes[i].Name
 								break
 							}
