@@ -14,6 +14,9 @@ import (
 // failing check, in the order the kube-scheduler's filters would find them.
 func Fit(d *Demand, s *NodeState) (Assignment, []Reason) {
 	reasons := nodeReasons(d, s)
+	if d.claims != nil {
+		return fitClaims(d, s, reasons)
+	}
 	if d.Devices == 0 {
 		if len(reasons) > 0 {
 			return Assignment{}, reasons
@@ -41,6 +44,9 @@ func Fits(d *Demand, s *NodeState) bool {
 // affinity, taints, CPU, memory) for a caller that has made them already,
 // as the kube-scheduler's own filters do before the scheduler plugin's.
 func FitsGPUs(d *Demand, s *NodeState) bool {
+	if d.claims != nil {
+		return claimsFit(d, s)
+	}
 	if d.Devices == 0 {
 		return true
 	}

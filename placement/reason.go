@@ -23,6 +23,16 @@ const (
 	InsufficientGPU      Code = "InsufficientGPU"
 	InsufficientVRAM     Code = "InsufficientGPUMemory"
 	IsolationConflict    Code = "IsolationConflict"
+	// ClaimUnallocatable: a request of the pod's ResourceClaims finds too
+	// few free devices that its class and selectors accept (Claim says
+	// which and how many).
+	ClaimUnallocatable Code = "ClaimUnallocatable"
+	// ClaimSelectorError: a selector of the claim or its class fails to
+	// evaluate on a device of the node (Detail: the allocator's error).
+	ClaimSelectorError Code = "ClaimSelectorError"
+	// ClaimNotFound: a ResourceClaim of the pod (or its template) does not
+	// exist.
+	ClaimNotFound Code = "ClaimNotFound"
 )
 
 // Reason says why a pod does not fit one node, as data. Quantities are in
@@ -41,6 +51,8 @@ type Reason struct {
 	Unresolvable bool
 	// Detail names the label, taint, model or mode in question.
 	Detail string
+	// Claim is set for ClaimUnallocatable.
+	Claim *ClaimShortfall `json:",omitempty"`
 }
 
 // Message words the reason as the kube-scheduler does where it has words
@@ -65,6 +77,14 @@ func (r Reason) Message() string {
 		return "Insufficient GPU memory"
 	case IsolationConflict:
 		return "node(s) had GPUs shared with another tenant"
+	case ClaimUnallocatable:
+		// The dynamicresources filter's words (kube-scheduler v1.37.2,
+		// pkg/scheduler/framework/plugins/dynamicresources, Filter).
+		return "cannot allocate all claims"
+	case ClaimSelectorError:
+		return r.Detail
+	case ClaimNotFound:
+		return "resourceclaim not found"
 	}
 	return string(r.Code)
 }
@@ -75,7 +95,7 @@ func (r Reason) String() string {
 	if r.Unit != "" {
 		s += fmt.Sprintf(" (requested %d, free %d, capacity %d %s)", r.Requested, r.Free, r.Capacity, r.Unit)
 	}
-	if r.Detail != "" && r.Code != TaintNotTolerated {
+	if r.Detail != "" && r.Code != TaintNotTolerated && r.Code != ClaimSelectorError {
 		s += ": " + r.Detail
 	}
 	return s

@@ -552,8 +552,8 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 // (structured/internal/stable, isSelectable and selectorsMatch, v0.37.2):
 // the class's selectors first, then the request's, with the upstream CEL
 // evaluator; a selector that fails to evaluate is recorded with the
-// allocator's own error. A request whose class was not listed is left
-// unevaluated.
+// allocator's own error. A request whose class was not listed, or selects
+// no GPU (gpupack reads only GPUs), is left unevaluated.
 func (v *draView) evaluate(namespace string, c *cluster.Claim) {
 	claimName := namespace + "/" + cmp.Or(c.Name, c.PodClaim)
 	for i := range c.Requests {
@@ -567,8 +567,8 @@ func (v *draView) evaluate(namespace string, c *cluster.Claim) {
 		}
 		for _, alt := range alts {
 			cl, ok := v.classes[alt.DeviceClass]
-			if !ok {
-				continue
+			if !ok || !v.classMeansGPU(cl) {
+				continue // gpupack reads no devices of it
 			}
 			var selectors []dracel.CompilationResult
 			compileErr := ""
