@@ -26,6 +26,10 @@ type DRADevice struct {
 	// Shared: the device allows multiple allocations
 	// (allowMultipleAllocations), so several claims may hold a share of it.
 	Shared bool `json:"shared,omitempty"`
+	// Product is the device's product name attribute as the driver
+	// publishes it (NVIDIA's productName, e.g. "NVIDIA H100 80GB HBM3"),
+	// which claims' selectors compare with; empty when unknown.
+	Product string `json:"product,omitempty"`
 }
 
 // Names lists the DRA device names behind the GPU: the whole device and the

@@ -305,7 +305,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 				mem = m.Usable
 			}
 			g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
-				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d)}}
+				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct)}}
 			if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
 				g.Sharing = cluster.Fractional
 				g.DRA.Shared = true
@@ -365,7 +365,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			profiles = append(profiles, d.str(draAttrProfile))
 			names = append(names, d.device.Name)
 		}
-		dra := &cluster.DRADevice{Driver: first.slice.Spec.Driver, Pool: first.slice.Spec.Pool.Name, Classes: v.classesOf(first)}
+		dra := &cluster.DRADevice{Driver: first.slice.Spec.Driver, Pool: first.slice.Spec.Pool.Name, Classes: v.classesOf(first), Product: first.str(draAttrProduct)}
 		var layout gpu.Layout
 		var err error
 		if m.MIG == nil {
