@@ -110,6 +110,12 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 	return &cd
 }
 
+// JudgesClaims reports whether Fit judges the pod's ResourceClaims on the
+// nodes' DRA devices in place of its GPU request: the pod is pending and
+// has a claim that does not exist, or unallocated claims whose requests
+// the loader evaluated.
+func JudgesClaims(p *cluster.Pod) bool { return newClaimDemand(p) != nil }
+
 // draUnit is one DRA device of a node: a whole GPU (Slice -1) or a MIG
 // slice.
 type draUnit struct {
