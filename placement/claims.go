@@ -54,8 +54,23 @@ type claimAlt struct {
 	class   string
 	count   int
 	all     bool
-	accepts map[string]bool
-	errors  map[string]string
+	accepts map[deviceKey]bool
+	errors  map[deviceKey]string
+}
+
+// deviceKey is a DeviceID in parts, so that a node's devices are looked up
+// without building their IDs.
+type deviceKey struct{ driver, pool, device string }
+
+// keyOf splits a DeviceID "driver/pool/device" (the pool may itself hold
+// slashes).
+func keyOf(id string) deviceKey {
+	driver, rest, _ := strings.Cut(id, "/")
+	i := strings.LastIndex(rest, "/")
+	if i < 0 {
+		return deviceKey{driver: driver, device: rest}
+	}
+	return deviceKey{driver, rest[:i], rest[i+1:]}
 }
 
 // newClaimDemand prepares the claims of a pending pod that placement
@@ -90,12 +105,18 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 					cr.alts = nil
 					break
 				}
-				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[string]bool, len(alt.Accepts)), errors: alt.SelectorErrors}
+				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts))}
 				if len(r.FirstAvailable) > 0 {
 					a.name = r.Name + "/" + alt.Name
 				}
 				for _, id := range alt.Accepts {
-					a.accepts[id] = true
+					a.accepts[keyOf(id)] = true
+				}
+				for id, msg := range alt.SelectorErrors {
+					if a.errors == nil {
+						a.errors = map[deviceKey]string{}
+					}
+					a.errors[keyOf(id)] = msg
 				}
 				cr.alts = append(cr.alts, a)
 			}
@@ -120,7 +141,7 @@ func JudgesClaims(p *cluster.Pod) bool { return newClaimDemand(p) != nil }
 // slice.
 type draUnit struct {
 	dev    cluster.Device
-	id     string
+	key    deviceKey
 	class  []string
 	free   bool
 	shared bool
@@ -129,20 +150,18 @@ type draUnit struct {
 // draUnits lists the node's DRA devices in GPU order, with whether each is
 // free: a whole device that no bound pod holds (a device that allows
 // multiple allocations always is), a slice not taken.
-func draUnits(s *NodeState) []draUnit {
-	var out []draUnit
+func draUnits(s *NodeState, out []draUnit) []draUnit {
 	for i := range s.Node.GPUs {
 		g, st := &s.Node.GPUs[i], &s.GPUs[i]
 		if g.DRA == nil {
 			continue
 		}
-		prefix := g.DRA.Driver + "/" + g.DRA.Pool + "/"
 		if g.DRA.Device != "" {
-			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, id: prefix + g.DRA.Device, class: g.DRA.Classes,
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, g.DRA.Device}, class: g.DRA.Classes,
 				free: g.DRA.Shared || (st.Holders == 0 && st.UsedSlices == 0), shared: g.DRA.Shared})
 		}
 		for j, name := range g.DRA.SliceDevices {
-			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, id: prefix + name, class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0})
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, name}, class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0})
 		}
 	}
 	return out
@@ -153,16 +172,24 @@ func draUnits(s *NodeState) []draUnit {
 // selectors accept and that are free (not held by a bound pod, not taken
 // by an earlier request of the pod), the count asked or, with All, every
 // accepted one; alternatives are tried in order. It returns the devices
-// taken, or the reason for the first request that cannot be served. The
+// taken (when collect is set), or the reason for the first request that
+// cannot be served. The
 // allocator backtracks over devices where gpupack takes the first free
 // ones in GPU order; the two differ only when one request's devices would
 // serve a later request that nothing else can.
-func claimReasons(cd *claimDemand, s *NodeState) ([]draUnit, *Reason) {
+func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reason) {
 	if len(cd.missing) > 0 {
 		return nil, &Reason{Code: ClaimNotFound, Detail: "the pod's " + strings.Join(cd.missing, ", ") + " does not exist"}
 	}
-	units := draUnits(s)
-	taken := make([]bool, len(units))
+	var unitBuf [maxStackGPUs]draUnit
+	units := draUnits(s, unitBuf[:0])
+	var takenBuf [maxStackGPUs]bool
+	taken := takenBuf[:0]
+	if len(units) > len(takenBuf) {
+		taken = make([]bool, len(units))
+	} else {
+		taken = takenBuf[:len(units)]
+	}
 	var chosen []draUnit
 	for _, r := range cd.requests {
 		var tried []ClaimShortfall
@@ -170,13 +197,13 @@ func claimReasons(cd *claimDemand, s *NodeState) ([]draUnit, *Reason) {
 		for _, alt := range r.alts {
 			sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
 			for k, u := range units {
-				if msg, bad := alt.errors[u.id]; bad {
+				if msg, bad := alt.errors[u.key]; bad {
 					return nil, &Reason{Code: ClaimSelectorError, Detail: msg}
 				}
 				if containsString(u.class, alt.class) {
 					sf.Offered++
 				}
-				if !alt.accepts[u.id] {
+				if !alt.accepts[u.key] {
 					continue
 				}
 				sf.Accepted++
@@ -195,11 +222,13 @@ func claimReasons(cd *claimDemand, s *NodeState) ([]draUnit, *Reason) {
 			}
 			got := 0
 			for k, u := range units {
-				if got < sf.Needed && alt.accepts[u.id] && u.free && !taken[k] {
+				if got < sf.Needed && alt.accepts[u.key] && u.free && !taken[k] {
 					if !u.shared {
 						taken[k] = true
 					}
-					chosen = append(chosen, u)
+					if collect {
+						chosen = append(chosen, u)
+					}
 					got++
 				}
 			}
@@ -260,7 +289,7 @@ func containsString(list []string, s string) bool {
 // reasons, then the claims' in place of the GPU check; when all pass, the
 // assignment of the devices the claims take.
 func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason) {
-	chosen, r := claimReasons(d.claims, s)
+	chosen, r := claimReasons(d.claims, s, true)
 	if r != nil {
 		reasons = append(reasons, *r)
 	}
@@ -285,6 +314,6 @@ func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason)
 
 // claimsFit is FitsGPUs for a pod whose claims placement judges.
 func claimsFit(d *Demand, s *NodeState) bool {
-	_, r := claimReasons(d.claims, s)
+	_, r := claimReasons(d.claims, s, false)
 	return r == nil
 }
