@@ -431,6 +431,10 @@ func TestLiveDRADiagnosis(t *testing.T) {
 				t.Fatalf("no finding for %s; warnings %q", key, loaded.Warnings)
 			}
 			msg := loaded.SchedulingFailures[key].Message
+			if !strings.Contains(msg, "cannot allocate all claims") {
+				t.Fatalf("the scheduler's message %q is not the DRA filter's", msg)
+			}
+			t.Logf("%s: %s; gpupack: %s", f.Cause, msg, f.Fix[0])
 			if f.Summary != msg {
 				t.Errorf("lines differ:\n  kube-scheduler: %s\n  gpupack:        %s (%s)", msg, f.Summary, f.StockNote)
 			}
