@@ -124,6 +124,9 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 		e.fitsNow(f, fitsNow)
 	case len(allocK) > 0:
 		e.claimAllocation(f, p, allocK, verdicts)
+		if len(placeK) > 0 {
+			f.Also = []Cause{Placement}
+		}
 	case len(placeK) > 0:
 		e.placement(f, p, placeK, verdicts, false)
 	case len(claimK) > 0:
