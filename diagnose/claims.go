@@ -36,6 +36,11 @@ type ClaimFacts struct {
 	// Holders are the pods holding accepted devices on the nodes where
 	// freeing them would let the claim be allocated (allocation).
 	Holders []string `json:"holders,omitempty"`
+	// SelectorErrors is on how many devices of the class a selector failed
+	// to evaluate (devices the allocator skips while they are in use);
+	// SelectorError is the first such error, by device.
+	SelectorErrors int    `json:"selectorErrors,omitempty"`
+	SelectorError  string `json:"selectorError,omitempty"`
 }
 
 // ProductCount is how many devices of a product a class offers.
@@ -190,8 +195,13 @@ func (e *engine) claimFacts(p *cluster.Pod, ks []int, verdicts []classVerdict) [
 			if !ok {
 				i = len(out)
 				index[key] = i
-				out = append(out, ClaimFacts{Claim: sf.Claim, Request: sf.Request, Class: sf.Class, Needed: sf.Needed, All: sf.All,
-					Selectors: requestOf(p, sf.Claim, sf.Request).Selectors, Products: e.products(sf.Class)})
+				req := requestOf(p, sf.Claim, sf.Request)
+				cf := ClaimFacts{Claim: sf.Claim, Request: sf.Request, Class: sf.Class, Needed: sf.Needed, All: sf.All,
+					Selectors: req.Selectors, Products: e.products(sf.Class), SelectorErrors: len(req.SelectorErrors)}
+				if len(req.SelectorErrors) > 0 {
+					cf.SelectorError = req.SelectorErrors[slices.Min(slices.Collect(maps.Keys(req.SelectorErrors)))]
+				}
+				out = append(out, cf)
 			}
 			cf := &out[i]
 			nodes := len(e.classes[k].nodes)
@@ -354,6 +364,9 @@ func (e *engine) claimPlacement(f *Finding, p *cluster.Pod, ks []int, verdicts [
 		case cf.Offered == 0:
 			f.addAdvice(fmt.Sprintf("%s: no node offers a device of class %s; use a class the cluster's devices have (%s), or publish devices of it (its driver on GPU nodes)", what, cf.Class, e.classesOffered()),
 				"which class the workload should use, or which driver to install, is a choice the evidence does not make")
+		case cf.Accepted == 0 && cf.SelectorErrors > 0:
+			f.addAdvice(fmt.Sprintf("%s: its selectors fail to evaluate on %d device(s) of class %s (%s); the scheduler skips them while they are in use and aborts on the first free one: fix the selector (guard the attribute with has()) and recreate the claim", what, cf.SelectorErrors, cf.Class, cf.SelectorError),
+				"the selector's intent is the workload's; the error names the selector and the device")
 		case cf.Accepted == 0:
 			f.addFix(fmt.Sprintf("%s: its selectors (%s) accept none of the %d device(s) of class %s; the class offers %s", what, strings.Join(cf.Selectors, " && "), cf.Offered, cf.Class, productList(cf.Products)),
 				e.selectorRemedy(p, cf))

@@ -171,7 +171,10 @@ func draUnits(s *NodeState, out []draUnit) []draUnit {
 // allocator does: each request in turn takes devices that its class and
 // selectors accept and that are free (not held by a bound pod, not taken
 // by an earlier request of the pod), the count asked or, with All, every
-// accepted one; alternatives are tried in order. It returns the devices
+// accepted one; alternatives are tried in order. A selector that failed to
+// evaluate on a device fails the pod where the allocator meets it
+// (structured/internal/stable, v0.37.2): with All on any device of the
+// node, with a count on a device not in use, before enough are found. It returns the devices
 // taken (when collect is set), or the reason for the first request that
 // cannot be served. The
 // allocator backtracks over devices where gpupack takes the first free
@@ -197,7 +200,10 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 		for _, alt := range r.alts {
 			sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
 			for k, u := range units {
-				if msg, bad := alt.errors[u.key]; bad {
+				// The allocator evaluates selectors on every device for All,
+				// and for a count on the devices not in use, in order, until
+				// it has enough: a selector error on such a device aborts.
+				if msg, bad := alt.errors[u.key]; bad && (alt.all || (u.free && !taken[k] && sf.Free < alt.count)) {
 					return nil, &Reason{Code: ClaimSelectorError, Detail: msg}
 				}
 				if containsString(u.class, alt.class) {

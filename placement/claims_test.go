@@ -185,11 +185,23 @@ func TestFitClaimsOther(t *testing.T) {
 		t.Errorf("both 1g.5gb slices held: %v (%+v); want 3 offered, 2 accepted, none free, 2 held", rs, rs[0].Claim)
 	}
 
+	// The selector fails on the 3g.20gb slice: the allocator meets it
+	// while it is free, not once it is held (in use is checked first).
 	broken := small()
 	broken.SelectorErrors = map[string]string{"gpu.nvidia.com/m/" + slice(0): "claim ml/c: selector #0 on device gpu.nvidia.com/m/" + slice(0) + ": CEL runtime error: no such key: x"}
 	_, rs = Fit(demand(t, makePod("c").claim("c", broken).obj()), NewNodeState(m))
 	if len(rs) != 1 || rs[0].Code != ClaimSelectorError || rs[0].Message() != broken.SelectorErrors["gpu.nvidia.com/m/"+slice(0)] {
 		t.Errorf("selector error: %v, want the allocator's error", rs)
+	}
+	big := NewNodeState(m)
+	big.Assign(demand(t, makePod("x").mig("3g.20gb").obj()), Assignment{Devices: []DeviceShare{{GPU: 0, Slice: 0}}})
+	if _, rs = Fit(demand(t, makePod("c").claim("c", broken).obj()), big); len(rs) > 0 {
+		t.Errorf("selector error on a held device: %v, want the pod to fit a free 1g.5gb slice", rs)
+	}
+	all := broken
+	all.Count, all.All = 0, true
+	if _, rs = Fit(demand(t, makePod("c").claim("c", all).obj()), big); len(rs) != 1 || rs[0].Code != ClaimSelectorError {
+		t.Errorf("All with a selector error on a held device: %v, want the error (All evaluates every device)", rs)
 	}
 
 	missing := makePod("c").obj()

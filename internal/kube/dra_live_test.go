@@ -307,7 +307,9 @@ func waitPods(t *testing.T, pods interface {
 // a claim that does not exist. For each pod the real kube-scheduler tried,
 // gpupack's "0/N nodes are available" line must be the scheduler's
 // FailedScheduling message word for word, its cause one the message
-// implies, and its diagnosis must name the claim and the request.
+// implies, and its diagnosis must name the claim and the request. A
+// selector that fails at run time is recorded with the very error the
+// scheduler aborts with.
 func TestLiveDRADiagnosis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -388,6 +390,9 @@ func TestLiveDRADiagnosis(t *testing.T) {
 		"noclass": {"gpu", diagnose.Placement},
 		"big":     {"gpu", diagnose.Placement},
 		"alts":    {"gpu/many", diagnose.Placement},
+		// Its selector fails on the H100s, but the allocator skips devices
+		// in use before it evaluates selectors.
+		"broken-held": {"gpu", diagnose.Placement},
 	}
 	claim("held", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, "")})
 	claim("b200", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, b200)})
@@ -398,9 +403,15 @@ func TestLiveDRADiagnosis(t *testing.T) {
 		{Name: "b200", DeviceClassName: testcluster.DeviceClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,
 			Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: b200}}}},
 	}})
+	// Selectors that fail at run time (the attribute does not exist): on
+	// the held H100s, and on the free MIG devices of dra-2.
+	nosuch := "device.attributes['gpu.nvidia.com'].nosuch == 'x'"
+	claim("broken-held", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, nosuch)})
+	claim("broken", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassMIG, 1, nosuch)})
 	for name := range want {
 		pod(name, name)
 	}
+	pod("broken", "broken")
 	pod("orphan", "nope") // its claim does not exist
 	waitPods(t, client.CoreV1().Pods(ns), func(ps map[string]*corev1.Pod) string {
 		for name := range want {
@@ -408,7 +419,12 @@ func TestLiveDRADiagnosis(t *testing.T) {
 				return name + " is not marked unschedulable"
 			}
 		}
-		return ""
+		for _, c := range ps["broken"].Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "CEL runtime error") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("broken has no scheduling error: %+v", ps["broken"].Status.Conditions)
 	})
 
 	loaded, err := kube.Load(ctx, client, gpu.Default())
@@ -434,6 +450,9 @@ func TestLiveDRADiagnosis(t *testing.T) {
 			if !strings.Contains(msg, "cannot allocate all claims") {
 				t.Fatalf("the scheduler's message %q is not the DRA filter's", msg)
 			}
+			if strings.HasPrefix(name, "broken") && !strings.Contains(f.Fix[0], "CEL runtime error") {
+				t.Errorf("the fix %q does not name the selector's error", f.Fix[0])
+			}
 			t.Logf("%s: %s; gpupack: %s", f.Cause, msg, f.Fix[0])
 			if f.Summary != msg {
 				t.Errorf("lines differ:\n  kube-scheduler: %s\n  gpupack:        %s (%s)", msg, f.Summary, f.StockNote)
@@ -449,6 +468,29 @@ func TestLiveDRADiagnosis(t *testing.T) {
 			}
 		})
 	}
+	// The scheduler aborts the broken pod's cycle with the allocator's
+	// error on whichever device it met first: gpupack recorded that very
+	// error for that device.
+	t.Run("broken", func(t *testing.T) {
+		msg := loaded.SchedulingFailures[ns+"/broken"].Message
+		var recorded map[string]string
+		for _, p := range loaded.Snapshot.Pods {
+			if p.Name == "broken" {
+				recorded = p.Claims[0].Requests[0].SelectorErrors
+			}
+		}
+		matched := false
+		for _, e := range recorded {
+			matched = matched || strings.HasSuffix(msg, e)
+		}
+		if !matched || len(recorded) != 3 {
+			t.Errorf("the scheduler's error %q is none of gpupack's %q (want one per MIG device)", msg, recorded)
+		}
+		t.Logf("kube-scheduler: %s", msg)
+		if f := findings[ns+"/broken"]; f.Cause != diagnose.Placement || len(f.Fix) == 0 || !strings.Contains(f.Fix[0], "CEL runtime error") {
+			t.Errorf("broken: cause %s, fix %q; want placement naming the CEL error", f.Cause, f.Fix)
+		}
+	})
 	if f := findings[ns+"/orphan"]; f.Cause != diagnose.ClaimMissing || !strings.Contains(strings.Join(f.Fix, " "), "ResourceClaim ml/nope") {
 		t.Errorf("orphan: cause %s, fix %q; want %s naming ResourceClaim ml/nope", f.Cause, f.Fix, diagnose.ClaimMissing)
 	}
