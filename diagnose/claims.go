@@ -285,14 +285,14 @@ func (e *engine) claimAllocation(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
 	f.Evidence.Claims = e.claimFacts(p, ks, verdicts)
 	// The nearest node: the fewest devices to free.
-	best, bestShort := -1, 0
-	for _, i := range idx {
-		r := claimOf(verdicts[e.classOf(i)].now)
-		if short := r.Claim.Needed - r.Claim.Free; best < 0 || short < bestShort {
-			best, bestShort = i, short
+	best, bestK, bestShort := -1, -1, 0
+	for _, k := range ks {
+		r := claimOf(verdicts[k].now)
+		if short, i := r.Claim.Needed-r.Claim.Free, e.classes[k].nodes[0]; best < 0 || short < bestShort || (short == bestShort && i < best) {
+			best, bestK, bestShort = i, k, short
 		}
 	}
-	r := claimOf(verdicts[e.classOf(best)].now).Claim
+	r := claimOf(verdicts[bestK].now).Claim
 	var holders []*cluster.Pod
 	for _, h := range e.holders[best] {
 		if slices.ContainsFunc(h.Devices, func(d cluster.Device) bool {
@@ -339,15 +339,6 @@ func (e *engine) leastActiveFirst(pods []*cluster.Pod) {
 	})
 }
 
-// classOf is the class of node i.
-func (e *engine) classOf(i int) int {
-	for k, c := range e.classes {
-		if slices.Contains(c.nodes, i) {
-			return k
-		}
-	}
-	return -1
-}
 
 // claimPlacement: no node has enough devices that the class and the
 // selectors accept, even free. The fix names the nearest change: the
