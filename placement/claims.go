@@ -78,7 +78,7 @@ func keyOf(id string) deviceKey {
 // allocated, serve an extended resource (judged as that resource), or
 // were not evaluated (judged as the plain GPU request they stand for).
 func newClaimDemand(p *cluster.Pod) *claimDemand {
-	if p.NodeName != "" || len(p.Claims) == 0 {
+	if !JudgesClaims(p) {
 		return nil
 	}
 	var cd claimDemand
@@ -99,12 +99,11 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 			continue
 		}
 		for _, r := range c.Requests {
+			if !evaluated(&r) {
+				continue
+			}
 			cr := claimRequest{claim: name}
 			for _, alt := range r.Alternatives() {
-				if !alt.Evaluated {
-					cr.alts = nil
-					break
-				}
 				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts))}
 				if len(r.FirstAvailable) > 0 {
 					a.name = r.Name + "/" + alt.Name
@@ -120,13 +119,8 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 				}
 				cr.alts = append(cr.alts, a)
 			}
-			if len(cr.alts) > 0 {
-				cd.requests = append(cd.requests, cr)
-			}
+			cd.requests = append(cd.requests, cr)
 		}
-	}
-	if len(cd.missing) == 0 && len(cd.requests) == 0 {
-		return nil
 	}
 	return &cd
 }
@@ -135,7 +129,39 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 // nodes' DRA devices in place of its GPU request: the pod is pending and
 // has a claim that does not exist, or unallocated claims whose requests
 // the loader evaluated.
-func JudgesClaims(p *cluster.Pod) bool { return newClaimDemand(p) != nil }
+func JudgesClaims(p *cluster.Pod) bool {
+	if p.NodeName != "" {
+		return false
+	}
+	for _, c := range p.Claims {
+		if c.PodClaim == "" || len(c.Allocated) > 0 {
+			continue
+		}
+		if c.Missing {
+			return true
+		}
+		for i := range c.Requests {
+			if evaluated(&c.Requests[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// evaluated reports whether the loader evaluated every alternative of the
+// request.
+func evaluated(r *cluster.ClaimRequest) bool {
+	if len(r.FirstAvailable) == 0 {
+		return r.Evaluated
+	}
+	for i := range r.FirstAvailable {
+		if !r.FirstAvailable[i].Evaluated {
+			return false
+		}
+	}
+	return true
+}
 
 // draUnit is one DRA device of a node: a whole GPU (Slice -1) or a MIG
 // slice.
