@@ -339,7 +339,6 @@ func (e *engine) leastActiveFirst(pods []*cluster.Pod) {
 	})
 }
 
-
 // claimPlacement: no node has enough devices that the class and the
 // selectors accept, even free. The fix names the nearest change: the
 // class offered nowhere, the selectors that accept nothing (with the
