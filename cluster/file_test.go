@@ -245,8 +245,8 @@ func TestParseFileDRA(t *testing.T) {
 	if got := len(n.GPUs); got != 3 {
 		t.Fatalf("GPUs = %d, want 3", got)
 	}
-	if d := n.GPUs[1].DRA; d == nil || d.Device != "gpu-1" || d.Pool != "dra-1" || d.Driver != "gpu.nvidia.com" {
-		t.Errorf("GPU 1 DRA = %+v, want gpu.nvidia.com/dra-1/gpu-1", d)
+	if d := n.GPUs[1].DRA; d == nil || d.Device != "gpu-1" || d.Pool != "dra-1" || d.Driver != "gpu.nvidia.com" || n.GPUs[1].UUID != "GPU-dra-1-1" {
+		t.Errorf("GPU 1 DRA = %+v (UUID %q), want gpu.nvidia.com/dra-1/gpu-1, GPU-dra-1-1", d, n.GPUs[1].UUID)
 	}
 	mig := n.GPUs[2]
 	for i, sl := range mig.Layout {
@@ -303,6 +303,7 @@ func TestParseFileDRAErrors(t *testing.T) {
 		"nested":                {claim("{podClaim: c, requests: [{name: r, firstAvailable: [{name: s, firstAvailable: [{name: t}]}]}]}"), "alternatives cannot nest"},
 		"bad capacity":          {claim("{podClaim: c, name: c, allocated: [{request: r, driver: d, pool: p, device: x, consumedCapacity: {memory: lots}}]}"), `consumedCapacity.memory: "lots" is not a quantity`},
 		"no device id":          {claim("{podClaim: c, name: c, allocated: [{request: r, driver: d}]}"), "driver, pool and device are all needed"},
+		"uuid not dra":          {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1, uuid: GPU-1}]}\n", "uuid: given for a GPU group without dra"},
 		"not evaluated":         {claim("{podClaim: c, requests: [{name: r, deviceClass: g, count: 1, accepts: [d/p/x]}]}"), "accepts: given for a request that is not evaluated"},
 		"bad accept":            {claim("{podClaim: c, requests: [{name: r, deviceClass: g, count: 1, evaluated: true, accepts: [d/x]}]}"), `accepts[0]: "d/x" is not a DRA device ID`},
 		"missing with requests": {claim("{podClaim: c, missing: true, requests: [{name: r, deviceClass: g, count: 1}]}"), "missing: a claim that does not exist has no requests"},
