@@ -63,10 +63,10 @@ const ClaimMissing Cause = "claim-missing"
 // claims would be allocated, or no node has enough devices that the class
 // and selectors accept); other.
 func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand) error {
-	relaxed, err := placement.NewDemand(relaxPod(p), e.s.Catalogue)
-	if err != nil {
-		return err
-	}
+	// The pod without its rules, made when a node's rules stop it: most
+	// DRA nodes have none, and each demand holds the claims' accepted
+	// devices.
+	var relaxed *placement.Demand
 	verdicts := make([]classVerdict, len(e.classes))
 	stock := make([]statusGroup, len(e.classes))
 	stockOK := true
@@ -89,6 +89,12 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			selectorError = r.Detail
 		}
 		if v.rules = ruleReasons(v.now); len(v.rules) > 0 {
+			if relaxed == nil {
+				var err error
+				if relaxed, err = placement.NewDemand(relaxPod(p), e.s.Catalogue); err != nil {
+					return err
+				}
+			}
 			if _, rs := placement.Fit(relaxed, cur); len(rs) == 0 {
 				v.place = true
 				placeK = append(placeK, k)
