@@ -26,6 +26,10 @@ type DRADevice struct {
 	// Shared: the device allows multiple allocations
 	// (allowMultipleAllocations), so several claims may hold a share of it.
 	Shared bool `json:"shared,omitempty"`
+	// Product is the device's product name attribute as the driver
+	// publishes it (NVIDIA's productName, e.g. "NVIDIA H100 80GB HBM3"),
+	// which claims' selectors compare with; empty when unknown.
+	Product string `json:"product,omitempty"`
 }
 
 // Names lists the DRA device names behind the GPU: the whole device and the
@@ -57,6 +61,10 @@ type Claim struct {
 	// Allocated holds the devices of the claim's allocation
 	// (status.allocation.devices.results); empty while unallocated.
 	Allocated []ClaimDevice `json:"allocated,omitempty"`
+	// Missing: the ResourceClaim (or, while the claim is not made yet,
+	// its ResourceClaimTemplate) does not exist, so no scheduler
+	// considers the pod until it does.
+	Missing bool `json:"missing,omitempty"`
 }
 
 // ClaimRequest is one request of a claim (spec.devices.requests): exactly
@@ -73,6 +81,29 @@ type ClaimRequest struct {
 	// FirstAvailable are the alternatives, in order of preference, each
 	// with its own device class, count and selectors.
 	FirstAvailable []ClaimRequest `json:"firstAvailable,omitempty"`
+	// Evaluated: the loader judged the class and the selectors against
+	// every DRA device of the snapshot with the kube-scheduler's own CEL
+	// evaluator, and Accepts and SelectorErrors hold the answer (empty
+	// Accepts: no device). A request that was not evaluated is judged as
+	// the plain GPU request it stands for. With alternatives, each
+	// alternative carries its own answer.
+	Evaluated bool `json:"evaluated,omitempty"`
+	// Accepts are the DeviceIDs that the class and the selectors select,
+	// sorted.
+	Accepts []string `json:"accepts,omitempty"`
+	// SelectorErrors maps a DeviceID to the allocator's error when a
+	// selector fails to evaluate on that device (a CEL runtime error): the
+	// kube-scheduler aborts the pod's scheduling cycle with it.
+	SelectorErrors map[string]string `json:"selectorErrors,omitempty"`
+}
+
+// Alternatives are the requests to try in order: the alternatives of a
+// request with firstAvailable, else the request itself.
+func (r *ClaimRequest) Alternatives() []ClaimRequest {
+	if len(r.FirstAvailable) > 0 {
+		return r.FirstAvailable
+	}
+	return []ClaimRequest{*r}
 }
 
 // ClaimDevice is one device of a claim's allocation.

@@ -72,6 +72,9 @@ func checkClaim(c *Claim) error {
 			}
 		}
 	}
+	if c.Missing && (len(c.Requests) > 0 || len(c.Allocated) > 0) {
+		return fmt.Errorf("missing: a claim that does not exist has no requests or allocation")
+	}
 	if len(c.Allocated) > 0 && c.Name == "" {
 		return fmt.Errorf("name: missing for an allocated claim (the ResourceClaim's name)")
 	}
@@ -89,8 +92,8 @@ func checkClaimRequest(r *ClaimRequest, top bool) error {
 		if !top {
 			return fmt.Errorf("firstAvailable: alternatives cannot nest")
 		}
-		if r.DeviceClass != "" || r.Count != 0 || r.All || len(r.Selectors) > 0 {
-			return fmt.Errorf("firstAvailable: a request with alternatives has no deviceClass, count, all or selectors of its own")
+		if r.DeviceClass != "" || r.Count != 0 || r.All || len(r.Selectors) > 0 || r.Evaluated || len(r.Accepts) > 0 || len(r.SelectorErrors) > 0 {
+			return fmt.Errorf("firstAvailable: a request with alternatives has no deviceClass, count, all, selectors or evaluation of its own (each alternative has them)")
 		}
 		for i := range r.FirstAvailable {
 			if err := checkClaimRequest(&r.FirstAvailable[i], false); err != nil {
@@ -107,6 +110,33 @@ func checkClaimRequest(r *ClaimRequest, top bool) error {
 	}
 	if !r.All && r.Count == 0 {
 		return fmt.Errorf("count: missing (want 1..64, or all: true)")
+	}
+	if !r.Evaluated && (len(r.Accepts) > 0 || len(r.SelectorErrors) > 0) {
+		return fmt.Errorf("accepts: given for a request that is not evaluated; set evaluated: true")
+	}
+	for i, id := range r.Accepts {
+		if err := checkDeviceID(id); err != nil {
+			return fmt.Errorf("accepts[%d]: %w", i, err)
+		}
+	}
+	for id, msg := range r.SelectorErrors {
+		if err := checkDeviceID(id); err != nil {
+			return fmt.Errorf("selectorErrors: %w", err)
+		}
+		if msg == "" {
+			return fmt.Errorf("selectorErrors.%s: the error is empty", id)
+		}
+	}
+	return nil
+}
+
+// checkDeviceID checks a DeviceID: driver/pool/device, none empty (a pool
+// name may itself have slashes).
+func checkDeviceID(id string) error {
+	driver, rest, ok := strings.Cut(id, "/")
+	i := strings.LastIndex(rest, "/")
+	if !ok || driver == "" || i <= 0 || i == len(rest)-1 {
+		return fmt.Errorf("%q is not a DRA device ID driver/pool/device", id)
 	}
 	return nil
 }

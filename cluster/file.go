@@ -117,6 +117,9 @@ type FileGPUGroup struct {
 	// DRA (v1alpha2): the GPU is offered through a ResourceSlice, as this
 	// device; the group then has count 1.
 	DRA *DRADevice `json:"dra,omitempty"`
+	// UUID (DRA groups only) is the GPU's UUID as its ResourceSlice
+	// publishes it, which joins its metrics to the claims that hold it.
+	UUID string `json:"uuid,omitempty"`
 }
 
 // FilePod is a pod in the snapshot file.
@@ -338,6 +341,9 @@ func (g *FileGPUGroup) gpus(c *gpu.Catalogue, first int) ([]GPU, error) {
 		}
 		dra := *g.DRA
 		proto.DRA = &dra
+		proto.UUID = g.UUID
+	} else if g.UUID != "" {
+		return nil, fmt.Errorf("uuid: given for a GPU group without dra; only a DRA device's group names its GPU")
 	}
 	switch sharing {
 	case TimeSliced, MPS:
@@ -532,6 +538,9 @@ func ToFile(s *Snapshot) *File {
 		fn := FileNode{Name: n.Name, CPU: FormatCPU(n.CPU), Memory: FormatMemory(n.Memory), Labels: n.Labels, Taints: n.Taints, Unschedulable: n.Unschedulable, Pods: n.MaxPods}
 		for _, g := range n.GPUs {
 			grp := FileGPUGroup{Model: g.Model.Name, Count: 1, Replicas: g.Replicas, SharedResource: g.SharedResource, Unlisted: g.Model.Unlisted, DRA: g.DRA}
+			if g.DRA != nil {
+				grp.UUID = g.UUID
+			}
 			if g.Sharing != Exclusive {
 				grp.Sharing = g.Sharing.String()
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpupack/gpupack/gpu"
 )
@@ -117,6 +118,8 @@ func FuzzParseFile(f *testing.F) {
 	data, _ := os.ReadFile("testdata/small.yaml")
 	f.Add(data)
 	f.Add([]byte("apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: n, cpu: 1, memory: 1Gi}]\n"))
+	dra, _ := os.ReadFile("testdata/dra.yaml")
+	f.Add(dra)
 	head := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\n"
 	for _, seed := range []string{
 		head + "nodes: [{name: n, cpu: \"1\", memory: 1Gi, gpus: [{model: T4, count: \"8\"}]}]\n",
@@ -137,8 +140,18 @@ func FuzzParseFile(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := MarshalFile(s); err != nil {
+		out, err := MarshalFile(s)
+		if err != nil {
 			t.Fatalf("parsed snapshot cannot be written: %v", err)
+		}
+		again, err := ParseFile(out, "again", gpu.Default())
+		if err != nil {
+			t.Fatalf("written snapshot cannot be read back: %v\n%s", err, out)
+		}
+		for i := range s.Pods {
+			if diff := cmp.Diff(s.Pods[i].Claims, again.Pods[i].Claims, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("pod %d's claims changed in the round trip (-first +second):\n%s", i, diff)
+			}
 		}
 	})
 }
@@ -239,8 +252,8 @@ func TestParseFileDRA(t *testing.T) {
 	if got := len(n.GPUs); got != 3 {
 		t.Fatalf("GPUs = %d, want 3", got)
 	}
-	if d := n.GPUs[1].DRA; d == nil || d.Device != "gpu-1" || d.Pool != "dra-1" || d.Driver != "gpu.nvidia.com" {
-		t.Errorf("GPU 1 DRA = %+v, want gpu.nvidia.com/dra-1/gpu-1", d)
+	if d := n.GPUs[1].DRA; d == nil || d.Device != "gpu-1" || d.Pool != "dra-1" || d.Driver != "gpu.nvidia.com" || n.GPUs[1].UUID != "GPU-dra-1-1" {
+		t.Errorf("GPU 1 DRA = %+v (UUID %q), want gpu.nvidia.com/dra-1/gpu-1, GPU-dra-1-1", d, n.GPUs[1].UUID)
 	}
 	mig := n.GPUs[2]
 	for i, sl := range mig.Layout {
@@ -286,17 +299,21 @@ func TestParseFileDRAErrors(t *testing.T) {
 		return head + "nodes: []\npods: [{name: p, claims: [" + c + "]}]\n"
 	}
 	cases := map[string]struct{ doc, want string }{
-		"count":          {strings.Replace(dev("{driver: d, pool: p, device: x}"), "count: 1", "count: 2", 1), "a DRA device is one GPU; count is 2"},
-		"no driver":      {dev("{pool: p, device: x}"), "nodes[0]: gpus[0]: dra: driver: missing"},
-		"no device":      {dev("{driver: d, pool: p}"), "dra: device: missing"},
-		"slices not mig": {dev("{driver: d, pool: p, sliceDevices: [a]}"), "sliceDevices: given but sharing is exclusive"},
-		"twice":          {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1, dra: {driver: d, pool: p, device: x}}, {model: T4, count: 1, dra: {driver: d, pool: p, device: x}}]}\n", "DRA device d/p/x is offered twice"},
-		"no podClaim":    {claim("{name: c}"), "pods[0] (p): claims[0]: podClaim: give exactly one of podClaim"},
-		"no class":       {claim("{podClaim: c, requests: [{name: r, count: 1}]}"), "requests[0]: deviceClass: missing"},
-		"no count":       {claim("{podClaim: c, requests: [{name: r, deviceClass: g}]}"), "requests[0]: count: missing"},
-		"nested":         {claim("{podClaim: c, requests: [{name: r, firstAvailable: [{name: s, firstAvailable: [{name: t}]}]}]}"), "alternatives cannot nest"},
-		"bad capacity":   {claim("{podClaim: c, name: c, allocated: [{request: r, driver: d, pool: p, device: x, consumedCapacity: {memory: lots}}]}"), `consumedCapacity.memory: "lots" is not a quantity`},
-		"no device id":   {claim("{podClaim: c, name: c, allocated: [{request: r, driver: d}]}"), "driver, pool and device are all needed"},
+		"count":                 {strings.Replace(dev("{driver: d, pool: p, device: x}"), "count: 1", "count: 2", 1), "a DRA device is one GPU; count is 2"},
+		"no driver":             {dev("{pool: p, device: x}"), "nodes[0]: gpus[0]: dra: driver: missing"},
+		"no device":             {dev("{driver: d, pool: p}"), "dra: device: missing"},
+		"slices not mig":        {dev("{driver: d, pool: p, sliceDevices: [a]}"), "sliceDevices: given but sharing is exclusive"},
+		"twice":                 {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1, dra: {driver: d, pool: p, device: x}}, {model: T4, count: 1, dra: {driver: d, pool: p, device: x}}]}\n", "DRA device d/p/x is offered twice"},
+		"no podClaim":           {claim("{name: c}"), "pods[0] (p): claims[0]: podClaim: give exactly one of podClaim"},
+		"no class":              {claim("{podClaim: c, requests: [{name: r, count: 1}]}"), "requests[0]: deviceClass: missing"},
+		"no count":              {claim("{podClaim: c, requests: [{name: r, deviceClass: g}]}"), "requests[0]: count: missing"},
+		"nested":                {claim("{podClaim: c, requests: [{name: r, firstAvailable: [{name: s, firstAvailable: [{name: t}]}]}]}"), "alternatives cannot nest"},
+		"bad capacity":          {claim("{podClaim: c, name: c, allocated: [{request: r, driver: d, pool: p, device: x, consumedCapacity: {memory: lots}}]}"), `consumedCapacity.memory: "lots" is not a quantity`},
+		"no device id":          {claim("{podClaim: c, name: c, allocated: [{request: r, driver: d}]}"), "driver, pool and device are all needed"},
+		"uuid not dra":          {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1, uuid: GPU-1}]}\n", "uuid: given for a GPU group without dra"},
+		"not evaluated":         {claim("{podClaim: c, requests: [{name: r, deviceClass: g, count: 1, accepts: [d/p/x]}]}"), "accepts: given for a request that is not evaluated"},
+		"bad accept":            {claim("{podClaim: c, requests: [{name: r, deviceClass: g, count: 1, evaluated: true, accepts: [d/x]}]}"), `accepts[0]: "d/x" is not a DRA device ID`},
+		"missing with requests": {claim("{podClaim: c, missing: true, requests: [{name: r, deviceClass: g, count: 1}]}"), "missing: a claim that does not exist has no requests"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

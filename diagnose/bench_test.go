@@ -204,3 +204,55 @@ func BenchmarkDiagnose5000x8Spread(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDiagnoseDRA diagnoses 200 pending pods with ResourceClaims on
+// 1,000 nodes of 8 GPUs offered through DRA (every node its own pool, so
+// no two nodes share a class), most GPUs held: claims that any H100
+// serves, that a selector matches to none, that ask for 16 on one node,
+// and of a class no node offers.
+func BenchmarkDiagnoseDRA(b *testing.B) {
+	c := gpu.Default()
+	m := c.MustLookup("H100-80GB")
+	var ns []*cluster.Node
+	var pods []*cluster.Pod
+	var all []string
+	for i := range 1000 {
+		n := &cluster.Node{Name: fmt.Sprintf("dra-%d", i), CPU: 96000, Memory: gpu.GiB(1024)}
+		for g := range 8 {
+			dev := fmt.Sprintf("gpu-%d", g)
+			n.GPUs = append(n.GPUs, cluster.GPU{Index: g, Model: m, Memory: m.Usable, Sharing: cluster.Exclusive,
+				DRA: &cluster.DRADevice{Driver: "gpu.nvidia.com", Pool: n.Name, Device: dev, Classes: []string{"gpu.nvidia.com"}, Product: "NVIDIA H100 80GB HBM3"}})
+			all = append(all, cluster.DeviceID("gpu.nvidia.com", n.Name, dev))
+			if g < 8-i%3 {
+				pods = append(pods, &cluster.Pod{Namespace: "ml", Name: fmt.Sprintf("run-%d-%d", i, g), CPU: 4000, NodeName: n.Name,
+					GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1}, Devices: []cluster.Device{{GPU: g, Slice: -1}}})
+			}
+		}
+		ns = append(ns, n)
+	}
+	shapes := []cluster.ClaimRequest{
+		{Name: "gpu", DeviceClass: "gpu.nvidia.com", Count: 1, Evaluated: true, Accepts: all},
+		{Name: "gpu", DeviceClass: "gpu.nvidia.com", Count: 1, Evaluated: true, Selectors: []string{"device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"}},
+		{Name: "gpu", DeviceClass: "gpu.nvidia.com", Count: 16, Evaluated: true, Accepts: all},
+		{Name: "gpu", DeviceClass: "tpu.example.com", Count: 1, Evaluated: true},
+	}
+	for i := range 200 {
+		name := fmt.Sprintf("wait-%d", i)
+		pods = append(pods, &cluster.Pod{Namespace: "ml", Name: name, CPU: 1000, GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1},
+			Claims: []cluster.Claim{{Name: name, PodClaim: "gpu", Requests: []cluster.ClaimRequest{shapes[i%len(shapes)]}}}})
+	}
+	s, err := cluster.NewSnapshot(c, ns, pods)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		rep, err := Diagnose(s, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rep.Findings) != 200 {
+			b.Fatalf("%d findings", len(rep.Findings))
+		}
+	}
+}

@@ -136,7 +136,7 @@ func TestGroupedPodsSameFinding(t *testing.T) {
 }
 
 func TestCausesOrder(t *testing.T) {
-	want := []Cause{QuotaExhausted, Gated, NoScheduler, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
+	want := []Cause{QuotaExhausted, Gated, NoScheduler, ClaimMissing, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
 	if !slices.Equal(Causes(), want) {
 		t.Errorf("Causes() = %v, want %v", Causes(), want)
 	}

@@ -53,7 +53,7 @@ const (
 
 // Causes lists every cause in checking order.
 func Causes() []Cause {
-	return []Cause{QuotaExhausted, Gated, NoScheduler, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
+	return []Cause{QuotaExhausted, Gated, NoScheduler, ClaimMissing, Allocation, Memory, Placement, Application, NoSuchHardware, Other}
 }
 
 // Report is the diagnosis of a snapshot.
@@ -155,6 +155,9 @@ type Evidence struct {
 	// Kueue is what Kueue's objects say about a pod that its admission
 	// gate holds (gated), when the snapshot has them.
 	Kueue *KueueFacts `json:"kueue,omitempty"`
+	// Claims are the requests of the pod's ResourceClaims that no node
+	// serves, with what the cluster offers them (allocation, placement).
+	Claims []ClaimFacts `json:"claims,omitempty"`
 }
 
 // Blocking is one reason that stops the pod, with its figures, and the
@@ -401,6 +404,9 @@ func (e *engine) rep(k int) *placement.NodeState { return e.states[e.classes[k].
 
 // fingerprint identifies pods that get the same finding but for their name.
 func (e *engine) fingerprint(p *cluster.Pod) string {
+	if placement.JudgesClaims(p) {
+		return p.Key() // the finding names the pod's own claims
+	}
 	facts, ok := e.usage.Pods[p.Key()]
 	var model vram.ModelSpec
 	if facts.Model != nil {
@@ -465,7 +471,7 @@ type classVerdict struct {
 
 func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	f := Finding{Pod: p.Key(), Request: p.GPU.String()}
-	if !p.WantsGPU() {
+	if !p.WantsGPU() && len(missingClaims(p)) == 0 {
 		f.Note = "no GPU request; skipped (not a GPU pod, so not diagnosed)"
 		return f, nil
 	}
@@ -473,6 +479,9 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	d, err := placement.NewDemand(p, c)
 	if err != nil {
 		return f, err
+	}
+	if placement.JudgesClaims(p) {
+		return f, e.diagnoseClaims(&f, p, d)
 	}
 	facts := e.usage.Pods[p.Key()]
 	need := memoryNeed(p, facts, c)

@@ -39,6 +39,9 @@ import (
 //   - GPUs short where preemption cannot help: no such hardware, or
 //     placement (the node's configuration offers its GPUs under another
 //     resource, or a MIG layout lacks the profile), or memory.
+//   - "cannot allocate all claims" (the DynamicResources filter, for pods
+//     with ResourceClaims): allocation or placement; the filter says the
+//     same whether the devices are held or none is accepted.
 //   - CPU, memory or pods short somewhere, or nothing GPU-related:
 //     quota/other, or no such hardware where preemption cannot help.
 func SchedulerCauses(message string) []Cause {
@@ -47,9 +50,11 @@ func SchedulerCauses(message string) []Cause {
 	if !ok {
 		return nil
 	}
-	var gpuShort, migShort, ruled, spread, other int
+	var gpuShort, migShort, ruled, spread, claims, other int
 	for _, part := range parts {
 		switch {
+		case part.words == reasonClaims:
+			claims += part.nodes
 		case isResolvableRuleWords(part.words):
 			spread += part.nodes
 		case strings.HasPrefix(part.words, "Insufficient nvidia.com/mig-"):
@@ -82,6 +87,11 @@ func SchedulerCauses(message string) []Cause {
 			}
 		}
 	}
+	if claims > 0 {
+		// The DRA filter's one answer, whatever the request lacks: devices
+		// held, or none that the class and selectors accept.
+		add(Allocation, Placement)
+	}
 	if allocPossible {
 		add(Allocation, Memory)
 	}
@@ -108,7 +118,7 @@ func SchedulerCauses(message string) []Cause {
 			// too small in CPU or memory is hardware too.
 			add(NoSuchHardware)
 		}
-		if other > 0 || ruled > 0 || gpuShort == 0 {
+		if other > 0 || ruled > 0 || (gpuShort == 0 && claims == 0) {
 			add(Other)
 		}
 	}

@@ -49,6 +49,14 @@ func TestSchedulerCauses(t *testing.T) {
 			message: "0/5 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated taint {gpu: reserved}. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.",
 			want:    []Cause{Placement, NoSuchHardware, Other},
 		},
+		"DRA claims, v1.37.2 verbatim": {
+			message: "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Placement},
+		},
+		"DRA claims and a taint": {
+			message: "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 cannot allocate all claims. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+			want:    []Cause{Allocation, Placement, NoSuchHardware, Other},
+		},
 		"cordoned nodes and CPU": {
 			message: "0/4 nodes are available: 1 node(s) were unschedulable, 3 Insufficient cpu.",
 			want:    []Cause{Placement, NoSuchHardware, Other},

@@ -28,7 +28,10 @@ const (
 	reasonAffinity      = "node(s) didn't match Pod's node affinity/selector"
 	reasonNoVictims     = "No preemption victims found for incoming pod"
 	reasonNotHelpful    = "Preemption is not helpful for scheduling"
-	noNodesAvailable    = "no nodes available to schedule pods"
+	// reasonClaims is the DynamicResources filter's (v1.37.2) for every
+	// node where a pod's claims cannot be allocated.
+	reasonClaims     = "cannot allocate all claims"
+	noNodesAvailable = "no nodes available to schedule pods"
 )
 
 // FitErrorMessage words the FailedScheduling message of the stock
@@ -163,17 +166,23 @@ func stockGPUs(st *placement.NodeState, resource string) (allocatable, requested
 // reasons for the pod's request as the scheduler sees it on this node; the
 // selector, affinity, CPU and memory checks are read from them. A pod's
 // gpuModels stands for a node selector on the GPU product label, which is
-// how a Kubernetes pod pins a GPU model. It returns false when the request
-// or the node's GPUs are in a form the stock scheduler cannot count.
+// how a Kubernetes pod pins a GPU model. For a pod whose claims placement
+// judges, the DynamicResources filter comes last, in its own words. It
+// returns false when the request or the node's GPUs are in a form the
+// stock scheduler cannot count.
 func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason) (NodeStatus, bool) {
 	n := st.Node
-	resource, want, ok := stockResource(p.GPU)
-	if !ok {
-		return NodeStatus{}, false
-	}
-	allocatable, requested, ok := stockGPUs(st, resource)
-	if !ok {
-		return NodeStatus{}, false
+	claims := placement.JudgesClaims(p)
+	var resource string
+	var want, allocatable, requested int64
+	if !claims {
+		var ok bool
+		if resource, want, ok = stockResource(p.GPU); !ok {
+			return NodeStatus{}, false
+		}
+		if allocatable, requested, ok = stockGPUs(st, resource); !ok {
+			return NodeStatus{}, false
+		}
 	}
 	unresolvable := func(reasons ...string) NodeStatus { return NodeStatus{Reasons: reasons, Unresolvable: true} }
 	has := func(codes ...placement.Code) bool {
@@ -189,7 +198,7 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 		return unresolvable(reasonTaint), true
 	case has(placement.NodeSelectorMismatch, placement.NodeAffinityMismatch):
 		return unresolvable(reasonAffinity), true
-	case len(p.GPUModels) > 0 && !n.HasGPUModel(p.GPUModels):
+	case !claims && len(p.GPUModels) > 0 && !n.HasGPUModel(p.GPUModels):
 		return unresolvable(reasonAffinity), true
 	}
 	var out NodeStatus
@@ -200,6 +209,21 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 			out.Reasons = append(out.Reasons, r.Message())
 			out.Unresolvable = out.Unresolvable || r.Unresolvable
 		}
+	}
+	if claims {
+		// DynamicResources filters after NodeResourcesFit. A selector that
+		// fails to evaluate aborts the cycle, and a missing claim keeps
+		// the pod from the filters: neither has a node status.
+		if len(out.Reasons) > 0 {
+			return out, true
+		}
+		if r := claimOf(rs); r != nil {
+			if r.Code != placement.ClaimUnallocatable {
+				return NodeStatus{}, false
+			}
+			return unresolvable(r.Message()), true
+		}
+		return out, true
 	}
 	if want > allocatable-requested {
 		out.Reasons = append(out.Reasons, "Insufficient "+resource)

@@ -14,6 +14,16 @@ import (
 // failing check, in the order the kube-scheduler's filters would find them.
 func Fit(d *Demand, s *NodeState) (Assignment, []Reason) {
 	reasons := nodeReasons(d, s)
+	if d.claims != nil {
+		// The DynamicResources filter comes after PodTopologySpread and
+		// InterPodAffinity in the default profile.
+		if d.topo != nil {
+			if r, fails := d.topo.reason(s.Node, true); fails {
+				reasons = append(reasons, r)
+			}
+		}
+		return fitClaims(d, s, reasons)
+	}
 	var h []int
 	if d.Devices > 0 {
 		var hosts [maxStackGPUs]int
@@ -47,6 +57,9 @@ func Fits(d *Demand, s *NodeState) bool {
 // affinity, taints, CPU, memory) for a caller that has made them already,
 // as the kube-scheduler's own filters do before the scheduler plugin's.
 func FitsGPUs(d *Demand, s *NodeState) bool {
+	if d.claims != nil {
+		return claimsFit(d, s)
+	}
 	if d.Devices == 0 {
 		return true
 	}

@@ -35,6 +35,16 @@ const (
 	PodAffinityMismatch     Code = "PodAffinityMismatch"
 	PodAntiAffinityMismatch Code = "PodAntiAffinityMismatch"
 	ExistingAntiAffinity    Code = "ExistingPodsAntiAffinity"
+	// ClaimUnallocatable: a request of the pod's ResourceClaims finds too
+	// few free devices that its class and selectors accept (Claim says
+	// which and how many).
+	ClaimUnallocatable Code = "ClaimUnallocatable"
+	// ClaimSelectorError: a selector of the claim or its class fails to
+	// evaluate on a device of the node (Detail: the allocator's error).
+	ClaimSelectorError Code = "ClaimSelectorError"
+	// ClaimNotFound: a ResourceClaim of the pod (or its template) does not
+	// exist.
+	ClaimNotFound Code = "ClaimNotFound"
 )
 
 // Reason says why a pod does not fit one node, as data. Quantities are in
@@ -56,6 +66,8 @@ type Reason struct {
 	// Term is, for a reason of a spread constraint or a pod
 	// (anti-)affinity term of the pod, its index in the pod's list.
 	Term int `json:",omitempty"`
+	// Claim is set for ClaimUnallocatable.
+	Claim *ClaimShortfall `json:",omitempty"`
 }
 
 // Message words the reason as the kube-scheduler does where it has words
@@ -90,6 +102,14 @@ func (r Reason) Message() string {
 		return "node(s) didn't match pod anti-affinity rules"
 	case ExistingAntiAffinity:
 		return "node(s) didn't satisfy existing pods anti-affinity rules"
+	case ClaimUnallocatable:
+		// The dynamicresources filter's words (kube-scheduler v1.37.2,
+		// pkg/scheduler/framework/plugins/dynamicresources, Filter).
+		return "cannot allocate all claims"
+	case ClaimSelectorError:
+		return r.Detail
+	case ClaimNotFound:
+		return "resourceclaim not found"
 	}
 	return string(r.Code)
 }
@@ -100,7 +120,7 @@ func (r Reason) String() string {
 	if r.Unit != "" {
 		s += fmt.Sprintf(" (requested %d, free %d, capacity %d %s)", r.Requested, r.Free, r.Capacity, r.Unit)
 	}
-	if r.Detail != "" && r.Code != TaintNotTolerated {
+	if r.Detail != "" && r.Code != TaintNotTolerated && r.Code != ClaimSelectorError {
 		s += ": " + r.Detail
 	}
 	return s

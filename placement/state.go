@@ -27,6 +27,9 @@ type Demand struct {
 	// topo is what PreFilter found of the cluster for the pod's
 	// cross-node rules; nil when there are none.
 	topo *topology
+	// claims are the pending pod's ResourceClaims that Fit judges in
+	// place of GPU; nil for most pods.
+	claims *claimDemand
 }
 
 // modelSet is a set of catalogue model indices; the zero value is "any".
@@ -47,7 +50,7 @@ func (s modelSet) has(m *gpu.Model) bool {
 // names in GPUModels are an error: silently ignoring one would widen the
 // pod's constraint.
 func NewDemand(p *cluster.Pod, c *gpu.Catalogue) (*Demand, error) {
-	d := &Demand{Pod: p, CPU: p.CPU, Memory: p.Memory, GPU: p.GPU, Devices: 1}
+	d := &Demand{Pod: p, CPU: p.CPU, Memory: p.Memory, GPU: p.GPU, Devices: 1, claims: newClaimDemand(p)}
 	switch p.GPU.Kind {
 	case cluster.NoGPU:
 		d.Devices = 0
@@ -103,12 +106,19 @@ type DemandKey struct {
 	models      string
 	isolation   cluster.Isolation
 	tenant      string
+	// claims is the pod's key when Fit judges its claims, which no other
+	// pod shares.
+	claims string
 }
 
 // Key returns the demand's DemandKey.
 func (d *Demand) Key() DemandKey {
-	return DemandKey{cpu: d.CPU, memory: d.Memory, request: d.GPU, perGPUMilli: d.PerGPUMilli, devices: d.Devices,
+	k := DemandKey{cpu: d.CPU, memory: d.Memory, request: d.GPU, perGPUMilli: d.PerGPUMilli, devices: d.Devices,
 		models: modelsKey(d), isolation: d.Pod.Isolation, tenant: d.Pod.TenantName()}
+	if d.claims != nil {
+		k.claims = d.Pod.Key()
+	}
+	return k
 }
 
 // GPUState is what is taken of one GPU.
@@ -324,6 +334,17 @@ func (s *NodeState) AppendKeyOmitting(b []byte, omit map[string]bool) []byte {
 		b = strconv.AppendBool(append(b, ','), st.mixed)
 		b = strconv.AppendQuote(append(b, ','), st.Tenant)
 		b = append(b, g.Layout.String()...)
+		if g.DRA != nil {
+			// Claims name DRA devices, so the device names count.
+			b = strconv.AppendQuote(append(b, '@'), g.DRA.Driver+"/"+g.DRA.Pool+"/"+g.DRA.Device)
+			for _, name := range g.DRA.SliceDevices {
+				b = strconv.AppendQuote(append(b, ','), name)
+			}
+			for _, class := range g.DRA.Classes {
+				b = strconv.AppendQuote(append(b, ';'), class)
+			}
+			b = strconv.AppendBool(b, g.DRA.Shared)
+		}
 	}
 	return b
 }

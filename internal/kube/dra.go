@@ -94,7 +94,13 @@ type draView struct {
 	claims   map[string]*resourcev1.ResourceClaim // by namespace/name
 	// base is, by node, the index of its first DRA GPU: the device
 	// plugin's GPUs come first.
-	base     map[string]int
+	base map[string]int
+	// read: the DRA objects were listed, so a claim or template not
+	// among them does not exist.
+	read bool
+	// devices are the devices read as GPUs or MIG slices, which claims'
+	// requests are judged against.
+	devices  []*draDevice
 	warnings []string
 }
 
@@ -151,8 +157,14 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 	for _, claim := range objs.Claims {
 		v.claims[claim.Namespace+"/"+claim.Name] = claim
 	}
+	v.read = true
 	devices := v.currentDevices(objs.Slices, nodes)
 	v.addGPUs(c, devices, nodes)
+	for _, d := range devices {
+		if _, ok := v.locations[d.id()]; ok {
+			v.devices = append(v.devices, d)
+		}
+	}
 	return v
 }
 
@@ -217,10 +229,13 @@ func (cl *draClass) selects(d *draDevice) (bool, error) {
 	}
 	in := dracel.Device{Driver: d.slice.Spec.Driver, AllowMultipleAllocations: d.device.AllowMultipleAllocations,
 		Attributes: d.device.Attributes, Capacity: d.device.Capacity}
-	for _, sel := range cl.selectors {
+	for i, sel := range cl.selectors {
 		ok, _, err := sel.DeviceMatches(context.Background(), in)
-		if err != nil || !ok {
-			return false, err
+		if err != nil {
+			return false, fmt.Errorf("class %s: selector #%d on device %s: CEL runtime error: %w", cl.class.Name, i, d.id(), dracel.EnhanceRuntimeError(err))
+		}
+		if !ok {
+			return false, nil
 		}
 	}
 	return true, nil
@@ -233,7 +248,7 @@ func (v *draView) classesOf(d *draDevice) []string {
 		cl := v.classes[name]
 		ok, err := cl.selects(d)
 		if err != nil {
-			v.warnings = append(v.warnings, fmt.Sprintf("DeviceClass %s: evaluating its selectors on device %s failed (%v); taken as not selecting it", name, d.id(), err))
+			v.warnings = append(v.warnings, fmt.Sprintf("DeviceClass %s: evaluating its selectors failed (%v); taken as not selecting the device", name, err))
 		}
 		if ok {
 			out = append(out, name)
@@ -290,7 +305,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 				mem = m.Usable
 			}
 			g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
-				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d)}}
+				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct)}}
 			if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
 				g.Sharing = cluster.Fractional
 				g.DRA.Shared = true
@@ -350,7 +365,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			profiles = append(profiles, d.str(draAttrProfile))
 			names = append(names, d.device.Name)
 		}
-		dra := &cluster.DRADevice{Driver: first.slice.Spec.Driver, Pool: first.slice.Spec.Pool.Name, Classes: v.classesOf(first)}
+		dra := &cluster.DRADevice{Driver: first.slice.Spec.Driver, Pool: first.slice.Spec.Pool.Name, Classes: v.classesOf(first), Product: first.str(draAttrProduct)}
 		var layout gpu.Layout
 		var err error
 		if m.MIG == nil {
@@ -448,9 +463,11 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 				c.Requests = claimRequests(t.Spec.Spec.Devices.Requests)
 			} else {
 				warn("ResourceClaimTemplate %s (claim %s) was not listed; its requests are unknown", c.Template, pc.Name)
+				c.Missing = v.read
 			}
 		case c.Name != "":
 			warn("ResourceClaim %s (claim %s) was not listed; its requests are unknown", c.Name, pc.Name)
+			c.Missing = v.read
 		}
 		claims = append(claims, found{c, obj})
 	}
@@ -520,7 +537,84 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 	if out.GPU.Kind == cluster.NoGPU {
 		out.GPU = v.claimRequest(out.Claims)
 	}
+	if out.NodeName == "" {
+		for i := range out.Claims {
+			if c := &out.Claims[i]; c.PodClaim != "" && len(c.Allocated) == 0 {
+				v.evaluate(p.Namespace, c)
+			}
+		}
+	}
 	return warnings
+}
+
+// evaluate judges each request of an unallocated claim against every
+// device read, as the kube-scheduler's allocator selects devices
+// (structured/internal/stable, isSelectable and selectorsMatch, v0.37.2):
+// the class's selectors first, then the request's, with the upstream CEL
+// evaluator; a selector that fails to evaluate is recorded with the
+// allocator's own error. A request whose class was not listed, or selects
+// no GPU (gpupack reads only GPUs), is left unevaluated.
+func (v *draView) evaluate(namespace string, c *cluster.Claim) {
+	claimName := namespace + "/" + cmp.Or(c.Name, c.PodClaim)
+	for i := range c.Requests {
+		r := &c.Requests[i]
+		alts := []*cluster.ClaimRequest{r}
+		if len(r.FirstAvailable) > 0 {
+			alts = alts[:0]
+			for j := range r.FirstAvailable {
+				alts = append(alts, &r.FirstAvailable[j])
+			}
+		}
+		for _, alt := range alts {
+			cl, ok := v.classes[alt.DeviceClass]
+			if !ok || !v.classMeansGPU(cl) {
+				continue // gpupack reads no devices of it
+			}
+			var selectors []dracel.CompilationResult
+			compileErr := ""
+			for k, expr := range alt.Selectors {
+				res := celCache.GetOrCompile(expr)
+				if res.Error != nil {
+					compileErr = fmt.Sprintf("claim %s: selector #%d: CEL compile error: %v", claimName, k, res.Error)
+					break
+				}
+				selectors = append(selectors, res)
+			}
+			alt.Evaluated = true
+			for _, d := range v.devices {
+				id := d.id()
+				if ok, err := cl.selects(d); err != nil {
+					setSelectorError(alt, id, err.Error())
+					continue
+				} else if !ok {
+					continue
+				}
+				if compileErr != "" {
+					setSelectorError(alt, id, compileErr)
+					continue
+				}
+				in := dracel.Device{Driver: d.slice.Spec.Driver, AllowMultipleAllocations: d.device.AllowMultipleAllocations,
+					Attributes: d.device.Attributes, Capacity: d.device.Capacity}
+				accepted := true
+				for k, sel := range selectors {
+					ok, _, err := sel.DeviceMatches(context.Background(), in)
+					if err != nil {
+						setSelectorError(alt, id, fmt.Sprintf("claim %s: selector #%d on device %s: CEL runtime error: %v", claimName, k, id, dracel.EnhanceRuntimeError(err)))
+						accepted = false
+						break
+					}
+					if !ok {
+						accepted = false
+						break
+					}
+				}
+				if accepted {
+					alt.Accepts = append(alt.Accepts, id)
+				}
+			}
+			slices.Sort(alt.Accepts)
+		}
+	}
 }
 
 // bindDevices sets a bound pod's GPU request and devices from the GPUs its
@@ -663,6 +757,13 @@ func (v *draView) classProfile(class string) string {
 		}
 	}
 	return profile
+}
+
+func setSelectorError(r *cluster.ClaimRequest, id, msg string) {
+	if r.SelectorErrors == nil {
+		r.SelectorErrors = map[string]string{}
+	}
+	r.SelectorErrors[id] = msg
 }
 
 // claimRequests converts a claim's device requests.

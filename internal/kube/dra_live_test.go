@@ -2,7 +2,9 @@ package kube_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
@@ -294,5 +297,204 @@ func waitPods(t *testing.T, pods interface {
 	})
 	if err != nil {
 		t.Fatal(fmt.Errorf("%w: %s", err, last))
+	}
+}
+
+// TestLiveDRADiagnosis creates, on kwok nodes with ResourceSlices, pending
+// pods whose claims fail in every way gpupack models: all devices the
+// claim accepts held, a selector that accepts nothing, a class that no
+// node offers, a count above any node's, alternatives that all fail, and
+// a claim that does not exist. For each pod the real kube-scheduler tried,
+// gpupack's "0/N nodes are available" line must be the scheduler's
+// FailedScheduling message word for word, its cause one the message
+// implies, and its diagnosis must name the claim and the request. A
+// selector that fails at run time is recorded with the very error the
+// scheduler aborts with.
+func TestLiveDRADiagnosis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := testcluster.Start(t, testcluster.Options{})
+	ctx := t.Context()
+	client := c.Client()
+	res := client.ResourceV1()
+	b200 := "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"
+	classes := append(testcluster.NVIDIADeviceClasses(), &resourcev1.DeviceClass{
+		// A class of NVIDIA's GPUs that no node has.
+		ObjectMeta: metav1.ObjectMeta{Name: "b200.nvidia.com"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+			Expression: "device.driver == 'gpu.nvidia.com' && " + b200}}}},
+	})
+	for _, dc := range classes {
+		if _, err := res.DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.AddDRANode("dra-1", draH100(0), draH100(1))
+	c.AddDRANode("dra-2", draH100(0), draA100MIG(1))
+	const ns = "ml"
+	c.CreateNamespace(ns)
+
+	exact := func(class string, count int64, selector string) *resourcev1.ExactDeviceRequest {
+		r := &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count}
+		if selector != "" {
+			r.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: selector}}}
+		}
+		return r
+	}
+	claim := func(name string, r resourcev1.DeviceRequest) {
+		t.Helper()
+		if _, err := res.ResourceClaims(ns).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{r}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := func(name, claimName string) {
+		t.Helper()
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claimName)}},
+				Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+			},
+		}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three holders take the three H100s.
+	for i := range 3 {
+		name := fmt.Sprintf("hold-%d", i)
+		claim(name, resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, "")})
+		pod(name, name)
+	}
+	waitPods(t, client.CoreV1().Pods(ns), func(ps map[string]*corev1.Pod) string {
+		for i := range 3 {
+			if p := ps[fmt.Sprintf("hold-%d", i)]; p == nil || p.Spec.NodeName == "" {
+				return fmt.Sprintf("hold-%d is not bound", i)
+			}
+		}
+		return ""
+	})
+
+	// Each failing pod, with the request its diagnosis must name and the
+	// cause gpupack must find.
+	type failing struct {
+		request string
+		cause   diagnose.Cause
+	}
+	want := map[string]failing{
+		"held":    {"gpu", diagnose.Allocation},
+		"b200":    {"gpu", diagnose.Placement},
+		"noclass": {"gpu", diagnose.Placement},
+		"big":     {"gpu", diagnose.Placement},
+		"alts":    {"gpu/many", diagnose.Placement},
+		// Its selector fails on the H100s, but the allocator skips devices
+		// in use before it evaluates selectors.
+		"broken-held": {"gpu", diagnose.Placement},
+	}
+	claim("held", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, "")})
+	claim("b200", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, b200)})
+	claim("noclass", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact("b200.nvidia.com", 1, "")})
+	claim("big", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 3, "")})
+	claim("alts", resourcev1.DeviceRequest{Name: "gpu", FirstAvailable: []resourcev1.DeviceSubRequest{
+		{Name: "many", DeviceClassName: testcluster.DeviceClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 3},
+		{Name: "b200", DeviceClassName: testcluster.DeviceClassGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1,
+			Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: b200}}}},
+	}})
+	// Selectors that fail at run time (the attribute does not exist): on
+	// the held H100s, and on the free MIG devices of dra-2.
+	nosuch := "device.attributes['gpu.nvidia.com'].nosuch == 'x'"
+	claim("broken-held", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, nosuch)})
+	claim("broken", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassMIG, 1, nosuch)})
+	for name := range want {
+		pod(name, name)
+	}
+	pod("broken", "broken")
+	pod("orphan", "nope") // its claim does not exist
+	waitPods(t, client.CoreV1().Pods(ns), func(ps map[string]*corev1.Pod) string {
+		for name := range want {
+			if !unschedulable(ps[name]) {
+				return name + " is not marked unschedulable"
+			}
+		}
+		for _, c := range ps["broken"].Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "CEL runtime error") {
+				return ""
+			}
+		}
+		return fmt.Sprintf("broken has no scheduling error: %+v", ps["broken"].Status.Conditions)
+	})
+
+	loaded, err := kube.Load(ctx, client, gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := diagnose.Diagnose(loaded.Snapshot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	findings := map[string]diagnose.Finding{}
+	for _, f := range rep.Findings {
+		findings[f.Pod] = f
+	}
+	for name, w := range want {
+		t.Run(name, func(t *testing.T) {
+			key := ns + "/" + name
+			f, ok := findings[key]
+			if !ok {
+				t.Fatalf("no finding for %s; warnings %q", key, loaded.Warnings)
+			}
+			msg := loaded.SchedulingFailures[key].Message
+			if !strings.Contains(msg, "cannot allocate all claims") {
+				t.Fatalf("the scheduler's message %q is not the DRA filter's", msg)
+			}
+			if strings.HasPrefix(name, "broken") && !strings.Contains(f.Fix[0], "CEL runtime error") {
+				t.Errorf("the fix %q does not name the selector's error", f.Fix[0])
+			}
+			t.Logf("%s: %s; gpupack: %s", f.Cause, msg, f.Fix[0])
+			if f.Summary != msg {
+				t.Errorf("lines differ:\n  kube-scheduler: %s\n  gpupack:        %s (%s)", msg, f.Summary, f.StockNote)
+			}
+			if f.Cause != w.cause || !slices.Contains(diagnose.SchedulerCauses(msg), f.Cause) {
+				t.Errorf("cause %s, want %s, among what the message implies: %v", f.Cause, w.cause, diagnose.SchedulerCauses(msg))
+			}
+			js, _ := json.Marshal(f)
+			for _, words := range []string{"claim " + name + ", request " + w.request, `"claim":"` + name + `"`} {
+				if !strings.Contains(string(js), words) {
+					t.Errorf("the diagnosis does not name %q:\n%s", words, js)
+				}
+			}
+		})
+	}
+	// The scheduler aborts the broken pod's cycle with the allocator's
+	// error on whichever device it met first: gpupack recorded that very
+	// error for that device.
+	t.Run("broken", func(t *testing.T) {
+		msg := loaded.SchedulingFailures[ns+"/broken"].Message
+		var recorded map[string]string
+		for _, p := range loaded.Snapshot.Pods {
+			if p.Name == "broken" {
+				recorded = p.Claims[0].Requests[0].SelectorErrors
+			}
+		}
+		matched := false
+		for _, e := range recorded {
+			matched = matched || strings.HasSuffix(msg, e)
+		}
+		if !matched || len(recorded) != 3 {
+			t.Errorf("the scheduler's error %q is none of gpupack's %q (want one per MIG device)", msg, recorded)
+		}
+		t.Logf("kube-scheduler: %s", msg)
+		if f := findings[ns+"/broken"]; f.Cause != diagnose.Placement || len(f.Fix) == 0 || !strings.Contains(f.Fix[0], "CEL runtime error") {
+			t.Errorf("broken: cause %s, fix %q; want placement naming the CEL error", f.Cause, f.Fix)
+		}
+	})
+	if f := findings[ns+"/orphan"]; f.Cause != diagnose.ClaimMissing || !strings.Contains(strings.Join(f.Fix, " "), "ResourceClaim ml/nope") {
+		t.Errorf("orphan: cause %s, fix %q; want %s naming ResourceClaim ml/nope", f.Cause, f.Fix, diagnose.ClaimMissing)
+	}
+	if msg, ok := loaded.SchedulingFailures[ns+"/orphan"]; ok {
+		t.Errorf("orphan has a scheduling failure %q; the scheduler should not try a pod whose claim does not exist", msg.Message)
 	}
 }

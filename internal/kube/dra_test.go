@@ -259,3 +259,47 @@ func TestBuildDRAShares(t *testing.T) {
 		t.Errorf("no warning says %q; warnings: %q", want, st.Warnings)
 	}
 }
+
+// TestBuildDRAEvaluatesClaims: a pending pod's claim requests carry the
+// devices their class and selectors accept, judged by the upstream CEL
+// evaluator (none is not "not evaluated"), a selector that fails at run
+// time is recorded with the allocator's words, and a claim whose template
+// does not exist is missing.
+func TestBuildDRAEvaluatesClaims(t *testing.T) {
+	withSelector := func(name, expr string) *resourcev1.ResourceClaim {
+		c := draClaim(name, testcluster.DeviceClassGPU, 1, "")
+		c.Spec.Devices.Requests[0].Exactly.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: expr}}}
+		return c
+	}
+	h100 := withSelector("h100", "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'")
+	b200 := withSelector("b200", "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'")
+	broken := withSelector("broken", "device.attributes['gpu.nvidia.com'].nosuch == 'x'")
+	gone := draPod("orphan", "")
+	gone.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gone")}}
+	pods := []*corev1.Pod{draPod("h100", "", *h100), draPod("b200", "", *b200), draPod("broken", "", *broken), gone}
+	objs := &kube.DRAObjects{Classes: testcluster.NVIDIADeviceClasses(), Claims: []*resourcev1.ResourceClaim{h100, b200, broken},
+		Slices: []*resourcev1.ResourceSlice{testcluster.NVIDIASlice("dra-1", draH100(0), draH100(1), draA100MIG(2))}}
+	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, pods, nil, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]cluster.Claim{}
+	for _, p := range st.Snapshot.Pods {
+		got[p.Name] = p.Claims[0]
+	}
+	req := func(name string) cluster.ClaimRequest { return got[name].Requests[0] }
+	if r := req("h100"); !r.Evaluated || !slices.Equal(r.Accepts, []string{"gpu.nvidia.com/dra-1/gpu-0", "gpu.nvidia.com/dra-1/gpu-1"}) || len(r.SelectorErrors) != 0 {
+		t.Errorf("h100's request = %+v; want both H100s accepted", r)
+	}
+	if r := req("b200"); !r.Evaluated || len(r.Accepts) != 0 {
+		t.Errorf("b200's request = %+v; want evaluated, accepting nothing", r)
+	}
+	r := req("broken")
+	wantErr := "claim ml/broken: selector #0 on device gpu.nvidia.com/dra-1/gpu-0: CEL runtime error: "
+	if !r.Evaluated || len(r.Accepts) != 0 || len(r.SelectorErrors) != 2 || !strings.HasPrefix(r.SelectorErrors["gpu.nvidia.com/dra-1/gpu-0"], wantErr) {
+		t.Errorf("broken's request = %+v; want a runtime error on each whole GPU, starting %q", r, wantErr)
+	}
+	if c := got["orphan"]; !c.Missing {
+		t.Errorf("orphan's claim = %+v; want missing (its template does not exist)", c)
+	}
+}

@@ -43,9 +43,12 @@ func NewCommand(ctx context.Context) *cobra.Command {
 cause in this order, the evidence and the fix:
   quota-exhausted   a ResourceQuota on GPUs refused a workload's pod, so the pod does not
                     exist: the workload is the finding (read from its FailedCreate events)
-  allocation        matching GPUs exist but all are held (names the holders and how active they are)
+  claim-missing     a ResourceClaim (or its template) that the pod names does not exist
+  allocation        matching GPUs exist but all are held (names the holders and how active they are);
+                    for DRA claims, the devices its class and selectors accept are held
   memory            the pod's GPU memory need fits no free VRAM or MIG slice
-  placement         GPUs are free but the pod's selector, affinity, tolerations or GPU model exclude them
+  placement         GPUs are free but the pod's selector, affinity, tolerations or GPU model exclude them;
+                    for DRA claims, no node has enough devices that the class and selectors accept
   no-such-hardware  no node could run it, even empty
   quota/other       the cause is outside GPUs (CPU, memory, quota, the queue); a pod that
                     fits now is here, with its workload's usage as evidence when measured
@@ -359,7 +362,8 @@ func reasonText(r placement.Reason) string {
 		return r.Detail + " not met"
 	case placement.TaintNotTolerated:
 		return "taint {" + r.Detail + "} not tolerated"
-	case placement.NodeSelectorMismatch, placement.GPUModelMismatch, placement.SharingModeMismatch, placement.IsolationConflict:
+	case placement.NodeSelectorMismatch, placement.GPUModelMismatch, placement.SharingModeMismatch, placement.IsolationConflict,
+		placement.ClaimUnallocatable, placement.ClaimSelectorError, placement.ClaimNotFound:
 		return r.Detail
 	}
 	resource := r.Resource
@@ -419,6 +423,9 @@ func evidenceLines(f diagnose.Finding) []string {
 	ev := f.Evidence
 	var out []string
 	nodes := diagnose.JoinNames(ev.Nodes, ev.NodeCount)
+	if len(ev.Claims) > 0 {
+		return claimLines(ev.Claims)
+	}
 	switch f.Cause {
 	case diagnose.Gated:
 		out = append(out, "evidence: spec.schedulingGates "+strings.Join(ev.Gates, ", ")+": no scheduler considers the pod until they are removed")
@@ -498,6 +505,31 @@ func evidenceLines(f diagnose.Finding) []string {
 		}
 		for _, r := range ev.Blocking {
 			out = append(out, "blocking: "+r.String())
+		}
+	}
+	return out
+}
+
+// claimLines words the evidence of a pod's ResourceClaims: per failing
+// request, what the cluster's devices offer it.
+func claimLines(claims []diagnose.ClaimFacts) []string {
+	var out []string
+	for _, c := range claims {
+		need := fmt.Sprintf("%d", c.Needed)
+		if c.All {
+			need = "all it accepts"
+		}
+		line := fmt.Sprintf("evidence: claim %s, request %s: class %s, %d device(s) in the cluster, %d accepted by its selectors, %d free; it needs %s on one node (at most %d on one node: %s)",
+			c.Claim, c.Request, c.Class, c.Offered, c.Accepted, c.Free, need, c.MostAccepted, c.MostAcceptedNode)
+		out = append(out, line)
+		if len(c.Selectors) > 0 {
+			out = append(out, "selectors: "+strings.Join(c.Selectors, " && "))
+		}
+		for _, p := range c.Products {
+			out = append(out, fmt.Sprintf("offered:  productName %q: %d device(s), %d free", p.Product, p.Devices, p.Free))
+		}
+		if len(c.Holders) > 0 {
+			out = append(out, "holders:  "+strings.Join(c.Holders, ", "))
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -260,6 +262,11 @@ func TestPatchesApply(t *testing.T) {
 						checkQuotaPatch(t, w.s, f, r)
 						return
 					}
+					if r.Kind == diagnose.ClaimSpec {
+						patches[w.name]++
+						checkClaimPatch(t, pods[f.Pod], r)
+						return
+					}
 					p := pods[f.Pod]
 					if want := []diagnose.Object{{Kind: "Pod", Namespace: p.Namespace, Name: p.Name}}; !cmp.Equal(r.Targets, want) {
 						t.Fatalf("patch targets %v, want %v", r.Targets, want)
@@ -303,6 +310,102 @@ func TestPatchesApply(t *testing.T) {
 	}
 	if patches["demo"] == 0 || len(patches) < 5 {
 		t.Errorf("patches applied per world: %v; want the demo's and several scenarios'", patches)
+	}
+}
+
+// checkClaimPatch applies a claim-spec remedy's JSON patch to the
+// ResourceClaim or ResourceClaimTemplate it targets, made from the pod's
+// claim as the snapshot has it, and checks that the patched object is
+// still one of its kind and holds the patch's value at its path.
+func checkClaimPatch(t *testing.T, p *cluster.Pod, r diagnose.Remedy) {
+	t.Helper()
+	if len(r.Targets) != 1 || r.Patch.Type != diagnose.JSONPatch {
+		t.Fatalf("patch %s of %v, want a JSON patch of one claim or template", r.Patch.Type, r.Targets)
+	}
+	target := r.Targets[0]
+	var claim cluster.Claim
+	for _, c := range p.Claims {
+		if (target.Kind == "ResourceClaim" && c.Name == target.Name) || (target.Kind == "ResourceClaimTemplate" && c.Template == target.Name) {
+			claim = c
+		}
+	}
+	spec := resourcev1.ResourceClaimSpec{}
+	for _, cr := range claim.Requests {
+		exact := func(r cluster.ClaimRequest) *resourcev1.ExactDeviceRequest {
+			e := &resourcev1.ExactDeviceRequest{DeviceClassName: r.DeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(r.Count)}
+			if r.All {
+				e.AllocationMode, e.Count = resourcev1.DeviceAllocationModeAll, 0
+			}
+			for _, sel := range r.Selectors {
+				e.Selectors = append(e.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: sel}})
+			}
+			return e
+		}
+		dr := resourcev1.DeviceRequest{Name: cr.Name}
+		if len(cr.FirstAvailable) == 0 {
+			dr.Exactly = exact(cr)
+		}
+		for _, alt := range cr.FirstAvailable {
+			e := exact(alt)
+			dr.FirstAvailable = append(dr.FirstAvailable, resourcev1.DeviceSubRequest{Name: alt.Name, DeviceClassName: e.DeviceClassName,
+				AllocationMode: e.AllocationMode, Count: e.Count, Selectors: e.Selectors})
+		}
+		spec.Devices.Requests = append(spec.Devices.Requests, dr)
+	}
+	meta := metav1.ObjectMeta{Namespace: target.Namespace, Name: target.Name}
+	var obj, got any
+	switch target.Kind {
+	case "ResourceClaim":
+		obj, got = &resourcev1.ResourceClaim{ObjectMeta: meta, Spec: spec}, &resourcev1.ResourceClaim{}
+	case "ResourceClaimTemplate":
+		obj, got = &resourcev1.ResourceClaimTemplate{ObjectMeta: meta, Spec: resourcev1.ResourceClaimTemplateSpec{Spec: spec}}, &resourcev1.ResourceClaimTemplate{}
+	default:
+		t.Fatalf("claim-spec patch of %v", target)
+	}
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := jsonpatch.DecodePatch(r.Patch.Body)
+	if err != nil {
+		t.Fatalf("JSON patch %s: %v", r.Patch.Body, err)
+	}
+	out, err := ops.Apply(doc)
+	if err != nil {
+		t.Fatalf("JSON patch %s does not apply to %s: %v", r.Patch.Body, doc, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(got); err != nil {
+		t.Fatalf("patched %s %s: %v", target.Kind, out, err)
+	}
+	var patch []struct {
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(r.Patch.Body, &patch); err != nil || len(patch) != 1 {
+		t.Fatalf("patch %s: want one operation (%v)", r.Patch.Body, err)
+	}
+	var before, after any
+	_ = json.Unmarshal(doc, &before)
+	_ = json.Unmarshal(out, &after)
+	at := func(v any) any {
+		for _, key := range strings.Split(strings.TrimPrefix(patch[0].Path, "/"), "/") {
+			switch x := v.(type) {
+			case map[string]any:
+				v = x[key]
+			case []any:
+				i := 0
+				fmt.Sscan(key, &i)
+				v = x[i]
+			}
+		}
+		return v
+	}
+	var want any
+	_ = json.Unmarshal(patch[0].Value, &want)
+	if !cmp.Equal(at(after), want) || cmp.Equal(at(before), want) {
+		t.Errorf("patch %s: %s went from %v to %v, want a change to %v", r.Patch.Body, patch[0].Path, at(before), at(after), want)
 	}
 }
 
@@ -376,6 +479,11 @@ pods:
 	for _, w := range all {
 		for _, f := range w.rep.Findings {
 			for _, r := range f.Remedies {
+				if r.Kind == diagnose.ClaimSpec {
+					checkClaimCommand(t, sh, r)
+					commands++
+					continue
+				}
 				for _, line := range r.Commands {
 					commands++
 					out, err := exec.Command(sh, "-c", `kubectl() { printf '%s\0' "$@"; }; `+line).Output()
@@ -411,6 +519,36 @@ pods:
 	}
 	if commands == 0 {
 		t.Fatal("no commands")
+	}
+}
+
+// checkClaimCommand runs a claim-spec remedy's pipeline with kubectl a
+// function that writes its arguments to a file named after its verb, and
+// checks each of the three commands gets exactly the words meant.
+func checkClaimCommand(t *testing.T, sh string, r diagnose.Remedy) {
+	t.Helper()
+	dir := t.TempDir()
+	if len(r.Commands) != 1 {
+		t.Fatalf("commands %q, want one pipeline", r.Commands)
+	}
+	cmd := exec.Command(sh, "-c", `kubectl() { printf '%s\0' "$@" > "$DIR/$1"; }; `+r.Commands[0])
+	cmd.Env = append(os.Environ(), "DIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", r.Commands[0], err, out)
+	}
+	o := r.Targets[0]
+	for verb, want := range map[string][]string{
+		"get":     {"get", strings.ToLower(o.Kind), "-n", o.Namespace, o.Name, "-o", "yaml"},
+		"patch":   {"patch", "--local", "-f", "-", "--type=json", "-p", string(r.Patch.Body), "-o", "yaml"},
+		"replace": {"replace", "--force", "-f", "-"},
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, verb))
+		if err != nil {
+			t.Fatalf("%s: kubectl %s did not run: %v", r.Commands[0], verb, err)
+		}
+		if diff := cmp.Diff(want, strings.Split(strings.TrimSuffix(string(data), "\x00"), "\x00")); diff != "" {
+			t.Errorf("%s: kubectl %s gets (-want +got):\n%s", r.Commands[0], verb, diff)
+		}
 	}
 }
 

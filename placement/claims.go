@@ -1,0 +1,351 @@
+package placement
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+)
+
+// ClaimShortfall is, as data, why a node cannot serve one request of a
+// pod's ResourceClaim: the devices of the node that the request's class
+// selects (Offered), of those the ones its selectors accept too
+// (Accepted), of those the ones no bound pod's allocation holds (Free),
+// and how many it needs. For a request with alternatives (firstAvailable)
+// the figures are the first alternative's, and Alternatives has each.
+type ClaimShortfall struct {
+	// Claim is the ResourceClaim's name, or the pod's claim entry while
+	// the claim of a template is not made yet.
+	Claim string
+	// Request is the request's name, "request/subrequest" for an
+	// alternative.
+	Request  string
+	Class    string
+	Offered  int
+	Accepted int
+	Free     int
+	// Needed is the count asked for; with All it is Accepted (at least
+	// one), each of which must be free.
+	Needed int
+	All    bool
+	// Held are the accepted devices of the node that bound pods hold.
+	Held         []cluster.Device
+	Alternatives []ClaimShortfall `json:",omitempty"`
+}
+
+// claimDemand is what a pending pod's claims ask, prepared once: the pod's
+// claims that do not exist, and each request of its other unallocated
+// claims that the loader evaluated.
+type claimDemand struct {
+	missing  []string
+	requests []claimRequest
+}
+
+type claimRequest struct {
+	claim string
+	alts  []claimAlt
+}
+
+// claimAlt is one way to serve a request: a request without alternatives
+// has one.
+type claimAlt struct {
+	name    string
+	class   string
+	count   int
+	all     bool
+	accepts map[deviceKey]bool
+	errors  map[deviceKey]string
+}
+
+// deviceKey is a DeviceID in parts, so that a node's devices are looked up
+// without building their IDs.
+type deviceKey struct{ driver, pool, device string }
+
+// keyOf splits a DeviceID "driver/pool/device" (the pool may itself hold
+// slashes).
+func keyOf(id string) deviceKey {
+	driver, rest, _ := strings.Cut(id, "/")
+	i := strings.LastIndex(rest, "/")
+	if i < 0 {
+		return deviceKey{driver: driver, device: rest}
+	}
+	return deviceKey{driver, rest[:i], rest[i+1:]}
+}
+
+// newClaimDemand prepares the claims of a pending pod that placement
+// judges; nil when there are none: the pod is bound, or its claims are
+// allocated, serve an extended resource (judged as that resource), or
+// were not evaluated (judged as the plain GPU request they stand for).
+func newClaimDemand(p *cluster.Pod) *claimDemand {
+	if !JudgesClaims(p) {
+		return nil
+	}
+	var cd claimDemand
+	for _, c := range p.Claims {
+		if c.PodClaim == "" || len(c.Allocated) > 0 {
+			continue
+		}
+		name := c.Name
+		if name == "" {
+			name = c.PodClaim
+		}
+		if c.Missing {
+			missing := c.Name
+			if c.Template != "" {
+				missing = "template " + c.Template
+			}
+			cd.missing = append(cd.missing, missing)
+			continue
+		}
+		for _, r := range c.Requests {
+			if !evaluated(&r) {
+				continue
+			}
+			cr := claimRequest{claim: name}
+			for _, alt := range r.Alternatives() {
+				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts))}
+				if len(r.FirstAvailable) > 0 {
+					a.name = r.Name + "/" + alt.Name
+				}
+				for _, id := range alt.Accepts {
+					a.accepts[keyOf(id)] = true
+				}
+				for id, msg := range alt.SelectorErrors {
+					if a.errors == nil {
+						a.errors = map[deviceKey]string{}
+					}
+					a.errors[keyOf(id)] = msg
+				}
+				cr.alts = append(cr.alts, a)
+			}
+			cd.requests = append(cd.requests, cr)
+		}
+	}
+	return &cd
+}
+
+// JudgesClaims reports whether Fit judges the pod's ResourceClaims on the
+// nodes' DRA devices in place of its GPU request: the pod is pending and
+// has a claim that does not exist, or unallocated claims whose requests
+// the loader evaluated.
+func JudgesClaims(p *cluster.Pod) bool {
+	if p.NodeName != "" {
+		return false
+	}
+	for _, c := range p.Claims {
+		if c.PodClaim == "" || len(c.Allocated) > 0 {
+			continue
+		}
+		if c.Missing {
+			return true
+		}
+		for i := range c.Requests {
+			if evaluated(&c.Requests[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// evaluated reports whether the loader evaluated every alternative of the
+// request.
+func evaluated(r *cluster.ClaimRequest) bool {
+	if len(r.FirstAvailable) == 0 {
+		return r.Evaluated
+	}
+	for i := range r.FirstAvailable {
+		if !r.FirstAvailable[i].Evaluated {
+			return false
+		}
+	}
+	return true
+}
+
+// draUnit is one DRA device of a node: a whole GPU (Slice -1) or a MIG
+// slice.
+type draUnit struct {
+	dev    cluster.Device
+	key    deviceKey
+	class  []string
+	free   bool
+	shared bool
+}
+
+// draUnits lists the node's DRA devices in GPU order, with whether each is
+// free: a whole device that no bound pod holds (a device that allows
+// multiple allocations always is), a slice not taken.
+func draUnits(s *NodeState, out []draUnit) []draUnit {
+	for i := range s.Node.GPUs {
+		g, st := &s.Node.GPUs[i], &s.GPUs[i]
+		if g.DRA == nil {
+			continue
+		}
+		if g.DRA.Device != "" {
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, g.DRA.Device}, class: g.DRA.Classes,
+				free: g.DRA.Shared || (st.Holders == 0 && st.UsedSlices == 0), shared: g.DRA.Shared})
+		}
+		for j, name := range g.DRA.SliceDevices {
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, name}, class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0})
+		}
+	}
+	return out
+}
+
+// claimReasons judges the pod's claims on the node as the kube-scheduler's
+// allocator does: each request in turn takes devices that its class and
+// selectors accept and that are free (not held by a bound pod, not taken
+// by an earlier request of the pod), the count asked or, with All, every
+// accepted one; alternatives are tried in order. A selector that failed to
+// evaluate on a device fails the pod where the allocator meets it
+// (structured/internal/stable, v0.37.2): with All on any device of the
+// node, with a count on a device not in use, before enough are found. It returns the devices
+// taken (when collect is set), or the reason for the first request that
+// cannot be served. The
+// allocator backtracks over devices where gpupack takes the first free
+// ones in GPU order; the two differ only when one request's devices would
+// serve a later request that nothing else can.
+func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reason) {
+	if len(cd.missing) > 0 {
+		return nil, &Reason{Code: ClaimNotFound, Detail: "the pod's " + strings.Join(cd.missing, ", ") + " does not exist"}
+	}
+	var unitBuf [maxStackGPUs]draUnit
+	units := draUnits(s, unitBuf[:0])
+	var takenBuf [maxStackGPUs]bool
+	taken := takenBuf[:0]
+	if len(units) > len(takenBuf) {
+		taken = make([]bool, len(units))
+	} else {
+		taken = takenBuf[:len(units)]
+	}
+	var chosen []draUnit
+	for _, r := range cd.requests {
+		var tried []ClaimShortfall
+		served := false
+		for _, alt := range r.alts {
+			sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
+			for k, u := range units {
+				// The allocator evaluates selectors on every device for All,
+				// and for a count on the devices not in use, in order, until
+				// it has enough: a selector error on such a device aborts.
+				if msg, bad := alt.errors[u.key]; bad && (alt.all || (u.free && !taken[k] && sf.Free < alt.count)) {
+					return nil, &Reason{Code: ClaimSelectorError, Detail: msg}
+				}
+				if containsString(u.class, alt.class) {
+					sf.Offered++
+				}
+				if !alt.accepts[u.key] {
+					continue
+				}
+				sf.Accepted++
+				if u.free && !taken[k] {
+					sf.Free++
+				} else if !u.free {
+					sf.Held = append(sf.Held, u.dev)
+				}
+			}
+			if alt.all {
+				sf.Needed = max(sf.Accepted, 1)
+			}
+			if sf.Free < sf.Needed || (alt.all && sf.Free < sf.Accepted) {
+				tried = append(tried, sf)
+				continue
+			}
+			got := 0
+			for k, u := range units {
+				if got < sf.Needed && alt.accepts[u.key] && u.free && !taken[k] {
+					if !u.shared {
+						taken[k] = true
+					}
+					if collect {
+						chosen = append(chosen, u)
+					}
+					got++
+				}
+			}
+			served = true
+			break
+		}
+		if !served {
+			return nil, claimReason(tried)
+		}
+	}
+	return chosen, nil
+}
+
+// claimReason words the shortfall of a request whose every alternative
+// failed.
+func claimReason(tried []ClaimShortfall) *Reason {
+	sf := tried[0]
+	if len(tried) > 1 {
+		sf.Alternatives = tried
+	}
+	words := make([]string, len(tried))
+	for i, t := range tried {
+		need := fmt.Sprintf("needs %d", t.Needed)
+		if t.All {
+			need = "needs all it accepts, at least one"
+		}
+		words[i] = fmt.Sprintf("request %s: the node offers %d device(s) of class %s, the selectors accept %d, %d free; it %s", t.Request, t.Offered, t.Class, t.Accepted, t.Free, need)
+	}
+	detail := "claim " + sf.Claim + ", " + words[0]
+	if len(tried) > 1 {
+		detail = "claim " + sf.Claim + ": no alternative fits: " + strings.Join(words, "; ")
+	}
+	unresolvable := true
+	for _, t := range tried {
+		unresolvable = unresolvable && t.Accepted < t.Needed
+	}
+	return &Reason{Code: ClaimUnallocatable, Resource: sf.Class, Requested: int64(sf.Needed), Free: int64(sf.Free), Capacity: int64(sf.Accepted),
+		Unit: "devices", Unresolvable: unresolvable, Detail: detail, Claim: &sf}
+}
+
+func migProfile(g *cluster.GPU, slice int) (gpu.Profile, bool) {
+	if g.Model.MIG == nil || slice >= len(g.Layout) {
+		return gpu.Profile{}, false
+	}
+	return g.Model.MIG.Profile(g.Layout[slice].Profile)
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// fitClaims is Fit for a pod whose claims placement judges: the node-level
+// reasons, then the claims' in place of the GPU check; when all pass, the
+// assignment of the devices the claims take.
+func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason) {
+	chosen, r := claimReasons(d.claims, s, true)
+	if r != nil {
+		reasons = append(reasons, *r)
+	}
+	if len(reasons) > 0 {
+		return Assignment{}, reasons
+	}
+	a := Assignment{}
+	for _, u := range chosen {
+		g, st := &s.Node.GPUs[u.dev.GPU], &s.GPUs[u.dev.GPU]
+		share := shareOn(d, g, st, u.dev.GPU)
+		if u.dev.Slice >= 0 {
+			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice}
+			if p, ok := migProfile(g, u.dev.Slice); ok {
+				share.Milli = gpu.Milli(p.Compute) * gpu.WholeGPU / gpu.Milli(g.Model.MIG.ComputeSlices)
+				share.Memory = p.Memory
+			}
+		}
+		a.Devices = append(a.Devices, share)
+	}
+	return a, nil
+}
+
+// claimsFit is FitsGPUs for a pod whose claims placement judges.
+func claimsFit(d *Demand, s *NodeState) bool {
+	_, r := claimReasons(d.claims, s, false)
+	return r == nil
+}
