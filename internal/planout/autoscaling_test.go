@@ -126,15 +126,7 @@ func TestAutoscalingManifestsAccepted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real kube-apiserver")
 	}
-	c := testcluster.Start(t, testcluster.Options{})
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, dyn := startDynamic(t)
 	ctx := t.Context()
 	for _, crd := range pinnedCRDs {
 		b, err := os.ReadFile(filepath.Join("testdata", "crds", crd.file))
@@ -226,6 +218,21 @@ func TestAutoscalingManifestsAccepted(t *testing.T) {
 	if _, err := dyn.Resource(nodePoolGVR).Create(ctx, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("a NodePool with consolidationPolicy Sometimes: got %v, want it refused as invalid", err)
 	}
+}
+
+// startDynamic starts a control plane and returns it with a dynamic client.
+func startDynamic(t *testing.T) (*testcluster.Cluster, dynamic.Interface) {
+	t.Helper()
+	c := testcluster.Start(t, testcluster.Options{})
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, dyn
 }
 
 // documents splits a multi-document YAML file into objects.

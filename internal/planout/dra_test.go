@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -83,15 +82,7 @@ func TestDRAManifestsAccepted(t *testing.T) {
 		t.Fatalf("%s holds %d objects; the plan has %d (%d claims, %d templates): want them all, some of each", planout.FileDRA, len(objs), want, len(p.DRA.Claims), len(p.DRA.ClaimTemplates))
 	}
 
-	c := testcluster.Start(t, testcluster.Options{})
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, dyn := startDynamic(t)
 	ctx := t.Context()
 	namespaces := map[string]bool{}
 	resource := func(obj *unstructured.Unstructured) dynamic.ResourceInterface {

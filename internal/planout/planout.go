@@ -10,6 +10,8 @@ package planout
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -140,19 +142,10 @@ func draLines(p *plan.Plan) []string {
 
 func selectorText(sel map[string]string) string {
 	var out []string
-	for _, k := range sortedKeys(sel) {
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
 		out = append(out, k+"="+sel[k])
 	}
 	return listOrNone(out)
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func windowText(p *plan.Plan) string {
