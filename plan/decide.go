@@ -77,7 +77,11 @@ const (
 // After is what a workload's pods should request once the plan is applied,
 // for the admission webhook that rewrites requests.
 type After struct {
-	Resource string `json:"resource"` // nvidia.com/gpu, nvidia.com/gpu.shared or nvidia.com/mig-<profile>
+	// Resource is nvidia.com/gpu, nvidia.com/gpu.shared or
+	// nvidia.com/mig-<profile>. A workload that shares a DRA GPU through
+	// ResourceClaim asks for none: the proof models its share as
+	// nvidia.com/gpu.shared.
+	Resource string `json:"resource"`
 	Count    int    `json:"count"`
 	// GPUModel is the model of the pool the workload is sized for.
 	GPUModel string `json:"gpuModel,omitempty"`

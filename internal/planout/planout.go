@@ -155,10 +155,14 @@ func windowText(p *plan.Plan) string {
 	return p.Window.String()
 }
 
-// AfterText words what a decision leaves the workload with: "nvidia.com/mig-1g.10gb: 1 (mig)".
+// AfterText words what a decision leaves the workload with: "nvidia.com/mig-1g.10gb: 1 (mig)",
+// or the ResourceClaim its pods share: "claim gpupack-chat-dev-time-slicing (time-slicing)".
 func AfterText(d *plan.Decision) string {
-	if d.Action == plan.Unplaceable {
+	switch {
+	case d.Action == plan.Unplaceable:
 		return "-"
+	case d.After.ResourceClaim != "":
+		return fmt.Sprintf("claim %s (%s)", d.After.ResourceClaim, d.Method)
 	}
 	return fmt.Sprintf("%s: %d (%s)", d.After.Resource, d.After.Count, d.Method)
 }
