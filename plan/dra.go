@@ -87,9 +87,12 @@ func (pl *Plan) addClaims(p *pool, pp PoolPlan) error {
 			cfg := nvidiadra.TimeSlicing()
 			if d.Method == MPS {
 				// The claim's pods are MPS clients of one GPU, each with
-				// the share of threads and memory the plan sized.
+				// the share of memory the plan sized and of threads,
+				// rounded up so that it is never below the compute need
+				// (1/clients at least; the percentage caps, it reserves
+				// nothing).
 				limit := p.model.Usable / gpu.MiB(d.clients)
-				cfg = nvidiadra.MPS(100/d.clients, int64(limit))
+				cfg = nvidiadra.MPS(ceilDiv(100, d.clients), int64(limit))
 				d.After.VRAMLimit = limit
 			}
 			name := gpuoperator.ConfigName("gpupack", d.w.Owner, string(d.Method))
