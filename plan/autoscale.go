@@ -264,6 +264,13 @@ func (pl *Plan) autoscale(s *cluster.Snapshot, ps []*pool, o Options) error {
 		return g
 	}
 	for _, p := range ps {
+		if p.dra {
+			// A NodePool's role labels and nvidia.com/gpu limit are the
+			// device plugin's terms, and more replicas of a workload
+			// sharing one claim would crowd its one GPU.
+			pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: its GPUs are offered through DRA, for which the plan emits no Karpenter NodePool and no KEDA ScaledObject yet", p.name))
+			continue
+		}
 		for _, i := range p.nodes {
 			n := s.Nodes[i]
 			nc, changed := roleOf[n.Name]
@@ -327,7 +334,7 @@ func (pl *Plan) autoscale(s *cluster.Snapshot, ps []*pool, o Options) error {
 	}
 	healthy := func(g *nodeGroup) bool { return g != nil && len(g.nodes) > 0 }
 	for _, d := range pl.Decisions {
-		if d.Action == Unplaceable || d.pool == nil || d.pool.conflict {
+		if d.Action == Unplaceable || d.pool == nil || d.pool.conflict || d.pool.dra {
 			if _, ok := metrics[d.Workload]; ok {
 				pl.Warnings = append(pl.Warnings, fmt.Sprintf("autoscaling: workload %s runs on no node pool the plan changes or keeps, so it gets no ScaledObject", d.Workload))
 			}

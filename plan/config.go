@@ -129,9 +129,11 @@ func (pl *Plan) NodeLabels() ([]byte, error) {
 		Name   string            `json:"name"`
 		Labels map[string]string `json:"labels"`
 	}
-	nodes := make([]node, len(pl.Nodes))
-	for i, nc := range pl.Nodes {
-		nodes[i] = node{nc.Node, nc.Labels}
+	nodes := []node{}
+	for _, nc := range pl.Nodes {
+		if len(nc.Labels) > 0 { // a DRA node whose labels stay
+			nodes = append(nodes, node{nc.Node, nc.Labels})
+		}
 	}
 	return yaml.Marshal(map[string]any{"nodes": nodes})
 }
@@ -150,7 +152,7 @@ type WorkloadRequest struct {
 func (pl *Plan) WorkloadRequests() ([]byte, error) {
 	var out []WorkloadRequest
 	for _, d := range pl.Decisions {
-		if d.Action == Unplaceable {
+		if d.Action == Unplaceable || d.viaClaim() {
 			continue
 		}
 		out = append(out, WorkloadRequest{d.Workload, d.Action, d.Before, d.After})

@@ -52,6 +52,7 @@ const (
 	CooperatingReplicas Code = "CooperatingReplicas" // several steady small replicas of one owner
 	OneTrustBoundary    Code = "OneTrustBoundary"    // bursty, interactive or small, shares within its tenant
 	NoMIGHardware       Code = "NoMIGHardware"       // needs MIG, its pool's GPUs have none
+	ClaimSpansGPUs      Code = "ClaimSpansGPUs"      // DRA: its pods would share one claim's GPU, and need more than one
 )
 
 // Reason is why a decision was taken, as data; Detail gives the figures.
@@ -76,7 +77,11 @@ const (
 // After is what a workload's pods should request once the plan is applied,
 // for the admission webhook that rewrites requests.
 type After struct {
-	Resource string `json:"resource"` // nvidia.com/gpu, nvidia.com/gpu.shared or nvidia.com/mig-<profile>
+	// Resource is nvidia.com/gpu, nvidia.com/gpu.shared or
+	// nvidia.com/mig-<profile>. A workload that shares a DRA GPU through
+	// ResourceClaim asks for none: the proof models its share as
+	// nvidia.com/gpu.shared.
+	Resource string `json:"resource"`
 	Count    int    `json:"count"`
 	// GPUModel is the model of the pool the workload is sized for.
 	GPUModel string `json:"gpuModel,omitempty"`
@@ -87,6 +92,13 @@ type After struct {
 	// resource as the plan sized it: time slices and MPS clients are both
 	// nvidia.com/gpu.shared, so the config label tells them apart.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// ResourceClaim (time slices and MPS clients on GPUs offered through
+	// DRA) is the ResourceClaim that the workload's pods reference to share
+	// one GPU; ResourceClaimTemplate (MIG through DRA) the template each
+	// pod's claim of a MIG device can be made from. Both are in the plan's
+	// DRA objects.
+	ResourceClaim         string `json:"resourceClaim,omitempty"`
+	ResourceClaimTemplate string `json:"resourceClaimTemplate,omitempty"`
 }
 
 // Decision is the plan for one workload.

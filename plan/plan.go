@@ -99,6 +99,9 @@ type Plan struct {
 	// DevicePlugin and MIGParted are the configurations, by name.
 	DevicePlugin map[string]DevicePluginConfig `json:"devicePluginConfigs"`
 	MIGParted    map[string][]MIGDeviceConfig  `json:"migConfigs"`
+	// DRA is what the plan applies to pools whose GPUs are offered through
+	// DRA; nil when there are none.
+	DRA *DRAObjects `json:"dra,omitempty"`
 	// Autoscaling is the KEDA ScaledObjects and Karpenter NodePools that
 	// fit the plan.
 	Autoscaling *Autoscaling `json:"autoscaling"`
@@ -383,6 +386,9 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		}
 		migProfiles, tsBins, mpsPods, clients = p.tally(&pp)
 	}
+	if p.dra && p.keepUnclaimable(tsBins) {
+		migProfiles, tsBins, mpsPods, clients = p.tally(&pp)
+	}
 	pp.Changed = len(migProfiles) > 0 || len(tsBins) > 0 || len(mpsPods) > 0 || hadShared
 	if !pp.Changed {
 		return pp, nil
@@ -414,6 +420,9 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 	free := append([]int(nil), p.nodes...)
 	role := map[int]Method{}
 	for _, m := range []Method{MIG, TimeSlicing, MPS} {
+		if p.dra {
+			break // a DRA pool shares GPUs, not nodes: see gpuMethod
+		}
 		sort.SliceStable(free, func(a, b int) bool {
 			return s.Nodes[free[a]].GPUs[0].Sharing == modeOf[m] && s.Nodes[free[b]].GPUs[0].Sharing != modeOf[m]
 		})
@@ -427,19 +436,51 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		}
 	}
 	configs := map[Method]string{Whole: gpuoperator.ConfigName(p.name, "exclusive"), MIG: gpuoperator.ConfigName(p.name, "mig"), TimeSlicing: gpuoperator.ConfigName(p.name, "time-slicing"), MPS: gpuoperator.ConfigName(p.name, "mps")}
+	draSelector := p.draSelector(s)
+	// A claim shares one GPU, not a node: a DRA pool's GPUs take, in
+	// order, the MIG layouts, the time-sliced and the MPS GPUs the
+	// workloads were sized into, and the rest stay whole.
+	draLeft := map[Method]int{TimeSlicing: pp.TimeSlicingGPUsNeeded, MPS: pp.MPSGPUsNeeded}
 	nextLayout := 0
+	gpuMethod := func(node Method) Method {
+		switch {
+		case !p.dra:
+			return node
+		case nextLayout < len(packing.Layouts):
+			return MIG
+		case draLeft[TimeSlicing] > 0:
+			return TimeSlicing
+		case draLeft[MPS] > 0:
+			return MPS
+		}
+		return Whole
+	}
 	for _, i := range p.nodes {
 		n := s.Nodes[i]
 		m, ok := role[i]
 		if !ok {
 			m = Whole
 		}
+		if p.dra {
+			m = gpuMethod(Whole) // the node's first shared GPU names its role
+		}
 		gpus := make([]cluster.GPU, len(n.GPUs))
 		nc := NodeChange{Node: n.Name, Pool: p.name, Role: m, Labels: map[string]string{DevicePluginConfigLabel: configs[m]}}
+		if p.dra {
+			// The DRA driver shares by claim, not by node config: a DRA
+			// node gets the label its pool's claims select it by (when
+			// it lacks it) and, below, its MIG layout.
+			nc.Labels = map[string]string{}
+			for k, v := range draSelector {
+				if n.Labels[k] != v {
+					nc.Labels[k] = v
+				}
+			}
+		}
 		var groups []MIGDeviceConfig
 		for j, g := range n.GPUs {
 			ng := cluster.GPU{Index: j, UUID: g.UUID, Model: g.Model, Memory: g.Memory, Sharing: cluster.Exclusive}
-			switch m {
+			switch gpuMethod(m) {
 			case MIG:
 				if nextLayout < len(packing.Layouts) {
 					ng.Sharing, ng.Layout = cluster.MIG, packing.Layouts[nextLayout]
@@ -447,8 +488,10 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 				}
 			case TimeSlicing: // renameByDefault: offered as nvidia.com/gpu.shared
 				ng.Sharing, ng.Replicas, ng.SharedResource = cluster.TimeSliced, pp.TimeSlicingReplicas, true
+				draLeft[TimeSlicing]--
 			case MPS:
 				ng.Sharing, ng.Replicas, ng.SharedResource = cluster.MPS, pp.MPSClients, true
+				draLeft[MPS]--
 			}
 			gpus[j] = ng
 			if p.model.MIG != nil {
@@ -458,13 +501,24 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 				nc.Layouts = append(nc.Layouts, ng.Layout.String())
 			}
 		}
-		switch m {
-		case TimeSlicing:
-			pp.TimeSlicingNodes++
-			pp.TimeSlicingGPUs += len(gpus)
-		case MPS:
-			pp.MPSNodes++
-			pp.MPSGPUs += len(gpus)
+		counted := map[cluster.Sharing]bool{}
+		for _, g := range gpus {
+			switch g.Sharing {
+			case cluster.TimeSliced:
+				pp.TimeSlicingGPUs++
+			case cluster.MPS:
+				pp.MPSGPUs++
+			default:
+				continue
+			}
+			if !counted[g.Sharing] {
+				counted[g.Sharing] = true
+				if g.Sharing == cluster.TimeSliced {
+					pp.TimeSlicingNodes++
+				} else {
+					pp.MPSNodes++
+				}
+			}
 		}
 		newGPUs[i] = gpus
 		if p.model.MIG != nil {
@@ -476,8 +530,13 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 			}
 			nc.Labels[MIGConfigLabel] = name
 		}
-		pl.DevicePlugin[configs[m]] = devicePluginConfig(m, pp)
+		if !p.dra {
+			pl.DevicePlugin[configs[m]] = devicePluginConfig(m, pp)
+		}
 		pl.Nodes = append(pl.Nodes, nc)
+	}
+	if p.dra && (nextLayout < len(packing.Layouts) || draLeft[TimeSlicing] > 0 || draLeft[MPS] > 0) {
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: %d MIG, %d time-sliced and %d MPS GPUs did not fit its GPUs; the proof shows what stays pending", p.name, len(packing.Layouts)-nextLayout, draLeft[TimeSlicing], draLeft[MPS]))
 	}
 	// Time slices and MPS clients are both offered as nvidia.com/gpu.shared
 	// (the plugin renames no resource otherwise), and MIG profiles of one
@@ -486,6 +545,14 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 	for _, d := range p.decisions {
 		if d.Action != Keep && d.Action != Unplaceable && d.Method != Whole {
 			d.After.NodeSelector = map[string]string{DevicePluginConfigLabel: configs[d.Method]}
+			if p.dra {
+				d.After.NodeSelector = maps.Clone(draSelector)
+			}
+		}
+	}
+	if p.dra {
+		if err := pl.addClaims(p, pp); err != nil {
+			return pp, err
 		}
 	}
 	return pp, nil
@@ -500,12 +567,18 @@ func (p *pool) tally(pp *PoolPlan) ([]string, map[string][]sharedBin, map[*Decis
 	clients := 0
 	pp.WholeGPUs = 0
 	for _, d := range p.decisions {
+		// Time slices go to GPUs per tenant; in a DRA pool per workload,
+		// whose pods share a GPU through one claim.
+		bin := d.w.Tenant
+		if p.dra {
+			bin = d.Workload
+		}
 		for range d.w.Pods {
 			switch d.Method {
 			case MIG:
 				migProfiles = append(migProfiles, d.Profile)
 			case TimeSlicing:
-				tsBins[d.w.Tenant] = addFirstFit(tsBins[d.w.Tenant], d.VRAMNeed, d.ComputeNeed, p.model.Usable)
+				tsBins[bin] = addFirstFit(tsBins[bin], d.VRAMNeed, d.ComputeNeed, p.model.Usable)
 			case MPS:
 				mpsPods[d]++
 			case Whole:
@@ -725,9 +798,9 @@ func after(p *cluster.Pod, d *Decision) {
 		}
 		p.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: d.After.Count, Memory: mem, SharedResource: true}
 		// The plan sized shares within one tenant, and MPS clients of
-		// one owner per GPU.
+		// one owner per GPU (in a DRA pool all shares: a claim's).
 		p.Isolation = max(p.Isolation, cluster.ShareTenant)
-		if d.Method == MPS {
+		if d.Method == MPS || d.pool != nil && d.pool.dra {
 			p.Tenant = d.Workload
 		}
 	default:

@@ -127,19 +127,23 @@ func TestConflictingNodeUnchanged(t *testing.T) {
 	mixed := node("mixed", "A100-80GB", 2, cluster.MIG, nil)
 	mixed.GPUs[1].Sharing, mixed.GPUs[1].Layout, mixed.GPUs[1].Replicas = cluster.TimeSliced, nil, 4
 	labelled := node("labelled", "H100-80GB", 2, cluster.Exclusive, map[string]string{MIGConfigLabel: "all-1g.10gb"})
+	// One GPU offered through DRA, one by the device plugin.
+	halfDRA := node("half-dra", "H100-80GB", 2, cluster.Exclusive, nil)
+	halfDRA.GPUs[0].DRA = &cluster.DRADevice{Driver: "gpu.nvidia.com", Pool: "half-dra", Device: "gpu-0"}
 	p0 := pod("ml", "a", "mixed", 1, nil)
 	p0.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: "3g.40gb"}
-	s, err := cluster.NewSnapshot(gpu.Default(), []*cluster.Node{mixed, labelled}, []*cluster.Pod{p0, pod("ml", "b", "labelled", 1, nil)})
+	s, err := cluster.NewSnapshot(gpu.Default(), []*cluster.Node{mixed, labelled, halfDRA}, []*cluster.Pod{p0, pod("ml", "b", "labelled", 1, nil), pod("ml", "c", "half-dra", 1, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &usage.Facts{Window: 24 * time.Hour, Pods: map[string]usage.PodFacts{"ml/a": obs(0.01, usage.IdleHeld, 1, 0.99), "ml/b": obs(0.01, usage.IdleHeld, 1, 0.99)}}
+	u := &usage.Facts{Window: 24 * time.Hour, Pods: map[string]usage.PodFacts{"ml/a": obs(0.01, usage.IdleHeld, 1, 0.99), "ml/b": obs(0.01, usage.IdleHeld, 1, 0.99), "ml/c": obs(0.01, usage.IdleHeld, 1, 0.99)}}
 	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Warnings) != 2 || !strings.Contains(p.Warnings[0], "node mixed: its GPUs mix sharing strategies (mig and time-slicing)") ||
-		!strings.Contains(p.Warnings[1], "node labelled: label nvidia.com/mig.config=all-1g.10gb asks for MIG") {
+	if len(p.Warnings) != 3 || !strings.Contains(p.Warnings[0], "node mixed: its GPUs mix sharing strategies (mig and time-slicing)") ||
+		!strings.Contains(p.Warnings[1], "node labelled: label nvidia.com/mig.config=all-1g.10gb asks for MIG") ||
+		!strings.Contains(p.Warnings[2], "node half-dra: some of its GPUs are offered through DRA and some by the device plugin") {
 		t.Errorf("warnings = %q", p.Warnings)
 	}
 	if len(p.Nodes) != 0 {

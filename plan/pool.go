@@ -31,6 +31,10 @@ type pool struct {
 	nodes    []int // snapshot indices
 	perNode  int   // GPUs per node (the most on any of its nodes)
 	conflict bool  // a pool made only of conflicting nodes: left unchanged
+	// dra: the pool's GPUs are offered through DRA (a ResourceSlice), so
+	// the plan shares them with ResourceClaims rather than device plugin
+	// configs.
+	dra bool
 	// what the plan puts on the pool
 	decisions []*Decision
 }
@@ -70,9 +74,15 @@ func pools(s *cluster.Snapshot) ([]*pool, map[int]*pool, []string) {
 				name = gpuoperator.ConfigName(v, m.Name)
 			}
 		}
+		// DRA nodes never share a pool with device plugin nodes: their
+		// GPUs are shared by other means.
+		dra := n.GPUs[0].DRA != nil
+		if dra {
+			name = gpuoperator.ConfigName(name, "dra")
+		}
 		p, ok := byName[name]
 		if !ok {
-			p = &pool{name: name, model: m}
+			p = &pool{name: name, model: m, dra: dra}
 			byName[name] = p
 			out = append(out, p)
 			if m.Unlisted {
@@ -101,6 +111,9 @@ func nodeConflict(n *cluster.Node) string {
 	for _, g := range n.GPUs {
 		if g.Model != n.GPUs[0].Model {
 			return fmt.Sprintf("GPUs of two models (%s and %s)", n.GPUs[0].Model.Name, g.Model.Name)
+		}
+		if (g.DRA == nil) != (n.GPUs[0].DRA == nil) {
+			return "some of its GPUs are offered through DRA and some by the device plugin"
 		}
 		if g.Sharing != cluster.Exclusive {
 			modes[g.Sharing] = true

@@ -10,11 +10,14 @@ package planout
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/internal/nvidiadra"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -27,6 +30,10 @@ const (
 	FileKEDA         = "keda-scaledobjects.yaml"
 	FileKarpenter    = "karpenter-nodepools.yaml"
 	FileSummary      = "plan.md"
+	// FileDRA holds the DeviceClasses, ResourceClaims and
+	// ResourceClaimTemplates for GPUs offered through DRA; it is written
+	// only when the cluster has such GPUs.
+	FileDRA = "dra-resources.yaml"
 )
 
 // File is one emitted file: its name and content.
@@ -49,11 +56,15 @@ func Files(p *plan.Plan, s *cluster.Snapshot) ([]File, error) {
 		{FileRequests, p.WorkloadRequests},
 		{FileKEDA, p.KEDAScaledObjects},
 		{FileKarpenter, p.KarpenterNodePools},
+		{FileDRA, p.DRAManifests},
 		{FileSummary, func() ([]byte, error) { var b strings.Builder; writeMarkdown(&b, p, s); return []byte(b.String()), nil }},
 	} {
 		b, err := g.make()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", g.name, err)
+		}
+		if g.name == FileDRA && p.DRA == nil {
+			continue
 		}
 		out = append(out, File{Name: g.name, Data: b})
 	}
@@ -104,6 +115,37 @@ func WriteTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	for _, line := range proofLines(p) {
 		fmt.Fprintln(w, line)
 	}
+	for _, line := range draLines(p) {
+		fmt.Fprintln(w, line)
+	}
+}
+
+// draLines words how the workloads on GPUs offered through DRA get their
+// share: the claim their pods reference, or the claim template and the
+// DeviceClass that serves their rewritten request.
+func draLines(p *plan.Plan) []string {
+	if p.DRA == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range p.Decisions {
+		sel := selectorText(d.After.NodeSelector)
+		switch {
+		case d.After.ResourceClaim != "":
+			out = append(out, fmt.Sprintf("dra: %s: its %d pods share one GPU (%s) by referencing ResourceClaim %s, with node selector %s", d.Workload, d.Pods, d.Method, d.After.ResourceClaim, sel))
+		case d.After.ResourceClaimTemplate != "":
+			out = append(out, fmt.Sprintf("dra: %s: each pod gets a MIG %s device by asking %s (DeviceClass %s), or from ResourceClaimTemplate %s, with node selector %s", d.Workload, d.Profile, d.After.Resource, nvidiadra.MIGClassName(d.Profile), d.After.ResourceClaimTemplate, sel))
+		}
+	}
+	return append(out, fmt.Sprintf("dra: %d DeviceClasses, %d ResourceClaims, %d ResourceClaimTemplates in %s; NVIDIA's DRA driver needs its TimeSlicingSettings and MPSSupport feature gates for the claims' sharing configs", len(p.DRA.DeviceClasses), len(p.DRA.Claims), len(p.DRA.ClaimTemplates), FileDRA))
+}
+
+func selectorText(sel map[string]string) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		out = append(out, k+"="+sel[k])
+	}
+	return listOrNone(out)
 }
 
 func windowText(p *plan.Plan) string {
@@ -113,10 +155,14 @@ func windowText(p *plan.Plan) string {
 	return p.Window.String()
 }
 
-// AfterText words what a decision leaves the workload with: "nvidia.com/mig-1g.10gb: 1 (mig)".
+// AfterText words what a decision leaves the workload with: "nvidia.com/mig-1g.10gb: 1 (mig)",
+// or the ResourceClaim its pods share: "claim gpupack-chat-dev-time-slicing (time-slicing)".
 func AfterText(d *plan.Decision) string {
-	if d.Action == plan.Unplaceable {
+	switch {
+	case d.Action == plan.Unplaceable:
 		return "-"
+	case d.After.ResourceClaim != "":
+		return fmt.Sprintf("claim %s (%s)", d.After.ResourceClaim, d.Method)
 	}
 	return fmt.Sprintf("%s: %d (%s)", d.After.Resource, d.After.Count, d.Method)
 }
@@ -284,7 +330,7 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	for _, u := range p.UnknownModels {
 		fmt.Fprintf(w, "- **Unknown GPU model:** %s; add it to a --catalogue file\n", u.Describe())
 	}
-	fmt.Fprintf(w, "\n## Proof\n\n```\n%s\n```\n\n## Workloads\n\n", strings.Join(proofLines(p), "\n"))
+	fmt.Fprintf(w, "\n## Proof\n\n```\n%s\n```\n\n## Workloads\n\n", strings.Join(append(proofLines(p), draLines(p)...), "\n"))
 	fmt.Fprintln(w, "| workload | pods | now | action | after | why | risks |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, d := range p.Decisions {
@@ -309,4 +355,7 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 		FileMIGParted, FileNodeLabels, plan.DevicePluginConfigLabel, plan.MIGConfigLabel, FileRequests)
 	fmt.Fprintf(w, "5. `kubectl apply -f %s` (KEDA scales the inference workloads on their application metric) and `kubectl apply -f %s` (Karpenter NodePools whose GPU limits hold every replica KEDA may add); give spot Jobs the node selector `%s: spot`.\n",
 		FileKEDA, FileKarpenter, plan.CapacityTypeLabel)
+	if p.DRA != nil {
+		fmt.Fprintf(w, "6. For GPUs offered through DRA: enable the TimeSlicingSettings and MPSSupport feature gates of NVIDIA's DRA driver, `kubectl apply -f %s`, and give each shared workload's pod template the claim and node selector the proof's `dra:` lines name (`resourceClaims: [{name: gpu, resourceClaimName: <claim>}]` and `resources.claims: [{name: gpu}]` in its containers, in place of its `nvidia.com/gpu` request).\n", FileDRA)
+	}
 }

@@ -11,13 +11,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/nvidiadra"
 )
 
 // The DeviceClasses of NVIDIA's DRA driver for GPUs, as its Helm chart
 // makes them (deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml).
 const (
-	DeviceClassGPU = "gpu.nvidia.com"
-	DeviceClassMIG = "mig.nvidia.com"
+	DeviceClassGPU = nvidiadra.ClassGPU
+	DeviceClassMIG = nvidiadra.ClassMIG
 )
 
 // DRAGPU is one GPU that NVIDIA's DRA driver publishes: whole (MIG empty)
@@ -111,19 +112,14 @@ func NVIDIASlice(node string, gpus ...DRAGPU) *resourcev1.ResourceSlice {
 }
 
 // NVIDIADeviceClasses are the driver's DeviceClasses gpu.nvidia.com (whole
-// GPUs, serving the extended resource nvidia.com/gpu) and mig.nvidia.com.
+// GPUs, serving the extended resource nvidia.com/gpu) and mig.nvidia.com,
+// as package nvidiadra writes them for plan.
 func NVIDIADeviceClasses() []*resourcev1.DeviceClass {
-	class := func(name, typ string) *resourcev1.DeviceClass {
-		return &resourcev1.DeviceClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
-				Expression: fmt.Sprintf("device.driver == '%s' && device.attributes['%s'].type == '%s'", kube.DriverNVIDIAGPU, kube.DriverNVIDIAGPU, typ),
-			}}}},
-		}
+	var out []*resourcev1.DeviceClass
+	for _, c := range nvidiadra.DeviceClasses(nil) {
+		out = append(out, &c)
 	}
-	gpu := class(DeviceClassGPU, "gpu")
-	gpu.Spec.ExtendedResourceName = ptr.To(string(kube.ResourceGPU))
-	return []*resourcev1.DeviceClass{gpu, class(DeviceClassMIG, "mig")}
+	return out
 }
 
 // AddDRANode creates a kwok node with CPU and memory but no device-plugin

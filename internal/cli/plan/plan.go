@@ -93,7 +93,7 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	f.StringVar(&o.autoscaling, "autoscaling", "", "autoscaling file (kind Autoscaling): the Prometheus KEDA queries, the Karpenter node class, and each inference workload's application metric; with the demo, the demo's")
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
 	f.StringVar(&o.window, "window", "", "the usage window the plan is for, such as 7d or 24h; must match the usage file's (default: the file's)")
-	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests, KEDA ScaledObjects, Karpenter NodePools and plan.md to")
+	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests, KEDA ScaledObjects, Karpenter NodePools, the DRA objects (when some GPUs are offered through DRA) and plan.md to")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
 	f.Float64Var(&o.reclaim, "reclaim-idle", def.ReclaimIdleRatio, "reclaim workloads idle-held at least this share of the window (0..1)")
 	f.Float64Var(&o.headroom, "headroom", def.Headroom, "headroom over measured VRAM p95 and activity when sizing a share (0.2 = 20%)")

@@ -35,6 +35,10 @@ func TestGolden(t *testing.T) {
 		"pools.table": func(o *options) {
 			o.cluster.Snapshot, o.usage = "testdata/pools.cluster.yaml", "testdata/pools.usage.yaml"
 		},
+		// GPUs offered through DRA beside a device plugin node.
+		"dra.table": func(o *options) {
+			o.cluster.Snapshot, o.usage = "testdata/dra.cluster.yaml", "testdata/dra.usage.yaml"
+		},
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -69,6 +73,9 @@ func TestOutFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, "out-"+name, b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, planout.FileDRA)); !os.IsNotExist(err) {
+		t.Errorf("%s written for a cluster without DRA GPUs (stat: %v)", planout.FileDRA, err)
 	}
 	labels, _ := os.ReadFile(filepath.Join(dir, planout.FileNodeLabels))
 	dp, _ := os.ReadFile(filepath.Join(dir, planout.FileDevicePlugin))
