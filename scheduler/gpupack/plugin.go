@@ -132,6 +132,10 @@ func (p *Plugin) Name() string { return Name }
 type cycleState struct {
 	demand *placement.Demand
 	key    placement.DemandKey
+	// dra is set, and demand nil, for a pod that asks for GPUs only
+	// through ResourceClaims: GPUPack scores it and leaves the rest to
+	// the DynamicResources plugin.
+	dra *draDemand
 	// devices are what Reserve picked, for Bind.
 	devices []cluster.Device
 }
@@ -162,6 +166,12 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		klog.FromContext(ctx).V(2).Info("pod request not fully represented", "pod", klog.KObj(pod), "warning", w)
 	}
 	if !cp.WantsGPU() {
+		if m := p.handle.SharedDRAManager(); m != nil {
+			if need := draNeed(pod, m.ResourceClaims()); need > 0 {
+				cs.Write(stateKey, &cycleState{dra: &draDemand{need: need}})
+				return nil, nil
+			}
+		}
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	d, err := placement.NewDemand(cp, p.catalogue)
@@ -191,6 +201,9 @@ func (p *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni 
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	if s.dra != nil {
+		return nil // the DynamicResources plugin's to decide
+	}
 	e := p.nodeState(ctx, ni)
 	if p.fitsGPUs(e, s) {
 		return nil
@@ -219,7 +232,7 @@ func statusOf(reasons []placement.Reason) *fwk.Status {
 // scheduler's FailedScheduling event and PodScheduled condition.
 func (p *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := readState(cs)
-	if err != nil {
+	if err != nil || s.dra != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
@@ -249,10 +262,17 @@ func (p *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
-// PreScore skips scoring for pods without GPU demand.
+// PreScore skips scoring for pods without GPU demand; for a pod with
+// claims it counts each node's free DRA GPUs once for the cycle.
 func (p *Plugin) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	if _, err := readState(cs); err != nil {
+	s, err := readState(cs)
+	if err != nil {
 		return fwk.NewStatus(fwk.Skip)
+	}
+	if s.dra != nil {
+		if s.dra.nodes, err = draNodes(p.handle.SharedDRAManager()); err != nil {
+			return fwk.AsStatus(err)
+		}
 	}
 	return nil
 }
@@ -266,6 +286,9 @@ func (p *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni f
 	s, err := readState(cs)
 	if err != nil {
 		return 0, fwk.AsStatus(err)
+	}
+	if s.dra != nil {
+		return int64(math.Round(s.dra.score(ni.Node().Name) * scoreScale)), nil
 	}
 	score, _ := p.score(p.nodeState(ctx, ni), s)
 	return int64(math.Round(score * scoreScale)), nil
@@ -334,8 +357,8 @@ func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, 
 // the policy's choice of GPU for one device, Fit's default otherwise.
 func (p *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s, err := readState(cs)
-	if err != nil {
-		return nil // no GPU demand
+	if err != nil || s.dra != nil {
+		return nil // no GPU demand, or the DynamicResources plugin's
 	}
 	ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
 	if err != nil {
