@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
 )
 
@@ -141,6 +142,25 @@ func TestDRAPacksTighterThanStock(t *testing.T) {
 	}
 	if bigBound[schedulerName] != 2 || bigBound[corev1.DefaultSchedulerName] >= bigBound[schedulerName] {
 		t.Errorf("four-GPU pods bound: gpupack-scheduler %d, stock %d; want 2 and fewer", bigBound[schedulerName], bigBound[corev1.DefaultSchedulerName])
+	}
+
+	// An unchanged manifest (nvidia.com/gpu: 1) addressed to gpupack: the
+	// nodes offer no device-plugin GPU, but NVIDIA's DeviceClass serves the
+	// resource through DRA (extendedResourceName), so GPUPack leaves the
+	// node to DRA and the pod runs on a DRA GPU.
+	ns := "unchanged"
+	c.CreateNamespace(ns)
+	legacy := gpuPod(ns, "legacy", map[string]int64{string(kube.ResourceGPU): 1})
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, legacy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "legacy", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != "" && p.Status.ExtendedResourceClaimStatus != nil, err
+	})
+	if err != nil {
+		p, _ := cs.CoreV1().Pods(ns).Get(ctx, "legacy", metav1.GetOptions{})
+		t.Fatalf("a pod asking nvidia.com/gpu: 1 of gpupack-scheduler was not bound to a DRA GPU: %v; status %+v", err, p.Status)
 	}
 }
 

@@ -116,3 +116,22 @@ func (d *draDemand) score(node string) float64 {
 	}
 	return 1 - float64(n.free-d.need)/float64(n.total)
 }
+
+// servedByDRA reports whether a DeviceClass serves the extended resource
+// through DRA (spec.extendedResourceName), so that a pod asking for it may
+// be given DRA devices on a node that does not offer it in allocatable.
+func servedByDRA(m fwk.SharedDRAManager, resource string) bool {
+	if m == nil {
+		return false
+	}
+	classes, err := m.DeviceClasses().List()
+	if err != nil {
+		return false
+	}
+	for _, c := range classes {
+		if c.Spec.ExtendedResourceName != nil && *c.Spec.ExtendedResourceName == resource {
+			return true
+		}
+	}
+	return false
+}
