@@ -18,6 +18,9 @@
 //   - Reserve picks the exact GPUs, MIG slice or replica and records them;
 //     Bind binds the pod with them written on the Binding (annotation gpupack.io/gpu-devices);
 //     Unreserve releases them.
+//   - A pod that asks for GPUs only through ResourceClaims (DRA) is left to
+//     the upstream DynamicResources plugin to filter and allocate; GPUPack
+//     scores it by best fit on each node's free DRA GPUs (dra.go).
 //   - PostFilter adds gpupack's summary of why the pod fits nowhere to the
 //     scheduler's FailedScheduling event and PodScheduled condition, and
 //     records it as an event of its own (reason GPUPackUnschedulable).

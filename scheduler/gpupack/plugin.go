@@ -132,6 +132,13 @@ func (p *Plugin) Name() string { return Name }
 type cycleState struct {
 	demand *placement.Demand
 	key    placement.DemandKey
+	// dra is set, and demand nil, for a pod that asks for GPUs only
+	// through ResourceClaims: GPUPack scores it and leaves the rest to
+	// the DynamicResources plugin. It is set beside demand for a pod whose
+	// whole-GPU request a DeviceClass also serves through DRA
+	// (extendedResourceName): on a node without device-plugin GPUs that
+	// request is DRA's.
+	dra *draDemand
 	// devices are what Reserve picked, for Bind.
 	devices []cluster.Device
 }
@@ -162,13 +169,23 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 		klog.FromContext(ctx).V(2).Info("pod request not fully represented", "pod", klog.KObj(pod), "warning", w)
 	}
 	if !cp.WantsGPU() {
+		if m := p.handle.SharedDRAManager(); m != nil {
+			if need := draNeed(pod, m.ResourceClaims()); need > 0 {
+				cs.Write(stateKey, &cycleState{dra: &draDemand{need: need}})
+				return nil, nil
+			}
+		}
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	d, err := placement.NewDemand(cp, p.catalogue)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	cs.Write(stateKey, &cycleState{demand: d, key: d.Key()})
+	s := &cycleState{demand: d, key: d.Key()}
+	if cp.GPU.Kind == cluster.WholeGPUs && !cp.GPU.SharedResource && servedByDRA(p.handle.SharedDRAManager(), string(kube.ResourceGPU)) {
+		s.dra = &draDemand{need: cp.GPU.Count}
+	}
+	cs.Write(stateKey, s)
 	p.observe(pod.UID, d)
 	return nil, nil
 }
@@ -191,7 +208,13 @@ func (p *Plugin) Filter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni 
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	if s.demand == nil {
+		return nil // the DynamicResources plugin's to decide
+	}
 	e := p.nodeState(ctx, ni)
+	if s.dra != nil && len(e.state.Node.GPUs) == 0 {
+		return nil // the request is DRA's on this node
+	}
 	if p.fitsGPUs(e, s) {
 		return nil
 	}
@@ -219,7 +242,7 @@ func statusOf(reasons []placement.Reason) *fwk.Status {
 // scheduler's FailedScheduling event and PodScheduled condition.
 func (p *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := readState(cs)
-	if err != nil {
+	if err != nil || s.demand == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	infos, err := p.handle.SnapshotSharedLister().NodeInfos().List()
@@ -258,10 +281,17 @@ func (p *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
-// PreScore skips scoring for pods without GPU demand.
+// PreScore skips scoring for pods without GPU demand; for a pod with
+// claims it counts each node's free DRA GPUs once for the cycle.
 func (p *Plugin) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	if _, err := readState(cs); err != nil {
+	s, err := readState(cs)
+	if err != nil {
 		return fwk.NewStatus(fwk.Skip)
+	}
+	if s.dra != nil {
+		if s.dra.nodes, err = draNodes(p.handle.SharedDRAManager()); err != nil {
+			return fwk.AsStatus(err)
+		}
 	}
 	return nil
 }
@@ -276,7 +306,14 @@ func (p *Plugin) Score(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, ni f
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	score, _ := p.score(p.nodeState(ctx, ni), s)
+	if s.demand == nil {
+		return int64(math.Round(s.dra.score(ni.Node().Name) * scoreScale)), nil
+	}
+	e := p.nodeState(ctx, ni)
+	if s.dra != nil && len(e.state.Node.GPUs) == 0 {
+		return int64(math.Round(s.dra.score(ni.Node().Name) * scoreScale)), nil
+	}
+	score, _ := p.score(e, s)
 	return int64(math.Round(score * scoreScale)), nil
 }
 
@@ -343,14 +380,17 @@ func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, 
 // the policy's choice of GPU for one device, Fit's default otherwise.
 func (p *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s, err := readState(cs)
-	if err != nil {
-		return nil // no GPU demand
+	if err != nil || s.demand == nil {
+		return nil // no GPU demand, or the DynamicResources plugin's
 	}
 	ni, err := p.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
 	e := p.nodeState(ctx, ni)
+	if s.dra != nil && len(e.state.Node.GPUs) == 0 {
+		return nil // DRA allocates the request here
+	}
 	a, reasons := placement.Fit(s.demand, e.state)
 	if len(reasons) > 0 {
 		return statusOf(reasons)
