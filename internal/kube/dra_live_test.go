@@ -41,11 +41,7 @@ func TestLiveDRA(t *testing.T) {
 	ctx := t.Context()
 	client := c.Client()
 	res := client.ResourceV1()
-	for _, dc := range testcluster.NVIDIADeviceClasses() {
-		if _, err := res.DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	c.AddDRANode("dra-1", draH100(0), draH100(1), draA100MIG(2))
 	c.AddDRANode("dra-2", draH100(0))
 	const ns = "ml"
@@ -325,11 +321,7 @@ func TestLiveDRADiagnosis(t *testing.T) {
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
 			Expression: "device.driver == 'gpu.nvidia.com' && " + b200}}}},
 	})
-	for _, dc := range classes {
-		if _, err := res.DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.CreateDeviceClasses(classes...)
 	c.AddDRANode("dra-1", draH100(0), draH100(1))
 	c.AddDRANode("dra-2", draH100(0), draA100MIG(1))
 	const ns = "ml"

@@ -207,8 +207,7 @@ func (w *Watcher) quotaInformers(ctx context.Context, probe metav1.ListOptions) 
 		return &listError{verb: "list", resource: "events", err: err}
 	}
 	w.quotas = w.factory.Core().V1().ResourceQuotas().Lister()
-	w.failedFactory = informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = failedCreateSelector }))
+	w.failedFactory = w.selectedFactory(failedCreateSelector)
 	w.failedCreate = w.failedFactory.Core().V1().Events().Lister()
 	return nil
 }
@@ -236,10 +235,8 @@ func (w *Watcher) schedulerInformers(ctx context.Context) error {
 	case err != nil:
 		return &listError{verb: "list", resource: "events", err: err}
 	}
-	leases := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = notNodeLease }))
-	events := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = failedSchedulingSelector }))
+	leases := w.selectedFactory(notNodeLease)
+	events := w.selectedFactory(failedSchedulingSelector)
 	w.leases = leases.Coordination().V1().Leases().Lister()
 	w.failedScheduling = events.Core().V1().Events().Lister()
 	w.schedulerFactories = []informers.SharedInformerFactory{leases, events}
@@ -304,8 +301,7 @@ func (w *Watcher) startupInformers(ctx context.Context, probe metav1.ListOptions
 	} else if warning != "" {
 		w.startupWarnings = append(w.startupWarnings, warning)
 	} else {
-		w.pulledFactory = informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = pulledSelector }))
+		w.pulledFactory = w.selectedFactory(pulledSelector)
 		w.pulled = w.pulledFactory.Core().V1().Events().Lister()
 	}
 	_, err = core.PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, probe)
@@ -522,4 +518,13 @@ func (l *draListers) objects() (*DRAObjects, error) {
 	slices.SortFunc(o.Claims, func(a, b *resourcev1.ResourceClaim) int { return byName(a, b) })
 	slices.SortFunc(o.Templates, func(a, b *resourcev1.ResourceClaimTemplate) int { return byName(a, b) })
 	return &o, nil
+}
+
+// selectedFactory is an informer factory of its own whose lists and
+// watches the apiserver narrows by the field selector, so that only the
+// objects it selects (events of one reason, Leases outside
+// kube-node-lease) are cached.
+func (w *Watcher) selectedFactory(fieldSelector string) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = fieldSelector }))
 }

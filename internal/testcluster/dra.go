@@ -137,3 +137,14 @@ func (c *Cluster) AddDRANode(name string, gpus ...DRAGPU) *corev1.Node {
 	}
 	return node
 }
+
+// CreateDeviceClasses creates the DeviceClasses, such as
+// NVIDIADeviceClasses(), failing the test on the first refused.
+func (c *Cluster) CreateDeviceClasses(classes ...*resourcev1.DeviceClass) {
+	c.t.Helper()
+	for _, dc := range classes {
+		if _, err := c.client.ResourceV1().DeviceClasses().Create(c.t.Context(), dc, metav1.CreateOptions{}); err != nil {
+			c.t.Fatalf("testcluster: create DeviceClass %s: %v", dc.Name, err)
+		}
+	}
+}

@@ -36,11 +36,7 @@ func TestDRAPacksTighterThanStock(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	cs := client(t, c)
 	ctx := t.Context()
-	for _, dc := range testcluster.NVIDIADeviceClasses() {
-		if _, err := cs.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	for n := range 4 {
 		var gpus []testcluster.DRAGPU
 		for minor := range 4 {
