@@ -1,0 +1,134 @@
+package promsource
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// TestRecordingRules checks that every bucket figure has one recording
+// rule with a valid, distinct name in the level:metric:operations form,
+// and that steps the windows cannot hold are refused.
+func TestRecordingRules(t *testing.T) {
+	f, err := RecordingRules(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Groups) != 1 || f.Groups[0].Interval != "5m" {
+		t.Fatalf("groups %+v; want one group evaluated every 5m", f.Groups)
+	}
+	name := regexp.MustCompile(`^gpupack:[a-z0-9_]+:5m$`)
+	seen := map[string]bool{}
+	for _, r := range f.Groups[0].Rules {
+		if !name.MatchString(r.Record) || seen[r.Record] {
+			t.Errorf("rule %q: want a distinct name gpupack:<figure>:5m", r.Record)
+		}
+		seen[r.Record] = true
+		if r.Labels[StepLabel] != "30s" || !strings.Contains(r.Expr, "299999ms") {
+			t.Errorf("rule %s: labels %v, expr %s; want %s=30s over a 5m window less 1 ms", r.Record, r.Labels, r.Expr, StepLabel)
+		}
+	}
+	if len(seen) != len(bucketFigures) {
+		t.Errorf("%d rules for %d bucket figures", len(seen), len(bucketFigures))
+	}
+	for _, step := range []time.Duration{0, -time.Second, 7 * time.Second, 1500 * time.Millisecond, 10 * time.Minute} {
+		if _, err := RecordingRules(step); err == nil || !strings.Contains(err.Error(), "divide") {
+			t.Errorf("step %s: error %v; want one saying the step must divide 5m", step, err)
+		}
+	}
+}
+
+// TestRecordedAgreesWithBuckets backfills a day of a 16-GPU fleet (pods
+// arriving and leaving mid-hour, time-sliced GPUs, a MIG GPU, NaNs on one
+// device, an energy counter reset on another) into a real Prometheus,
+// records gpupack's rules over it with promtool tsdb create-blocks-from
+// rules (evaluated at the offsets Prometheus would evaluate them), and
+// reads the buckets twice: from the recorded windows, and from the series
+// as before (the reference). Totals per device and pod, energy, VRAM
+// maxima, start-up times and data quality must agree within 1%; the
+// hourly levels and the GPUs a pod held at start may not, since an hour's
+// recorded windows are shifted by up to one window from the hour.
+func TestRecordedAgreesWithBuckets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backfills and starts a real Prometheus")
+	}
+	const scrape = time.Minute
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fleet, err := fakedcgm.Fleet(16, 1, 7, gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults := fakedcgm.Faults{
+		NaNEvery: 7, NaNDevices: []string{"node-000/1/GPU-00000001-0000-4000-8000-000000000002"},
+		Resets: []fakedcgm.Reset{{Device: "node-001/5/GPU-00000002-0000-4000-8000-000000000006", At: 10*time.Hour + 13*time.Minute}},
+	}
+	prom := testcluster.FleetHistory(t, fleet, start, scrape, faults)
+	rules, err := RulesYAML(scrape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "gpupack-rules.yaml")
+	if err := os.WriteFile(file, rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// One hour past the history, so that the windows holding its last
+	// steps are read too.
+	w := usage.Window{Start: start, End: start.Add(fleet.Duration.D() + time.Hour), Step: scrape}
+	prom.BackfillRules(file, start, w.End)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := New(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadBuckets(ctx, w, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := s.BucketProvenance(); p.RecordedHours != 25 || p.ComputedHours != 0 {
+		t.Errorf("provenance %+v; want all 25 hours read from the recording rules", p)
+	}
+	ref := *s
+	ref.ignoreRecorded = true
+	want, err := ref.LoadBuckets(ctx, w, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pricing := usage.Pricing{Catalogue: gpu.Default()}
+	recorded, err := usage.AccountBuckets(usage.BucketInput{Start: w.Start, End: w.End, Buckets: got, Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	computed, err := usage.AccountBuckets(usage.BucketInput{Start: w.Start, End: w.End, Buckets: want, Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recorded.Cluster.Totals.AllocatedGPUSeconds == 0 {
+		t.Fatal("the recorded report allocates nothing")
+	}
+	// What the hour's boundary moves: the levels per hour, and the GPUs a
+	// pod held at start (its first hour's GPU-seconds over the time from
+	// its attach to that hour's end).
+	for _, r := range []*usage.Report{recorded, computed} {
+		r.Hourly = nil
+		for i := range r.Pods {
+			r.Pods[i].HourlyActivity, r.Pods[i].FirstHour, r.Pods[i].Startup.HeldGPUs = nil, 0, usage.Unknown
+		}
+	}
+	for _, d := range usage.Disagreements(computed, recorded, 0.01) {
+		t.Error("recorded vs computed buckets: " + d)
+	}
+	if q, cq := recorded.Quality, computed.Quality; q.NaNSamples != cq.NaNSamples || q.CounterResets != cq.CounterResets || q.CounterResets == 0 || q.Samples != cq.Samples {
+		t.Errorf("recorded quality: %d samples, %d NaN, %d resets; computed %d, %d, %d", q.Samples, q.NaNSamples, q.CounterResets, cq.Samples, cq.NaNSamples, cq.CounterResets)
+	}
+}
