@@ -71,7 +71,7 @@ var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 // per figure instead of the hour's samples.
 func RecordingRules(step time.Duration) (RuleFile, error) {
 	if step <= 0 || RecordWindow%step != 0 || step%time.Second != 0 {
-		return RuleFile{}, fmt.Errorf("step %s: want whole seconds that divide %s, such as 30s (the scrape interval of dcgm-exporter)", step, RecordWindow)
+		return RuleFile{}, fmt.Errorf("step %s: want whole seconds that divide %s, such as 30s (the scrape interval of dcgm-exporter)", step, stepValue(RecordWindow))
 	}
 	g := RuleGroup{Name: recordedGroup, Interval: model.Duration(RecordWindow).String()}
 	for _, fig := range bucketFigures {
