@@ -168,9 +168,11 @@ func recordedCheckQuery(step, bucket time.Duration) string {
 
 // recordedCovers says whether every bucket of the chunk r was recorded
 // by gpupack's rules at step: some devices recorded in each, and no fewer
-// than had samples.
+// than had samples at its middle. Only whole hours are read from
+// the rules: serve's current partial hour is computed from the series, so
+// that it does not lag by up to a window.
 func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket time.Duration) (bool, error) {
-	if s.ignoreRecorded || s.subqueriesOnly || bucket%RecordWindow != 0 {
+	if s.ignoreRecorded || s.subqueriesOnly || bucket%time.Hour != 0 {
 		return false, nil
 	}
 	m, err := s.queryRange(ctx, recordedCheckQuery(step, bucket), r)
