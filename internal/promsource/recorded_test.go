@@ -5,9 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
@@ -130,5 +134,115 @@ func TestRecordedAgreesWithBuckets(t *testing.T) {
 	}
 	if q, cq := recorded.Quality, computed.Quality; q.NaNSamples != cq.NaNSamples || q.CounterResets != cq.CounterResets || q.CounterResets == 0 || q.Samples != cq.Samples {
 		t.Errorf("recorded quality: %d samples, %d NaN, %d resets; computed %d, %d, %d", q.Samples, q.NaNSamples, q.CounterResets, cq.Samples, cq.NaNSamples, cq.CounterResets)
+	}
+}
+
+// BenchmarkRecordedQueries backfills a fleet (GPUPACK_BENCH_GPUS, 48 by
+// default) for two days at 30 s scrapes into a real Prometheus, records
+// gpupack's rules over them (promtool; its time is logged: what the rules
+// cost Prometheus per device-day), and times on the second day, each the
+// median of three runs in one run of the machine: StreamBuckets from the
+// rules, StreamBuckets computed from the series (the plain figures and the
+// subqueries where needed), and the recorded figures read as one range
+// query per figure at a 1 h step against 24 instant queries per figure.
+// Run it once:
+//
+//	GPUPACK_E2E=1 go test ./internal/promsource -run XXX -bench RecordedQueries -benchtime 1x -v
+func BenchmarkRecordedQueries(b *testing.B) {
+	if os.Getenv("GPUPACK_E2E") == "" {
+		b.Skip("set GPUPACK_E2E=1: backfills and starts a real Prometheus")
+	}
+	gpus := 48
+	if v := os.Getenv("GPUPACK_BENCH_GPUS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("GPUPACK_BENCH_GPUS=%q: want a positive whole number", v)
+		}
+		gpus = n
+	}
+	const scrape, days = 30 * time.Second, 2
+	fleet, err := fakedcgm.Fleet(gpus, days, 1, gpu.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prom := testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
+	rules, err := RulesYAML(scrape)
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := filepath.Join(b.TempDir(), "gpupack-rules.yaml")
+	if err := os.WriteFile(file, rules, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	prom.BackfillRules(file, start, start.Add(days*24*time.Hour))
+	took := time.Since(t0)
+	b.Logf("recorded the rules over %d GPUs x %d days in %.1f s: %.2f s per device-day", gpus, days, took.Seconds(), took.Seconds()/float64(gpus*days))
+
+	s, err := New(prom.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	day := usage.Window{Start: start.Add(24 * time.Hour), End: start.Add(48 * time.Hour), Step: scrape}
+	r := v1.Range{Start: day.Start.Add(time.Hour - time.Millisecond), End: day.End.Add(-time.Millisecond), Step: time.Hour}
+	median := func(f func() error) time.Duration {
+		var ds []time.Duration
+		for range 3 {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		slices.Sort(ds)
+		return ds[1]
+	}
+	for b.Loop() {
+		for _, path := range []struct {
+			name     string
+			computed bool
+		}{{"recorded", false}, {"computed", true}} {
+			src := *s
+			src.ignoreRecorded, src.provenance = path.computed, &provenanceCounts{}
+			n := 0
+			d := median(func() error {
+				n = 0
+				return src.StreamBuckets(ctx, day, time.Hour, func(*usage.Bucket) error { n++; return nil })
+			})
+			if p := src.BucketProvenance(); !path.computed && (p.ComputedHours != 0 || p.RecordedHours == 0) {
+				b.Fatalf("provenance %+v: the recorded runs did not read every hour from the rules", p)
+			}
+			b.ReportMetric(d.Seconds()/float64(gpus)*1000, "ms/device-day-"+path.name)
+			b.Logf("%-8s StreamBuckets over the day: %.3f s, %d buckets, %.1f ms per device-day", path.name, d.Seconds(), n, d.Seconds()/float64(gpus)*1000)
+		}
+		var queries []string
+		for _, fig := range bucketFigures {
+			q, err := recordedQuery(fig, scrape, time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			queries = append(queries, q)
+		}
+		ranged := median(func() error {
+			for _, q := range queries {
+				if _, err := s.queryRange(ctx, q, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		instant := median(func() error {
+			for _, q := range queries {
+				for t := r.Start; !t.After(r.End); t = t.Add(time.Hour) {
+					if _, err := s.queryRange(ctx, q, v1.Range{Start: t, End: t, Step: time.Hour}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		b.Logf("the %d recorded figures over the day, one by one: %.3f s as range queries at a 1 h step, %.3f s as 24 instant queries each", len(queries), ranged.Seconds(), instant.Seconds())
 	}
 }
