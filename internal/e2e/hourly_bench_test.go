@@ -99,7 +99,8 @@ func BenchmarkHourlyReport(b *testing.B) {
 			}
 			rss := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024 // KiB on Linux
 			b.ReportMetric(rss, fmt.Sprintf("MiB-peak-%dd", d))
-			b.Logf("%d GPUs x %d days: %s, %.0f MiB peak RSS, %d bytes of JSON", gpus, d, took.Round(time.Millisecond), rss, len(out))
+			cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			b.Logf("%d GPUs x %d days: %s, %.0f MiB peak RSS, %s of gpupack's CPU, %d bytes of JSON", gpus, d, took.Round(time.Millisecond), rss, cpu.Round(time.Millisecond), len(out))
 		}
 	}
 	// -benchtime Nx runs each report N times: the median of them.
