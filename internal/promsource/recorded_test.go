@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/fakedcgm"
-	"github.com/gpupack/gpupack/internal/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -66,16 +63,7 @@ func TestRecordedAgreesWithBuckets(t *testing.T) {
 		t.Skip("backfills and starts a real Prometheus")
 	}
 	const scrape = time.Minute
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fleet, err := fakedcgm.Fleet(16, 1, 7, gpu.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	faults := fakedcgm.Faults{
-		NaNEvery: 7, NaNDevices: []string{"node-000/1/GPU-00000001-0000-4000-8000-000000000002"},
-		Resets: []fakedcgm.Reset{{Device: "node-001/5/GPU-00000002-0000-4000-8000-000000000006", At: 10*time.Hour + 13*time.Minute}},
-	}
-	prom := testcluster.FleetHistory(t, fleet, start, scrape, faults)
+	prom, day := faultyFleetDay(t, scrape)
 	rules, err := RulesYAML(scrape)
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +74,8 @@ func TestRecordedAgreesWithBuckets(t *testing.T) {
 	}
 	// One hour past the history, so that the windows holding its last
 	// steps are read too.
-	w := usage.Window{Start: start, End: start.Add(fleet.Duration.D() + time.Hour), Step: scrape}
-	prom.BackfillRules(file, start, w.End)
+	w := usage.Window{Start: day.Start, End: day.End.Add(time.Hour), Step: scrape}
+	prom.BackfillRules(file, w.Start, w.End)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -152,21 +140,8 @@ func BenchmarkRecordedQueries(b *testing.B) {
 	if os.Getenv("GPUPACK_E2E") == "" {
 		b.Skip("set GPUPACK_E2E=1: backfills and starts a real Prometheus")
 	}
-	gpus := 48
-	if v := os.Getenv("GPUPACK_BENCH_GPUS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("GPUPACK_BENCH_GPUS=%q: want a positive whole number", v)
-		}
-		gpus = n
-	}
 	const scrape, days = 30 * time.Second, 2
-	fleet, err := fakedcgm.Fleet(gpus, days, 1, gpu.Default())
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	prom := testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
+	gpus, start, prom := benchFleet(b, scrape, days)
 	rules, err := RulesYAML(scrape)
 	if err != nil {
 		b.Fatal(err)
