@@ -1,7 +1,11 @@
 package promsource
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -219,5 +223,75 @@ func BenchmarkRecordedQueries(b *testing.B) {
 			return nil
 		})
 		b.Logf("the %d recorded figures over the day, one by one: %.3f s as range queries at a 1 h step, %.3f s as 24 instant queries each", len(queries), ranged.Seconds(), instant.Seconds())
+	}
+}
+
+// TestRecordedCovers answers the check query with the devices recorded
+// and sampled in each hour of a 3-hour chunk, and checks that the rules
+// are read only where they hold every hour, for at least as many devices
+// as were sampled, and never for a report at another step or a bucket
+// shorter than an hour.
+func TestRecordedCovers(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	cases := map[string]struct {
+		recorded, raw []string // per hour, "" for no point
+		bucket        time.Duration
+		want          bool
+	}{
+		"every hour recorded":           {recorded: []string{"4", "4", "5"}, raw: []string{"4", "4", "5"}, want: true},
+		"more recorded than sampled":    {recorded: []string{"4", "4", "4"}, raw: []string{"3", "", "4"}, want: true},
+		"an hour before the rules":      {recorded: []string{"", "4", "4"}, raw: []string{"4", "4", "4"}},
+		"a device the rules missed":     {recorded: []string{"4", "3", "4"}, raw: []string{"4", "4", "4"}},
+		"an hour with nothing recorded": {recorded: []string{"4", "0", "4"}, raw: []string{"4", "", "4"}},
+		"no rules":                      {raw: []string{"4", "4", "4"}},
+		"a partial hour is never read":  {recorded: []string{"4", "4", "4"}, raw: []string{"4", "4", "4"}, bucket: 30 * time.Minute},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			bucket := cmp.Or(tc.bucket, time.Hour)
+			var queries []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if err := r.ParseForm(); err != nil {
+					t.Error(err)
+				}
+				queries = append(queries, r.Form.Get("query"))
+				series := func(kind string, values []string) string {
+					var pts []string
+					for i, v := range values {
+						if v != "" {
+							pts = append(pts, fmt.Sprintf(`[%.3f,"%s"]`, float64(start.Add(time.Duration(i+1)*bucket).UnixMilli()-1)/1000, v))
+						}
+					}
+					if len(pts) == 0 {
+						return ""
+					}
+					return fmt.Sprintf(`{"metric":{"gpupack_count":%q},"values":[%s]}`, kind, strings.Join(pts, ","))
+				}
+				var result []string
+				for _, s := range []string{series("recorded", tc.recorded), series("raw", tc.raw)} {
+					if s != "" {
+						result = append(result, s)
+					}
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[%s]}}`, strings.Join(result, ","))
+			}))
+			defer srv.Close()
+			s, err := New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := v1.Range{Start: start.Add(bucket - time.Millisecond), End: start.Add(3*bucket - time.Millisecond), Step: bucket}
+			got, err := s.recordedCovers(context.Background(), r, 30*time.Second, bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("covered = %v, want %v (queries %q)", got, tc.want, queries)
+			}
+			if len(queries) == 1 && !strings.Contains(queries[0], `gpupack_step="30s"`) {
+				t.Errorf("the check %s does not select the rules of the report's step", queries[0])
+			}
+		})
 	}
 }
