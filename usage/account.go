@@ -1002,6 +1002,14 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 	}
 	appFirst := map[string]int64{}
 	podKeys := slices.Sorted(maps.Keys(pods))
+	// A month of a fleet's pods is a large slice of large structs: grown
+	// by appends, copying it took a fifth of the report's time.
+	r.Pods = slices.Grow(r.Pods, len(podKeys))
+	nc := 0
+	for _, ps := range pods {
+		nc += len(ps.containers)
+	}
+	r.Containers = slices.Grow(r.Containers, nc)
 	namespaces := map[string]*acc{}
 	nsPods := map[string]int{}
 	for _, key := range podKeys {
