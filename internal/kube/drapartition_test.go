@@ -1,0 +1,158 @@
+package kube_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/placement"
+)
+
+// draH100Partitionable is an H100 that NVIDIA's driver publishes with
+// dynamic MIG: a counter set, the whole GPU and every profile's placements.
+func draH100Partitionable(minor int) testcluster.DRAGPU {
+	g := draH100(minor)
+	m, _ := gpu.Default().Lookup(g.Product)
+	g.Partitions = m.MIG
+	return g
+}
+
+// profileClaim is a pending claim for one MIG device of the profile.
+func profileClaim(name, profile string) *resourcev1.ResourceClaim {
+	c := draClaim(name, testcluster.DeviceClassMIG, 1, "")
+	c.Spec.Devices.Requests[0].Exactly.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+		Expression: `device.attributes["gpu.nvidia.com"].profile == "` + profile + `"`}}}
+	return c
+}
+
+// TestBuildDRAPartitionable: NVIDIA's dynamic MIG (a counter-set slice and
+// a device slice per GPU) is read as partitionable GPUs with their counter
+// set, whole device and partitions; claims holding partitions make their
+// pods hold them, so placement counts the counters they consume; a claim
+// whose devices the counters exclude gets ClaimCounterExhausted naming
+// the counter, and a profile that still fits is placed; the snapshot file
+// keeps it all.
+func TestBuildDRAPartitionable(t *testing.T) {
+	h0, h1 := draH100Partitionable(0), draH100Partitionable(1)
+	geo := h0.Partitions
+	p4, _ := geo.Profile("4g.40gb")
+	p3, _ := geo.Profile("3g.40gb")
+	big := draClaim("big", testcluster.DeviceClassMIG, 1, "dra-1", h0.PartitionName(p4, 0))
+	mid := draClaim("mid", testcluster.DeviceClassMIG, 1, "dra-1", h0.PartitionName(p3, 4))
+	whole := draClaim("whole", testcluster.DeviceClassGPU, 1, "dra-1", h1.DeviceName())
+	small, wide := profileClaim("small", "1g.10gb"), draClaim("wide", testcluster.DeviceClassGPU, 1, "")
+	pods := []*corev1.Pod{draPod("big", "dra-1", *big), draPod("mid", "dra-1", *mid), draPod("whole", "dra-1", *whole), draPod("small", "", *small), draPod("wide", "", *wide)}
+	objs := &kube.DRAObjects{Classes: testcluster.NVIDIADeviceClasses(), Slices: testcluster.NVIDIASlices("dra-1", h0, h1),
+		Claims: []*resourcev1.ResourceClaim{big, mid, whole, small, wide}}
+	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, pods, nil, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "counter") || strings.Contains(w, "Partitionable") }) {
+		t.Errorf("warnings about counters, which are modelled: %q", st.Warnings)
+	}
+	n := st.Snapshot.Nodes[0]
+	if len(n.GPUs) != 2 {
+		t.Fatalf("dra-1 has %d GPUs, want 2; warnings: %q", len(n.GPUs), st.Warnings)
+	}
+	g := n.GPUs[0]
+	if g.DRA.Device != "gpu-0" || len(g.DRA.Partitions) != 18 || len(g.DRA.CounterSets) != 1 || g.DRA.CounterSets[0].Name != h0.CounterSetName() ||
+		g.DRA.CounterSets[0].Counters["memory-slice-7"] != 1 || !slices.Equal(g.DRA.Classes, []string{testcluster.DeviceClassGPU}) ||
+		!slices.Equal(g.DRA.Partitions[0].Classes, []string{testcluster.DeviceClassMIG}) {
+		t.Errorf("GPU 0 = %+v; want gpu-0 of class %s with counter set %s and 18 partitions of class %s", g.DRA, testcluster.DeviceClassGPU, h0.CounterSetName(), testcluster.DeviceClassMIG)
+	}
+
+	byName := map[string]*cluster.Pod{}
+	for _, p := range st.Snapshot.Pods {
+		byName[p.Name] = p
+	}
+	partition := func(p *cluster.Pod) string {
+		if len(p.Devices) != 1 || p.Devices[0].Slice < 0 {
+			return ""
+		}
+		return n.GPUs[p.Devices[0].GPU].DRA.Partitions[p.Devices[0].Slice].Device
+	}
+	if p := byName["big"]; p.GPU != (cluster.Request{Kind: cluster.MIGSlice, Profile: "4g.40gb"}) || partition(p) != h0.PartitionName(p4, 0) {
+		t.Errorf("big: GPU %v, devices %+v; want partition %s", p.GPU, p.Devices, h0.PartitionName(p4, 0))
+	}
+	states, misfits, err := placement.States(st.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(misfits) > 0 {
+		t.Errorf("bound pods do not fit where their claims put them: %q", misfits)
+	}
+	s := states[0]
+	if used := s.GPUs[0].UsedSlices; used != 1<<byName["big"].Devices[0].Slice|1<<byName["mid"].Devices[0].Slice || s.GPUs[0].FreeMilli != 0 {
+		t.Errorf("GPU 0 state = %+v; want the two partitions held and no compute left", s.GPUs[0])
+	}
+
+	cases := map[string]struct {
+		pod  string
+		want placement.CounterShortfall
+	}{
+		// Every 1g.10gb placement lacks memory and multiprocessors on GPU
+		// 0 (its partitions take them) and on GPU 1 (the whole GPU does);
+		// memory names first.
+		"a partition": {pod: "small", want: placement.CounterShortfall{GPU: 0, Set: h0.CounterSetName(), Counter: "memory", Needed: int64(geo.Profiles[0].Memory) << 20, Left: g.DRA.CounterSets[0].Counters["memory"] - 2*int64(p4.Memory)<<20, Blocked: 7}},
+		// The whole GPU 0 consumes every counter, which its partitions hold.
+		"the whole GPU": {pod: "wide", want: placement.CounterShortfall{GPU: 0, Set: h0.CounterSetName(), Counter: "memory", Needed: g.DRA.CounterSets[0].Counters["memory"], Left: g.DRA.CounterSets[0].Counters["memory"] - 2*int64(p4.Memory)<<20, Blocked: 1}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, err := placement.NewDemand(byName[tc.pod], gpu.Default())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, rs := placement.Fit(d, s)
+			if len(rs) != 1 || rs[0].Code != placement.ClaimCounterExhausted || rs[0].Claim.Counter == nil {
+				t.Fatalf("reasons %v, want one %s", rs, placement.ClaimCounterExhausted)
+			}
+			if diff := cmp.Diff(tc.want, *rs[0].Claim.Counter); diff != "" {
+				t.Errorf("counter (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// Freed of the 3g.40gb, GPU 0 makes a 1g.10gb in its memory slices.
+	freed := placement.NewNodeState(n)
+	for _, name := range []string{"big", "whole"} {
+		d, err := placement.NewDemand(byName[name], gpu.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, ok := placement.AssignmentAt(d, freed, byName[name].Devices)
+		if !ok {
+			t.Fatalf("%s does not take its devices %+v", name, byName[name].Devices)
+		}
+		freed.Assign(d, a)
+	}
+	d, err := placement.NewDemand(byName["small"], gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, rs := placement.Fit(d, freed)
+	if len(rs) > 0 || len(a.Devices) != 1 || g.DRA.Partitions[a.Devices[0].Slice].Device != h0.PartitionName(geo.Profiles[0], 4) {
+		t.Errorf("small on GPU 0 without the 3g.40gb: %+v, reasons %v; want partition %s", a, rs, h0.PartitionName(geo.Profiles[0], 4))
+	}
+
+	out, err := cluster.MarshalFile(st.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cluster.ParseFile(out, "written", gpu.Default())
+	if err != nil {
+		t.Fatalf("re-reading: %v", err)
+	}
+	if diff := cmp.Diff(g.DRA, again.Nodes[0].GPUs[0].DRA); diff != "" {
+		t.Errorf("the snapshot file changes GPU 0 (-read +file):\n%s", diff)
+	}
+}
