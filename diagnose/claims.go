@@ -41,6 +41,11 @@ type ClaimFacts struct {
 	// SelectorError is the first such error, by device.
 	SelectorErrors int    `json:"selectorErrors,omitempty"`
 	SelectorError  string `json:"selectorError,omitempty"`
+	// Counter is the shared counter of a partitionable GPU that keeps the
+	// accepted devices no claim holds from being made, on CounterNode
+	// (the first node where one does).
+	Counter     *placement.CounterShortfall `json:"counter,omitempty"`
+	CounterNode string                      `json:"counterNode,omitempty"`
 }
 
 // ProductCount is how many devices of a product a class offers.
@@ -101,7 +106,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			}
 			continue
 		}
-		if r == nil || r.Code != placement.ClaimUnallocatable || len(v.now) > 1 {
+		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted) || len(v.now) > 1 {
 			continue // CPU, memory or pods short too
 		}
 		claimK = append(claimK, k)
@@ -159,7 +164,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 func claimOf(rs []placement.Reason) *placement.Reason {
 	for i := range rs {
 		switch rs[i].Code {
-		case placement.ClaimUnallocatable, placement.ClaimSelectorError, placement.ClaimNotFound:
+		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimSelectorError, placement.ClaimNotFound:
 			return &rs[i]
 		}
 	}
@@ -216,6 +221,9 @@ func (e *engine) claimFacts(p *cluster.Pod, ks []int, verdicts []classVerdict) [
 			cf.Free += nodes * sf.Free
 			if node := e.s.Nodes[e.classes[k].nodes[0]].Name; sf.Accepted > cf.MostAccepted || cf.MostAcceptedNode == "" {
 				cf.MostAccepted, cf.MostAcceptedNode = sf.Accepted, node
+			}
+			if sf.Counter != nil && cf.Counter == nil {
+				cf.Counter, cf.CounterNode = sf.Counter, e.s.Nodes[e.classes[k].nodes[0]].Name
 			}
 		}
 	}
@@ -302,7 +310,8 @@ func (e *engine) claimAllocation(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	var holders []*cluster.Pod
 	for _, h := range e.holders[best] {
 		if slices.ContainsFunc(h.Devices, func(d cluster.Device) bool {
-			return slices.ContainsFunc(r.Held, func(x cluster.Device) bool { return x.GPU == d.GPU && (x.Slice < 0 || x.Slice == d.Slice) })
+			return slices.ContainsFunc(r.Held, func(x cluster.Device) bool { return x.GPU == d.GPU && (x.Slice < 0 || x.Slice == d.Slice) }) ||
+				(r.Counter != nil && d.GPU == r.Counter.GPU)
 		}) {
 			holders = append(holders, h)
 		}
@@ -325,6 +334,10 @@ func (e *engine) claimAllocation(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	names := make([]string, len(holders))
 	for i, h := range holders {
 		names[i] = h.Key()
+	}
+	if r.Counter != nil {
+		e.counterFix(f, p, r, best, holders)
+		return
 	}
 	f.addFix(fmt.Sprintf("claim %s, request %s needs %d device(s) of class %s that its selectors accept; on %s they are held by %s: reclaim %d of them (least active first) and the claim can be allocated there",
 		r.Claim, r.Request, r.Needed, r.Class, node, strings.Join(names, ", "), len(reclaim)), reclaimRemedy(reclaim))

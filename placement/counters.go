@@ -161,3 +161,21 @@ func partitionAt(g *cluster.GPU, st *GPUState, index, j int) (DeviceShare, bool)
 	p := &g.DRA.Partitions[j]
 	return DeviceShare{GPU: index, Slice: j, Milli: p.Milli, Memory: p.Memory}, true
 }
+
+// MakeablePartitions lists the partitions of the node's GPU i that could be
+// allocated now: not held, and its counters cover them. Nil for a GPU that
+// is not partitionable.
+func MakeablePartitions(s *NodeState, i int) []int {
+	g := &s.Node.GPUs[i]
+	if g.DRA == nil || !g.DRA.Partitionable() {
+		return nil
+	}
+	l := newLedger(g, &s.GPUs[i])
+	var out []int
+	for j := range g.DRA.Partitions {
+		if s.GPUs[i].UsedSlices&(1<<j) == 0 && l.fits(g.DRA.Partitions[j].Consumes) {
+			out = append(out, j)
+		}
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
@@ -38,20 +40,21 @@ func profileClaim(name, profile string) *resourcev1.ResourceClaim {
 // set, whole device and partitions; claims holding partitions make their
 // pods hold them, so placement counts the counters they consume; a claim
 // whose devices the counters exclude gets ClaimCounterExhausted naming
-// the counter, and a profile that still fits is placed; the snapshot file
-// keeps it all.
+// the counter, and the diagnosis names it with the nearest changes; a
+// profile that still fits is placed; the snapshot file keeps it all.
 func TestBuildDRAPartitionable(t *testing.T) {
 	h0, h1 := draH100Partitionable(0), draH100Partitionable(1)
 	geo := h0.Partitions
-	p4, _ := geo.Profile("4g.40gb")
+	p1, _ := geo.Profile("1g.10gb")
 	p3, _ := geo.Profile("3g.40gb")
+	p4, _ := geo.Profile("4g.40gb")
 	big := draClaim("big", testcluster.DeviceClassMIG, 1, "dra-1", h0.PartitionName(p4, 0))
-	mid := draClaim("mid", testcluster.DeviceClassMIG, 1, "dra-1", h0.PartitionName(p3, 4))
+	tiny := draClaim("tiny", testcluster.DeviceClassMIG, 1, "dra-1", h0.PartitionName(p1, 4))
 	whole := draClaim("whole", testcluster.DeviceClassGPU, 1, "dra-1", h1.DeviceName())
-	small, wide := profileClaim("small", "1g.10gb"), draClaim("wide", testcluster.DeviceClassGPU, 1, "")
-	pods := []*corev1.Pod{draPod("big", "dra-1", *big), draPod("mid", "dra-1", *mid), draPod("whole", "dra-1", *whole), draPod("small", "", *small), draPod("wide", "", *wide)}
+	medium, wide := profileClaim("medium", "3g.40gb"), draClaim("wide", testcluster.DeviceClassGPU, 1, "")
+	pods := []*corev1.Pod{draPod("big", "dra-1", *big), draPod("tiny", "dra-1", *tiny), draPod("whole", "dra-1", *whole), draPod("medium", "", *medium), draPod("wide", "", *wide)}
 	objs := &kube.DRAObjects{Classes: testcluster.NVIDIADeviceClasses(), Slices: testcluster.NVIDIASlices("dra-1", h0, h1),
-		Claims: []*resourcev1.ResourceClaim{big, mid, whole, small, wide}}
+		Claims: []*resourcev1.ResourceClaim{big, tiny, whole, medium, wide}}
 	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, pods, nil, objs)
 	if err != nil {
 		t.Fatal(err)
@@ -91,20 +94,22 @@ func TestBuildDRAPartitionable(t *testing.T) {
 		t.Errorf("bound pods do not fit where their claims put them: %q", misfits)
 	}
 	s := states[0]
-	if used := s.GPUs[0].UsedSlices; used != 1<<byName["big"].Devices[0].Slice|1<<byName["mid"].Devices[0].Slice || s.GPUs[0].FreeMilli != 0 {
-		t.Errorf("GPU 0 state = %+v; want the two partitions held and no compute left", s.GPUs[0])
+	if used := s.GPUs[0].UsedSlices; used != 1<<byName["big"].Devices[0].Slice|1<<byName["tiny"].Devices[0].Slice || s.GPUs[0].FreeMilli != 286 || s.GPUs[1].FreeMilli != 0 {
+		t.Errorf("states = %+v; want GPU 0 with the two partitions held and 2/7 of its compute left, GPU 1 held whole", s.GPUs)
 	}
 
+	memory := g.DRA.CounterSets[0].Counters["memory"]
+	left := memory - int64(p4.Memory)<<20 - int64(p1.Memory)<<20
 	cases := map[string]struct {
 		pod  string
 		want placement.CounterShortfall
 	}{
-		// Every 1g.10gb placement lacks memory and multiprocessors on GPU
-		// 0 (its partitions take them) and on GPU 1 (the whole GPU does);
-		// memory names first.
-		"a partition": {pod: "small", want: placement.CounterShortfall{GPU: 0, Set: h0.CounterSetName(), Counter: "memory", Needed: int64(geo.Profiles[0].Memory) << 20, Left: g.DRA.CounterSets[0].Counters["memory"] - 2*int64(p4.Memory)<<20, Blocked: 7}},
+		// Both 3g.40gb placements of GPU 0 lack memory and multiprocessors
+		// (and a memory slice each); on GPU 1 the whole GPU holds every
+		// counter. Memory names first.
+		"a partition": {pod: "medium", want: placement.CounterShortfall{GPU: 0, Set: h0.CounterSetName(), Counter: "memory", Needed: int64(p3.Memory) << 20, Left: left, Blocked: 2}},
 		// The whole GPU 0 consumes every counter, which its partitions hold.
-		"the whole GPU": {pod: "wide", want: placement.CounterShortfall{GPU: 0, Set: h0.CounterSetName(), Counter: "memory", Needed: g.DRA.CounterSets[0].Counters["memory"], Left: g.DRA.CounterSets[0].Counters["memory"] - 2*int64(p4.Memory)<<20, Blocked: 1}},
+		"the whole GPU": {pod: "wide", want: placement.CounterShortfall{GPU: 0, Set: h0.CounterSetName(), Counter: "memory", Needed: memory, Left: left, Blocked: 1}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -122,7 +127,7 @@ func TestBuildDRAPartitionable(t *testing.T) {
 		})
 	}
 
-	// Freed of the 3g.40gb, GPU 0 makes a 1g.10gb in its memory slices.
+	// Without the 1g.10gb, GPU 0 makes the 3g.40gb in memory slices 4-7.
 	freed := placement.NewNodeState(n)
 	for _, name := range []string{"big", "whole"} {
 		d, err := placement.NewDemand(byName[name], gpu.Default())
@@ -135,13 +140,41 @@ func TestBuildDRAPartitionable(t *testing.T) {
 		}
 		freed.Assign(d, a)
 	}
-	d, err := placement.NewDemand(byName["small"], gpu.Default())
+	d, err := placement.NewDemand(byName["medium"], gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, rs := placement.Fit(d, freed)
-	if len(rs) > 0 || len(a.Devices) != 1 || g.DRA.Partitions[a.Devices[0].Slice].Device != h0.PartitionName(geo.Profiles[0], 4) {
-		t.Errorf("small on GPU 0 without the 3g.40gb: %+v, reasons %v; want partition %s", a, rs, h0.PartitionName(geo.Profiles[0], 4))
+	if len(rs) > 0 || len(a.Devices) != 1 || g.DRA.Partitions[a.Devices[0].Slice].Device != h0.PartitionName(p3, 4) {
+		t.Errorf("medium on GPU 0 without the 1g.10gb: %+v, reasons %v; want partition %s", a, rs, h0.PartitionName(p3, 4))
+	}
+
+	// The diagnosis names the claim, the request and the counter, reclaims
+	// the fewest holders of GPU 0 and offers the largest profile it can
+	// still make.
+	rep, err := diagnose.Diagnose(st.Snapshot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f diagnose.Finding
+	for _, x := range rep.Findings {
+		if x.Pod == "ml/medium" {
+			f = x
+		}
+	}
+	want := []string{
+		"claim medium, request gpu: on dra-1 GPU 0 the shared counter memory of counter set gpu-0-counter-set has " + strconv.FormatInt(left, 10) + " left where a device of class mig.nvidia.com needs " + strconv.FormatInt(int64(p3.Memory)<<20, 10) +
+			" (partitionable devices: the partitions and the whole GPU consume the same counters); held by ml/big, ml/tiny: reclaim 1 of them (least active first) and the claim can be allocated there",
+		"or ask for the smaller profile 1g.20gb in place of 3g.40gb: dra-1 can make one now",
+	}
+	if f.Cause != diagnose.Allocation || !strings.HasPrefix(f.Summary, "0/1 nodes are available: 1 cannot allocate all claims.") {
+		t.Errorf("medium: cause %s, summary %q; want %s and the DRA filter's line", f.Cause, f.Summary, diagnose.Allocation)
+	}
+	if diff := cmp.Diff(want, f.Fix); diff != "" {
+		t.Errorf("medium's fixes (-want +got):\n%s", diff)
+	}
+	if r := f.Remedies[len(f.Remedies)-1]; r.Kind != diagnose.ClaimSpec || r.Patch == nil || !strings.Contains(string(r.Patch.Body), `profile == '1g.20gb'`) {
+		t.Errorf("the last remedy %+v does not rewrite the claim's selector to 1g.20gb", r)
 	}
 
 	out, err := cluster.MarshalFile(st.Snapshot)
