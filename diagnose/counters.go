@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/placement"
 )
 
@@ -23,8 +25,8 @@ var profileSelector = regexp.MustCompile(`(\.profile\s*==\s*)(?:'([^']*)'|"([^"]
 func (e *engine) counterFix(f *Finding, p *cluster.Pod, r *placement.ClaimShortfall, best int, holders []*cluster.Pod) {
 	c := r.Counter
 	node := e.s.Nodes[best]
-	what := fmt.Sprintf("claim %s, request %s: on %s GPU %d the shared counter %s of counter set %s has %d left where a device of class %s needs %d (partitionable devices: the partitions and the whole GPU consume the same counters)",
-		r.Claim, r.Request, node.Name, c.GPU, c.Counter, c.Set, c.Left, r.Class, c.Needed)
+	what := fmt.Sprintf("claim %s, request %s: on %s GPU %d the shared counter %s of counter set %s has %s left where a device of class %s needs %s (partitionable devices: the partitions and the whole GPU consume the same counters)",
+		r.Claim, r.Request, node.Name, c.GPU, c.Counter, c.Set, counterAmount(c.Counter, c.Left), r.Class, counterAmount(c.Counter, c.Needed))
 	names := make([]string, len(holders))
 	for i, h := range holders {
 		names[i] = h.Key()
@@ -117,4 +119,13 @@ func (e *engine) smallerProfile(p *cluster.Pod, r *placement.ClaimShortfall, i i
 		}
 	}
 	return best.Profile, from, best.Profile != ""
+}
+
+// counterAmount prints a counter's value, a memory counter's (bytes, as
+// NVIDIA's driver counts it) with its size beside it.
+func counterAmount(counter string, v int64) string {
+	if counter == "memory" && v >= 1<<20 {
+		return fmt.Sprintf("%d (%s)", v, gpu.MiB(v>>20))
+	}
+	return strconv.FormatInt(v, 10)
 }

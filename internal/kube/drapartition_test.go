@@ -163,7 +163,7 @@ func TestBuildDRAPartitionable(t *testing.T) {
 		}
 	}
 	want := []string{
-		"claim medium, request gpu: on dra-1 GPU 0 the shared counter memory of counter set gpu-0-counter-set has " + strconv.FormatInt(left, 10) + " left where a device of class mig.nvidia.com needs " + strconv.FormatInt(int64(p3.Memory)<<20, 10) +
+		"claim medium, request gpu: on dra-1 GPU 0 the shared counter memory of counter set gpu-0-counter-set has " + strconv.FormatInt(left, 10) + " (" + gpu.MiB(left>>20).String() + ") left where a device of class mig.nvidia.com needs " + strconv.FormatInt(int64(p3.Memory)<<20, 10) + " (" + p3.Memory.String() + ")" +
 			" (partitionable devices: the partitions and the whole GPU consume the same counters); held by ml/big, ml/tiny: reclaim 1 of them (least active first) and the claim can be allocated there",
 		"or ask for the smaller profile 1g.20gb in place of 3g.40gb: dra-1 can make one now",
 	}
