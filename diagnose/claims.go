@@ -259,15 +259,23 @@ func (e *engine) products(class string) []ProductCount {
 	for i, n := range e.s.Nodes {
 		st := e.states[i]
 		for j, g := range n.GPUs {
-			if g.DRA == nil || !slices.Contains(g.DRA.Classes, class) {
+			if g.DRA == nil {
 				continue
 			}
 			product := cmp.Or(g.DRA.Product, g.Model.Name)
 			pc := counts[product]
 			if pc == nil {
 				pc = &ProductCount{Product: product}
-				counts[product] = pc
 			}
+			if n := partitionsOf(&g, class); n > 0 {
+				counts[product] = pc
+				pc.Devices += n
+				pc.Free += makeableOf(st, j, class)
+			}
+			if !slices.Contains(g.DRA.Classes, class) {
+				continue
+			}
+			counts[product] = pc
 			if g.DRA.Device != "" {
 				pc.Devices++
 				if g.DRA.Shared || st.GPUs[j].Idle() {
@@ -397,6 +405,11 @@ func (e *engine) classesOffered() string {
 			}
 			for _, c := range g.DRA.Classes {
 				counts[c] += max(1, len(g.DRA.SliceDevices))
+			}
+			for _, p := range g.DRA.Partitions {
+				for _, c := range p.Classes {
+					counts[c]++
+				}
 			}
 		}
 	}

@@ -129,3 +129,26 @@ func counterAmount(counter string, v int64) string {
 	}
 	return strconv.FormatInt(v, 10)
 }
+
+// partitionsOf counts the GPU's partitions of the class.
+func partitionsOf(g *cluster.GPU, class string) int {
+	n := 0
+	for _, p := range g.DRA.Partitions {
+		if slices.Contains(p.Classes, class) {
+			n++
+		}
+	}
+	return n
+}
+
+// makeableOf counts the partitions of the class that GPU i of the node
+// can make now.
+func makeableOf(st *placement.NodeState, i int, class string) int {
+	n := 0
+	for _, j := range placement.MakeablePartitions(st, i) {
+		if slices.Contains(st.Node.GPUs[i].DRA.Partitions[j].Classes, class) {
+			n++
+		}
+	}
+	return n
+}

@@ -254,10 +254,15 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 		served := false
 		for _, alt := range r.alts {
 			sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
+			// The counters this alternative has counted so far, copied
+			// from left on the first device it counts on a GPU.
 			var scratch ledgers
 			var tally counterTally
-			if left != nil {
-				scratch = left.clone()
+			counted := func(gpu int) counterLedger {
+				if l, ok := scratch[gpu]; ok {
+					return l
+				}
+				return left.of(s, gpu)
 			}
 			for k, u := range units {
 				// The allocator evaluates selectors on every device for All,
@@ -277,15 +282,20 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 				case !u.free:
 					sf.Held = append(sf.Held, u.dev)
 				case taken[k]:
-				case len(u.uses) > 0 && !scratch.of(s, u.dev.GPU).fits(u.uses):
-					l := scratch.of(s, u.dev.GPU)
-					l.shortOf(u.uses, func(set, counter string, needed, left int64) {
+				case len(u.uses) > 0 && !counted(u.dev.GPU).fits(u.uses):
+					counted(u.dev.GPU).shortOf(u.uses, func(set, counter string, needed, left int64) {
 						tally.add(u.dev.GPU, set, counter, needed, left)
 					})
 				default:
 					sf.Free++
 					if len(u.uses) > 0 {
-						scratch.of(s, u.dev.GPU).take(u.uses)
+						if _, ok := scratch[u.dev.GPU]; !ok {
+							if scratch == nil {
+								scratch = ledgers{}
+							}
+							scratch[u.dev.GPU] = left.of(s, u.dev.GPU).clone()
+						}
+						scratch[u.dev.GPU].take(u.uses)
 					}
 				}
 			}

@@ -102,16 +102,12 @@ func (ls ledgers) of(s *NodeState, i int) counterLedger {
 	return l
 }
 
-func (ls ledgers) clone() ledgers {
-	out := make(ledgers, len(ls))
-	for i, l := range ls {
-		c := make(counterLedger, len(l))
-		for set, counters := range l {
-			c[set] = maps.Clone(counters)
-		}
-		out[i] = c
+func (l counterLedger) clone() counterLedger {
+	c := make(counterLedger, len(l))
+	for set, counters := range l {
+		c[set] = maps.Clone(counters)
 	}
-	return out
+	return c
 }
 
 // counterTally counts, per counter, the accepted devices it excludes, to
