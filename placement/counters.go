@@ -175,3 +175,23 @@ func MakeablePartitions(s *NodeState, i int) []int {
 	}
 	return out
 }
+
+// CounterLedger is what is left of a pool's shared counter sets, for a
+// caller that holds the devices as DRA objects (the scheduler plugin):
+// the same rule Fit applies.
+type CounterLedger struct{ left counterLedger }
+
+// NewCounterLedger starts a ledger with the sets' counters.
+func NewCounterLedger(sets []cluster.CounterSet) *CounterLedger {
+	l := make(counterLedger, len(sets))
+	for _, cs := range sets {
+		l[cs.Name] = maps.Clone(cs.Counters)
+	}
+	return &CounterLedger{left: l}
+}
+
+// Take consumes what an allocated device consumes.
+func (c *CounterLedger) Take(uses []cluster.CounterUse) { c.left.take(uses) }
+
+// Fits reports whether a device consuming uses can be allocated now.
+func (c *CounterLedger) Fits(uses []cluster.CounterUse) bool { return c.left.fits(uses) }

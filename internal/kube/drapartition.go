@@ -86,7 +86,7 @@ func (v *draView) addPartitionable(ps *partitionGroups, model func(*draDevice) *
 		if m == nil {
 			continue
 		}
-		set := cluster.CounterSet{Name: cs.Name, Counters: counters(cs.Counters)}
+		set := CounterSet(cs)
 		dra := &cluster.DRADevice{Driver: first.slice.Spec.Driver, Pool: first.slice.Spec.Pool.Name, Product: first.str(draAttrProduct), CounterSets: []cluster.CounterSet{set}}
 		gp := cluster.GPU{Model: m, Memory: m.Usable, UUID: first.str(draAttrParentUUID), Sharing: cluster.Exclusive, DRA: dra}
 		if mem, ok := set.Counters[draCapMemory]; ok && mem > 0 {
@@ -97,7 +97,7 @@ func (v *draView) addPartitionable(ps *partitionGroups, model func(*draDevice) *
 		if w := g.whole; w != nil {
 			dra.Device = w.device.Name
 			dra.Classes = v.classesOf(w)
-			dra.Consumes = uses(w.device.ConsumesCounters)
+			dra.Consumes = CounterUses(w.device.ConsumesCounters)
 			gp.UUID = w.str(draAttrUUID)
 			if mem := w.memory(); mem > 0 {
 				gp.Memory = mem
@@ -109,7 +109,7 @@ func (v *draView) addPartitionable(ps *partitionGroups, model func(*draDevice) *
 			g.parts = g.parts[:cluster.MaxPartitions]
 		}
 		for _, d := range g.parts {
-			p := cluster.Partition{Device: d.device.Name, Profile: d.str(draAttrProfile), Memory: d.memory(), Classes: v.classesOf(d), Consumes: uses(d.device.ConsumesCounters)}
+			p := cluster.Partition{Device: d.device.Name, Profile: d.str(draAttrProfile), Memory: d.memory(), Classes: v.classesOf(d), Consumes: CounterUses(d.device.ConsumesCounters)}
 			p.Milli = share(p.Consumes[0].Counters, set.Counters)
 			dra.Partitions = append(dra.Partitions, p)
 		}
@@ -137,7 +137,14 @@ func counters(in map[string]resourcev1.Counter) map[string]int64 {
 	return out
 }
 
-func uses(in []resourcev1.DeviceCounterConsumption) []cluster.CounterUse {
+// CounterSet converts a ResourceSlice's counter set.
+func CounterSet(cs resourcev1.CounterSet) cluster.CounterSet {
+	return cluster.CounterSet{Name: cs.Name, Counters: counters(cs.Counters)}
+}
+
+// CounterUses converts what a device consumes of counter sets
+// (consumesCounters).
+func CounterUses(in []resourcev1.DeviceCounterConsumption) []cluster.CounterUse {
 	out := make([]cluster.CounterUse, len(in))
 	for i, u := range in {
 		out[i] = cluster.CounterUse{Set: u.CounterSet, Counters: counters(u.Counters)}
