@@ -2,6 +2,8 @@ package placement
 
 import (
 	"maps"
+	"slices"
+	"strconv"
 
 	"github.com/gpupack/gpupack/cluster"
 )
@@ -195,3 +197,34 @@ func (c *CounterLedger) Take(uses []cluster.CounterUse) { c.left.take(uses) }
 
 // Fits reports whether a device consuming uses can be allocated now.
 func (c *CounterLedger) Fits(uses []cluster.CounterUse) bool { return c.left.fits(uses) }
+
+// appendPartitionsKey appends to a state's key what Fit reads of a
+// partitionable GPU: its counter sets, what its whole device consumes, and
+// each partition's name, classes and consumption.
+func appendPartitionsKey(b []byte, d *cluster.DRADevice) []byte {
+	counters := func(b []byte, set string, c map[string]int64) []byte {
+		b = strconv.AppendQuote(append(b, '{'), set)
+		for _, name := range slices.Sorted(maps.Keys(c)) {
+			b = strconv.AppendInt(strconv.AppendQuote(append(b, ','), name), c[name], 10)
+		}
+		return append(b, '}')
+	}
+	for _, cs := range d.CounterSets {
+		b = counters(b, cs.Name, cs.Counters)
+	}
+	uses := func(b []byte, us []cluster.CounterUse) []byte {
+		for _, u := range us {
+			b = counters(b, u.Set, u.Counters)
+		}
+		return b
+	}
+	b = uses(append(b, '<'), d.Consumes)
+	for _, p := range d.Partitions {
+		b = strconv.AppendQuote(append(b, '|'), p.Device)
+		for _, class := range p.Classes {
+			b = strconv.AppendQuote(append(b, ';'), class)
+		}
+		b = uses(b, p.Consumes)
+	}
+	return b
+}

@@ -101,6 +101,17 @@ func TestFitCounters(t *testing.T) {
 	}
 }
 
+// TestStateKeyCounters: two states that differ only in a partition's
+// consumption get different keys, since Fit reads it.
+func TestStateKeyCounters(t *testing.T) {
+	a := makeNode("n").gpus("H100-80GB", 1, cluster.Exclusive, 0).partitionable().obj()
+	b := makeNode("n").gpus("H100-80GB", 1, cluster.Exclusive, 0).partitionable().obj()
+	b.GPUs[0].DRA.Partitions[0].Consumes[0].Counters["cores"] = 3
+	if ka, kb := string(NewNodeState(a).AppendKey(nil)), string(NewNodeState(b).AppendKey(nil)); ka == kb {
+		t.Errorf("equal keys %q for different counters", ka)
+	}
+}
+
 // BenchmarkFitsPartitions is Fits on a pod with one claim over 8
 // partitionable GPUs, each with a quarter held, so that every GPU's
 // counters are read.

@@ -344,6 +344,9 @@ func (s *NodeState) AppendKeyOmitting(b []byte, omit map[string]bool) []byte {
 				b = strconv.AppendQuote(append(b, ';'), class)
 			}
 			b = strconv.AppendBool(b, g.DRA.Shared)
+			if g.DRA.Partitionable() {
+				b = appendPartitionsKey(b, g.DRA)
+			}
 		}
 	}
 	return b
