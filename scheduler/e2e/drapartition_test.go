@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -67,45 +64,18 @@ func TestDRAPartitionsPackTighterThanStock(t *testing.T) {
 				Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
 			}}
 		}
+		var smalls []*corev1.Pod
 		for i := range 8 {
-			name := fmt.Sprintf("small-%d", i)
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(name, "1g.10gb"), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				if err := sched.Exited(); err != nil {
-					return false, err
-				}
-				p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-				return err == nil && p.Spec.NodeName != "", err
-			})
-			if err != nil {
-				t.Fatalf("%s: %s not bound: %v", scheduler, name, err)
-			}
+			smalls = append(smalls, pod(fmt.Sprintf("small-%d", i), "1g.10gb"))
 		}
+		bindInTurn(t, cs, sched, smalls...)
 		checkCountersHeld(t, cs, ns)
 		for i := range 4 {
 			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(fmt.Sprintf("big-%d", i), "4g.40gb"), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		var pods []corev1.Pod
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err
-			}
-			pods = list.Items
-			for i := range pods {
-				if p := &pods[i]; p.Spec.NodeName == "" && !unschedulable(p) {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("%s: big pods neither bound nor unschedulable: %v", scheduler, err)
-		}
+		pods := settle(t, cs, ns)
 		perNode := map[string]int{}
 		for _, p := range pods {
 			if p.Spec.NodeName == "" {
@@ -120,17 +90,7 @@ func TestDRAPartitionsPackTighterThanStock(t *testing.T) {
 		t.Logf("%s: 1g.10gb pods per node %v; %d of 4 4g.40gb pods bound", scheduler, perNode, bigBound[scheduler])
 		checkCountersHeld(t, cs, ns)
 		checkClaimsDisjoint(t, cs, ns)
-		zero := int64(0)
-		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			claims, err := cs.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(claims.Items) == 0, err
-		})
-		if err != nil {
-			t.Fatalf("%s: the run's claims were not deleted with its pods: %v", scheduler, err)
-		}
+		endRun(t, cs, ns)
 	}
 	if bigBound[schedulerName] <= bigBound[corev1.DefaultSchedulerName] {
 		t.Errorf("4g.40gb pods bound: gpupack-scheduler %d, stock %d; want more with gpupack", bigBound[schedulerName], bigBound[corev1.DefaultSchedulerName])
