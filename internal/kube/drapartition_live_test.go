@@ -9,6 +9,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -59,21 +60,8 @@ func TestLiveDRAPartitions(t *testing.T) {
 		if selector != "" {
 			r.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: selector}}}
 		}
-		if _, err := res.ResourceClaims(ns).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &r}}}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PodSpec{
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(name)}},
-				Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
-			},
-		}
-		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createClaim(t, client, ns, name, resourcev1.DeviceRequest{Name: "gpu", Exactly: &r})
+		createClaimPod(t, client, ns, name, name)
 	}
 	profile := func(name string) string { return "device.attributes['gpu.nvidia.com'].profile == '" + name + "'" }
 	// Two 3g.40gb take every memory slice and 6 of the 7 compute slices,
@@ -200,5 +188,31 @@ func TestLiveDRAPartitions(t *testing.T) {
 			}
 			t.Logf("kube-scheduler: %s\ngpupack: %s", msg, f.Fix[0])
 		})
+	}
+}
+
+// createClaim creates the ResourceClaim name in ns with the one request.
+func createClaim(t *testing.T, client kubernetes.Interface, ns, name string, r resourcev1.DeviceRequest) {
+	t.Helper()
+	if _, err := client.ResourceV1().ResourceClaims(ns).Create(t.Context(), &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{r}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createClaimPod creates the pod name in ns, asking one CPU, whose claim
+// gpu is the ResourceClaim claimName.
+func createClaimPod(t *testing.T, client kubernetes.Interface, ns, name, claimName string) {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claimName)}},
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+		},
+	}
+	if _, err := client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
