@@ -1,10 +1,13 @@
 package kube_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -107,6 +110,29 @@ func TestLiveDRAPartitions(t *testing.T) {
 	loaded, err := kube.Load(ctx, client, gpu.Default())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The Watcher's informers read the same partitions held.
+	w := kube.NewWatcher(client, gpu.Default())
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := w.Start(wctx); err != nil {
+		t.Fatal(err)
+	}
+	watched, err := w.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds := func(st *kube.State) map[string][]cluster.Device {
+		out := map[string][]cluster.Device{}
+		for _, p := range st.Snapshot.Pods {
+			if p.Bound() {
+				out[p.Key()] = p.Devices
+			}
+		}
+		return out
+	}
+	if diff := cmp.Diff(holds(loaded), holds(watched)); diff != "" {
+		t.Errorf("the Watcher's holds differ from Load's (-Load +Watcher):\n%s", diff)
 	}
 	for _, w := range loaded.Warnings {
 		if strings.Contains(w, "counter") {
