@@ -387,6 +387,10 @@ func (e *engine) claimPlacement(f *Finding, p *cluster.Pod, ks []int, verdicts [
 		case cf.Accepted == 0:
 			f.addFix(fmt.Sprintf("%s: its selectors (%s) accept none of the %d device(s) of class %s; the class offers %s", what, strings.Join(cf.Selectors, " && "), cf.Offered, cf.Class, productList(cf.Products)),
 				e.selectorRemedy(p, cf))
+		case cf.Counter != nil && cf.MostAccepted >= cf.Needed:
+			f.addAdvice(fmt.Sprintf("%s: on %s even free the shared counter %s of counter set %s (GPU %d) cannot hold what the pod's requests take together (%s left where a device needs %s): ask for smaller profiles, or split the requests over pods",
+				what, cf.CounterNode, cf.Counter.Counter, cf.Counter.Set, cf.Counter.GPU, counterAmount(cf.Counter.Counter, cf.Counter.Left), counterAmount(cf.Counter.Counter, cf.Counter.Needed)),
+				"which profiles the workload can do with is its own choice")
 		default:
 			f.addFix(fmt.Sprintf("%s needs %d device(s) on one node; at most %d on one node (%s) are of class %s and accepted by its selectors: ask for %d, or add devices it accepts",
 				what, cf.Needed, cf.MostAccepted, cf.MostAcceptedNode, cf.Class, cf.MostAccepted), e.countRemedy(p, cf))

@@ -189,3 +189,31 @@ func TestBuildDRAPartitionable(t *testing.T) {
 		t.Errorf("the snapshot file changes GPU 0 (-read +file):\n%s", diff)
 	}
 }
+
+// TestDiagnoseCountersTogether: a claim whose requests the counters of a
+// node's only GPU cannot hold together, even free (a partition and the
+// whole GPU), is a placement finding that names the counter.
+func TestDiagnoseCountersTogether(t *testing.T) {
+	both := profileClaim("both", "1g.10gb")
+	whole := *draClaim("x", testcluster.DeviceClassGPU, 1, "").Spec.Devices.Requests[0].DeepCopy()
+	whole.Name = "whole"
+	both.Spec.Devices.Requests = append(both.Spec.Devices.Requests, whole)
+	objs := &kube.DRAObjects{Classes: testcluster.NVIDIADeviceClasses(), Slices: testcluster.NVIDIASlices("solo", draH100Partitionable(0)),
+		Claims: []*resourcev1.ResourceClaim{both}}
+	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("solo")}, []*corev1.Pod{draPod("both", "", *both)}, nil, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := diagnose.Diagnose(st.Snapshot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 {
+		t.Fatalf("findings %+v, want one", rep.Findings)
+	}
+	f := rep.Findings[0]
+	want := "claim both, request whole: on solo even free the shared counter memory of counter set gpu-0-counter-set (GPU 0) cannot hold what the pod's requests take together"
+	if f.Cause != diagnose.Placement || len(f.Fix) == 0 || !strings.HasPrefix(f.Fix[0], want) {
+		t.Errorf("cause %s, fix %q; want placement starting %q", f.Cause, f.Fix, want)
+	}
+}
