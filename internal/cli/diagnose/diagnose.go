@@ -531,6 +531,10 @@ func claimLines(claims []diagnose.ClaimFacts) []string {
 		if len(c.Holders) > 0 {
 			out = append(out, "holders:  "+strings.Join(c.Holders, ", "))
 		}
+		if k := c.Counter; k != nil {
+			out = append(out, fmt.Sprintf("counter:  %s of counter set %s on %s GPU %d: %d left, a device needs %d; it excludes %d accepted device(s) no claim holds",
+				k.Counter, k.Set, c.CounterNode, k.GPU, k.Left, k.Needed, k.Blocked))
+		}
 	}
 	return out
 }
