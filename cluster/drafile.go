@@ -32,12 +32,17 @@ func checkDRADevice(d *DRADevice, count int, sharing Sharing, slices int) error 
 		return fmt.Errorf("driver: missing (e.g. gpu.nvidia.com)")
 	case d.Pool == "":
 		return fmt.Errorf("pool: missing")
-	case d.Device == "" && len(d.SliceDevices) == 0:
+	case d.Device == "" && len(d.SliceDevices) == 0 && len(d.Partitions) == 0:
 		return fmt.Errorf("device: missing (the device name in the ResourceSlice, e.g. gpu-0)")
 	case len(d.SliceDevices) > 0 && sharing != MIG:
 		return fmt.Errorf("sliceDevices: given but sharing is %s; only MIG GPUs have slices", sharing)
 	case sharing == MIG && len(d.SliceDevices) != slices:
 		return fmt.Errorf("sliceDevices: %d names for %d MIG slices; give one device name per slice of mig, in order", len(d.SliceDevices), slices)
+	case d.Partitionable() && sharing == MIG:
+		return fmt.Errorf("counterSets: given for a GPU with a MIG layout; a partitionable GPU's MIG devices are its partitions")
+	}
+	if err := checkPartitions(d); err != nil {
+		return err
 	}
 	for i, name := range d.Names() {
 		if name == "" || strings.ContainsAny(name, "/ \t\n") {

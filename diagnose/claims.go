@@ -41,6 +41,11 @@ type ClaimFacts struct {
 	// SelectorError is the first such error, by device.
 	SelectorErrors int    `json:"selectorErrors,omitempty"`
 	SelectorError  string `json:"selectorError,omitempty"`
+	// Counter is the shared counter of a partitionable GPU that keeps the
+	// accepted devices no claim holds from being made, on CounterNode
+	// (the first node where one does).
+	Counter     *placement.CounterShortfall `json:"counter,omitempty"`
+	CounterNode string                      `json:"counterNode,omitempty"`
 }
 
 // ProductCount is how many devices of a product a class offers.
@@ -101,7 +106,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			}
 			continue
 		}
-		if r == nil || r.Code != placement.ClaimUnallocatable || len(v.now) > 1 {
+		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted) || len(v.now) > 1 {
 			continue // CPU, memory or pods short too
 		}
 		claimK = append(claimK, k)
@@ -159,7 +164,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 func claimOf(rs []placement.Reason) *placement.Reason {
 	for i := range rs {
 		switch rs[i].Code {
-		case placement.ClaimUnallocatable, placement.ClaimSelectorError, placement.ClaimNotFound:
+		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimSelectorError, placement.ClaimNotFound:
 			return &rs[i]
 		}
 	}
@@ -217,6 +222,9 @@ func (e *engine) claimFacts(p *cluster.Pod, ks []int, verdicts []classVerdict) [
 			if node := e.s.Nodes[e.classes[k].nodes[0]].Name; sf.Accepted > cf.MostAccepted || cf.MostAcceptedNode == "" {
 				cf.MostAccepted, cf.MostAcceptedNode = sf.Accepted, node
 			}
+			if sf.Counter != nil && cf.Counter == nil {
+				cf.Counter, cf.CounterNode = sf.Counter, e.s.Nodes[e.classes[k].nodes[0]].Name
+			}
 		}
 	}
 	return out
@@ -251,15 +259,23 @@ func (e *engine) products(class string) []ProductCount {
 	for i, n := range e.s.Nodes {
 		st := e.states[i]
 		for j, g := range n.GPUs {
-			if g.DRA == nil || !slices.Contains(g.DRA.Classes, class) {
+			if g.DRA == nil {
 				continue
 			}
 			product := cmp.Or(g.DRA.Product, g.Model.Name)
 			pc := counts[product]
 			if pc == nil {
 				pc = &ProductCount{Product: product}
-				counts[product] = pc
 			}
+			if n := partitionsOf(&g, class); n > 0 {
+				counts[product] = pc
+				pc.Devices += n
+				pc.Free += makeableOf(st, j, class)
+			}
+			if !slices.Contains(g.DRA.Classes, class) {
+				continue
+			}
+			counts[product] = pc
 			if g.DRA.Device != "" {
 				pc.Devices++
 				if g.DRA.Shared || st.GPUs[j].Idle() {
@@ -302,7 +318,8 @@ func (e *engine) claimAllocation(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	var holders []*cluster.Pod
 	for _, h := range e.holders[best] {
 		if slices.ContainsFunc(h.Devices, func(d cluster.Device) bool {
-			return slices.ContainsFunc(r.Held, func(x cluster.Device) bool { return x.GPU == d.GPU && (x.Slice < 0 || x.Slice == d.Slice) })
+			return slices.ContainsFunc(r.Held, func(x cluster.Device) bool { return x.GPU == d.GPU && (x.Slice < 0 || x.Slice == d.Slice) }) ||
+				(r.Counter != nil && d.GPU == r.Counter.GPU)
 		}) {
 			holders = append(holders, h)
 		}
@@ -325,6 +342,10 @@ func (e *engine) claimAllocation(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	names := make([]string, len(holders))
 	for i, h := range holders {
 		names[i] = h.Key()
+	}
+	if r.Counter != nil {
+		e.counterFix(f, p, r, best, holders)
+		return
 	}
 	f.addFix(fmt.Sprintf("claim %s, request %s needs %d device(s) of class %s that its selectors accept; on %s they are held by %s: reclaim %d of them (least active first) and the claim can be allocated there",
 		r.Claim, r.Request, r.Needed, r.Class, node, strings.Join(names, ", "), len(reclaim)), reclaimRemedy(reclaim))
@@ -366,6 +387,10 @@ func (e *engine) claimPlacement(f *Finding, p *cluster.Pod, ks []int, verdicts [
 		case cf.Accepted == 0:
 			f.addFix(fmt.Sprintf("%s: its selectors (%s) accept none of the %d device(s) of class %s; the class offers %s", what, strings.Join(cf.Selectors, " && "), cf.Offered, cf.Class, productList(cf.Products)),
 				e.selectorRemedy(p, cf))
+		case cf.Counter != nil && cf.MostAccepted >= cf.Needed:
+			f.addAdvice(fmt.Sprintf("%s: on %s even free the shared counter %s of counter set %s (GPU %d) cannot hold what the pod's requests take together (%s left where a device needs %s): ask for smaller profiles, or split the requests over pods",
+				what, cf.CounterNode, cf.Counter.Counter, cf.Counter.Set, cf.Counter.GPU, counterAmount(cf.Counter.Counter, cf.Counter.Left), counterAmount(cf.Counter.Counter, cf.Counter.Needed)),
+				"which profiles the workload can do with is its own choice")
 		default:
 			f.addFix(fmt.Sprintf("%s needs %d device(s) on one node; at most %d on one node (%s) are of class %s and accepted by its selectors: ask for %d, or add devices it accepts",
 				what, cf.Needed, cf.MostAccepted, cf.MostAcceptedNode, cf.Class, cf.MostAccepted), e.countRemedy(p, cf))
@@ -384,6 +409,11 @@ func (e *engine) classesOffered() string {
 			}
 			for _, c := range g.DRA.Classes {
 				counts[c] += max(1, len(g.DRA.SliceDevices))
+			}
+			for _, p := range g.DRA.Partitions {
+				for _, c := range p.Classes {
+					counts[c]++
+				}
 			}
 		}
 	}

@@ -30,8 +30,12 @@ type ClaimShortfall struct {
 	Needed int
 	All    bool
 	// Held are the accepted devices of the node that bound pods hold.
-	Held         []cluster.Device
-	Alternatives []ClaimShortfall `json:",omitempty"`
+	Held []cluster.Device
+	// Counter is set when shared counters (partitionable devices) keep
+	// accepted devices that no pod holds from being allocated: the counter
+	// that excludes the most of them.
+	Counter      *CounterShortfall `json:",omitempty"`
+	Alternatives []ClaimShortfall  `json:",omitempty"`
 }
 
 // claimDemand is what a pending pod's claims ask, prepared once: the pod's
@@ -163,19 +167,24 @@ func evaluated(r *cluster.ClaimRequest) bool {
 	return true
 }
 
-// draUnit is one DRA device of a node: a whole GPU (Slice -1) or a MIG
-// slice.
+// draUnit is one DRA device of a node: a whole GPU (Slice -1), a MIG
+// slice or a partition of a partitionable GPU (part), which consumes
+// counters (uses).
 type draUnit struct {
 	dev    cluster.Device
 	key    deviceKey
 	class  []string
 	free   bool
 	shared bool
+	part   bool
+	uses   []cluster.CounterUse
 }
 
 // draUnits lists the node's DRA devices in GPU order, with whether each is
 // free: a whole device that no bound pod holds (a device that allows
-// multiple allocations always is), a slice not taken.
+// multiple allocations always is), a slice or partition not taken. Whether
+// the counters of a partitionable GPU leave room for a free device is
+// claimReasons' to judge.
 func draUnits(s *NodeState, out []draUnit) []draUnit {
 	for i := range s.Node.GPUs {
 		g, st := &s.Node.GPUs[i], &s.GPUs[i]
@@ -183,8 +192,19 @@ func draUnits(s *NodeState, out []draUnit) []draUnit {
 			continue
 		}
 		if g.DRA.Device != "" {
+			free := g.DRA.Shared || (st.Holders == 0 && st.UsedSlices == 0)
+			if g.DRA.Partitionable() {
+				// Partitions held leave the whole device unheld; their
+				// counters exclude it.
+				free = !wholeHeld(st)
+			}
 			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, g.DRA.Device}, class: g.DRA.Classes,
-				free: g.DRA.Shared || (st.Holders == 0 && st.UsedSlices == 0), shared: g.DRA.Shared})
+				free: free, shared: g.DRA.Shared, uses: g.DRA.Consumes})
+		}
+		for j := range g.DRA.Partitions {
+			p := &g.DRA.Partitions[j]
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, p.Device}, class: p.Classes,
+				free: st.UsedSlices&(1<<j) == 0, part: true, uses: p.Consumes})
 		}
 		for j, name := range g.DRA.SliceDevices {
 			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, name}, class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0})
@@ -220,11 +240,30 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 		taken = takenBuf[:len(units)]
 	}
 	var chosen []draUnit
+	// The counters left on the node's partitionable GPUs, made when a
+	// request first meets one; each alternative counts on a copy.
+	var left ledgers
+	for _, u := range units {
+		if len(u.uses) > 0 {
+			left = ledgers{}
+			break
+		}
+	}
 	for _, r := range cd.requests {
 		var tried []ClaimShortfall
 		served := false
 		for _, alt := range r.alts {
 			sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
+			// The counters this alternative has counted so far, copied
+			// from left on the first device it counts on a GPU.
+			var scratch ledgers
+			var tally counterTally
+			counted := func(gpu int) counterLedger {
+				if l, ok := scratch[gpu]; ok {
+					return l
+				}
+				return left.of(s, gpu)
+			}
 			for k, u := range units {
 				// The allocator evaluates selectors on every device for All,
 				// and for a count on the devices not in use, in order, until
@@ -239,22 +278,45 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 					continue
 				}
 				sf.Accepted++
-				if u.free && !taken[k] {
-					sf.Free++
-				} else if !u.free {
+				switch {
+				case !u.free:
 					sf.Held = append(sf.Held, u.dev)
+				case taken[k]:
+				case len(u.uses) > 0 && !counted(u.dev.GPU).fits(u.uses):
+					counted(u.dev.GPU).shortOf(u.uses, func(set, counter string, needed, left int64) {
+						tally.add(u.dev.GPU, set, counter, needed, left)
+					})
+				default:
+					sf.Free++
+					if len(u.uses) > 0 {
+						if _, ok := scratch[u.dev.GPU]; !ok {
+							if scratch == nil {
+								scratch = ledgers{}
+							}
+							scratch[u.dev.GPU] = left.of(s, u.dev.GPU).clone()
+						}
+						scratch[u.dev.GPU].take(u.uses)
+					}
 				}
 			}
 			if alt.all {
 				sf.Needed = max(sf.Accepted, 1)
 			}
 			if sf.Free < sf.Needed || (alt.all && sf.Free < sf.Accepted) {
+				sf.Counter = tally.best
 				tried = append(tried, sf)
 				continue
 			}
 			got := 0
 			for k, u := range units {
 				if got < sf.Needed && alt.accepts[u.key] && u.free && !taken[k] {
+					if len(u.uses) > 0 {
+						l := left.of(s, u.dev.GPU)
+						if !l.fits(u.uses) {
+							continue
+						}
+						l.take(u.uses)
+					}
 					if !u.shared {
 						taken[k] = true
 					}
@@ -297,7 +359,12 @@ func claimReason(tried []ClaimShortfall) *Reason {
 	for _, t := range tried {
 		unresolvable = unresolvable && t.Accepted < t.Needed
 	}
-	return &Reason{Code: ClaimUnallocatable, Resource: sf.Class, Requested: int64(sf.Needed), Free: int64(sf.Free), Capacity: int64(sf.Accepted),
+	code := ClaimUnallocatable
+	if c := sf.Counter; c != nil {
+		code = ClaimCounterExhausted
+		detail += fmt.Sprintf("; on GPU %d the shared counter %s of counter set %s has %d left where a device needs %d, which keeps %d accepted device(s) no claim holds from being made", c.GPU, c.Counter, c.Set, c.Left, c.Needed, c.Blocked)
+	}
+	return &Reason{Code: code, Resource: sf.Class, Requested: int64(sf.Needed), Free: int64(sf.Free), Capacity: int64(sf.Accepted),
 		Unit: "devices", Unresolvable: unresolvable, Detail: detail, Claim: &sf}
 }
 
@@ -332,7 +399,10 @@ func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason)
 	for _, u := range chosen {
 		g, st := &s.Node.GPUs[u.dev.GPU], &s.GPUs[u.dev.GPU]
 		share := shareOn(d, g, st, u.dev.GPU)
-		if u.dev.Slice >= 0 {
+		if u.part {
+			p := &g.DRA.Partitions[u.dev.Slice]
+			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice, Milli: p.Milli, Memory: p.Memory}
+		} else if u.dev.Slice >= 0 {
 			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice}
 			if p, ok := migProfile(g, u.dev.Slice); ok {
 				share.Milli = gpu.Milli(p.Compute) * gpu.WholeGPU / gpu.Milli(g.Model.MIG.ComputeSlices)

@@ -80,6 +80,9 @@ type draLocation struct {
 	node  string
 	gpu   int
 	slice int
+	// part: slice is a partition of a partitionable GPU, not a MIG slice
+	// of its layout.
+	part bool
 }
 
 // draView is what the DRA objects say about the snapshot: the GPUs they add
@@ -100,8 +103,11 @@ type draView struct {
 	read bool
 	// devices are the devices read as GPUs or MIG slices, which claims'
 	// requests are judged against.
-	devices  []*draDevice
-	warnings []string
+	devices []*draDevice
+	// counterSets are the shared counters of the current slices, by
+	// driver/pool and counter set name.
+	counterSets map[string]map[string]resourcev1.CounterSet
+	warnings    []string
 }
 
 // draClass is a DeviceClass with its compiled selectors.
@@ -169,9 +175,9 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 }
 
 // currentDevices lists the devices of each pool's current generation on
-// the listed nodes, by node, pool and name. What gpupack cannot model yet is
-// named in a warning: devices not local to one node, device taints, shared
-// counters (partitionable devices), consumable capacity.
+// the listed nodes, by node, pool and name, and keeps the pools' shared
+// counters. What gpupack cannot model yet is named in a warning: devices
+// not local to one node, device taints, consumable capacity.
 func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[string]int) []*draDevice {
 	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
 	latest := map[string]int64{}
@@ -193,8 +199,15 @@ func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[stri
 		if s.Spec.NodeName != nil {
 			node = *s.Spec.NodeName
 		}
-		if len(s.Spec.SharedCounters) > 0 {
-			warn("ResourceSlice %s (pool %s): shared counters (partitionable devices, DRAPartitionableDevices) are not modelled yet; the devices that consume them are read as whole devices or left out, as said below", s.Name, s.Spec.Pool.Name)
+		for _, cs := range s.Spec.SharedCounters {
+			key := s.Spec.Driver + "/" + s.Spec.Pool.Name
+			if v.counterSets == nil {
+				v.counterSets = map[string]map[string]resourcev1.CounterSet{}
+			}
+			if v.counterSets[key] == nil {
+				v.counterSets[key] = map[string]resourcev1.CounterSet{}
+			}
+			v.counterSets[key][cs.Name] = cs
 		}
 		for i := range s.Spec.Devices {
 			d := &draDevice{slice: s, device: &s.Spec.Devices[i], node: node}
@@ -268,6 +281,9 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 		for i, name := range names {
 			v.locations[cluster.DeviceID(g.DRA.Driver, g.DRA.Pool, name)] = draLocation{node: node, gpu: idx, slice: slices[i]}
 		}
+		for j, p := range g.DRA.Partitions {
+			v.locations[cluster.DeviceID(g.DRA.Driver, g.DRA.Pool, p.Device)] = draLocation{node: node, gpu: idx, slice: j, part: true}
+		}
 	}
 	type migParent struct {
 		node    string
@@ -275,6 +291,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 	}
 	parents := map[string]*migParent{}
 	var parentOrder []string
+	parts := &partitionGroups{groups: map[string]*partitionGroup{}}
 	unlisted := map[string]bool{}
 	model := func(d *draDevice) *gpu.Model {
 		product := d.str(draAttrProduct)
@@ -296,6 +313,10 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 		v.unmodelled(d)
 		switch t := d.str(draAttrType); t {
 		case draTypeGPU:
+			if len(d.device.ConsumesCounters) > 0 {
+				parts.add(d, true)
+				continue
+			}
 			m := model(d)
 			if m == nil {
 				continue
@@ -313,8 +334,9 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			add(d.node, g, []string{d.device.Name}, []int{-1})
 		case draTypeMIG:
 			if len(d.device.ConsumesCounters) > 0 {
-				// A partition that may be made (dynamic MIG), not one that
-				// exists: its parent GPU is offered whole beside it.
+				// A partition that is made when a claim gets it
+				// (dynamic MIG), not one that exists.
+				parts.add(d, false)
 				continue
 			}
 			parent := d.str(draAttrParentUUID)
@@ -333,26 +355,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			warn("ResourceSlice %s: device %s has %s %q, not %q or %q; it is left out", d.slice.Name, d.device.Name, draAttrType, t, draTypeGPU, draTypeMIG)
 		}
 	}
-	partitions := map[string]int{}
-	partitionClasses := map[string]map[string]bool{}
-	for _, d := range devices {
-		if d.str(draAttrType) == draTypeMIG && len(d.device.ConsumesCounters) > 0 {
-			partitions[d.slice.Name]++
-			if partitionClasses[d.slice.Name] == nil {
-				partitionClasses[d.slice.Name] = map[string]bool{}
-			}
-			for _, class := range v.classesOf(d) {
-				partitionClasses[d.slice.Name][class] = true
-			}
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(partitions)) {
-		classes := "none"
-		if set := partitionClasses[name]; len(set) > 0 {
-			classes = strings.Join(slices.Sorted(maps.Keys(set)), ", ")
-		}
-		warn("ResourceSlice %s: %d MIG partitions that consume shared counters (dynamic MIG, DRAPartitionableDevices) are not modelled yet; gpupack counts their parent GPUs whole and not the partitions (classes: %s)", name, partitions[name], classes)
-	}
+	v.addPartitionable(parts, model, add)
 	for _, key := range parentOrder {
 		p := parents[key]
 		first := p.devices[0]
@@ -406,9 +409,6 @@ func (v *draView) unmodelled(d *draDevice) {
 			taints = append(taints, fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
 		}
 		warn("device taints (DRADeviceTaints: "+strings.Join(taints, ", ")+")", "it counts as untainted")
-	}
-	if len(d.device.ConsumesCounters) > 0 && d.str(draAttrType) == draTypeGPU {
-		warn("shared counters (DRAPartitionableDevices)", "it counts as a whole GPU")
 	}
 	for name, c := range d.device.Capacity {
 		if c.RequestPolicy != nil {
@@ -625,7 +625,7 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
 	}
 	gpus := v.gpus[out.NodeName]
-	var whole, slices []cluster.Device
+	var whole, slices, parts []cluster.Device
 	var shares []cluster.ClaimDevice
 	var sharedAt []cluster.Device
 	for i, loc := range held {
@@ -636,6 +636,8 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 		dev := cluster.Device{GPU: loc.gpu, Slice: loc.slice}
 		g := gpuAt(gpus, loc.gpu, v.base[out.NodeName])
 		switch {
+		case loc.part:
+			parts = append(parts, dev)
 		case loc.slice >= 0:
 			slices = append(slices, dev)
 		case g != nil && g.DRA.Shared:
@@ -650,8 +652,15 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 	case len(whole) > 0:
 		out.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: len(whole), Memory: out.GPU.Memory}
 		out.Devices = whole
-		if len(slices)+len(shares) > 0 {
-			warn("its claims hold %d whole GPUs and %d MIG devices and %d shares; gpupack counts only the whole GPUs", len(whole), len(slices), len(shares))
+		if len(slices)+len(parts)+len(shares) > 0 {
+			warn("its claims hold %d whole GPUs and %d MIG devices and %d shares; gpupack counts only the whole GPUs", len(whole), len(slices)+len(parts), len(shares))
+		}
+	case len(parts) > 0:
+		p := device(parts[0]).DRA.Partitions[parts[0].Slice]
+		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: cmp.Or(p.Profile, p.Device)}
+		out.Devices = parts[:1]
+		if len(parts)+len(slices)+len(shares) > 1 {
+			warn("its claims hold %d partitions, %d MIG devices and %d shares; gpupack models one partition per pod and counts the first", len(parts), len(slices), len(shares))
 		}
 	case len(slices) > 0:
 		g := device(slices[0])

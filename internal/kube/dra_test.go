@@ -170,9 +170,10 @@ func TestBuildDRA(t *testing.T) {
 	}
 }
 
-// TestBuildDRANotModelled: partitionable devices (dynamic MIG, with shared
-// counters), devices that are not local to one node and devices of other
-// drivers are never dropped silently.
+// TestBuildDRANotModelled: devices that are not local to one node and
+// devices of other drivers are never dropped silently; a partitionable GPU
+// with its counter set in its devices' slice (the form before Kubernetes
+// 1.35) is read with its partition.
 func TestBuildDRANotModelled(t *testing.T) {
 	s := testcluster.NVIDIASlice("dra-1", draH100(0))
 	s.Spec.SharedCounters = []resourcev1.CounterSet{{Name: "gpu-0-counter-set", Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("80Gi")}}}}
@@ -194,9 +195,10 @@ func TestBuildDRANotModelled(t *testing.T) {
 	if got := st.Snapshot.GPUCount(); got != 1 {
 		t.Errorf("GPUCount = %d, want 1 (the whole GPU behind the partition)", got)
 	}
+	if g := st.Snapshot.Nodes[0].GPUs[0]; g.DRA == nil || len(g.DRA.Partitions) != 1 {
+		t.Errorf("GPU 0 = %+v, want one partition", g.DRA)
+	}
 	for _, want := range []string{
-		"ResourceSlice dra-1-gpu.nvidia.com: 1 MIG partitions that consume shared counters (dynamic MIG, DRAPartitionableDevices) are not modelled yet; gpupack counts their parent GPUs whole and not the partitions (classes: mig.nvidia.com)",
-		"device gpu-0 uses shared counters (DRAPartitionableDevices)",
 		"ResourceSlices of driver nic.example.com (1 devices)",
 		"ResourceSlice fabric-gpu.nvidia.com: device gpu-0 is not local to one node",
 	} {
