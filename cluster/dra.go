@@ -30,6 +30,10 @@ type DRADevice struct {
 	// publishes it (NVIDIA's productName, e.g. "NVIDIA H100 80GB HBM3"),
 	// which claims' selectors compare with; empty when unknown.
 	Product string `json:"product,omitempty"`
+	// Taints are the device taints of the GPU's device or of its slices
+	// (DRADeviceTaints), from the ResourceSlice and from DeviceTaintRules,
+	// each naming its device.
+	Taints []DeviceTaint `json:"taints,omitempty"`
 }
 
 // Names lists the DRA device names behind the GPU: the whole device and the
@@ -78,6 +82,8 @@ type ClaimRequest struct {
 	All   bool `json:"all,omitempty"`
 	// Selectors are the request's CEL selector expressions.
 	Selectors []string `json:"selectors,omitempty"`
+	// Tolerations are the device taints the request tolerates.
+	Tolerations []DeviceToleration `json:"tolerations,omitempty"`
 	// FirstAvailable are the alternatives, in order of preference, each
 	// with its own device class, count and selectors.
 	FirstAvailable []ClaimRequest `json:"firstAvailable,omitempty"`
