@@ -46,6 +46,13 @@ type DRAObjects struct {
 	Slices    []*resourcev1.ResourceSlice
 	Claims    []*resourcev1.ResourceClaim
 	Templates []*resourcev1.ResourceClaimTemplate
+	// TaintRules are the DeviceTaintRules, whose taints the kube-scheduler
+	// adds to the devices they select.
+	TaintRules []*resourcev1.DeviceTaintRule
+	// TaintRulesUnserved: the apiserver does not serve DeviceTaintRules
+	// (resource.k8s.io/v1 has them since Kubernetes 1.37), so the taints
+	// they would add are unknown.
+	TaintRulesUnserved bool
 }
 
 // draDevice is one device of a current ResourceSlice, with where it is.
@@ -53,6 +60,9 @@ type draDevice struct {
 	slice  *resourcev1.ResourceSlice
 	device *resourcev1.Device
 	node   string
+	// taints are the device's taints: its slice's, then those the
+	// DeviceTaintRules add.
+	taints []cluster.DeviceTaint
 }
 
 func (d *draDevice) id() string {
@@ -100,7 +110,9 @@ type draView struct {
 	read bool
 	// devices are the devices read as GPUs or MIG slices, which claims'
 	// requests are judged against.
-	devices  []*draDevice
+	devices []*draDevice
+	// taints are the taints of the devices read, by DeviceID.
+	taints   map[string][]cluster.DeviceTaint
 	warnings []string
 }
 
@@ -159,10 +171,15 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 	}
 	v.read = true
 	devices := v.currentDevices(objs.Slices, nodes)
+	v.taintDevices(devices, objs)
 	v.addGPUs(c, devices, nodes)
+	v.taints = map[string][]cluster.DeviceTaint{}
 	for _, d := range devices {
 		if _, ok := v.locations[d.id()]; ok {
 			v.devices = append(v.devices, d)
+			if len(d.taints) > 0 {
+				v.taints[d.id()] = d.taints
+			}
 		}
 	}
 	return v
@@ -170,8 +187,8 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 
 // currentDevices lists the devices of each pool's current generation on
 // the listed nodes, by node, pool and name. What gpupack cannot model yet is
-// named in a warning: devices not local to one node, device taints, shared
-// counters (partitionable devices), consumable capacity.
+// named in a warning: devices not local to one node, shared counters
+// (partitionable devices), consumable capacity.
 func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[string]int) []*draDevice {
 	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
 	latest := map[string]int64{}
@@ -305,7 +322,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 				mem = m.Usable
 			}
 			g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
-				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct)}}
+				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct), Taints: d.taints}}
 			if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
 				g.Sharing = cluster.Fractional
 				g.DRA.Shared = true
@@ -380,11 +397,15 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			for _, d := range p.devices {
 				one := *dra
 				one.Device = d.device.Name
+				one.Taints = d.taints
 				add(p.node, cluster.GPU{Model: m, Memory: d.memory(), UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive, DRA: &one}, []string{d.device.Name}, []int{-1})
 			}
 			continue
 		}
 		dra.SliceDevices = cluster.InLayout(profiles, names, layout)
+		for _, d := range p.devices {
+			dra.Taints = append(dra.Taints, d.taints...)
+		}
 		idx := make([]int, len(layout))
 		for i := range idx {
 			idx[i] = i
@@ -399,13 +420,6 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 func (v *draView) unmodelled(d *draDevice) {
 	warn := func(feature, effect string) {
 		v.warnings = append(v.warnings, fmt.Sprintf("ResourceSlice %s: device %s uses %s, which gpupack does not model yet; %s", d.slice.Name, d.device.Name, feature, effect))
-	}
-	if len(d.device.Taints) > 0 {
-		var taints []string
-		for _, t := range d.device.Taints {
-			taints = append(taints, fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
-		}
-		warn("device taints (DRADeviceTaints: "+strings.Join(taints, ", ")+")", "it counts as untainted")
 	}
 	if len(d.device.ConsumesCounters) > 0 && d.str(draAttrType) == draTypeGPU {
 		warn("shared counters (DRAPartitionableDevices)", "it counts as a whole GPU")
@@ -508,6 +522,9 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 					cd.ConsumedCapacity[string(name)] = q.String()
 				}
 				f.claim.Allocated = append(f.claim.Allocated, cd)
+				if msg := v.evicted(f.claim.Name, r); msg != "" {
+					warn("%s", msg)
+				}
 				if loc, ok := v.locations[cd.ID()]; ok {
 					held = append(held, loc)
 					heldDevices = append(heldDevices, cd)
@@ -773,10 +790,12 @@ func claimRequests(in []resourcev1.DeviceRequest) []cluster.ClaimRequest {
 		cr := cluster.ClaimRequest{Name: r.Name}
 		if r.Exactly != nil {
 			fill(&cr, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors)
+			cr.Tolerations = tolerations(r.Exactly.Tolerations)
 		}
 		for _, sub := range r.FirstAvailable {
 			sr := cluster.ClaimRequest{Name: sub.Name}
 			fill(&sr, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors)
+			sr.Tolerations = tolerations(sub.Tolerations)
 			cr.FirstAvailable = append(cr.FirstAvailable, sr)
 		}
 		out = append(out, cr)
