@@ -292,8 +292,8 @@ type Report struct {
 	// of the window: the levels a reservation baseline is read from.
 	Hourly []ModelHours `json:"hourly,omitempty"`
 	// Health is, per GPU whose dcgm-exporter XID gauge was non-zero in the
-	// window, the XIDs it reported (raw accounting only); a GPU not listed
-	// reported none, or its exporter does not serve the gauge.
+	// window, the XIDs it reported; a GPU not listed reported none, or its
+	// exporter does not serve the gauge.
 	Health []DeviceHealth `json:"health,omitempty"`
 	// QueueWait is how long GPU pods waited to be scheduled; the edges
 	// fill it in where they know the pending pods (nil otherwise).

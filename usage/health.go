@@ -12,8 +12,8 @@ import (
 const XIDErrors = "DCGM_FI_DEV_XID_ERRORS"
 
 // HealthMetrics are the metrics of GPU health that usage reads beside
-// Metrics: the raw path queries them too; the hourly bucket path does not
-// read them.
+// Metrics: the raw path queries them too; the hourly path reads the XIDs
+// with a query of its own (promsource.LoadHealth).
 var HealthMetrics = []string{XIDErrors}
 
 // applicationXIDs are the XIDs that an application causes, after which the
