@@ -75,7 +75,7 @@ func (e *engine) claimTaint(f *Finding, p *cluster.Pod, ks []int, verdicts []cla
 		r.Claim, r.Request, node.Name, len(r.Untolerated), untoleratedWords(r.Untolerated[:devices]), strings.Join(added, ", ")),
 		claimSpecPatch(p, r.Claim, r.Request, "add", "tolerations", tolerations))
 	for _, rule := range rules {
-		f.addFix(fmt.Sprintf("or, once the devices that DeviceTaintRule %s taints are fit for use again, delete the rule (or narrow its selector to the devices still unfit), and no request needs the toleration", rule),
+		f.addFix(fmt.Sprintf("once the devices that DeviceTaintRule %s taints are fit for use again, delete the rule (or narrow its selector to the devices still unfit), and no request needs the toleration", rule),
 			Remedy{Kind: TaintRuleChange, Targets: []Object{{Kind: "DeviceTaintRule", Name: rule}}, Commands: []string{commandLine("kubectl", "delete", "devicetaintrule", rule)},
 				Note: "a DeviceTaintRule marks devices that should not serve claims (gpupack plan writes one per GPU that reports XID errors); delete it only once they are repaired"})
 	}

@@ -343,8 +343,8 @@ func claimReason(tried []ClaimShortfall) *Reason {
 			taint := t
 			taint.Alternatives = sf.Alternatives
 			d := t.Untolerated[0]
-			detail := fmt.Sprintf("claim %s, request %s: %s, which the request does not tolerate; of the %d device(s) it accepts that no pod holds, %d are tainted so; it needs %d",
-				t.Claim, t.Request, d.words(), t.Free+len(t.Untolerated), len(t.Untolerated), t.Needed)
+			detail := fmt.Sprintf("claim %s, request %s: %s, which the request does not tolerate; %d of the %d device(s) it accepts that no pod holds carry such a taint; it needs %d",
+				t.Claim, t.Request, d.words(), len(t.Untolerated), t.Free+len(t.Untolerated), t.Needed)
 			if len(tried) > 1 {
 				detail = fmt.Sprintf("claim %s: no alternative fits; alternative %d: %s", t.Claim, i+1, strings.TrimPrefix(detail, "claim "+t.Claim+", "))
 			}

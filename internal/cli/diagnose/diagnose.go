@@ -531,6 +531,13 @@ func claimLines(claims []diagnose.ClaimFacts) []string {
 		if len(c.Holders) > 0 {
 			out = append(out, "holders:  "+strings.Join(c.Holders, ", "))
 		}
+		for _, d := range c.Taints {
+			taint := cluster.DeviceTaint{Key: d.Key, Value: d.Value, Effect: d.Effect}.String()
+			if d.Rule != "" {
+				taint += " (DeviceTaintRule " + d.Rule + ")"
+			}
+			out = append(out, fmt.Sprintf("tainted:  %s on %s: %s, not tolerated", d.Device, d.Node, taint))
+		}
 	}
 	return out
 }
