@@ -166,3 +166,24 @@ func TestFitClaimsSliceTaint(t *testing.T) {
 		t.Errorf("two slices: %v, want the tainted slice named", rs)
 	}
 }
+
+// BenchmarkFitsClaimsTainted is BenchmarkFitsClaims with every device
+// tainted twice and the request tolerating one taint of each device.
+func BenchmarkFitsClaimsTainted(b *testing.B) {
+	nb := makeNode("n").gpus("H100-80GB", 8, cluster.Exclusive, 0).dra(0, "gpu")
+	for i := range 8 {
+		device := "gpu-" + string(rune('0'+i))
+		nb.deviceTaint(device, "maintenance", "", cluster.TaintEffectNoSchedule, "")
+		nb.deviceTaint(device, "audit", "", cluster.TaintEffectNone, "audit")
+	}
+	s := NewNodeState(nb.obj())
+	r := tolerating(exact("gpu", "gpu", 2, "gpu-0", "gpu-3", "gpu-7"), cluster.DeviceToleration{Key: "maintenance", Operator: cluster.TolerationOpExists})
+	d := demand(b, makePod("p").claim("c", r).obj())
+	if !Fits(d, s) {
+		b.Fatal("the tolerating pod does not fit")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Fits(d, s)
+	}
+}
