@@ -38,6 +38,10 @@ type DRADevice struct {
 	CounterSets []CounterSet `json:"counterSets,omitempty"`
 	Consumes    []CounterUse `json:"consumes,omitempty"`
 	Partitions  []Partition  `json:"partitions,omitempty"`
+	// Taints are the device taints of the GPU's device or of its slices
+	// (DRADeviceTaints), from the ResourceSlice and from DeviceTaintRules,
+	// each naming its device.
+	Taints []DeviceTaint `json:"taints,omitempty"`
 }
 
 // Names lists the DRA device names behind the GPU: the whole device, the
@@ -90,6 +94,8 @@ type ClaimRequest struct {
 	All   bool `json:"all,omitempty"`
 	// Selectors are the request's CEL selector expressions.
 	Selectors []string `json:"selectors,omitempty"`
+	// Tolerations are the device taints the request tolerates.
+	Tolerations []DeviceToleration `json:"tolerations,omitempty"`
 	// FirstAvailable are the alternatives, in order of preference, each
 	// with its own device class, count and selectors.
 	FirstAvailable []ClaimRequest `json:"firstAvailable,omitempty"`

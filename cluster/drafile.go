@@ -49,7 +49,7 @@ func checkDRADevice(d *DRADevice, count int, sharing Sharing, slices int) error 
 			return fmt.Errorf("device name %d: %q is not a DRA device name (no slash or space, not empty)", i, name)
 		}
 	}
-	return nil
+	return checkTaints(d)
 }
 
 // checkClaim validates a pod's claim in a file.
@@ -97,8 +97,8 @@ func checkClaimRequest(r *ClaimRequest, top bool) error {
 		if !top {
 			return fmt.Errorf("firstAvailable: alternatives cannot nest")
 		}
-		if r.DeviceClass != "" || r.Count != 0 || r.All || len(r.Selectors) > 0 || r.Evaluated || len(r.Accepts) > 0 || len(r.SelectorErrors) > 0 {
-			return fmt.Errorf("firstAvailable: a request with alternatives has no deviceClass, count, all, selectors or evaluation of its own (each alternative has them)")
+		if r.DeviceClass != "" || r.Count != 0 || r.All || len(r.Selectors) > 0 || len(r.Tolerations) > 0 || r.Evaluated || len(r.Accepts) > 0 || len(r.SelectorErrors) > 0 {
+			return fmt.Errorf("firstAvailable: a request with alternatives has no deviceClass, count, all, selectors, tolerations or evaluation of its own (each alternative has them)")
 		}
 		for i := range r.FirstAvailable {
 			if err := checkClaimRequest(&r.FirstAvailable[i], false); err != nil {
@@ -109,6 +109,9 @@ func checkClaimRequest(r *ClaimRequest, top bool) error {
 	}
 	if r.DeviceClass == "" {
 		return fmt.Errorf("deviceClass: missing")
+	}
+	if err := checkTolerations(r.Tolerations); err != nil {
+		return err
 	}
 	if r.All && r.Count != 0 {
 		return fmt.Errorf("all: a request for all matching devices has no count")

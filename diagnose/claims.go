@@ -46,6 +46,11 @@ type ClaimFacts struct {
 	// (the first node where one does).
 	Counter     *placement.CounterShortfall `json:"counter,omitempty"`
 	CounterNode string                      `json:"counterNode,omitempty"`
+	// Tainted is how many devices it accepts and no pod holds a taint
+	// keeps from it (not counted in Free); Taints names them, on the
+	// nodes of the finding's evidence.
+	Tainted int             `json:"tainted,omitempty"`
+	Taints  []TaintedDevice `json:"taints,omitempty"`
 }
 
 // ProductCount is how many devices of a product a class offers.
@@ -64,9 +69,10 @@ const ClaimMissing Cause = "claim-missing"
 // judges (placement.JudgesClaims), in the order of the causes: a claim
 // that does not exist; a selector that fails to evaluate; fits now
 // (other); allocation (devices the class and selectors accept exist, held
-// by bound pods); placement (the pod's rules keep it off nodes where its
-// claims would be allocated, or no node has enough devices that the class
-// and selectors accept); other.
+// by bound pods); placement (device taints that a request does not
+// tolerate keep enough free devices from it, the pod's rules keep it off
+// nodes where its claims would be allocated, or no node has enough devices
+// that the class and selectors accept); other.
 func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand) error {
 	// The pod without its rules, made when a node's rules stop it: most
 	// DRA nodes have none, and each demand holds the claims' accepted
@@ -75,7 +81,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 	verdicts := make([]classVerdict, len(e.classes))
 	stock := make([]statusGroup, len(e.classes))
 	stockOK := true
-	var fitsNow, allocK, placeK, claimK []int
+	var fitsNow, allocK, placeK, claimK, taintK []int
 	selectorError := ""
 	for k := range e.classes {
 		v := &verdicts[k]
@@ -103,6 +109,18 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			if _, rs := placement.Fit(relaxed, cur); len(rs) == 0 {
 				v.place = true
 				placeK = append(placeK, k)
+			}
+			continue
+		}
+		if r != nil && r.Code == placement.ClaimTaintNotTolerated && len(v.now) == 1 {
+			// Held devices that no taint keeps would serve it too:
+			// allocation comes first.
+			taintK = append(taintK, k)
+			if len(r.Claim.Held) > 0 {
+				if _, rs := placement.Fit(d, e.classes[k].empty); len(rs) == 0 {
+					v.alloc = true
+					allocK = append(allocK, k)
+				}
 			}
 			continue
 		}
@@ -140,9 +158,11 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 		e.fitsNow(f, fitsNow)
 	case len(allocK) > 0:
 		e.claimAllocation(f, p, allocK, verdicts)
-		if len(placeK) > 0 {
+		if len(placeK)+len(taintK) > 0 {
 			f.Also = []Cause{Placement}
 		}
+	case len(taintK) > 0:
+		e.claimTaint(f, p, taintK, verdicts)
 	case len(placeK) > 0:
 		e.placement(f, p, placeK, verdicts, false)
 	case len(claimK) > 0:
@@ -164,7 +184,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 func claimOf(rs []placement.Reason) *placement.Reason {
 	for i := range rs {
 		switch rs[i].Code {
-		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimSelectorError, placement.ClaimNotFound:
+		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated:
 			return &rs[i]
 		}
 	}
@@ -219,6 +239,12 @@ func (e *engine) claimFacts(p *cluster.Pod, ks []int, verdicts []classVerdict) [
 			cf.Offered += nodes * sf.Offered
 			cf.Accepted += nodes * sf.Accepted
 			cf.Free += nodes * sf.Free
+			cf.Tainted += nodes * len(sf.Untolerated)
+			for _, u := range sf.Untolerated {
+				if len(cf.Taints) < MaxListed {
+					cf.Taints = append(cf.Taints, taintedDevice(e.s.Nodes[e.classes[k].nodes[0]].Name, u))
+				}
+			}
 			if node := e.s.Nodes[e.classes[k].nodes[0]].Name; sf.Accepted > cf.MostAccepted || cf.MostAcceptedNode == "" {
 				cf.MostAccepted, cf.MostAcceptedNode = sf.Accepted, node
 			}
@@ -477,13 +503,20 @@ const ClaimSpec RemedyKind = "claim-spec"
 // claimSpecRemedy patches field (under the request, or its alternative)
 // of the pod's claim, or of its template when the claim is made from one.
 func (e *engine) claimSpecRemedy(p *cluster.Pod, cf ClaimFacts, field string, value any) Remedy {
+	return claimSpecPatch(p, cf.Claim, cf.Request, "replace", field, value)
+}
+
+// claimSpecPatch is claimSpecRemedy with the JSON patch operation op
+// ("replace" a field the request has, "add" one it may lack) on the
+// request (or "request/alternative") of the claim.
+func claimSpecPatch(p *cluster.Pod, claimName, request, op, field string, value any) Remedy {
 	var claim cluster.Claim
 	for _, c := range p.Claims {
-		if cmp.Or(c.Name, c.PodClaim) == cf.Claim {
+		if cmp.Or(c.Name, c.PodClaim) == claimName {
 			claim = c
 		}
 	}
-	name, alt, _ := strings.Cut(cf.Request, "/")
+	name, alt, _ := strings.Cut(request, "/")
 	path := ""
 	for i, r := range claim.Requests {
 		if r.Name != name {
@@ -506,7 +539,7 @@ func (e *engine) claimSpecRemedy(p *cluster.Pod, cf ClaimFacts, field string, va
 	if path == "" || target.Name == "" {
 		return Remedy{Kind: Advice, Note: "the snapshot does not name the claim's object"}
 	}
-	patch := patchOf(JSONPatch, []patchOp{{Op: "replace", Path: path, Value: value}})
+	patch := patchOf(JSONPatch, []patchOp{{Op: op, Path: path, Value: value}})
 	kind := strings.ToLower(target.Kind)
 	return Remedy{Kind: ClaimSpec, Targets: []Object{target}, Patch: patch, Note: note, Commands: []string{
 		commandLine("kubectl", "get", kind, "-n", target.Namespace, target.Name, "-o", "yaml") + " | " +

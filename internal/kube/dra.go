@@ -46,6 +46,13 @@ type DRAObjects struct {
 	Slices    []*resourcev1.ResourceSlice
 	Claims    []*resourcev1.ResourceClaim
 	Templates []*resourcev1.ResourceClaimTemplate
+	// TaintRules are the DeviceTaintRules, whose taints the kube-scheduler
+	// adds to the devices they select.
+	TaintRules []*resourcev1.DeviceTaintRule
+	// TaintRulesUnserved: the apiserver does not serve DeviceTaintRules
+	// (resource.k8s.io/v1 has them since Kubernetes 1.37), so the taints
+	// they would add are unknown.
+	TaintRulesUnserved bool
 }
 
 // draDevice is one device of a current ResourceSlice, with where it is.
@@ -53,6 +60,9 @@ type draDevice struct {
 	slice  *resourcev1.ResourceSlice
 	device *resourcev1.Device
 	node   string
+	// taints are the device's taints: its slice's, then those the
+	// DeviceTaintRules add.
+	taints []cluster.DeviceTaint
 }
 
 func (d *draDevice) id() string {
@@ -107,7 +117,9 @@ type draView struct {
 	// counterSets are the shared counters of the current slices, by
 	// driver/pool and counter set name.
 	counterSets map[string]map[string]resourcev1.CounterSet
-	warnings    []string
+	// taints are the taints of the devices read, by DeviceID.
+	taints   map[string][]cluster.DeviceTaint
+	warnings []string
 }
 
 // draClass is a DeviceClass with its compiled selectors.
@@ -165,10 +177,15 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 	}
 	v.read = true
 	devices := v.currentDevices(objs.Slices, nodes)
+	v.taintDevices(devices, objs)
 	v.addGPUs(c, devices, nodes)
+	v.taints = map[string][]cluster.DeviceTaint{}
 	for _, d := range devices {
 		if _, ok := v.locations[d.id()]; ok {
 			v.devices = append(v.devices, d)
+			if len(d.taints) > 0 {
+				v.taints[d.id()] = d.taints
+			}
 		}
 	}
 	return v
@@ -177,7 +194,7 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 // currentDevices lists the devices of each pool's current generation on
 // the listed nodes, by node, pool and name, and keeps the pools' shared
 // counters. What gpupack cannot model yet is named in a warning: devices
-// not local to one node, device taints, consumable capacity.
+// not local to one node, consumable capacity.
 func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[string]int) []*draDevice {
 	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
 	latest := map[string]int64{}
@@ -326,7 +343,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 				mem = m.Usable
 			}
 			g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
-				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct)}}
+				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct), Taints: d.taints}}
 			if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
 				g.Sharing = cluster.Fractional
 				g.DRA.Shared = true
@@ -383,11 +400,15 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			for _, d := range p.devices {
 				one := *dra
 				one.Device = d.device.Name
+				one.Taints = d.taints
 				add(p.node, cluster.GPU{Model: m, Memory: d.memory(), UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive, DRA: &one}, []string{d.device.Name}, []int{-1})
 			}
 			continue
 		}
 		dra.SliceDevices = cluster.InLayout(profiles, names, layout)
+		for _, d := range p.devices {
+			dra.Taints = append(dra.Taints, d.taints...)
+		}
 		idx := make([]int, len(layout))
 		for i := range idx {
 			idx[i] = i
@@ -402,13 +423,6 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 func (v *draView) unmodelled(d *draDevice) {
 	warn := func(feature, effect string) {
 		v.warnings = append(v.warnings, fmt.Sprintf("ResourceSlice %s: device %s uses %s, which gpupack does not model yet; %s", d.slice.Name, d.device.Name, feature, effect))
-	}
-	if len(d.device.Taints) > 0 {
-		var taints []string
-		for _, t := range d.device.Taints {
-			taints = append(taints, fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
-		}
-		warn("device taints (DRADeviceTaints: "+strings.Join(taints, ", ")+")", "it counts as untainted")
 	}
 	for name, c := range d.device.Capacity {
 		if c.RequestPolicy != nil {
@@ -508,6 +522,9 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 					cd.ConsumedCapacity[string(name)] = q.String()
 				}
 				f.claim.Allocated = append(f.claim.Allocated, cd)
+				if msg := v.evicted(f.claim.Name, r); msg != "" {
+					warn("%s", msg)
+				}
 				if loc, ok := v.locations[cd.ID()]; ok {
 					held = append(held, loc)
 					heldDevices = append(heldDevices, cd)
@@ -782,10 +799,12 @@ func claimRequests(in []resourcev1.DeviceRequest) []cluster.ClaimRequest {
 		cr := cluster.ClaimRequest{Name: r.Name}
 		if r.Exactly != nil {
 			fill(&cr, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors)
+			cr.Tolerations = tolerations(r.Exactly.Tolerations)
 		}
 		for _, sub := range r.FirstAvailable {
 			sr := cluster.ClaimRequest{Name: sub.Name}
 			fill(&sr, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors)
+			sr.Tolerations = tolerations(sub.Tolerations)
 			cr.FirstAvailable = append(cr.FirstAvailable, sr)
 		}
 		out = append(out, cr)

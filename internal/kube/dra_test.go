@@ -163,7 +163,10 @@ func TestBuildDRA(t *testing.T) {
 	if s := states[0]; s.GPUs[1].FreeMilli != 0 || s.GPUs[0].FreeMilli != gpu.WholeGPU || s.GPUs[2].UsedSlices != 1<<byName["infer"].Devices[0].Slice {
 		t.Errorf("dra-1 state = %+v; want GPU 1 used, GPU 0 free and one MIG slice used", s.GPUs)
 	}
-	for _, want := range []string{"ResourceSlice dra-2-gpu.nvidia.com: device gpu-1 uses device taints (DRADeviceTaints: gpu.nvidia.com/xid=79:NoSchedule)", `"NVIDIA B300 SXM6 AC" (attribute productName) is not in gpupack's catalogue`} {
+	if want := []cluster.DeviceTaint{{Device: "gpu-1", Key: "gpu.nvidia.com/xid", Value: "79", Effect: cluster.TaintEffectNoSchedule}}; !cmp.Equal(n2.GPUs[1].DRA.Taints, want) {
+		t.Errorf("dra-2 GPU 1 taints = %+v, want %+v", n2.GPUs[1].DRA.Taints, want)
+	}
+	for _, want := range []string{`"NVIDIA B300 SXM6 AC" (attribute productName) is not in gpupack's catalogue`} {
 		if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
 			t.Errorf("no warning says %q; warnings: %q", want, st.Warnings)
 		}

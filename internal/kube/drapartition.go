@@ -98,6 +98,7 @@ func (v *draView) addPartitionable(ps *partitionGroups, model func(*draDevice) *
 			dra.Device = w.device.Name
 			dra.Classes = v.classesOf(w)
 			dra.Consumes = CounterUses(w.device.ConsumesCounters)
+			dra.Taints = append(dra.Taints, w.taints...)
 			gp.UUID = w.str(draAttrUUID)
 			if mem := w.memory(); mem > 0 {
 				gp.Memory = mem
@@ -112,6 +113,7 @@ func (v *draView) addPartitionable(ps *partitionGroups, model func(*draDevice) *
 			p := cluster.Partition{Device: d.device.Name, Profile: d.str(draAttrProfile), Memory: d.memory(), Classes: v.classesOf(d), Consumes: CounterUses(d.device.ConsumesCounters)}
 			p.Milli = share(p.Consumes[0].Counters, set.Counters)
 			dra.Partitions = append(dra.Partitions, p)
+			dra.Taints = append(dra.Taints, d.taints...)
 		}
 		add(g.node, gp, names, idx)
 	}

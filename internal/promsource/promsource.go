@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,7 +60,7 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 	}
 	r := v1.Range{Start: w.Start, End: w.End.Add(-time.Millisecond), Step: w.Step}
 	d := &Data{}
-	for _, metric := range usage.Metrics {
+	for _, metric := range append(slices.Clone(usage.Metrics), usage.HealthMetrics...) {
 		m, err := s.queryRange(ctx, metric, r)
 		if err != nil {
 			return nil, err

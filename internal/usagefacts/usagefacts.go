@@ -60,7 +60,14 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
-	return acct.Report(pricing, withLive(d.Pods, live), d.App, Bucket)
+	r, err := acct.Report(pricing, withLive(d.Pods, live), d.App, Bucket)
+	if err != nil {
+		return nil, err
+	}
+	if r.Health, err = src.LoadHealth(ctx, w); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // withLive merges the live cluster's pod start-ups over kube-state-metrics'
