@@ -168,6 +168,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				"kueue.x-k8s.io/resourceflavors [list watch]",
 				"kueue.x-k8s.io/workloads [list watch]",
 				"resource.k8s.io/deviceclasses [list watch]",
+				"resource.k8s.io/devicetaintrules [list watch]",
 				"resource.k8s.io/resourceclaims [list watch]",
 				"resource.k8s.io/resourceclaimtemplates [list watch]",
 				"resource.k8s.io/resourceslices [list watch]",

@@ -30,16 +30,32 @@ type DRADevice struct {
 	// publishes it (NVIDIA's productName, e.g. "NVIDIA H100 80GB HBM3"),
 	// which claims' selectors compare with; empty when unknown.
 	Product string `json:"product,omitempty"`
+	// CounterSets (a partitionable GPU, DRAPartitionableDevices) are the
+	// shared counters its devices consume; Consumes is what the whole
+	// device (Device) consumes of them, and Partitions are the devices
+	// made on demand (dynamic MIG), which a pod's Device names by index
+	// (Device.Slice). Optional in v1alpha2.
+	CounterSets []CounterSet `json:"counterSets,omitempty"`
+	Consumes    []CounterUse `json:"consumes,omitempty"`
+	Partitions  []Partition  `json:"partitions,omitempty"`
+	// Taints are the device taints of the GPU's device or of its slices
+	// (DRADeviceTaints), from the ResourceSlice and from DeviceTaintRules,
+	// each naming its device.
+	Taints []DeviceTaint `json:"taints,omitempty"`
 }
 
-// Names lists the DRA device names behind the GPU: the whole device and the
-// slices.
+// Names lists the DRA device names behind the GPU: the whole device, the
+// slices and the partitions.
 func (d *DRADevice) Names() []string {
 	var out []string
 	if d.Device != "" {
 		out = append(out, d.Device)
 	}
-	return append(out, d.SliceDevices...)
+	out = append(out, d.SliceDevices...)
+	for _, p := range d.Partitions {
+		out = append(out, p.Device)
+	}
+	return out
 }
 
 // Claim is a ResourceClaim that a pod uses (pod.spec.resourceClaims), with
@@ -78,6 +94,8 @@ type ClaimRequest struct {
 	All   bool `json:"all,omitempty"`
 	// Selectors are the request's CEL selector expressions.
 	Selectors []string `json:"selectors,omitempty"`
+	// Tolerations are the device taints the request tolerates.
+	Tolerations []DeviceToleration `json:"tolerations,omitempty"`
 	// FirstAvailable are the alternatives, in order of preference, each
 	// with its own device class, count and selectors.
 	FirstAvailable []ClaimRequest `json:"firstAvailable,omitempty"`

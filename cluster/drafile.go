@@ -32,19 +32,24 @@ func checkDRADevice(d *DRADevice, count int, sharing Sharing, slices int) error 
 		return fmt.Errorf("driver: missing (e.g. gpu.nvidia.com)")
 	case d.Pool == "":
 		return fmt.Errorf("pool: missing")
-	case d.Device == "" && len(d.SliceDevices) == 0:
+	case d.Device == "" && len(d.SliceDevices) == 0 && len(d.Partitions) == 0:
 		return fmt.Errorf("device: missing (the device name in the ResourceSlice, e.g. gpu-0)")
 	case len(d.SliceDevices) > 0 && sharing != MIG:
 		return fmt.Errorf("sliceDevices: given but sharing is %s; only MIG GPUs have slices", sharing)
 	case sharing == MIG && len(d.SliceDevices) != slices:
 		return fmt.Errorf("sliceDevices: %d names for %d MIG slices; give one device name per slice of mig, in order", len(d.SliceDevices), slices)
+	case d.Partitionable() && sharing == MIG:
+		return fmt.Errorf("counterSets: given for a GPU with a MIG layout; a partitionable GPU's MIG devices are its partitions")
+	}
+	if err := checkPartitions(d); err != nil {
+		return err
 	}
 	for i, name := range d.Names() {
 		if name == "" || strings.ContainsAny(name, "/ \t\n") {
 			return fmt.Errorf("device name %d: %q is not a DRA device name (no slash or space, not empty)", i, name)
 		}
 	}
-	return nil
+	return checkTaints(d)
 }
 
 // checkClaim validates a pod's claim in a file.
@@ -92,8 +97,8 @@ func checkClaimRequest(r *ClaimRequest, top bool) error {
 		if !top {
 			return fmt.Errorf("firstAvailable: alternatives cannot nest")
 		}
-		if r.DeviceClass != "" || r.Count != 0 || r.All || len(r.Selectors) > 0 || r.Evaluated || len(r.Accepts) > 0 || len(r.SelectorErrors) > 0 {
-			return fmt.Errorf("firstAvailable: a request with alternatives has no deviceClass, count, all, selectors or evaluation of its own (each alternative has them)")
+		if r.DeviceClass != "" || r.Count != 0 || r.All || len(r.Selectors) > 0 || len(r.Tolerations) > 0 || r.Evaluated || len(r.Accepts) > 0 || len(r.SelectorErrors) > 0 {
+			return fmt.Errorf("firstAvailable: a request with alternatives has no deviceClass, count, all, selectors, tolerations or evaluation of its own (each alternative has them)")
 		}
 		for i := range r.FirstAvailable {
 			if err := checkClaimRequest(&r.FirstAvailable[i], false); err != nil {
@@ -104,6 +109,9 @@ func checkClaimRequest(r *ClaimRequest, top bool) error {
 	}
 	if r.DeviceClass == "" {
 		return fmt.Errorf("deviceClass: missing")
+	}
+	if err := checkTolerations(r.Tolerations); err != nil {
+		return err
 	}
 	if r.All && r.Count != 0 {
 		return fmt.Errorf("all: a request for all matching devices has no count")

@@ -262,8 +262,8 @@ func (f *File) Snapshot(c *gpu.Catalogue) (*Snapshot, error) {
 			if d.GPU < 0 || d.GPU >= len(n.GPUs) {
 				return nil, fmt.Errorf("pods[%d].devices[%d].gpu: %d is not a GPU of node %s (it has %d)", i, j, d.GPU, n.Name, len(n.GPUs))
 			}
-			if d.Slice >= len(n.GPUs[d.GPU].Layout) {
-				return nil, fmt.Errorf("pods[%d].devices[%d].slice: %d is not a MIG slice of GPU %d on %s", i, j, d.Slice, d.GPU, n.Name)
+			if g := &n.GPUs[d.GPU]; d.Slice >= len(g.Layout) && (g.DRA == nil || d.Slice >= len(g.DRA.Partitions)) {
+				return nil, fmt.Errorf("pods[%d].devices[%d].slice: %d is not a MIG slice or partition of GPU %d on %s", i, j, d.Slice, d.GPU, n.Name)
 			}
 		}
 	}

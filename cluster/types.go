@@ -316,7 +316,7 @@ func ParseIsolation(s string) (Isolation, error) {
 // Device is the share of one GPU that a bound pod holds.
 type Device struct {
 	GPU    int       // index in Node.GPUs
-	Slice  int       // index in the GPU's MIG layout, or -1
+	Slice  int       // index in the GPU's MIG layout or DRA partitions, or -1
 	Milli  gpu.Milli // compute share held, 1000 for a whole GPU
 	Memory gpu.MiB   // framebuffer held or reserved
 }

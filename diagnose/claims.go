@@ -41,6 +41,16 @@ type ClaimFacts struct {
 	// SelectorError is the first such error, by device.
 	SelectorErrors int    `json:"selectorErrors,omitempty"`
 	SelectorError  string `json:"selectorError,omitempty"`
+	// Counter is the shared counter of a partitionable GPU that keeps the
+	// accepted devices no claim holds from being made, on CounterNode
+	// (the first node where one does).
+	Counter     *placement.CounterShortfall `json:"counter,omitempty"`
+	CounterNode string                      `json:"counterNode,omitempty"`
+	// Tainted is how many devices it accepts and no pod holds a taint
+	// keeps from it (not counted in Free); Taints names them, on the
+	// nodes of the finding's evidence.
+	Tainted int             `json:"tainted,omitempty"`
+	Taints  []TaintedDevice `json:"taints,omitempty"`
 }
 
 // ProductCount is how many devices of a product a class offers.
@@ -59,9 +69,10 @@ const ClaimMissing Cause = "claim-missing"
 // judges (placement.JudgesClaims), in the order of the causes: a claim
 // that does not exist; a selector that fails to evaluate; fits now
 // (other); allocation (devices the class and selectors accept exist, held
-// by bound pods); placement (the pod's rules keep it off nodes where its
-// claims would be allocated, or no node has enough devices that the class
-// and selectors accept); other.
+// by bound pods); placement (device taints that a request does not
+// tolerate keep enough free devices from it, the pod's rules keep it off
+// nodes where its claims would be allocated, or no node has enough devices
+// that the class and selectors accept); other.
 func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand) error {
 	// The pod without its rules, made when a node's rules stop it: most
 	// DRA nodes have none, and each demand holds the claims' accepted
@@ -70,7 +81,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 	verdicts := make([]classVerdict, len(e.classes))
 	stock := make([]statusGroup, len(e.classes))
 	stockOK := true
-	var fitsNow, allocK, placeK, claimK []int
+	var fitsNow, allocK, placeK, claimK, taintK []int
 	selectorError := ""
 	for k := range e.classes {
 		v := &verdicts[k]
@@ -101,7 +112,19 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			}
 			continue
 		}
-		if r == nil || r.Code != placement.ClaimUnallocatable || len(v.now) > 1 {
+		if r != nil && r.Code == placement.ClaimTaintNotTolerated && len(v.now) == 1 {
+			// Held devices that no taint keeps would serve it too:
+			// allocation comes first.
+			taintK = append(taintK, k)
+			if len(r.Claim.Held) > 0 {
+				if _, rs := placement.Fit(d, e.classes[k].empty); len(rs) == 0 {
+					v.alloc = true
+					allocK = append(allocK, k)
+				}
+			}
+			continue
+		}
+		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted) || len(v.now) > 1 {
 			continue // CPU, memory or pods short too
 		}
 		claimK = append(claimK, k)
@@ -135,9 +158,11 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 		e.fitsNow(f, fitsNow)
 	case len(allocK) > 0:
 		e.claimAllocation(f, p, allocK, verdicts)
-		if len(placeK) > 0 {
+		if len(placeK)+len(taintK) > 0 {
 			f.Also = []Cause{Placement}
 		}
+	case len(taintK) > 0:
+		e.claimTaint(f, p, taintK, verdicts)
 	case len(placeK) > 0:
 		e.placement(f, p, placeK, verdicts, false)
 	case len(claimK) > 0:
@@ -159,7 +184,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 func claimOf(rs []placement.Reason) *placement.Reason {
 	for i := range rs {
 		switch rs[i].Code {
-		case placement.ClaimUnallocatable, placement.ClaimSelectorError, placement.ClaimNotFound:
+		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated:
 			return &rs[i]
 		}
 	}
@@ -214,8 +239,17 @@ func (e *engine) claimFacts(p *cluster.Pod, ks []int, verdicts []classVerdict) [
 			cf.Offered += nodes * sf.Offered
 			cf.Accepted += nodes * sf.Accepted
 			cf.Free += nodes * sf.Free
+			cf.Tainted += nodes * len(sf.Untolerated)
+			for _, u := range sf.Untolerated {
+				if len(cf.Taints) < MaxListed {
+					cf.Taints = append(cf.Taints, taintedDevice(e.s.Nodes[e.classes[k].nodes[0]].Name, u))
+				}
+			}
 			if node := e.s.Nodes[e.classes[k].nodes[0]].Name; sf.Accepted > cf.MostAccepted || cf.MostAcceptedNode == "" {
 				cf.MostAccepted, cf.MostAcceptedNode = sf.Accepted, node
+			}
+			if sf.Counter != nil && cf.Counter == nil {
+				cf.Counter, cf.CounterNode = sf.Counter, e.s.Nodes[e.classes[k].nodes[0]].Name
 			}
 		}
 	}
@@ -251,15 +285,23 @@ func (e *engine) products(class string) []ProductCount {
 	for i, n := range e.s.Nodes {
 		st := e.states[i]
 		for j, g := range n.GPUs {
-			if g.DRA == nil || !slices.Contains(g.DRA.Classes, class) {
+			if g.DRA == nil {
 				continue
 			}
 			product := cmp.Or(g.DRA.Product, g.Model.Name)
 			pc := counts[product]
 			if pc == nil {
 				pc = &ProductCount{Product: product}
-				counts[product] = pc
 			}
+			if n := partitionsOf(&g, class); n > 0 {
+				counts[product] = pc
+				pc.Devices += n
+				pc.Free += makeableOf(st, j, class)
+			}
+			if !slices.Contains(g.DRA.Classes, class) {
+				continue
+			}
+			counts[product] = pc
 			if g.DRA.Device != "" {
 				pc.Devices++
 				if g.DRA.Shared || st.GPUs[j].Idle() {
@@ -302,7 +344,8 @@ func (e *engine) claimAllocation(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	var holders []*cluster.Pod
 	for _, h := range e.holders[best] {
 		if slices.ContainsFunc(h.Devices, func(d cluster.Device) bool {
-			return slices.ContainsFunc(r.Held, func(x cluster.Device) bool { return x.GPU == d.GPU && (x.Slice < 0 || x.Slice == d.Slice) })
+			return slices.ContainsFunc(r.Held, func(x cluster.Device) bool { return x.GPU == d.GPU && (x.Slice < 0 || x.Slice == d.Slice) }) ||
+				(r.Counter != nil && d.GPU == r.Counter.GPU)
 		}) {
 			holders = append(holders, h)
 		}
@@ -325,6 +368,10 @@ func (e *engine) claimAllocation(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	names := make([]string, len(holders))
 	for i, h := range holders {
 		names[i] = h.Key()
+	}
+	if r.Counter != nil {
+		e.counterFix(f, p, r, best, holders)
+		return
 	}
 	f.addFix(fmt.Sprintf("claim %s, request %s needs %d device(s) of class %s that its selectors accept; on %s they are held by %s: reclaim %d of them (least active first) and the claim can be allocated there",
 		r.Claim, r.Request, r.Needed, r.Class, node, strings.Join(names, ", "), len(reclaim)), reclaimRemedy(reclaim))
@@ -366,6 +413,10 @@ func (e *engine) claimPlacement(f *Finding, p *cluster.Pod, ks []int, verdicts [
 		case cf.Accepted == 0:
 			f.addFix(fmt.Sprintf("%s: its selectors (%s) accept none of the %d device(s) of class %s; the class offers %s", what, strings.Join(cf.Selectors, " && "), cf.Offered, cf.Class, productList(cf.Products)),
 				e.selectorRemedy(p, cf))
+		case cf.Counter != nil && cf.MostAccepted >= cf.Needed:
+			f.addAdvice(fmt.Sprintf("%s: on %s even free the shared counter %s of counter set %s (GPU %d) cannot hold what the pod's requests take together (%s left where a device needs %s): ask for smaller profiles, or split the requests over pods",
+				what, cf.CounterNode, cf.Counter.Counter, cf.Counter.Set, cf.Counter.GPU, counterAmount(cf.Counter.Counter, cf.Counter.Left), counterAmount(cf.Counter.Counter, cf.Counter.Needed)),
+				"which profiles the workload can do with is its own choice")
 		default:
 			f.addFix(fmt.Sprintf("%s needs %d device(s) on one node; at most %d on one node (%s) are of class %s and accepted by its selectors: ask for %d, or add devices it accepts",
 				what, cf.Needed, cf.MostAccepted, cf.MostAcceptedNode, cf.Class, cf.MostAccepted), e.countRemedy(p, cf))
@@ -384,6 +435,11 @@ func (e *engine) classesOffered() string {
 			}
 			for _, c := range g.DRA.Classes {
 				counts[c] += max(1, len(g.DRA.SliceDevices))
+			}
+			for _, p := range g.DRA.Partitions {
+				for _, c := range p.Classes {
+					counts[c]++
+				}
 			}
 		}
 	}
@@ -447,13 +503,20 @@ const ClaimSpec RemedyKind = "claim-spec"
 // claimSpecRemedy patches field (under the request, or its alternative)
 // of the pod's claim, or of its template when the claim is made from one.
 func (e *engine) claimSpecRemedy(p *cluster.Pod, cf ClaimFacts, field string, value any) Remedy {
+	return claimSpecPatch(p, cf.Claim, cf.Request, "replace", field, value)
+}
+
+// claimSpecPatch is claimSpecRemedy with the JSON patch operation op
+// ("replace" a field the request has, "add" one it may lack) on the
+// request (or "request/alternative") of the claim.
+func claimSpecPatch(p *cluster.Pod, claimName, request, op, field string, value any) Remedy {
 	var claim cluster.Claim
 	for _, c := range p.Claims {
-		if cmp.Or(c.Name, c.PodClaim) == cf.Claim {
+		if cmp.Or(c.Name, c.PodClaim) == claimName {
 			claim = c
 		}
 	}
-	name, alt, _ := strings.Cut(cf.Request, "/")
+	name, alt, _ := strings.Cut(request, "/")
 	path := ""
 	for i, r := range claim.Requests {
 		if r.Name != name {
@@ -476,7 +539,7 @@ func (e *engine) claimSpecRemedy(p *cluster.Pod, cf ClaimFacts, field string, va
 	if path == "" || target.Name == "" {
 		return Remedy{Kind: Advice, Note: "the snapshot does not name the claim's object"}
 	}
-	patch := patchOf(JSONPatch, []patchOp{{Op: "replace", Path: path, Value: value}})
+	patch := patchOf(JSONPatch, []patchOp{{Op: op, Path: path, Value: value}})
 	kind := strings.ToLower(target.Kind)
 	return Remedy{Kind: ClaimSpec, Targets: []Object{target}, Patch: patch, Note: note, Commands: []string{
 		commandLine("kubectl", "get", kind, "-n", target.Namespace, target.Name, "-o", "yaml") + " | " +

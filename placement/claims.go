@@ -30,8 +30,25 @@ type ClaimShortfall struct {
 	Needed int
 	All    bool
 	// Held are the accepted devices of the node that bound pods hold.
-	Held         []cluster.Device
-	Alternatives []ClaimShortfall `json:",omitempty"`
+	Held []cluster.Device
+	// Counter is set when shared counters (partitionable devices) keep
+	// accepted devices that no pod holds from being allocated: the counter
+	// that excludes the most of them.
+	Counter *CounterShortfall `json:",omitempty"`
+	// Untolerated are the accepted devices of the node that no pod holds
+	// but that a taint keeps from the request (not counted in Free).
+	Untolerated  []UntoleratedDevice `json:",omitempty"`
+	Alternatives []ClaimShortfall    `json:",omitempty"`
+}
+
+// UntoleratedDevice is a device that a request's class and selectors
+// accept and no pod holds, with the first of its NoSchedule or NoExecute
+// taints that the request does not tolerate.
+type UntoleratedDevice struct {
+	Device cluster.Device
+	// ID is the device's DeviceID, driver/pool/device.
+	ID    string
+	Taint cluster.DeviceTaint
 }
 
 // claimDemand is what a pending pod's claims ask, prepared once: the pod's
@@ -56,6 +73,8 @@ type claimAlt struct {
 	all     bool
 	accepts map[deviceKey]bool
 	errors  map[deviceKey]string
+	// tolerations are the request's tolerations of device taints.
+	tolerations []cluster.DeviceToleration
 }
 
 // deviceKey is a DeviceID in parts, so that a node's devices are looked up
@@ -104,7 +123,7 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 			}
 			cr := claimRequest{claim: name}
 			for _, alt := range r.Alternatives() {
-				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts))}
+				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts)), tolerations: alt.Tolerations}
 				if len(r.FirstAvailable) > 0 {
 					a.name = r.Name + "/" + alt.Name
 				}
@@ -163,19 +182,36 @@ func evaluated(r *cluster.ClaimRequest) bool {
 	return true
 }
 
-// draUnit is one DRA device of a node: a whole GPU (Slice -1) or a MIG
-// slice.
+// draUnit is one DRA device of a node: a whole GPU (Slice -1), a MIG
+// slice or a partition of a partitionable GPU (part), which consumes
+// counters (uses).
 type draUnit struct {
 	dev    cluster.Device
 	key    deviceKey
 	class  []string
 	free   bool
 	shared bool
+	part   bool
+	uses   []cluster.CounterUse
+	// taints are the taints of the unit's GPU; those of this device name
+	// it (key.device).
+	taints []cluster.DeviceTaint
+}
+
+// untolerated is the taint that keeps the device from the request, if
+// any.
+func (u *draUnit) untolerated(alt *claimAlt) (cluster.DeviceTaint, bool) {
+	if len(u.taints) == 0 {
+		return cluster.DeviceTaint{}, false
+	}
+	return cluster.Untolerated(u.taints, u.key.device, alt.tolerations)
 }
 
 // draUnits lists the node's DRA devices in GPU order, with whether each is
 // free: a whole device that no bound pod holds (a device that allows
-// multiple allocations always is), a slice not taken.
+// multiple allocations always is), a slice or partition not taken. Whether
+// the counters of a partitionable GPU leave room for a free device is
+// claimReasons' to judge.
 func draUnits(s *NodeState, out []draUnit) []draUnit {
 	for i := range s.Node.GPUs {
 		g, st := &s.Node.GPUs[i], &s.GPUs[i]
@@ -183,11 +219,22 @@ func draUnits(s *NodeState, out []draUnit) []draUnit {
 			continue
 		}
 		if g.DRA.Device != "" {
+			free := g.DRA.Shared || (st.Holders == 0 && st.UsedSlices == 0)
+			if g.DRA.Partitionable() {
+				// Partitions held leave the whole device unheld; their
+				// counters exclude it.
+				free = !wholeHeld(st)
+			}
 			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, g.DRA.Device}, class: g.DRA.Classes,
-				free: g.DRA.Shared || (st.Holders == 0 && st.UsedSlices == 0), shared: g.DRA.Shared})
+				free: free, shared: g.DRA.Shared, uses: g.DRA.Consumes, taints: g.DRA.Taints})
+		}
+		for j := range g.DRA.Partitions {
+			p := &g.DRA.Partitions[j]
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, p.Device}, class: p.Classes,
+				free: st.UsedSlices&(1<<j) == 0, part: true, uses: p.Consumes, taints: g.DRA.Taints})
 		}
 		for j, name := range g.DRA.SliceDevices {
-			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, name}, class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0})
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, name}, class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0, taints: g.DRA.Taints})
 		}
 	}
 	return out
@@ -202,7 +249,9 @@ func draUnits(s *NodeState, out []draUnit) []draUnit {
 // (structured/internal/stable, v0.37.2): with All on any device of the
 // node, with a count on a device not in use, before enough are found. It returns the devices
 // taken (when collect is set), or the reason for the first request that
-// cannot be served. The
+// cannot be served. A device with a NoSchedule or NoExecute taint that the
+// request does not tolerate is passed over, as the allocator does after
+// the selectors (so for All, such a device fails the request). The
 // allocator backtracks over devices where gpupack takes the first free
 // ones in GPU order; the two differ only when one request's devices would
 // serve a later request that nothing else can.
@@ -220,11 +269,31 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 		taken = takenBuf[:len(units)]
 	}
 	var chosen []draUnit
+	// The counters left on the node's partitionable GPUs, made when a
+	// request first meets one; each alternative counts on a copy.
+	var left ledgers
+	for _, u := range units {
+		if len(u.uses) > 0 {
+			left = ledgers{}
+			break
+		}
+	}
 	for _, r := range cd.requests {
 		var tried []ClaimShortfall
 		served := false
-		for _, alt := range r.alts {
+		for a := range r.alts {
+			alt := &r.alts[a]
 			sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
+			// The counters this alternative has counted so far, copied
+			// from left on the first device it counts on a GPU.
+			var scratch ledgers
+			var tally counterTally
+			counted := func(gpu int) counterLedger {
+				if l, ok := scratch[gpu]; ok {
+					return l
+				}
+				return left.of(s, gpu)
+			}
 			for k, u := range units {
 				// The allocator evaluates selectors on every device for All,
 				// and for a count on the devices not in use, in order, until
@@ -239,30 +308,61 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 					continue
 				}
 				sf.Accepted++
-				if u.free && !taken[k] {
-					sf.Free++
-				} else if !u.free {
+				t, blocked := u.untolerated(alt)
+				switch {
+				case !u.free:
 					sf.Held = append(sf.Held, u.dev)
+				case taken[k]:
+				case blocked:
+					sf.Untolerated = append(sf.Untolerated, UntoleratedDevice{Device: u.dev, ID: cluster.DeviceID(u.key.driver, u.key.pool, u.key.device), Taint: t})
+				case len(u.uses) > 0 && !counted(u.dev.GPU).fits(u.uses):
+					counted(u.dev.GPU).shortOf(u.uses, func(set, counter string, needed, left int64) {
+						tally.add(u.dev.GPU, set, counter, needed, left)
+					})
+				default:
+					sf.Free++
+					if len(u.uses) > 0 {
+						if _, ok := scratch[u.dev.GPU]; !ok {
+							if scratch == nil {
+								scratch = ledgers{}
+							}
+							scratch[u.dev.GPU] = left.of(s, u.dev.GPU).clone()
+						}
+						scratch[u.dev.GPU].take(u.uses)
+					}
 				}
 			}
 			if alt.all {
 				sf.Needed = max(sf.Accepted, 1)
 			}
 			if sf.Free < sf.Needed || (alt.all && sf.Free < sf.Accepted) {
+				sf.Counter = tally.best
 				tried = append(tried, sf)
 				continue
 			}
 			got := 0
-			for k, u := range units {
-				if got < sf.Needed && alt.accepts[u.key] && u.free && !taken[k] {
-					if !u.shared {
-						taken[k] = true
-					}
-					if collect {
-						chosen = append(chosen, u)
-					}
-					got++
+			for k := range units {
+				u := &units[k]
+				if got >= sf.Needed || !alt.accepts[u.key] || !u.free || taken[k] {
+					continue
 				}
+				if _, blocked := u.untolerated(alt); blocked {
+					continue
+				}
+				if len(u.uses) > 0 {
+					l := left.of(s, u.dev.GPU)
+					if !l.fits(u.uses) {
+						continue
+					}
+					l.take(u.uses)
+				}
+				if !u.shared {
+					taken[k] = true
+				}
+				if collect {
+					chosen = append(chosen, *u)
+				}
+				got++
 			}
 			served = true
 			break
@@ -287,18 +387,53 @@ func claimReason(tried []ClaimShortfall) *Reason {
 		if t.All {
 			need = "needs all it accepts, at least one"
 		}
-		words[i] = fmt.Sprintf("request %s: the node offers %d device(s) of class %s, the selectors accept %d, %d free; it %s", t.Request, t.Offered, t.Class, t.Accepted, t.Free, need)
+		tainted := ""
+		if len(t.Untolerated) > 0 {
+			tainted = fmt.Sprintf(" (%d more not held but tainted: %s)", len(t.Untolerated), t.Untolerated[0].words())
+		}
+		words[i] = fmt.Sprintf("request %s: the node offers %d device(s) of class %s, the selectors accept %d, %d free%s; it %s", t.Request, t.Offered, t.Class, t.Accepted, t.Free, tainted, need)
 	}
 	detail := "claim " + sf.Claim + ", " + words[0]
 	if len(tried) > 1 {
 		detail = "claim " + sf.Claim + ": no alternative fits: " + strings.Join(words, "; ")
 	}
+	for i, t := range tried {
+		// The taints are the nearest cure when the devices they keep
+		// from an alternative would serve it.
+		if len(t.Untolerated) > 0 && t.Free+len(t.Untolerated) >= t.Needed {
+			taint := t
+			taint.Alternatives = sf.Alternatives
+			d := t.Untolerated[0]
+			detail := fmt.Sprintf("claim %s, request %s: %s, which the request does not tolerate; %d of the %d device(s) it accepts that no pod holds carry such a taint; it needs %d",
+				t.Claim, t.Request, d.words(), len(t.Untolerated), t.Free+len(t.Untolerated), t.Needed)
+			if len(tried) > 1 {
+				detail = fmt.Sprintf("claim %s: no alternative fits; alternative %d: %s", t.Claim, i+1, strings.TrimPrefix(detail, "claim "+t.Claim+", "))
+			}
+			return &Reason{Code: ClaimTaintNotTolerated, Resource: t.Class, Requested: int64(t.Needed), Free: int64(t.Free), Capacity: int64(t.Accepted),
+				Unit: "devices", Detail: detail, Claim: &taint}
+		}
+	}
 	unresolvable := true
 	for _, t := range tried {
 		unresolvable = unresolvable && t.Accepted < t.Needed
 	}
-	return &Reason{Code: ClaimUnallocatable, Resource: sf.Class, Requested: int64(sf.Needed), Free: int64(sf.Free), Capacity: int64(sf.Accepted),
+	code := ClaimUnallocatable
+	if c := sf.Counter; c != nil {
+		code = ClaimCounterExhausted
+		detail += fmt.Sprintf("; on GPU %d the shared counter %s of counter set %s has %d left where a device needs %d, which keeps %d accepted device(s) no claim holds from being made", c.GPU, c.Counter, c.Set, c.Left, c.Needed, c.Blocked)
+	}
+	return &Reason{Code: code, Resource: sf.Class, Requested: int64(sf.Needed), Free: int64(sf.Free), Capacity: int64(sf.Accepted),
 		Unit: "devices", Unresolvable: unresolvable, Detail: detail, Claim: &sf}
+}
+
+// words names the device and its taint, and the DeviceTaintRule that
+// adds it.
+func (d UntoleratedDevice) words() string {
+	s := fmt.Sprintf("device %s has taint %s", d.ID, d.Taint)
+	if d.Taint.Rule != "" {
+		s += " (DeviceTaintRule " + d.Taint.Rule + ")"
+	}
+	return s
 }
 
 func migProfile(g *cluster.GPU, slice int) (gpu.Profile, bool) {
@@ -332,7 +467,10 @@ func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason)
 	for _, u := range chosen {
 		g, st := &s.Node.GPUs[u.dev.GPU], &s.GPUs[u.dev.GPU]
 		share := shareOn(d, g, st, u.dev.GPU)
-		if u.dev.Slice >= 0 {
+		if u.part {
+			p := &g.DRA.Partitions[u.dev.Slice]
+			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice, Milli: p.Milli, Memory: p.Memory}
+		} else if u.dev.Slice >= 0 {
 			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice}
 			if p, ok := migProfile(g, u.dev.Slice); ok {
 				share.Milli = gpu.Milli(p.Compute) * gpu.WholeGPU / gpu.Milli(g.Model.MIG.ComputeSlices)

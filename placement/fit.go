@@ -693,6 +693,14 @@ func AssignmentAt(d *Demand, s *NodeState, devices []cluster.Device) (Assignment
 		if same > 1 && (!isReplicated(g) || same > freeReplicas(d, g, st)) {
 			return Assignment{}, false
 		}
+		if g.DRA != nil && g.DRA.Partitionable() && dev.Slice >= 0 {
+			share, ok := partitionAt(g, st, dev.GPU, dev.Slice)
+			if !ok {
+				return Assignment{}, false
+			}
+			a.Devices[i] = share
+			continue
+		}
 		if unitFits(d, g, st) != pass {
 			return Assignment{}, false
 		}

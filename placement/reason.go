@@ -39,9 +39,19 @@ const (
 	// few free devices that its class and selectors accept (Claim says
 	// which and how many).
 	ClaimUnallocatable Code = "ClaimUnallocatable"
+	// ClaimCounterExhausted: as ClaimUnallocatable, and shared counters
+	// of a partitionable GPU (DRAPartitionableDevices) keep accepted
+	// devices that no claim holds from being made (Claim.Counter names
+	// the counter set, the counter, what a device needs and what is left).
+	ClaimCounterExhausted Code = "ClaimCounterExhausted"
 	// ClaimSelectorError: a selector of the claim or its class fails to
 	// evaluate on a device of the node (Detail: the allocator's error).
 	ClaimSelectorError Code = "ClaimSelectorError"
+	// ClaimTaintNotTolerated: devices that a request of the pod's
+	// ResourceClaims accepts and no pod holds would serve it, but a
+	// NoSchedule or NoExecute device taint that the request does not
+	// tolerate keeps enough of them from it (Claim.Untolerated names them).
+	ClaimTaintNotTolerated Code = "ClaimTaintNotTolerated"
 	// ClaimNotFound: a ResourceClaim of the pod (or its template) does not
 	// exist.
 	ClaimNotFound Code = "ClaimNotFound"
@@ -66,7 +76,8 @@ type Reason struct {
 	// Term is, for a reason of a spread constraint or a pod
 	// (anti-)affinity term of the pod, its index in the pod's list.
 	Term int `json:",omitempty"`
-	// Claim is set for ClaimUnallocatable.
+	// Claim is set for ClaimUnallocatable, ClaimCounterExhausted and
+	// ClaimTaintNotTolerated.
 	Claim *ClaimShortfall `json:",omitempty"`
 }
 
@@ -102,7 +113,7 @@ func (r Reason) Message() string {
 		return "node(s) didn't match pod anti-affinity rules"
 	case ExistingAntiAffinity:
 		return "node(s) didn't satisfy existing pods anti-affinity rules"
-	case ClaimUnallocatable:
+	case ClaimUnallocatable, ClaimCounterExhausted, ClaimTaintNotTolerated:
 		// The dynamicresources filter's words (kube-scheduler v1.37.2,
 		// pkg/scheduler/framework/plugins/dynamicresources, Filter).
 		return "cannot allocate all claims"

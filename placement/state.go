@@ -126,7 +126,7 @@ type GPUState struct {
 	FreeMilli    gpu.Milli // compute not held (1000 when idle)
 	FreeMemory   gpu.MiB   // framebuffer not held or reserved
 	UsedReplicas int       // time slices or MPS clients taken
-	UsedSlices   uint16    // bit i set: MIG slice i of the layout is taken
+	UsedSlices   uint64    // bit i set: MIG slice i of the layout (or DRA partition i) is taken
 	Holders      int       // pods holding a share of this GPU
 	// Tenant is the tenant of every holder, "" when there are none or they
 	// differ; restrict is the strictest isolation among the holders.
@@ -344,6 +344,9 @@ func (s *NodeState) AppendKeyOmitting(b []byte, omit map[string]bool) []byte {
 				b = strconv.AppendQuote(append(b, ';'), class)
 			}
 			b = strconv.AppendBool(b, g.DRA.Shared)
+			if g.DRA.Partitionable() {
+				b = appendPartitionsKey(b, g.DRA)
+			}
 		}
 	}
 	return b

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
+
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/gpuoperator"
@@ -102,6 +104,11 @@ type Plan struct {
 	// DRA is what the plan applies to pools whose GPUs are offered through
 	// DRA; nil when there are none.
 	DRA *DRAObjects `json:"dra,omitempty"`
+	// TaintRules are DeviceTaintRules that keep new claims off the DRA
+	// GPUs that reported an XID error marking them unhealthy (Tainted
+	// names them).
+	TaintRules []resourcev1.DeviceTaintRule `json:"deviceTaintRules,omitempty"`
+	Tainted    []TaintedGPU                 `json:"taintedGPUs,omitempty"`
 	// Autoscaling is the KEDA ScaledObjects and Karpenter NodePools that
 	// fit the plan.
 	Autoscaling *Autoscaling `json:"autoscaling"`
@@ -316,6 +323,7 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options) (
 	}
 	pl.reserve(u, o)
 	pl.spot(o)
+	pl.taintUnhealthy(s, u)
 	if err := pl.autoscale(s, ps, o); err != nil {
 		return nil, err
 	}

@@ -104,8 +104,11 @@ type Result struct {
 	GPUAllocRatio       float64  `json:"gpu_alloc_ratio"`
 	GPUAllocRatioAtFull *float64 `json:"gpu_alloc_ratio_at_full"` // nil when demand never reached capacity
 	FragGPUMilli        float64  `json:"frag_gpu_milli"`
-	WallSeconds         float64  `json:"wall_seconds"`
-	Curve               []Point  `json:"-"`
+	// GPUAllocBound bounds the GPU allocation of any run that places the
+	// pods of more than half a GPU that this run placed (gaps.go).
+	GPUAllocBound float64 `json:"gpu_alloc_bound"`
+	WallSeconds   float64 `json:"wall_seconds"`
+	Curve         []Point `json:"-"`
 }
 
 // Run places the workload's pods in order on the nodes with the policy. It
@@ -146,6 +149,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	observer, _ := policy.(placement.Observer)
 
 	var arrived, allocated gpu.Milli
+	var gaps gapTally
 	nextPercent := 0
 	record := func() {
 		for float64(arrived) >= float64(nextPercent)/100*float64(capacity) {
@@ -164,6 +168,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 			cfg.Progress(k, len(demands))
 		}
 		arrived += gpu.Milli(d.Devices) * d.PerGPUMilli
+		gaps.arrived(d)
 		best, a := Place(d, states, policy, ties)
 		if best < 0 {
 			res.PodsFailed++
@@ -175,6 +180,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 				allocated += dev.Milli
 			}
 			res.PodsScheduled++
+			gaps.placed(d)
 			if observer != nil {
 				observer.Placed(d, states[best])
 			}
@@ -191,6 +197,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	res.GPUMilliArrived = int64(arrived)
 	res.GPUMilliAllocated = int64(allocated)
 	res.GPUAllocRatio = float64(allocated) / float64(capacity)
+	res.GPUAllocBound = 1 - float64(gaps.floor())/float64(capacity)
 	for _, s := range states {
 		res.FragGPUMilli += placement.Fragmentation(s, &typical)
 	}

@@ -212,16 +212,17 @@ func NewBucketAccount(start, end time.Time) (*BucketAccount, error) {
 // Add accounts one bucket. It refuses a bucket that does not fit the window
 // or the buckets before it (another step), and adds nothing then.
 func (a *BucketAccount) Add(b *Bucket) error {
-	where := fmt.Sprintf("%s at %s", b.Device.Key(), b.Start.Format(time.RFC3339))
+	// where names the bucket in an error; made only for one.
+	where := func() string { return fmt.Sprintf("%s at %s", b.Device.Key(), b.Start.Format(time.RFC3339)) }
 	switch {
 	case b.Step <= 0 || b.Length <= 0 || b.Length%b.Step != 0:
-		return fmt.Errorf("%s: step %s and length %s; want a positive step that divides the length, such as 30s and 1h", where, b.Step, b.Length)
+		return fmt.Errorf("%s: step %s and length %s; want a positive step that divides the length, such as 30s and 1h", where(), b.Step, b.Length)
 	case a.step != 0 && b.Step != a.step:
-		return fmt.Errorf("%s: step %s, but other buckets have %s; load every bucket at one step", where, b.Step, a.step)
+		return fmt.Errorf("%s: step %s, but other buckets have %s; load every bucket at one step", where(), b.Step, a.step)
 	case b.Start.Before(a.start) || b.Start.Add(b.Length).After(a.end):
-		return fmt.Errorf("%s: [%s, %s) is not inside the window %s..%s; load the buckets of this window only", where, b.Start.Format(time.RFC3339), b.Start.Add(b.Length).Format(time.RFC3339), a.start.Format(time.RFC3339), a.end.Format(time.RFC3339))
+		return fmt.Errorf("%s: [%s, %s) is not inside the window %s..%s; load the buckets of this window only", where(), b.Start.Format(time.RFC3339), b.Start.Add(b.Length).Format(time.RFC3339), a.start.Format(time.RFC3339), a.end.Format(time.RFC3339))
 	case a.end.Sub(a.start)%b.Step != 0:
-		return fmt.Errorf("%s: the window %s..%s is not a whole number of steps of %s; give a window of whole buckets", where, a.start.Format(time.RFC3339), a.end.Format(time.RFC3339), b.Step)
+		return fmt.Errorf("%s: the window %s..%s is not a whole number of steps of %s; give a window of whole buckets", where(), a.start.Format(time.RFC3339), a.end.Format(time.RFC3339), b.Step)
 	}
 	a.step = b.Step
 	k := b.Device.Key()

@@ -56,6 +56,9 @@ type Facts struct {
 	Window time.Duration
 	Pods   map[string]PodFacts
 	Hourly []ModelHours
+	// Unhealthy are the GPUs that reported an XID marking them unhealthy
+	// in the window, sorted by node and UUID.
+	Unhealthy []UnhealthyGPU
 }
 
 // Facts gives the report's per-pod facts: per pod with anything measured,
@@ -63,7 +66,7 @@ type Facts struct {
 // activity, and the GPUs per model and hour. Pods with nothing measured are
 // left out rather than given as 0.
 func (r *Report) Facts() *Facts {
-	f := &Facts{Window: r.End.Sub(r.Start), Pods: make(map[string]PodFacts, len(r.Pods)), Hourly: r.Hourly}
+	f := &Facts{Window: r.End.Sub(r.Start), Pods: make(map[string]PodFacts, len(r.Pods)), Hourly: r.Hourly, Unhealthy: unhealthy(r.Health)}
 	for _, p := range r.Pods {
 		var pf PodFacts
 		if m := p.Pattern.MeanActivity; m.Known && p.Pattern.Name != "" && p.Pattern.Name != UnknownPattern {
@@ -136,6 +139,9 @@ type FactsFile struct {
 	// Hourly was added for the reservation baseline; files without it
 	// read as before.
 	Hourly []ModelHours `json:"hourly,omitempty"`
+	// UnhealthyGPUs are the GPUs that reported an XID marking them
+	// unhealthy; files without them read as before.
+	UnhealthyGPUs []UnhealthyGPU `json:"unhealthyGPUs,omitempty"`
 }
 
 // FactsFilePod is one pod's entry in the usage file.
@@ -177,7 +183,7 @@ type FactsFileModel struct {
 // reads it back as f. Models are not written (measurement does not give
 // them), nor pods that had only a model.
 func (f *Facts) File() FactsFile {
-	out := FactsFile{APIVersion: FactsAPIVersion, Kind: FactsKind, Window: f.Window.String(), Hourly: f.Hourly}
+	out := FactsFile{APIVersion: FactsAPIVersion, Kind: FactsKind, Window: f.Window.String(), Hourly: f.Hourly, UnhealthyGPUs: f.Unhealthy}
 	keys := make([]string, 0, len(f.Pods))
 	for k := range f.Pods {
 		keys = append(keys, k)
@@ -266,6 +272,10 @@ func (f *FactsFile) Facts() (*Facts, error) {
 		models[m.Model] = i
 	}
 	u.Hourly = f.Hourly
+	if err := checkUnhealthy(f.UnhealthyGPUs); err != nil {
+		return nil, err
+	}
+	u.Unhealthy = f.UnhealthyGPUs
 	return u, nil
 }
 

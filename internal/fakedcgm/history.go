@@ -133,6 +133,11 @@ func inGap(gaps []Gap, key string, t time.Duration) bool {
 // before t.
 func (s *Scenario) readDevice(d usage.Device, pods []*Pod, t time.Duration, resets []Reset) reading {
 	r := reading{device: d}
+	for _, n := range s.Nodes {
+		if n.Name == d.Node {
+			r.xid = float64(n.XIDs[d.GPU])
+		}
+	}
 	for _, p := range pods {
 		if !s.holds(p, d, t) {
 			continue

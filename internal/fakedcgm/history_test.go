@@ -72,9 +72,10 @@ func TestOpenMetricsMatchesExposition(t *testing.T) {
 			nan++
 		}
 	}
-	// 8 families x 4 s of the first GPU (held by nobody before 2 s, by busy
-	// after) are missing; half the 3 activity families' other 16 samples NaN.
-	if missing != 8*4 || nan != 3*16/2 {
-		t.Errorf("faults: %d samples missing, %d NaN; want %d and %d", missing, nan, 8*4, 3*16/2)
+	// Every family's 4 s of the first GPU (held by nobody before 2 s, by
+	// busy after) are missing; half the 3 activity families' other 16
+	// samples NaN.
+	if missing != len(families)*4 || nan != 3*16/2 {
+		t.Errorf("faults: %d samples missing, %d NaN; want %d and %d", missing, nan, len(families)*4, 3*16/2)
 	}
 }

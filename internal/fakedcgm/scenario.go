@@ -52,6 +52,10 @@ type Node struct {
 	Model string              `json:"model"`
 	GPUs  int                 `json:"gpus"`
 	MIG   map[string][]string `json:"mig"`
+	// XIDs is, by GPU index, the XID error the GPU reported last (the
+	// DCGM_FI_DEV_XID_ERRORS gauge) from the scenario's start; a GPU not
+	// listed reports 0, none.
+	XIDs map[string]int `json:"xids"`
 }
 
 // Pod is a scripted pod holding one GPU or MIG slice.
@@ -204,6 +208,13 @@ func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
 		s.models[n.Name] = m
 		if n.GPUs < 1 || n.GPUs > 64 {
 			v.fail(path("nodes", i, "gpus"), "%d GPUs; want 1..64", n.GPUs)
+		}
+		for idx, xid := range n.XIDs {
+			if gi, err := strconv.Atoi(idx); err != nil || gi < 0 || gi >= n.GPUs {
+				v.fail(path("nodes", i, "xids", idx), "%q is not a GPU index of this node (0..%d)", idx, n.GPUs-1)
+			} else if xid < 0 {
+				v.fail(path("nodes", i, "xids", idx), "XID %d; want a positive XID code such as 79", xid)
+			}
 		}
 		for idx, profiles := range n.MIG {
 			gi, err := strconv.Atoi(idx)

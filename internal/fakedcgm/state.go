@@ -22,6 +22,7 @@ type reading struct {
 	dram     float64 // ratio 0..1
 	powerW   float64
 	energyMJ float64 // since "boot", the scenario's start
+	xid      float64 // the last XID error of the physical GPU, 0 if none
 }
 
 // Power model: idle draw plus a share of the headroom by activity.
@@ -107,6 +108,9 @@ var families = []family{
 	{usage.GREngineActive, "gauge", "Ratio of time the graphics engine is active.", func(r *reading) float64 { return r.activity }},
 	{usage.SMActive, "gauge", "The ratio of cycles an SM has at least 1 warp assigned.", func(r *reading) float64 { return r.activity }},
 	{usage.DRAMActive, "gauge", "Ratio of cycles the device memory interface is active sending or receiving data.", func(r *reading) float64 { return r.dram }},
+	// In dcgm-exporter's default counters (etc/default-counters.csv); a
+	// MIG instance's series carry its GPU's value.
+	{usage.XIDErrors, "gauge", "Value of the last XID error encountered.", func(r *reading) float64 { return r.xid }},
 }
 
 // driverVersion is the DCGM_FI_DRIVER_VERSION label dcgm-exporter adds.

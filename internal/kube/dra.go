@@ -46,6 +46,13 @@ type DRAObjects struct {
 	Slices    []*resourcev1.ResourceSlice
 	Claims    []*resourcev1.ResourceClaim
 	Templates []*resourcev1.ResourceClaimTemplate
+	// TaintRules are the DeviceTaintRules, whose taints the kube-scheduler
+	// adds to the devices they select.
+	TaintRules []*resourcev1.DeviceTaintRule
+	// TaintRulesUnserved: the apiserver does not serve DeviceTaintRules
+	// (resource.k8s.io/v1 has them since Kubernetes 1.37), so the taints
+	// they would add are unknown.
+	TaintRulesUnserved bool
 }
 
 // draDevice is one device of a current ResourceSlice, with where it is.
@@ -53,6 +60,9 @@ type draDevice struct {
 	slice  *resourcev1.ResourceSlice
 	device *resourcev1.Device
 	node   string
+	// taints are the device's taints: its slice's, then those the
+	// DeviceTaintRules add.
+	taints []cluster.DeviceTaint
 }
 
 func (d *draDevice) id() string {
@@ -80,6 +90,9 @@ type draLocation struct {
 	node  string
 	gpu   int
 	slice int
+	// part: slice is a partition of a partitionable GPU, not a MIG slice
+	// of its layout.
+	part bool
 }
 
 // draView is what the DRA objects say about the snapshot: the GPUs they add
@@ -100,7 +113,12 @@ type draView struct {
 	read bool
 	// devices are the devices read as GPUs or MIG slices, which claims'
 	// requests are judged against.
-	devices  []*draDevice
+	devices []*draDevice
+	// counterSets are the shared counters of the current slices, by
+	// driver/pool and counter set name.
+	counterSets map[string]map[string]resourcev1.CounterSet
+	// taints are the taints of the devices read, by DeviceID.
+	taints   map[string][]cluster.DeviceTaint
 	warnings []string
 }
 
@@ -159,19 +177,24 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 	}
 	v.read = true
 	devices := v.currentDevices(objs.Slices, nodes)
+	v.taintDevices(devices, objs)
 	v.addGPUs(c, devices, nodes)
+	v.taints = map[string][]cluster.DeviceTaint{}
 	for _, d := range devices {
 		if _, ok := v.locations[d.id()]; ok {
 			v.devices = append(v.devices, d)
+			if len(d.taints) > 0 {
+				v.taints[d.id()] = d.taints
+			}
 		}
 	}
 	return v
 }
 
 // currentDevices lists the devices of each pool's current generation on
-// the listed nodes, by node, pool and name. What gpupack cannot model yet is
-// named in a warning: devices not local to one node, device taints, shared
-// counters (partitionable devices), consumable capacity.
+// the listed nodes, by node, pool and name, and keeps the pools' shared
+// counters. What gpupack cannot model yet is named in a warning: devices
+// not local to one node, consumable capacity.
 func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[string]int) []*draDevice {
 	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
 	latest := map[string]int64{}
@@ -193,8 +216,15 @@ func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[stri
 		if s.Spec.NodeName != nil {
 			node = *s.Spec.NodeName
 		}
-		if len(s.Spec.SharedCounters) > 0 {
-			warn("ResourceSlice %s (pool %s): shared counters (partitionable devices, DRAPartitionableDevices) are not modelled yet; the devices that consume them are read as whole devices or left out, as said below", s.Name, s.Spec.Pool.Name)
+		for _, cs := range s.Spec.SharedCounters {
+			key := s.Spec.Driver + "/" + s.Spec.Pool.Name
+			if v.counterSets == nil {
+				v.counterSets = map[string]map[string]resourcev1.CounterSet{}
+			}
+			if v.counterSets[key] == nil {
+				v.counterSets[key] = map[string]resourcev1.CounterSet{}
+			}
+			v.counterSets[key][cs.Name] = cs
 		}
 		for i := range s.Spec.Devices {
 			d := &draDevice{slice: s, device: &s.Spec.Devices[i], node: node}
@@ -268,6 +298,9 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 		for i, name := range names {
 			v.locations[cluster.DeviceID(g.DRA.Driver, g.DRA.Pool, name)] = draLocation{node: node, gpu: idx, slice: slices[i]}
 		}
+		for j, p := range g.DRA.Partitions {
+			v.locations[cluster.DeviceID(g.DRA.Driver, g.DRA.Pool, p.Device)] = draLocation{node: node, gpu: idx, slice: j, part: true}
+		}
 	}
 	type migParent struct {
 		node    string
@@ -275,6 +308,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 	}
 	parents := map[string]*migParent{}
 	var parentOrder []string
+	parts := &partitionGroups{groups: map[string]*partitionGroup{}}
 	unlisted := map[string]bool{}
 	model := func(d *draDevice) *gpu.Model {
 		product := d.str(draAttrProduct)
@@ -296,6 +330,10 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 		v.unmodelled(d)
 		switch t := d.str(draAttrType); t {
 		case draTypeGPU:
+			if len(d.device.ConsumesCounters) > 0 {
+				parts.add(d, true)
+				continue
+			}
 			m := model(d)
 			if m == nil {
 				continue
@@ -305,7 +343,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 				mem = m.Usable
 			}
 			g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
-				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct)}}
+				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct), Taints: d.taints}}
 			if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
 				g.Sharing = cluster.Fractional
 				g.DRA.Shared = true
@@ -313,8 +351,9 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			add(d.node, g, []string{d.device.Name}, []int{-1})
 		case draTypeMIG:
 			if len(d.device.ConsumesCounters) > 0 {
-				// A partition that may be made (dynamic MIG), not one that
-				// exists: its parent GPU is offered whole beside it.
+				// A partition that is made when a claim gets it
+				// (dynamic MIG), not one that exists.
+				parts.add(d, false)
 				continue
 			}
 			parent := d.str(draAttrParentUUID)
@@ -333,26 +372,7 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			warn("ResourceSlice %s: device %s has %s %q, not %q or %q; it is left out", d.slice.Name, d.device.Name, draAttrType, t, draTypeGPU, draTypeMIG)
 		}
 	}
-	partitions := map[string]int{}
-	partitionClasses := map[string]map[string]bool{}
-	for _, d := range devices {
-		if d.str(draAttrType) == draTypeMIG && len(d.device.ConsumesCounters) > 0 {
-			partitions[d.slice.Name]++
-			if partitionClasses[d.slice.Name] == nil {
-				partitionClasses[d.slice.Name] = map[string]bool{}
-			}
-			for _, class := range v.classesOf(d) {
-				partitionClasses[d.slice.Name][class] = true
-			}
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(partitions)) {
-		classes := "none"
-		if set := partitionClasses[name]; len(set) > 0 {
-			classes = strings.Join(slices.Sorted(maps.Keys(set)), ", ")
-		}
-		warn("ResourceSlice %s: %d MIG partitions that consume shared counters (dynamic MIG, DRAPartitionableDevices) are not modelled yet; gpupack counts their parent GPUs whole and not the partitions (classes: %s)", name, partitions[name], classes)
-	}
+	v.addPartitionable(parts, model, add)
 	for _, key := range parentOrder {
 		p := parents[key]
 		first := p.devices[0]
@@ -380,11 +400,15 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			for _, d := range p.devices {
 				one := *dra
 				one.Device = d.device.Name
+				one.Taints = d.taints
 				add(p.node, cluster.GPU{Model: m, Memory: d.memory(), UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive, DRA: &one}, []string{d.device.Name}, []int{-1})
 			}
 			continue
 		}
 		dra.SliceDevices = cluster.InLayout(profiles, names, layout)
+		for _, d := range p.devices {
+			dra.Taints = append(dra.Taints, d.taints...)
+		}
 		idx := make([]int, len(layout))
 		for i := range idx {
 			idx[i] = i
@@ -399,16 +423,6 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 func (v *draView) unmodelled(d *draDevice) {
 	warn := func(feature, effect string) {
 		v.warnings = append(v.warnings, fmt.Sprintf("ResourceSlice %s: device %s uses %s, which gpupack does not model yet; %s", d.slice.Name, d.device.Name, feature, effect))
-	}
-	if len(d.device.Taints) > 0 {
-		var taints []string
-		for _, t := range d.device.Taints {
-			taints = append(taints, fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect))
-		}
-		warn("device taints (DRADeviceTaints: "+strings.Join(taints, ", ")+")", "it counts as untainted")
-	}
-	if len(d.device.ConsumesCounters) > 0 && d.str(draAttrType) == draTypeGPU {
-		warn("shared counters (DRAPartitionableDevices)", "it counts as a whole GPU")
 	}
 	for name, c := range d.device.Capacity {
 		if c.RequestPolicy != nil {
@@ -508,6 +522,9 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 					cd.ConsumedCapacity[string(name)] = q.String()
 				}
 				f.claim.Allocated = append(f.claim.Allocated, cd)
+				if msg := v.evicted(f.claim.Name, r); msg != "" {
+					warn("%s", msg)
+				}
 				if loc, ok := v.locations[cd.ID()]; ok {
 					held = append(held, loc)
 					heldDevices = append(heldDevices, cd)
@@ -625,7 +642,7 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
 	}
 	gpus := v.gpus[out.NodeName]
-	var whole, slices []cluster.Device
+	var whole, slices, parts []cluster.Device
 	var shares []cluster.ClaimDevice
 	var sharedAt []cluster.Device
 	for i, loc := range held {
@@ -636,6 +653,8 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 		dev := cluster.Device{GPU: loc.gpu, Slice: loc.slice}
 		g := gpuAt(gpus, loc.gpu, v.base[out.NodeName])
 		switch {
+		case loc.part:
+			parts = append(parts, dev)
 		case loc.slice >= 0:
 			slices = append(slices, dev)
 		case g != nil && g.DRA.Shared:
@@ -650,8 +669,15 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 	case len(whole) > 0:
 		out.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: len(whole), Memory: out.GPU.Memory}
 		out.Devices = whole
-		if len(slices)+len(shares) > 0 {
-			warn("its claims hold %d whole GPUs and %d MIG devices and %d shares; gpupack counts only the whole GPUs", len(whole), len(slices), len(shares))
+		if len(slices)+len(parts)+len(shares) > 0 {
+			warn("its claims hold %d whole GPUs and %d MIG devices and %d shares; gpupack counts only the whole GPUs", len(whole), len(slices)+len(parts), len(shares))
+		}
+	case len(parts) > 0:
+		p := device(parts[0]).DRA.Partitions[parts[0].Slice]
+		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: cmp.Or(p.Profile, p.Device)}
+		out.Devices = parts[:1]
+		if len(parts)+len(slices)+len(shares) > 1 {
+			warn("its claims hold %d partitions, %d MIG devices and %d shares; gpupack models one partition per pod and counts the first", len(parts), len(slices), len(shares))
 		}
 	case len(slices) > 0:
 		g := device(slices[0])
@@ -773,10 +799,12 @@ func claimRequests(in []resourcev1.DeviceRequest) []cluster.ClaimRequest {
 		cr := cluster.ClaimRequest{Name: r.Name}
 		if r.Exactly != nil {
 			fill(&cr, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors)
+			cr.Tolerations = tolerations(r.Exactly.Tolerations)
 		}
 		for _, sub := range r.FirstAvailable {
 			sr := cluster.ClaimRequest{Name: sub.Name}
 			fill(&sr, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors)
+			sr.Tolerations = tolerations(sub.Tolerations)
 			cr.FirstAvailable = append(cr.FirstAvailable, sr)
 		}
 		out = append(out, cr)

@@ -313,7 +313,6 @@ func TestLiveDRADiagnosis(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	ctx := t.Context()
 	client := c.Client()
-	res := client.ResourceV1()
 	b200 := "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"
 	classes := append(testcluster.NVIDIADeviceClasses(), &resourcev1.DeviceClass{
 		// A class of NVIDIA's GPUs that no node has.
@@ -334,27 +333,8 @@ func TestLiveDRADiagnosis(t *testing.T) {
 		}
 		return r
 	}
-	claim := func(name string, r resourcev1.DeviceRequest) {
-		t.Helper()
-		if _, err := res.ResourceClaims(ns).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{r}}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pod := func(name, claimName string) {
-		t.Helper()
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PodSpec{
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claimName)}},
-				Containers: []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
-			},
-		}
-		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claim := func(name string, r resourcev1.DeviceRequest) { t.Helper(); createClaim(t, client, ns, name, r) }
+	pod := func(name, claimName string) { t.Helper(); createClaimPod(t, client, ns, name, claimName) }
 	// Three holders take the three H100s.
 	for i := range 3 {
 		name := fmt.Sprintf("hold-%d", i)

@@ -163,16 +163,20 @@ func TestBuildDRA(t *testing.T) {
 	if s := states[0]; s.GPUs[1].FreeMilli != 0 || s.GPUs[0].FreeMilli != gpu.WholeGPU || s.GPUs[2].UsedSlices != 1<<byName["infer"].Devices[0].Slice {
 		t.Errorf("dra-1 state = %+v; want GPU 1 used, GPU 0 free and one MIG slice used", s.GPUs)
 	}
-	for _, want := range []string{"ResourceSlice dra-2-gpu.nvidia.com: device gpu-1 uses device taints (DRADeviceTaints: gpu.nvidia.com/xid=79:NoSchedule)", `"NVIDIA B300 SXM6 AC" (attribute productName) is not in gpupack's catalogue`} {
+	if want := []cluster.DeviceTaint{{Device: "gpu-1", Key: "gpu.nvidia.com/xid", Value: "79", Effect: cluster.TaintEffectNoSchedule}}; !cmp.Equal(n2.GPUs[1].DRA.Taints, want) {
+		t.Errorf("dra-2 GPU 1 taints = %+v, want %+v", n2.GPUs[1].DRA.Taints, want)
+	}
+	for _, want := range []string{`"NVIDIA B300 SXM6 AC" (attribute productName) is not in gpupack's catalogue`} {
 		if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
 			t.Errorf("no warning says %q; warnings: %q", want, st.Warnings)
 		}
 	}
 }
 
-// TestBuildDRANotModelled: partitionable devices (dynamic MIG, with shared
-// counters), devices that are not local to one node and devices of other
-// drivers are never dropped silently.
+// TestBuildDRANotModelled: devices that are not local to one node and
+// devices of other drivers are never dropped silently; a partitionable GPU
+// with its counter set in its devices' slice (the form before Kubernetes
+// 1.35) is read with its partition.
 func TestBuildDRANotModelled(t *testing.T) {
 	s := testcluster.NVIDIASlice("dra-1", draH100(0))
 	s.Spec.SharedCounters = []resourcev1.CounterSet{{Name: "gpu-0-counter-set", Counters: map[string]resourcev1.Counter{"memory": {Value: resource.MustParse("80Gi")}}}}
@@ -194,9 +198,10 @@ func TestBuildDRANotModelled(t *testing.T) {
 	if got := st.Snapshot.GPUCount(); got != 1 {
 		t.Errorf("GPUCount = %d, want 1 (the whole GPU behind the partition)", got)
 	}
+	if g := st.Snapshot.Nodes[0].GPUs[0]; g.DRA == nil || len(g.DRA.Partitions) != 1 {
+		t.Errorf("GPU 0 = %+v, want one partition", g.DRA)
+	}
 	for _, want := range []string{
-		"ResourceSlice dra-1-gpu.nvidia.com: 1 MIG partitions that consume shared counters (dynamic MIG, DRAPartitionableDevices) are not modelled yet; gpupack counts their parent GPUs whole and not the partitions (classes: mig.nvidia.com)",
-		"device gpu-0 uses shared counters (DRAPartitionableDevices)",
 		"ResourceSlices of driver nic.example.com (1 devices)",
 		"ResourceSlice fabric-gpu.nvidia.com: device gpu-0 is not local to one node",
 	} {

@@ -112,6 +112,18 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 			return err
 		},
 		func() (err error) {
+			dra.TaintRules, err = listAll[resourcev1.DeviceTaintRule](ctx, "devicetaintrules", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return res.DeviceTaintRules().List(ctx, opts)
+			}, metav1.ListOptions{})
+			if notServed(err) {
+				// Served since Kubernetes 1.37; the other DRA objects
+				// still read without them.
+				dra.TaintRulesUnserved = true
+				return nil
+			}
+			return err
+		},
+		func() (err error) {
 			nodes, err = listAll[corev1.Node](ctx, "nodes", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return core.Nodes().List(ctx, opts)
 			}, metav1.ListOptions{})
@@ -232,7 +244,7 @@ func (e *listError) Error() string { return fmt.Sprintf("%s %s: %v", e.verb, e.r
 // group is the API group of the resource.
 func (e *listError) group() string {
 	switch e.resource {
-	case "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates":
+	case "deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates", "devicetaintrules":
 		return resourcev1.GroupName
 	}
 	return ""

@@ -82,6 +82,8 @@ type draListers struct {
 	slices    resourcelisters.ResourceSliceLister
 	claims    resourcelisters.ResourceClaimLister
 	templates resourcelisters.ResourceClaimTemplateLister
+	// rules is nil where the apiserver does not serve DeviceTaintRules.
+	rules resourcelisters.DeviceTaintRuleLister
 }
 
 // NewWatcher prepares the informers; Start runs them.
@@ -153,6 +155,13 @@ func (w *Watcher) Start(ctx context.Context) error {
 			slices:    r.ResourceSlices().Lister(),
 			claims:    r.ResourceClaims().Lister(),
 			templates: r.ResourceClaimTemplates().Lister(),
+		}
+		// DeviceTaintRules are served since Kubernetes 1.37; without them
+		// the other DRA objects still read.
+		if _, err := res.DeviceTaintRules().List(ctx, probe); err == nil {
+			w.dra.rules = r.DeviceTaintRules().Lister()
+		} else if le := (&listError{verb: "list", resource: "devicetaintrules", err: err}); !notServed(le) {
+			return explain(le, server(w.client))
 		}
 	}
 	w.factory.Start(ctx.Done())
@@ -510,6 +519,11 @@ func (l *draListers) objects() (*DRAObjects, error) {
 	if o.Templates, err = l.templates.List(labels.Everything()); err != nil {
 		return nil, err
 	}
+	if l.rules == nil {
+		o.TaintRulesUnserved = true
+	} else if o.TaintRules, err = l.rules.List(labels.Everything()); err != nil {
+		return nil, err
+	}
 	byName := func(a, b metav1.Object) int {
 		return cmp.Or(strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
 	}
@@ -517,6 +531,7 @@ func (l *draListers) objects() (*DRAObjects, error) {
 	slices.SortFunc(o.Slices, func(a, b *resourcev1.ResourceSlice) int { return byName(a, b) })
 	slices.SortFunc(o.Claims, func(a, b *resourcev1.ResourceClaim) int { return byName(a, b) })
 	slices.SortFunc(o.Templates, func(a, b *resourcev1.ResourceClaimTemplate) int { return byName(a, b) })
+	slices.SortFunc(o.TaintRules, func(a, b *resourcev1.DeviceTaintRule) int { return byName(a, b) })
 	return &o, nil
 }
 

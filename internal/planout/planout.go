@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/internal/nvidiadra"
+	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -34,6 +35,10 @@ const (
 	// ResourceClaimTemplates for GPUs offered through DRA; it is written
 	// only when the cluster has such GPUs.
 	FileDRA = "dra-resources.yaml"
+	// FileDRATaintRules holds the DeviceTaintRules for DRA GPUs that
+	// reported an XID error marking them unhealthy; it is written only
+	// when there are such GPUs.
+	FileDRATaintRules = "dra-device-taint-rules.yaml"
 )
 
 // File is one emitted file: its name and content.
@@ -57,13 +62,14 @@ func Files(p *plan.Plan, s *cluster.Snapshot) ([]File, error) {
 		{FileKEDA, p.KEDAScaledObjects},
 		{FileKarpenter, p.KarpenterNodePools},
 		{FileDRA, p.DRAManifests},
+		{FileDRATaintRules, p.TaintRuleManifests},
 		{FileSummary, func() ([]byte, error) { var b strings.Builder; writeMarkdown(&b, p, s); return []byte(b.String()), nil }},
 	} {
 		b, err := g.make()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", g.name, err)
 		}
-		if g.name == FileDRA && p.DRA == nil {
+		if (g.name == FileDRA && p.DRA == nil) || (g.name == FileDRATaintRules && len(p.TaintRules) == 0) {
 			continue
 		}
 		out = append(out, File{Name: g.name, Data: b})
@@ -115,7 +121,7 @@ func WriteTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	for _, line := range proofLines(p) {
 		fmt.Fprintln(w, line)
 	}
-	for _, line := range draLines(p) {
+	for _, line := range append(draLines(p), taintLines(p)...) {
 		fmt.Fprintln(w, line)
 	}
 }
@@ -138,6 +144,17 @@ func draLines(p *plan.Plan) []string {
 		}
 	}
 	return append(out, fmt.Sprintf("dra: %d DeviceClasses, %d ResourceClaims, %d ResourceClaimTemplates in %s; NVIDIA's DRA driver needs its TimeSlicingSettings and MPSSupport feature gates for the claims' sharing configs", len(p.DRA.DeviceClasses), len(p.DRA.Claims), len(p.DRA.ClaimTemplates), FileDRA))
+}
+
+// taintLines name each DRA GPU that reported an XID marking it unhealthy
+// and the DeviceTaintRules that keep new claims off it.
+func taintLines(p *plan.Plan) []string {
+	var out []string
+	for _, t := range p.Tainted {
+		out = append(out, fmt.Sprintf("dra: GPU %s of %s reported XID %d: DeviceTaintRule %s in %s taints %s with %s=%d:NoSchedule, so no new claim gets it while the pods holding it run on; delete the rule once the GPU is repaired",
+			t.UUID, t.Node, t.XID, strings.Join(t.Rules, ", "), FileDRATaintRules, strings.Join(t.Devices, ", "), wellknown.TaintXID, t.XID))
+	}
+	return out
 }
 
 func selectorText(sel map[string]string) string {
@@ -330,7 +347,7 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	for _, u := range p.UnknownModels {
 		fmt.Fprintf(w, "- **Unknown GPU model:** %s; add it to a --catalogue file\n", u.Describe())
 	}
-	fmt.Fprintf(w, "\n## Proof\n\n```\n%s\n```\n\n## Workloads\n\n", strings.Join(append(proofLines(p), draLines(p)...), "\n"))
+	fmt.Fprintf(w, "\n## Proof\n\n```\n%s\n```\n\n## Workloads\n\n", strings.Join(slices.Concat(proofLines(p), draLines(p), taintLines(p)), "\n"))
 	fmt.Fprintln(w, "| workload | pods | now | action | after | why | risks |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, d := range p.Decisions {
@@ -357,5 +374,8 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 		FileKEDA, FileKarpenter, plan.CapacityTypeLabel)
 	if p.DRA != nil {
 		fmt.Fprintf(w, "6. For GPUs offered through DRA: enable the TimeSlicingSettings and MPSSupport feature gates of NVIDIA's DRA driver, `kubectl apply -f %s`, and give each shared workload's pod template the claim and node selector the proof's `dra:` lines name (`resourceClaims: [{name: gpu, resourceClaimName: <claim>}]` and `resources.claims: [{name: gpu}]` in its containers, in place of its `nvidia.com/gpu` request).\n", FileDRA)
+	}
+	if len(p.TaintRules) > 0 {
+		fmt.Fprintf(w, "7. `kubectl apply -f %s`: a DeviceTaintRule per device of each DRA GPU that reported an XID error marking it unhealthy (the `dra: GPU` lines above), which keeps new claims off it; delete a rule once its GPU is repaired.\n", FileDRATaintRules)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,7 +66,7 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 	}
 	r := v1.Range{Start: w.Start, End: w.End.Add(-time.Millisecond), Step: w.Step}
 	d := &Data{}
-	for _, metric := range usage.Metrics {
+	for _, metric := range append(slices.Clone(usage.Metrics), usage.HealthMetrics...) {
 		m, err := s.queryRange(ctx, metric, r)
 		if err != nil {
 			return nil, err
@@ -129,20 +130,7 @@ func (s *Source) loadApp(ctx context.Context, d *Data, app map[string]string, wr
 // labels at its end.
 func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error {
 	events := map[string]*usage.PodEvents{}
-	for _, ev := range []struct {
-		metric string
-		// over is the _over_time function: the last value, or for a
-		// container's start the first (a restart moves it later).
-		over string
-		set  func(e *usage.PodEvents, t time.Time)
-	}{
-		{"kube_pod_created", "last", func(e *usage.PodEvents, t time.Time) { e.Created = t }},
-		{"kube_pod_status_scheduled_time", "last", func(e *usage.PodEvents, t time.Time) { e.Scheduled = t }},
-		{"kube_pod_status_container_ready_time", "last", func(e *usage.PodEvents, t time.Time) { e.ContainersReady = t }},
-		{"kube_pod_status_ready_time", "last", func(e *usage.PodEvents, t time.Time) { e.Ready = t }},
-		// The last of the app containers to start, each at its first start.
-		{"kube_pod_container_state_started", "min", func(e *usage.PodEvents, t time.Time) { e.ContainersStarted = t }},
-	} {
+	for _, ev := range podTimeFamilies {
 		query := fmt.Sprintf("max by (namespace, pod) (%s_over_time(%s[%ds]))", ev.over, ev.metric, int(w.End.Sub(w.Start).Seconds())+1)
 		v, _, _, err := s.api.Query(ctx, query, w.End)
 		if err != nil {
@@ -156,12 +144,12 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 				e = &usage.PodEvents{Namespace: string(smp.Metric["namespace"]), Pod: string(smp.Metric["pod"])}
 				events[key] = e
 			}
-			ev.set(e, time.Unix(0, int64(float64(smp.Value)*1e9)).UTC())
+			ev.set(e, unixTime(float64(smp.Value)))
 		}
 	}
 	// The owner names the workload: a ReplicaSet's name less its
 	// pod-template-hash is its Deployment's.
-	owners := fmt.Sprintf(`max by (namespace, pod, owner_kind, owner_name) (last_over_time(kube_pod_owner{owner_is_controller="true"}[%ds]))`, int(w.End.Sub(w.Start).Seconds())+1)
+	owners := fmt.Sprintf(`max by (namespace, pod, owner_kind, owner_name) (last_over_time(%s[%ds]))`, podOwners, int(w.End.Sub(w.Start).Seconds())+1)
 	v, _, _, err := s.api.Query(ctx, owners, w.End)
 	if err != nil {
 		return s.fail(owners, err)

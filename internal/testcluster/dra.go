@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/nvidiadra"
 )
@@ -35,6 +36,11 @@ type DRAGPU struct {
 	Shared bool
 	// Taints are the device's taints.
 	Taints []resourcev1.DeviceTaint
+	// Partitions publishes the GPU with dynamic MIG (partitionable
+	// devices): its counter set, the whole GPU consuming every counter,
+	// and a MIG device for each profile and placement of the geometry
+	// (see NVIDIASlices).
+	Partitions *gpu.MIGGeometry
 }
 
 // DRAMIG is one MIG device: its profile, NVML's GPU instance profile ID,
@@ -123,7 +129,7 @@ func NVIDIADeviceClasses() []*resourcev1.DeviceClass {
 }
 
 // AddDRANode creates a kwok node with CPU and memory but no device-plugin
-// GPUs, waits until it is Ready, and publishes the ResourceSlice of
+// GPUs, waits until it is Ready, and publishes the ResourceSlices of
 // NVIDIA's DRA driver for its GPUs. No driver runs: the kube-scheduler
 // allocates claims from the slice alone.
 func (c *Cluster) AddDRANode(name string, gpus ...DRAGPU) *corev1.Node {
@@ -132,8 +138,10 @@ func (c *Cluster) AddDRANode(name string, gpus ...DRAGPU) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{kwokNodeAnnotation: kwokNodeAnnotationValue}},
 		Status:     corev1.NodeStatus{Capacity: nodeBaseCapacity.DeepCopy(), Allocatable: nodeBaseCapacity.DeepCopy()},
 	})
-	if _, err := c.client.ResourceV1().ResourceSlices().Create(c.t.Context(), NVIDIASlice(name, gpus...), metav1.CreateOptions{}); err != nil {
-		c.t.Fatalf("testcluster: publish the ResourceSlice of node %q: %v", name, err)
+	for _, s := range NVIDIASlices(name, gpus...) {
+		if _, err := c.client.ResourceV1().ResourceSlices().Create(c.t.Context(), s, metav1.CreateOptions{}); err != nil {
+			c.t.Fatalf("testcluster: publish the ResourceSlice %s of node %q: %v", s.Name, name, err)
+		}
 	}
 	return node
 }

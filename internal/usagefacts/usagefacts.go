@@ -70,6 +70,9 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 			"%d of %d hours read from gpupack's recording rules (gpupack:*:5m at step %s), the rest computed from the series; a recorded hour is the %s windows that end in it, up to %s before the hour",
 			p.RecordedHours, p.RecordedHours+p.ComputedHours, w.Step, promsource.RecordWindow, promsource.RecordWindow))
 	}
+	if r.Health, err = src.LoadHealth(ctx, w); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -49,6 +49,11 @@ const (
 	LabelRole = "gpupack.io/role"
 )
 
+// TaintXID is the key of the device taint that plan's DeviceTaintRules put
+// on a DRA GPU that reported an XID error marking it unhealthy; the
+// taint's value is the XID.
+const TaintXID = "gpupack.io/xid"
+
 // FormatDevices writes devices in AnnotationGPUDevices' format: GPU
 // indices in the node's GPU order, comma-separated, each followed by
 // ":<slice>" for a MIG slice (its index in the GPU's MIG layout), e.g. "3",

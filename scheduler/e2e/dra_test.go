@@ -68,47 +68,17 @@ func TestDRAPacksTighterThanStock(t *testing.T) {
 				Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
 			}}
 		}
-		// The small pods one at a time, each bound before the next, so that
-		// both schedulers see the same sequence.
+		var smalls []*corev1.Pod
 		for i := range 8 {
-			name := fmt.Sprintf("small-%d", i)
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(name, "one-gpu"), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				if err := sched.Exited(); err != nil {
-					return false, err
-				}
-				p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-				return err == nil && p.Spec.NodeName != "", err
-			})
-			if err != nil {
-				t.Fatalf("%s: %s not bound: %v", scheduler, name, err)
-			}
+			smalls = append(smalls, pod(fmt.Sprintf("small-%d", i), "one-gpu"))
 		}
+		bindInTurn(t, cs, sched, smalls...)
 		for i := range 2 {
 			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(fmt.Sprintf("big-%d", i), "four-gpus"), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		// Each big pod is bound or said unschedulable.
-		var pods []corev1.Pod
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err
-			}
-			pods = list.Items
-			for i := range pods {
-				if p := &pods[i]; p.Spec.NodeName == "" && !unschedulable(p) {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("%s: big pods neither bound nor unschedulable: %v", scheduler, err)
-		}
+		pods := settle(t, cs, ns)
 		perNode := map[string]int{}
 		for _, p := range pods {
 			if p.Spec.NodeName == "" {
@@ -122,19 +92,8 @@ func TestDRAPacksTighterThanStock(t *testing.T) {
 		}
 		t.Logf("%s: small pods per node %v; %d of 2 big pods bound", scheduler, perNode, bigBound[scheduler])
 		checkClaimsDisjoint(t, cs, ns)
-		// Both runs share the nodes: delete this run's pods and wait until
-		// their claims are gone, so that the next starts on empty GPUs.
-		zero := int64(0)
-		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			claims, err := cs.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(claims.Items) == 0, err
-		})
-		if err != nil {
-			t.Fatalf("%s: the run's claims were not deleted with its pods: %v", scheduler, err)
-		}
+		// Both runs share the nodes.
+		endRun(t, cs, ns)
 	}
 	if bigBound[schedulerName] != 2 || bigBound[corev1.DefaultSchedulerName] >= bigBound[schedulerName] {
 		t.Errorf("four-GPU pods bound: gpupack-scheduler %d, stock %d; want 2 and fewer", bigBound[schedulerName], bigBound[corev1.DefaultSchedulerName])

@@ -23,7 +23,7 @@ import (
 type holding struct {
 	Holders  int
 	Tenant   string
-	Slices   uint16
+	Slices   uint64
 	Replicas int
 }
 

@@ -6,7 +6,9 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/placement"
 )
 
 // draDemand is what the plugin knows of a pod that asks for GPUs through
@@ -71,7 +73,11 @@ func draNeed(pod *v1.Pod, claims fwk.ResourceClaimTracker) int {
 // draNodes counts the GPU devices of NVIDIA's DRA driver on each node and
 // how many of them no claim has allocated, from the scheduler's view of
 // ResourceSlices and claims (which includes the allocations of pods it has
-// assumed but not yet bound).
+// assumed but not yet bound). A device that consumes shared counters (a
+// partition of a partitionable GPU, or its whole device) is free only
+// while its pool's counters, less what the allocated devices consume,
+// still cover it, by placement's own ledger: so a node counts the
+// partitions it can still make, and one whose GPUs are cut up counts few.
 func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 	slices, err := m.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
@@ -87,17 +93,44 @@ func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 	for _, s := range slices {
 		newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] = max(newest[s.Spec.Driver+"/"+s.Spec.Pool.Name], s.Spec.Pool.Generation)
 	}
-	out := map[string]draNode{}
+	var current []*resourceapi.ResourceSlice
+	sets := map[string][]cluster.CounterSet{}
 	for _, s := range slices {
 		if s.Spec.Driver != kube.DriverNVIDIAGPU || s.Spec.NodeName == nil || *s.Spec.NodeName == "" || s.Spec.Pool.Generation < newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
 			continue
 		}
+		current = append(current, s)
+		for _, cs := range s.Spec.SharedCounters {
+			sets[s.Spec.Pool.Name] = append(sets[s.Spec.Pool.Name], kube.CounterSet(cs))
+		}
+	}
+	ledgers := map[string]*placement.CounterLedger{}
+	for pool, cs := range sets {
+		ledgers[pool] = placement.NewCounterLedger(cs)
+	}
+	for _, s := range current {
+		if l := ledgers[s.Spec.Pool.Name]; l != nil {
+			for _, d := range s.Spec.Devices {
+				if len(d.ConsumesCounters) > 0 && allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
+					l.Take(kube.CounterUses(d.ConsumesCounters))
+				}
+			}
+		}
+	}
+	out := map[string]draNode{}
+	for _, s := range current {
 		n := out[*s.Spec.NodeName]
 		for _, d := range s.Spec.Devices {
 			n.total++
-			if !allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
-				n.free++
+			if allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
+				continue
 			}
+			if len(d.ConsumesCounters) > 0 {
+				if l := ledgers[s.Spec.Pool.Name]; l == nil || !l.Fits(kube.CounterUses(d.ConsumesCounters)) {
+					continue
+				}
+			}
+			n.free++
 		}
 		out[*s.Spec.NodeName] = n
 	}

@@ -363,7 +363,7 @@ func reasonText(r placement.Reason) string {
 	case placement.TaintNotTolerated:
 		return "taint {" + r.Detail + "} not tolerated"
 	case placement.NodeSelectorMismatch, placement.GPUModelMismatch, placement.SharingModeMismatch, placement.IsolationConflict,
-		placement.ClaimUnallocatable, placement.ClaimSelectorError, placement.ClaimNotFound:
+		placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated:
 		return r.Detail
 	}
 	resource := r.Resource
@@ -530,6 +530,17 @@ func claimLines(claims []diagnose.ClaimFacts) []string {
 		}
 		if len(c.Holders) > 0 {
 			out = append(out, "holders:  "+strings.Join(c.Holders, ", "))
+		}
+		if k := c.Counter; k != nil {
+			out = append(out, fmt.Sprintf("counter:  %s of counter set %s on %s GPU %d: %d left, a device needs %d; it excludes %d accepted device(s) no claim holds",
+				k.Counter, k.Set, c.CounterNode, k.GPU, k.Left, k.Needed, k.Blocked))
+		}
+		for _, d := range c.Taints {
+			taint := cluster.DeviceTaint{Key: d.Key, Value: d.Value, Effect: d.Effect}.String()
+			if d.Rule != "" {
+				taint += " (DeviceTaintRule " + d.Rule + ")"
+			}
+			out = append(out, fmt.Sprintf("tainted:  %s on %s: %s, not tolerated", d.Device, d.Node, taint))
 		}
 	}
 	return out

@@ -27,6 +27,8 @@ func TestGolden(t *testing.T) {
 		// A workload that a GPU quota keeps from creating its pod.
 		"quota.table": {format: "table", cluster: source.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
 		"quota.json":  {format: "json", cluster: source.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
+		// DRA devices whose taints the pods' claims do not tolerate.
+		"dra-taint.table": {format: "table", cluster: source.Cluster{Snapshot: "testdata/dra-taint.cluster.yaml"}},
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {

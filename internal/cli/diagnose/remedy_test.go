@@ -339,6 +339,9 @@ func checkClaimPatch(t *testing.T, p *cluster.Pod, r diagnose.Remedy) {
 			for _, sel := range r.Selectors {
 				e.Selectors = append(e.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: sel}})
 			}
+			for _, tol := range r.Tolerations {
+				e.Tolerations = append(e.Tolerations, resourcev1.DeviceToleration{Key: tol.Key, Operator: resourcev1.DeviceTolerationOperator(tol.Operator), Value: tol.Value, Effect: resourcev1.DeviceTaintEffect(tol.Effect)})
+			}
 			return e
 		}
 		dr := resourcev1.DeviceRequest{Name: cr.Name}
@@ -348,7 +351,7 @@ func checkClaimPatch(t *testing.T, p *cluster.Pod, r diagnose.Remedy) {
 		for _, alt := range cr.FirstAvailable {
 			e := exact(alt)
 			dr.FirstAvailable = append(dr.FirstAvailable, resourcev1.DeviceSubRequest{Name: alt.Name, DeviceClassName: e.DeviceClassName,
-				AllocationMode: e.AllocationMode, Count: e.Count, Selectors: e.Selectors})
+				AllocationMode: e.AllocationMode, Count: e.Count, Selectors: e.Selectors, Tolerations: e.Tolerations})
 		}
 		spec.Devices.Requests = append(spec.Devices.Requests, dr)
 	}
@@ -495,6 +498,8 @@ pods:
 					switch {
 					case args[0] == "patch":
 						want = []string{"patch", strings.ToLower(r.Targets[0].Kind), "-n", r.Targets[0].Namespace, r.Targets[0].Name, "--type=" + r.Patch.Type, "-p", string(r.Patch.Body)}
+					case args[0] == "delete" && r.Kind == diagnose.TaintRuleChange:
+						want = []string{"delete", "devicetaintrule", r.Targets[0].Name}
 					case args[0] == "delete":
 						want = []string{"delete", "pod", "-n", args[3]}
 						for _, o := range r.Targets {

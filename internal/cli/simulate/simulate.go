@@ -283,16 +283,16 @@ func writeTable(w io.Writer, results []sim.Result, ceiling sim.Ceiling) {
 	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; workload: %d pods, GPU demand %.2fx capacity (seed %d)\n\n",
 		r0.Nodes, r0.GPUs, r0.PodsArrived, float64(r0.GPUMilliArrived)/float64(r0.GPUMilliCapacity), r0.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tGPU alloc at 100%\tGPU alloc at end\tbelow ceiling\tscheduled\tfailed GPU pods\tfragmented GPUs\tseconds\t")
+	fmt.Fprintln(tw, "policy\tGPU alloc at 100%\tGPU alloc at end\tbelow ceiling\tlarge-pod bound\tscheduled\tfailed GPU pods\tfragmented GPUs\tseconds\t")
 	for _, r := range results {
 		atFull := "-"
 		if r.GPUAllocRatioAtFull != nil {
 			atFull = fmt.Sprintf("%.2f%%", 100**r.GPUAllocRatioAtFull)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.2f points\t%d\t%d\t%.1f\t%.2f\t\n", r.Policy, atFull, 100*r.GPUAllocRatio,
-			100*(ceiling.GPUAllocRatio-r.GPUAllocRatio), r.PodsScheduled, r.GPUPodsFailed, r.FragGPUMilli/float64(gpu.WholeGPU), r.WallSeconds)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.2f points\t%.2f%%\t%d\t%d\t%.1f\t%.2f\t\n", r.Policy, atFull, 100*r.GPUAllocRatio,
+			100*(ceiling.GPUAllocRatio-r.GPUAllocRatio), 100*r.GPUAllocBound, r.PodsScheduled, r.GPUPodsFailed, r.FragGPUMilli/float64(gpu.WholeGPU), r.WallSeconds)
 	}
-	fmt.Fprintf(tw, "%s (offline, hindsight)\t-\t%.2f%%\t-\t%d GPU pods\t%d\t-\t%.2f\t\n", ceiling.Policy, 100*ceiling.GPUAllocRatio,
+	fmt.Fprintf(tw, "%s (offline, hindsight)\t-\t%.2f%%\t-\t-\t%d GPU pods\t%d\t-\t%.2f\t\n", ceiling.Policy, 100*ceiling.GPUAllocRatio,
 		ceiling.GPUPodsPlaced, ceiling.GPUPodsFailed, ceiling.WallSeconds)
 	tw.Flush()
 }

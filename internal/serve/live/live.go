@@ -33,11 +33,11 @@ import (
 	"github.com/gpupack/gpupack/usage"
 )
 
-// Source reads pushed-down accounting and the pods' life-cycle times
-// (promsource.Source does).
+// Source reads pushed-down accounting and kube-state-metrics' pod
+// life-cycle times, both by bucket (promsource.Source does).
 type Source interface {
 	LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error)
-	LoadMeta(ctx context.Context, w usage.Window, app map[string]string, bucket time.Duration) (*promsource.Data, error)
+	LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promsource.PodTimes, error)
 }
 
 // Options configure an Engine.
@@ -332,9 +332,18 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 			errs = append(errs, err)
 			break
 		}
+		times, err := e.src.LoadPodTimes(ctx, w, e.o.Bucket)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
 		byHour := map[time.Time][]usage.Bucket{}
 		for _, b := range bs {
 			byHour[b.Start] = append(byHour[b.Start], b)
+		}
+		timesAt := map[time.Time]*promsource.PodTimes{}
+		for _, pt := range times {
+			timesAt[pt.Start] = pt
 		}
 		for t := w.Start; t.Before(w.End); t = t.Add(e.o.Bucket) {
 			h, err := e.account(pricing, t, t.Add(e.o.Bucket), byHour[t])
@@ -342,6 +351,7 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 				errs = append(errs, err)
 				break
 			}
+			h.pods = timesAt[t]
 			s.hours[t] = h
 			s.loadedTo = t.Add(e.o.Bucket)
 		}
@@ -355,8 +365,15 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	if end.After(cur) && s.loadedTo.Equal(cur) {
 		w := usage.Window{Start: cur, End: end, Step: e.o.Step}
 		bs, err := e.src.LoadBuckets(ctx, w, end.Sub(cur))
+		var times []*promsource.PodTimes
+		if err == nil {
+			times, err = e.src.LoadPodTimes(ctx, w, end.Sub(cur))
+		}
 		if err == nil {
 			s.partial, err = e.account(pricing, cur, end, bs)
+		}
+		if err == nil && len(times) == 1 {
+			s.partial.pods = times[0]
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -369,17 +386,9 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	if len(s.hours) == 0 && s.partial == nil {
 		return nil
 	}
-	// kube-state-metrics' pod times, for the start-up phases: a few
-	// instant queries over the window, one bucket long.
-	var pods []usage.PodEvents
-	if end.After(from) {
-		meta, err := e.src.LoadMeta(ctx, usage.Window{Start: from, End: end, Step: e.o.Step}, nil, end.Sub(from))
-		if err != nil {
-			return err
-		}
-		pods = meta.Pods
-	}
-	pods = usage.MergePodEvents(pods, next.Startup)
+	// kube-state-metrics' pod times, for the start-up phases, joined
+	// from the hours' (read with them, once), over the live cluster's.
+	pods := usage.MergePodEvents(s.podTimes(), next.Startup)
 	r, err := usage.AccountBuckets(usage.BucketInput{Start: from, End: end, Buckets: s.buckets(), Pricing: pricing, Pods: pods})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,18 @@ func (h history) write(t *testing.T, path string) {
 			}
 		}
 	}
+	// kube-state-metrics' times of serve/idle (not in the apiserver, so
+	// only Prometheus knows them), scraped in hours 0 and 1 only, so that
+	// they come from complete hours read earlier.
+	for _, m := range []struct {
+		name string
+		at   time.Duration
+	}{{"kube_pod_created", -10 * time.Minute}, {"kube_pod_status_scheduled_time", -9 * time.Minute}} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", m.name, m.name, m.name)
+		for k := 0; k < 2*int(time.Hour/step); k++ {
+			fmt.Fprintf(w, "%s{namespace=\"serve\",pod=\"idle\",uid=\"u-idle\"} %d %d\n", m.name, h.t0.Add(m.at).Unix(), h.t0.Add(time.Duration(k)*step).Unix())
+		}
+	}
 	fmt.Fprintln(w, "# EOF")
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
@@ -115,10 +128,11 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := promsource.New(prom.URL)
+	prs, err := promsource.New(prom.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
+	src := &recordingSource{Source: prs}
 	clk := &clock{}
 	// Two hours in, plus the settling time: hours 0 and 1 are complete.
 	clk.set(h.t0.Add(2*time.Hour + 2*step))
@@ -153,6 +167,23 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	if len(st.Hours) != 3 {
 		t.Errorf("%d hours in the chart, want the 2 complete ones and the partial one", len(st.Hours))
 	}
+	created := func(st State) time.Time {
+		if p := pod(st, "serve/idle"); p.Startup.Created != nil {
+			return *p.Startup.Created
+		}
+		return time.Time{}
+	}
+	if got := created(st); !got.Equal(h.t0.Add(-10 * time.Minute)) {
+		t.Errorf("serve/idle created %s from kube-state-metrics, want %s", got, h.t0.Add(-10*time.Minute))
+	}
+	// The loop's first refresh may run after the test's: wait for it
+	// before counting reads.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(log.String(), "read the window"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop's first refresh did not end:\n%s", log.String())
+		}
+	}
+	src.reads()
 	if st.Diagnosis == nil || !hasFinding(st, "ml/huge") {
 		t.Fatalf("the pending pod ml/huge is not diagnosed: %+v", st.Diagnosis)
 	}
@@ -198,6 +229,16 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 		t.Fatalf("refresh: %s", st.Err)
 	}
 	near(t, "busy allocated in the window after 3 h", float64(pod(st, "train/busy").AllocatedGPUSeconds), 7200+partial)
+	// Only the new hour and the partial one were asked for: no history
+	// again, neither of DCGM nor of kube-state-metrics.
+	newHour := fmt.Sprintf("%s..%s", h.t0.Add(2*time.Hour).Format(time.TimeOnly), h.t0.Add(3*time.Hour).Format(time.TimeOnly))
+	partialHour := fmt.Sprintf("%s..%s", h.t0.Add(3*time.Hour).Format(time.TimeOnly), h.t0.Add(3*time.Hour+2*step).Format(time.TimeOnly))
+	if got, want := src.reads(), []string{"buckets " + newHour, "pod times " + newHour, "buckets " + partialHour, "pod times " + partialHour}; !slices.Equal(got, want) {
+		t.Errorf("the refresh an hour later read %q, want only the new hour and the partial one %q", got, want)
+	}
+	if got := created(st); !got.Equal(h.t0.Add(-10 * time.Minute)) {
+		t.Errorf("serve/idle created %s after the window slid, want %s", got, h.t0.Add(-10*time.Minute))
+	}
 	c2 := gather(t, e)
 	near(t, "busy counter after 3 h", c2[`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`], 3*3600+partial)
 	near(t, "idle counter after 3 h", c2[`gpupack_gpu_allocated_seconds_total{namespace="serve",pod="idle"}`], 3*3600+partial)
@@ -252,6 +293,38 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// recordingSource records which windows the engine reads.
+type recordingSource struct {
+	*promsource.Source
+	mu   sync.Mutex
+	read []string
+}
+
+func (r *recordingSource) note(what string, w usage.Window) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.read = append(r.read, fmt.Sprintf("%s %s..%s", what, w.Start.Format(time.TimeOnly), w.End.Format(time.TimeOnly)))
+}
+
+// reads returns the windows read since the last call.
+func (r *recordingSource) reads() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.read
+	r.read = nil
+	return out
+}
+
+func (r *recordingSource) LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error) {
+	r.note("buckets", w)
+	return r.Source.LoadBuckets(ctx, w, bucket)
+}
+
+func (r *recordingSource) LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promsource.PodTimes, error) {
+	r.note("pod times", w)
+	return r.Source.LoadPodTimes(ctx, w, bucket)
 }
 
 func hasFinding(st State, key string) bool {

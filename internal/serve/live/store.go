@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -39,6 +40,9 @@ type hour struct {
 	start, end time.Time
 	buckets    []usage.Bucket
 	totals     hourTotals
+	// pods are kube-state-metrics' pod times in the hour; nil when not
+	// read.
+	pods *promsource.PodTimes
 }
 
 // hourTotals are what the chart and the counters need of one hour.
@@ -182,6 +186,18 @@ func (s *store) buckets() []usage.Bucket {
 		out = append(out, h.buckets...)
 	}
 	return out
+}
+
+// podTimes joins the pod times of every hour of the window, complete and
+// partial, into the pods' times over the window.
+func (s *store) podTimes() []usage.PodEvents {
+	var spans []*promsource.PodTimes
+	for _, h := range s.sorted() {
+		if h.pods != nil {
+			spans = append(spans, h.pods)
+		}
+	}
+	return promsource.MergePodTimes(spans)
 }
 
 // counters sums the retired counters and every hour's, and keeps each

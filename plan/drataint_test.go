@@ -1,0 +1,87 @@
+package plan
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// TestTaintUnhealthy: each DRA device of a GPU that reported a critical XID
+// gets a DeviceTaintRule (the whole GPU's device, or every MIG device of a
+// MIG GPU) selecting it by driver, pool and device, with a NoSchedule
+// taint gpupack.io/xid=<XID>; a GPU that DRA does not offer (the device
+// plugin's, or one the snapshot lacks) gets a warning, no rule.
+func TestTaintUnhealthy(t *testing.T) {
+	s, err := cluster.ParseFile([]byte(`apiVersion: gpupack.io/v1alpha2
+kind: ClusterSnapshot
+nodes:
+- name: dra-a
+  cpu: "64"
+  memory: 512Gi
+  gpus:
+  - {model: H100-80GB, count: 1, uuid: GPU-a-0, dra: {driver: gpu.nvidia.com, pool: dra-a, device: gpu-0, classes: [gpu.nvidia.com]}}
+  - {model: H100-80GB, count: 1, uuid: GPU-a-1, dra: {driver: gpu.nvidia.com, pool: dra-a, device: gpu-1, classes: [gpu.nvidia.com]}}
+  - {model: H100-80GB, count: 1, uuid: GPU-a-2, sharing: mig, mig: [3g.40gb, 3g.40gb], dra: {driver: gpu.nvidia.com, pool: dra-a, sliceDevices: [gpu-2-mig-3g40gb-9-0, gpu-2-mig-3g40gb-9-4], classes: [mig.nvidia.com]}}
+- name: plugin
+  cpu: "64"
+  memory: 512Gi
+  gpus: [{model: H100-80GB, count: 1}]
+`), "s.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &usage.Facts{Window: 24 * 3600e9, Pods: map[string]usage.PodFacts{}, Unhealthy: []usage.UnhealthyGPU{
+		{Node: "dra-a", UUID: "GPU-a-0", XID: 79}, {Node: "dra-a", UUID: "GPU-a-2", XID: 48}, {Node: "plugin", UUID: "GPU-p-0", XID: 79}, {Node: "dra-a", UUID: "GPU-gone", XID: 94},
+	}}
+	pl, err := Make(context.Background(), s, u, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TaintedGPU{
+		{Node: "dra-a", UUID: "GPU-a-0", XID: 79, Devices: []string{"gpu.nvidia.com/dra-a/gpu-0"}, Rules: []string{"gpupack-unhealthy-dra-a-gpu-0"}},
+		{Node: "dra-a", UUID: "GPU-a-2", XID: 48, Devices: []string{"gpu.nvidia.com/dra-a/gpu-2-mig-3g40gb-9-0", "gpu.nvidia.com/dra-a/gpu-2-mig-3g40gb-9-4"},
+			Rules: []string{"gpupack-unhealthy-dra-a-gpu-2-mig-3g40gb-9-0", "gpupack-unhealthy-dra-a-gpu-2-mig-3g40gb-9-4"}},
+	}
+	if diff := cmp.Diff(want, pl.Tainted); diff != "" {
+		t.Errorf("tainted GPUs (-want +got):\n%s", diff)
+	}
+	out, err := pl.TaintRuleManifests()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := `apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata:
+  name: gpupack-unhealthy-dra-a-gpu-0
+spec:
+  deviceSelector:
+    device: gpu-0
+    driver: gpu.nvidia.com
+    pool: dra-a
+  taint:
+    effect: NoSchedule
+    key: gpupack.io/xid
+    value: "79"
+`
+	if docs := strings.Split(string(out), "---\n"); len(docs) != 3 || docs[0] != first {
+		t.Errorf("manifests: %d documents, the first:\n%s\nwant 3, the first:\n%s", len(docs), docs[0], first)
+	}
+	for _, w := range []string{"GPU GPU-p-0 of node plugin reported XID 79, but no GPU that DRA offers there has that UUID", "GPU GPU-gone of node dra-a reported XID 94, but no GPU that DRA offers there has that UUID"} {
+		found := false
+		for _, got := range pl.Warnings {
+			found = found || strings.Contains(got, w)
+		}
+		if !found {
+			t.Errorf("no warning says %q: %q", w, pl.Warnings)
+		}
+	}
+	if n := taintRuleName("Pool_A", "gpu/0"); n != "gpupack-unhealthy-pool-a-gpu-0" {
+		t.Errorf("taintRuleName = %q", n)
+	}
+}

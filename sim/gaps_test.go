@@ -1,0 +1,57 @@
+package sim
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/placement"
+)
+
+func TestGapFloor(t *testing.T) {
+	var g gapTally
+	share := func(m gpu.Milli) *placement.Demand { return &placement.Demand{Devices: 1, PerGPUMilli: m} }
+	for _, m := range []gpu.Milli{810, 810, 810, 600, 1000, 450} {
+		g.placed(share(m))
+	}
+	g.placed(&placement.Demand{Devices: 2, PerGPUMilli: 1000})
+	for _, m := range []gpu.Milli{160, 160, 300, 500, 810} {
+		g.arrived(share(m))
+	}
+	// Gaps of at most 190: 3 x 190 = 570, less the two 160s: 250. Of at
+	// most 400: 970, less 160+160+300: 350. The 450-milli pod leaves no
+	// gap of its own (two such pods share a GPU); 500 fits no gap.
+	if got := g.floor(); got != 350 {
+		t.Errorf("floor %d milli, want 350", got)
+	}
+	if got := (&gapTally{}).floor(); got != 0 {
+		t.Errorf("floor of nothing %d, want 0", got)
+	}
+}
+
+// TestGapBoundHoldsOnOpenb checks on openb default that every policy's
+// allocation is within the bound of its own large pods, and says how far.
+func TestGapBoundHoldsOnOpenb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("full trace runs")
+	}
+	c := gpu.Default()
+	nodes, pods := loadOpenb(t, c, "default")
+	w, err := Inflate(pods, capacityOf(nodes), DefaultInflation, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{placement.DefaultPolicy, "fgd", "bestfit", "random"} {
+		r, err := Run(context.Background(), nodes, w, c, Config{Policy: p, Seed: 1, Inflation: DefaultInflation, Typical: pods})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: GPU allocation %.2f%%, bound of its large pods %.2f%%", p, 100*r.GPUAllocRatio, 100*r.GPUAllocBound)
+		if r.GPUAllocRatio > r.GPUAllocBound || r.GPUAllocBound > 1 {
+			t.Errorf("%s: allocation %.4f above its bound %.4f (or the bound above 1)", p, r.GPUAllocRatio, r.GPUAllocBound)
+		}
+		if r.GPUAllocBound == 1 {
+			t.Errorf("%s: bound 1: no gap counted on a trace full of 0.81-GPU pods", p)
+		}
+	}
+}
