@@ -30,6 +30,7 @@ import (
 const (
 	certManagerAPI    = "cert-manager.io/v1"
 	serviceMonitorAPI = "monitoring.coreos.com/v1/ServiceMonitor"
+	prometheusRuleAPI = "monitoring.coreos.com/v1/PrometheusRule"
 )
 
 // variant is one way to install the chart.
@@ -51,13 +52,14 @@ func variants(t *testing.T) []variant {
 		{name: "serve only", values: map[string]any{"scheduler": map[string]any{"enabled": false}, "webhook": map[string]any{"enabled": false}}},
 		{name: "scheduler only", values: map[string]any{"serve": map[string]any{"enabled": false}, "webhook": map[string]any{"enabled": false}}},
 		{name: "webhook only", values: map[string]any{"serve": map[string]any{"enabled": false}, "scheduler": map[string]any{"enabled": false}}},
-		{name: "everything", apis: []string{certManagerAPI, serviceMonitorAPI}, values: map[string]any{
+		{name: "everything", apis: []string{certManagerAPI, serviceMonitorAPI, prometheusRuleAPI}, values: map[string]any{
 			"prices":           map[string]any{"currency": "USD", "prices": map[string]any{"H100-80GB": 2.49, "L40S": 1.1, "A100-40GB": 1.3, "L4": 0.6}},
 			"serve":            map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}, "nodeSelector": map[string]any{"role": "system"}, "tolerations": []any{map[string]any{"key": "system", "operator": "Exists"}}},
 			"scheduler":        map[string]any{"policy": "fgd", "replicas": 2},
 			"webhook":          map[string]any{"certificate": "cert-manager", "requests": string(requests), "namespaces": []any{"ml", "inference"}},
 			"imagePullSecrets": []any{map[string]any{"name": "ghcr"}},
 			"commonLabels":     map[string]any{"team": "platform"},
+			"rules":            map[string]any{"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}},
 		}},
 	}
 }
@@ -131,7 +133,7 @@ func strictDecoder() runtime.Decoder {
 // unique.
 func TestRenderedObjectsAreValid(t *testing.T) {
 	dec := strictDecoder()
-	foreign := map[string]string{"Issuer": "cert-manager.io/v1", "Certificate": "cert-manager.io/v1", "ServiceMonitor": "monitoring.coreos.com/v1"}
+	foreign := map[string]string{"Issuer": "cert-manager.io/v1", "Certificate": "cert-manager.io/v1", "ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1"}
 	for _, v := range variants(t) {
 		t.Run(v.name, func(t *testing.T) {
 			docs, err := Render(Options{Values: v.values, APIVersions: v.apis})
@@ -225,6 +227,7 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{"no prometheus", map[string]any{"prometheus": map[string]any{"url": ""}}, nil, "prometheus.url"},
 		{"cert-manager absent", map[string]any{"webhook": map[string]any{"certificate": "cert-manager"}}, nil, "install cert-manager"},
 		{"ServiceMonitor absent", map[string]any{"serve": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}, nil, "ServiceMonitor API"},
+		{"PrometheusRule absent", map[string]any{"rules": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}, nil, "PrometheusRule API"},
 		{"requests not YAML", map[string]any{"webhook": map[string]any{"requests": "workloads: [unclosed"}}, nil, "--set-file webhook.requests="},
 	}
 	for _, c := range cases {

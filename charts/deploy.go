@@ -31,6 +31,10 @@ var deployHeaders = map[string]string{
 	"grafana.yaml": `# gpupack's Grafana dashboard, a ConfigMap that Grafana's dashboard sidecar
 # loads by its label grafana_dashboard: "1" (or import its gpupack.json).
 #   kubectl apply -f deploy/grafana.yaml`,
+	"rules.yaml": `# gpupack's recording rules (gpupack rules) as a ConfigMap: mount it into
+# the Prometheus that scrapes dcgm-exporter and list gpupack-rules.yaml
+# under rule_files (or load the output of gpupack rules directly).
+#   kubectl apply -f deploy/rbac.yaml -f deploy/rules.yaml`,
 	"scheduler.yaml": `# gpupack-scheduler: a second scheduler (schedulerName: gpupack) with
 # leader election.
 #   kubectl apply -f deploy/rbac.yaml -f deploy/scheduler.yaml`,

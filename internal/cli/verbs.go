@@ -9,6 +9,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/report"
+	"github.com/gpupack/gpupack/internal/cli/rules"
 	"github.com/gpupack/gpupack/internal/cli/serve"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
 	"github.com/gpupack/gpupack/internal/cli/snapshot"
@@ -25,6 +26,7 @@ func verbs(ctx context.Context) []*cobra.Command {
 		diagnose.NewCommand(ctx),
 		plan.NewCommand(ctx),
 		serve.NewCommand(ctx),
+		rules.NewCommand(),
 		snapshot.NewCommand(ctx),
 		simulate.NewCommand(ctx),
 		vram.NewCommand(ctx),

@@ -472,10 +472,23 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 		// The point at t sums the bucket (t-bucket, t]: the steps from the
 		// bucket's start to its last step.
 		r := v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket}
+		// Where gpupack's recording rules hold the whole chunk, its
+		// buckets are read from them and nothing else runs.
+		recorded, err := s.recordedCovers(ctx, r, w.Step, bucket)
+		if err != nil {
+			return err
+		}
+		s.countBuckets(recorded, int(to.Sub(from)/bucket))
 		others := notPlainSet{}
 		plainFiguresToRun, subqueryFigures := plainFigures, bucketFigures
-		if !s.subqueriesOnly {
-			var err error
+		if recorded {
+			all := func(hourKey) bool { return true }
+			err := s.streamRecorded(ctx, r, w.Step, bucket, func(m model.Matrix, f func(time.Time, usage.Device, float64, model.Metric)) { each(m, all, f) }, get)
+			if err != nil {
+				return err
+			}
+			plainFiguresToRun, subqueryFigures = nil, nil
+		} else if !s.subqueriesOnly {
 			if others, err = s.notPlain(ctx, r, w.Step, bucket); err != nil {
 				return err
 			}

@@ -59,9 +59,10 @@ func TestStreamBuckets(t *testing.T) {
 	if dev.SampledSteps != 60 || dev.ActivitySource != usage.SMActive || len(dev.Metrics) != 1 || dev.Metrics[0] != usage.FBUsed {
 		t.Errorf("device bucket %+v; want 60 sampled steps, activity from SM, FB_USED seen", dev)
 	}
-	// One query finds the device-hours that are not plain (here none);
-	// then each plain figure and the sample counts run once for the day.
-	want := 1 + len(plainFigures) + 1
+	// One query finds that no recording rule holds the day, one the
+	// device-hours that are not plain (here none); then each plain figure
+	// and the sample counts run once for the day.
+	want := 1 + 1 + len(plainFigures) + 1
 	if n := len(ranges); n != want {
 		t.Errorf("%d queries for a 2 h window; want %d", n, want)
 	}

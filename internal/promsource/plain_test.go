@@ -31,27 +31,13 @@ func TestPlainFiguresAgreeWithSubqueries(t *testing.T) {
 		t.Skip("backfills and starts a real Prometheus")
 	}
 	const scrape = time.Minute
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fleet, err := fakedcgm.Fleet(16, 1, 7, gpu.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	const (
-		nanDevice   = "node-000/1/GPU-00000001-0000-4000-8000-000000000002"
-		resetDevice = "node-001/5/GPU-00000002-0000-4000-8000-000000000006"
-	)
-	faults := fakedcgm.Faults{
-		NaNEvery: 7, NaNDevices: []string{nanDevice},
-		Resets: []fakedcgm.Reset{{Device: resetDevice, At: 10*time.Hour + 13*time.Minute}},
-	}
-	prom := testcluster.FleetHistory(t, fleet, start, scrape, faults)
+	prom, w := faultyFleetDay(t, scrape)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, err := New(prom.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := usage.Window{Start: start, End: start.Add(fleet.Duration.D()), Step: scrape}
 	got, err := s.LoadBuckets(ctx, w, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +140,25 @@ func TestPlainFiguresAgreeWithSubqueries(t *testing.T) {
 	if q, rq := hourly.Quality, raw.Quality; q.NaNSamples != rq.NaNSamples || q.NaNSamples == 0 || q.CounterResets != rq.CounterResets || q.CounterResets == 0 {
 		t.Errorf("hourly quality: %d NaN, %d resets; raw %d, %d (the history has both)", q.NaNSamples, q.CounterResets, rq.NaNSamples, rq.CounterResets)
 	}
+}
+
+// faultyFleetDay backfills a day of a 16-GPU fleet scraped every scrape
+// (pods arriving and leaving mid-hour, time-sliced GPUs, a MIG GPU, NaNs
+// on one device, an energy counter reset on another) into a new real
+// Prometheus, and returns it with the day's window.
+func faultyFleetDay(t testing.TB, scrape time.Duration) (*testcluster.Prometheus, usage.Window) {
+	t.Helper()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fleet, err := fakedcgm.Fleet(16, 1, 7, gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults := fakedcgm.Faults{
+		NaNEvery: 7, NaNDevices: []string{"node-000/1/GPU-00000001-0000-4000-8000-000000000002"},
+		Resets: []fakedcgm.Reset{{Device: "node-001/5/GPU-00000002-0000-4000-8000-000000000006", At: 10*time.Hour + 13*time.Minute}},
+	}
+	prom := testcluster.FleetHistory(t, fleet, start, scrape, faults)
+	return prom, usage.Window{Start: start, End: start.Add(fleet.Duration.D()), Step: scrape}
 }
 
 // bucketDiff names the fields of two buckets that differ beyond rounding.

@@ -32,21 +32,8 @@ func BenchmarkBucketQueries(b *testing.B) {
 	if os.Getenv("GPUPACK_E2E") == "" {
 		b.Skip("set GPUPACK_E2E=1: backfills and starts a real Prometheus")
 	}
-	gpus := 48
-	if v := os.Getenv("GPUPACK_BENCH_GPUS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("GPUPACK_BENCH_GPUS=%q: want a positive whole number", v)
-		}
-		gpus = n
-	}
 	const scrape, days = 30 * time.Second, 2
-	fleet, err := fakedcgm.Fleet(gpus, days, 1, gpu.Default())
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	prom := testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
+	gpus, start, prom := benchFleet(b, scrape, days)
 	s, err := New(prom.URL)
 	if err != nil {
 		b.Fatal(err)
@@ -142,6 +129,27 @@ func BenchmarkBucketQueries(b *testing.B) {
 			b.Logf("%-18s StreamBuckets over the day: %.3f s, %d buckets, %.1f ms per device-day", name, d.Seconds(), n, d.Seconds()/float64(gpus)*1000)
 		}
 	}
+}
+
+// benchFleet backfills a fleet of GPUPACK_BENCH_GPUS GPUs (48 by default)
+// over days from its start, scraped every scrape, into a new real
+// Prometheus.
+func benchFleet(b *testing.B, scrape time.Duration, days int) (int, time.Time, *testcluster.Prometheus) {
+	b.Helper()
+	gpus := 48
+	if v := os.Getenv("GPUPACK_BENCH_GPUS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("GPUPACK_BENCH_GPUS=%q: want a positive whole number", v)
+		}
+		gpus = n
+	}
+	fleet, err := fakedcgm.Fleet(gpus, days, 1, gpu.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return gpus, start, testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
 }
 
 type profiledQuery struct{ name, query string }

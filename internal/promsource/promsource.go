@@ -27,6 +27,12 @@ type Source struct {
 	// device-hour with subqueries, as before the plain figures: the
 	// reference that tests and benchmarks compare the plain path with.
 	subqueriesOnly bool
+	// ignoreRecorded makes StreamBuckets compute every bucket from the
+	// series even where gpupack's recording rules hold it: the reference
+	// that the recorded path is compared with.
+	ignoreRecorded bool
+	// provenance counts how the buckets read so far were computed.
+	provenance *provenanceCounts
 }
 
 // New connects to the Prometheus at url; nothing is sent until a query.
@@ -35,7 +41,7 @@ func New(url string) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus %s: %v; give a URL such as http://127.0.0.1:9090", url, err)
 	}
-	return &Source{url: url, api: v1.NewAPI(c)}, nil
+	return &Source{url: url, api: v1.NewAPI(c), provenance: &provenanceCounts{}}, nil
 }
 
 // Data is what Load read.

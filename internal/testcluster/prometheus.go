@@ -161,6 +161,33 @@ func Backfill(t testing.TB, dataDir, openMetricsFile string, blockDuration time.
 	}
 }
 
+// BackfillRules records the rules of rulesFile over [start, end] from the
+// server's own data with promtool tsdb create-blocks-from rules (each rule
+// evaluated as its group's interval says, at the times Prometheus would
+// evaluate it), then restarts the server on the blocks, as an operator
+// backfills new recording rules.
+func (p *Prometheus) BackfillRules(rulesFile string, start, end time.Time) {
+	p.t.Helper()
+	promtool := NeedBinary(p.t, "promtool", "prometheus")
+	out := p.t.TempDir()
+	args := []string{"tsdb", "create-blocks-from", "rules", "--quiet", "--url=" + p.URL,
+		"--start=" + start.UTC().Format(time.RFC3339), "--end=" + end.UTC().Format(time.RFC3339), "--output-dir=" + out, rulesFile}
+	if b, err := exec.CommandContext(p.t.Context(), promtool, args...).CombinedOutput(); err != nil {
+		p.t.Fatalf("testcluster: promtool %v: %v\n%s", args, err, b)
+	}
+	blocks, err := os.ReadDir(out)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.Stop()
+	for _, b := range blocks {
+		if err := os.Rename(filepath.Join(out, b.Name()), filepath.Join(p.DataDir(), b.Name())); err != nil {
+			p.t.Fatalf("testcluster: moving the rules' block %s into %s: %v", b.Name(), p.DataDir(), err)
+		}
+	}
+	p.Restart()
+}
+
 // FleetHistory backfills fleet's whole history from start, scraped every
 // scrape with faults, into a new Prometheus and starts it. It writes and
 // loads a day at a time, so that a month of a large fleet needs one day's

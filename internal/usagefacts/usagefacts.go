@@ -6,6 +6,7 @@ package usagefacts
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gpupack/gpupack/internal/promsource"
@@ -63,6 +64,11 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	r, err := acct.Report(pricing, withLive(d.Pods, live), d.App, Bucket)
 	if err != nil {
 		return nil, err
+	}
+	if p := src.BucketProvenance(); p.RecordedHours > 0 {
+		r.Quality.Warnings = append(r.Quality.Warnings, fmt.Sprintf(
+			"%d of %d hours read from gpupack's recording rules (gpupack:*:5m at step %s), the rest computed from the series; a recorded hour is the %s windows that end in it, up to %s before the hour",
+			p.RecordedHours, p.RecordedHours+p.ComputedHours, w.Step, promsource.RecordWindow, promsource.RecordWindow))
 	}
 	if r.Health, err = src.LoadHealth(ctx, w); err != nil {
 		return nil, err

@@ -1,0 +1,75 @@
+package charts
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupack/gpupack/internal/golden"
+	"github.com/gpupack/gpupack/internal/promsource"
+)
+
+// TestRulesFileIsGenerated keeps the chart's rules file what `gpupack
+// rules` prints at its default step; refresh it with -update.
+func TestRulesFileIsGenerated(t *testing.T) {
+	b, err := promsource.RulesYAML(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, filepath.Join(Dir, "rules", "gpupack-rules.yaml"), b)
+}
+
+// TestRulesReadBack: the rules ConfigMap and the PrometheusRule hold
+// exactly gpupack's recording rules.
+func TestRulesReadBack(t *testing.T) {
+	want, err := promsource.RecordingRules(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := Render(Options{APIVersions: []string{prometheusRuleAPI}, Values: map[string]any{"rules": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, d := range docs {
+		var got promsource.RuleFile
+		switch d.Kind {
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err := yaml.UnmarshalStrict([]byte(d.YAML), &cm); err != nil {
+				t.Fatal(err)
+			}
+			text, ok := cm.Data["gpupack-rules.yaml"]
+			if !ok {
+				continue
+			}
+			if err := yaml.UnmarshalStrict([]byte(text), &got); err != nil {
+				t.Fatalf("%s: gpupack-rules.yaml: %v", d.Name, err)
+			}
+		case "PrometheusRule":
+			var pr struct {
+				APIVersion string              `json:"apiVersion"`
+				Kind       string              `json:"kind"`
+				Metadata   map[string]any      `json:"metadata"`
+				Spec       promsource.RuleFile `json:"spec"`
+			}
+			if err := yaml.UnmarshalStrict([]byte(d.YAML), &pr); err != nil {
+				t.Fatalf("%s: %v", d.Name, err)
+			}
+			got = pr.Spec
+		default:
+			continue
+		}
+		found[d.Kind] = true
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s %s holds other rules than gpupack rules prints (-want +got):\n%s", d.Kind, d.Name, diff)
+		}
+	}
+	if !found["ConfigMap"] || !found["PrometheusRule"] {
+		t.Errorf("rendered %v; want the rules as a ConfigMap and a PrometheusRule", found)
+	}
+}

@@ -1,0 +1,55 @@
+package rules
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpupack/gpupack/internal/promsource"
+)
+
+func TestRules(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		step    time.Duration
+		wantErr string
+	}{
+		"default step":              {step: 30 * time.Second},
+		"15 s scrapes":              {args: []string{"--step", "15s"}, step: 15 * time.Second},
+		"a step that leaves a rest": {args: []string{"--step", "7s"}, wantErr: "divide 5m"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := NewCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(tc.args)
+			err := cmd.Execute()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v; want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got promsource.RuleFile
+			if err := yaml.UnmarshalStrict(out.Bytes(), &got); err != nil {
+				t.Fatalf("output is not a rules file: %v\n%s", err, out.String())
+			}
+			want, err := promsource.RecordingRules(tc.step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

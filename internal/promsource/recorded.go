@@ -1,0 +1,254 @@
+package promsource
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gpupack/gpupack/usage"
+)
+
+// RecordWindow is the span that each of gpupack's recording rules
+// computes, and how often Prometheus evaluates them: a rule evaluated at t
+// holds its bucket figure over the steps in (t-RecordWindow, t], so that
+// consecutive evaluations tile time, each step counted once.
+const RecordWindow = 5 * time.Minute
+
+// StepLabel is the label that every recorded series carries: the
+// evaluation step (the scrape interval) the rules were generated for, so
+// that a report at another step never reads them.
+const StepLabel = "gpupack_step"
+
+// recordedGroup is the rule group's name; Prometheus derives the group's
+// evaluation offset within RecordWindow from it (and the file's name).
+const recordedGroup = "gpupack-buckets"
+
+// RuleFile is a Prometheus rules file (rule_files: in prometheus.yml, or
+// a PrometheusRule's spec).
+type RuleFile struct {
+	Groups []RuleGroup `json:"groups" yaml:"groups"`
+}
+
+// RuleGroup is one group of recording rules, evaluated every Interval.
+type RuleGroup struct {
+	Name     string `json:"name" yaml:"name"`
+	Interval string `json:"interval" yaml:"interval"`
+	Rules    []Rule `json:"rules" yaml:"rules"`
+}
+
+// Rule is one recording rule: Record is the recorded series' name, Expr
+// its PromQL, Labels added to its output.
+type Rule struct {
+	Record string            `json:"record" yaml:"record"`
+	Expr   string            `json:"expr" yaml:"expr"`
+	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+}
+
+// RecordedName is the recorded series of a bucket figure, in the
+// level:metric:operations convention: gpupack:<figure>:5m, e.g.
+// gpupack:device_held_steps:5m.
+func RecordedName(figure string) string {
+	return "gpupack:" + strings.Trim(nonName.ReplaceAllString(strings.ToLower(figure), "_"), "_") + ":5m"
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// RecordingRules are the rules that record every bucket figure of the
+// hourly path over RecordWindow at step (the scrape interval, which must
+// divide RecordWindow), evaluated every RecordWindow: what `gpupack rules`
+// prints and the chart ships. An hour's bucket is then read from the
+// windows that end in it (see recordedCombine), a dozen recorded numbers
+// per figure instead of the hour's samples.
+func RecordingRules(step time.Duration) (RuleFile, error) {
+	if step <= 0 || RecordWindow%step != 0 || step%time.Second != 0 {
+		return RuleFile{}, fmt.Errorf("step %s: want whole seconds that divide %s, such as 30s (the scrape interval of dcgm-exporter)", step, stepValue(RecordWindow))
+	}
+	g := RuleGroup{Name: recordedGroup, Interval: model.Duration(RecordWindow).String()}
+	for _, fig := range bucketFigures {
+		if _, err := recordedCombine(fig); err != nil {
+			return RuleFile{}, err
+		}
+		// The window (t-5m, t]: a range 1 ms short of it, so that a step
+		// at t-5m belongs to the window before (Prometheus 2's ranges are
+		// closed at both ends).
+		g.Rules = append(g.Rules, Rule{
+			Record: RecordedName(fig.name),
+			Expr:   expand(fig.query, step, RecordWindow-time.Millisecond, ""),
+			Labels: map[string]string{StepLabel: stepValue(step)},
+		})
+	}
+	return RuleFile{Groups: []RuleGroup{g}}, nil
+}
+
+// RulesYAML is RecordingRules as a rules file, with a comment that says
+// what it is for.
+func RulesYAML(step time.Duration) ([]byte, error) {
+	f, err := RecordingRules(step)
+	if err != nil {
+		return nil, err
+	}
+	var body bytes.Buffer
+	enc := yaml.NewEncoder(&body)
+	enc.SetIndent(2)
+	if err := enc.Encode(f); err != nil {
+		return nil, err
+	}
+	head := fmt.Sprintf(`# gpupack's recording rules (gpupack rules --step %s): every figure of
+# report --accounting hourly's buckets over %s windows of dcgm-exporter's
+# series at a %s step (the scrape interval), evaluated every %s. With them
+# loaded, report and serve read an hour as the dozen windows that end in it.
+`, stepValue(step), stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow))
+	return append([]byte(head), body.Bytes()...), nil
+}
+
+func stepValue(step time.Duration) string { return model.Duration(step).String() }
+
+// recordedCombine is the function that makes an hour's figure of the
+// recorded windows that end in it: the sum of counts and sums, the
+// maximum of maxima, the minimum of minima, and for a quantile the same
+// quantile of the windows' quantiles (an approximation: the hour's median
+// of the windows' medians). It fails on a figure of another shape, so that
+// a new figure is classified before it is recorded.
+func recordedCombine(fig bucketFigure) (string, error) {
+	q := fig.query
+	for _, p := range []struct{ prefix, combine string }{
+		{"max_over_time(", "max_over_time"},
+		{"min_over_time(", "min_over_time"},
+		{"quantile_over_time(0.95,", "quantile_over_time(0.95, "},
+		{"quantile_over_time(0.5,", "quantile_over_time(0.5, "},
+		{"count_over_time(", "sum_over_time"},
+		{"sum_over_time(", "sum_over_time"},
+		// The sample counts and the activity source: counts joined by "or".
+		{"label_replace(sum by ($dev) (count_over_time(", "sum_over_time"},
+		{"label_replace(count_over_time(", "sum_over_time"},
+	} {
+		if strings.HasPrefix(q, p.prefix) {
+			return p.combine, nil
+		}
+	}
+	return "", fmt.Errorf("bucket figure %q: no rule says how its recorded windows make an hour (%s)", fig.name, q)
+}
+
+// recordedQuery reads figure fig's bucket of length bucket ending at each
+// evaluation time (a bucket's end less 1 ms) from its recorded windows:
+// those whose evaluation times fall in [end-bucket, end).
+func recordedQuery(fig bucketFigure, step, bucket time.Duration) (string, error) {
+	combine, err := recordedCombine(fig)
+	if err != nil {
+		return "", err
+	}
+	sel := fmt.Sprintf("%s{%s=%q}[%dms]", RecordedName(fig.name), StepLabel, stepValue(step), (bucket - time.Millisecond).Milliseconds())
+	if strings.HasSuffix(combine, " ") { // a quantile's argument list
+		return combine + sel + ")", nil
+	}
+	return combine + "(" + sel + ")", nil
+}
+
+// recordedCheckQuery counts, at each evaluation time, the devices that the
+// recorded windows of the bucket hold (label gpupack_count="recorded") and
+// the devices with a sample at the bucket's middle (gpupack_count="raw"):
+// the window that ends next after the middle holds every one of those, so
+// a bucket whose recorded devices are fewer was not (wholly) recorded.
+func recordedCheckQuery(step, bucket time.Duration) string {
+	recorded := fmt.Sprintf(`count(last_over_time(%s{%s=%q}[%dms]))`, RecordedName("sampled steps"), StepLabel, stepValue(step), (bucket - time.Millisecond).Milliseconds())
+	raw := fmt.Sprintf(`count(group by ($dev) ({__name__=~%q} offset %dms))`, strings.Join(usage.Metrics, "|"), (bucket/2 - time.Millisecond).Milliseconds())
+	return fmt.Sprintf(`label_replace(%s, "gpupack_count", "recorded", "", "") or label_replace(%s, "gpupack_count", "raw", "", "")`,
+		recorded, expand(raw, step, bucket, ""))
+}
+
+// recordedCovers says whether every bucket of the chunk r was recorded
+// by gpupack's rules at step: some devices recorded in each, and no fewer
+// than had samples at its middle. Only whole hours are read from
+// the rules: serve's current partial hour is computed from the series, so
+// that it does not lag by up to a window.
+func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket time.Duration) (bool, error) {
+	if s.ignoreRecorded || s.subqueriesOnly || bucket%time.Hour != 0 {
+		return false, nil
+	}
+	m, err := s.queryRange(ctx, recordedCheckQuery(step, bucket), r)
+	if err != nil {
+		return false, fmt.Errorf("bucket figures, whether gpupack's recording rules hold them: %w", err)
+	}
+	counts := map[string]map[int64]float64{}
+	for _, ss := range m {
+		kind := string(ss.Metric["gpupack_count"])
+		if counts[kind] == nil {
+			counts[kind] = map[int64]float64{}
+		}
+		for _, p := range ss.Values {
+			counts[kind][int64(p.Timestamp)] = float64(p.Value)
+		}
+	}
+	for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
+		rec, ok := counts["recorded"][t.UnixMilli()]
+		if !ok || rec == 0 || math.IsNaN(rec) || rec < counts["raw"][t.UnixMilli()] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// streamRecorded reads the buckets of chunk r from the recorded windows,
+// one range query per figure, and files them with get, as the subqueries
+// would.
+func (s *Source) streamRecorded(ctx context.Context, r v1.Range, step, bucket time.Duration, each func(m model.Matrix, f func(start time.Time, d usage.Device, v float64, labels model.Metric)), get func(time.Time, usage.Device, usage.Owner) *usage.Bucket) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(bucketParallel)
+	for i := range bucketFigures {
+		fig := &bucketFigures[i]
+		q, err := recordedQuery(*fig, step, bucket)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			m, err := s.queryRange(gctx, q, r)
+			if err != nil {
+				return fmt.Errorf("bucket figure %q from its recording rule: %w", fig.name, err)
+			}
+			each(m, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
+				fig.set(ownersBucket(get, start, d, fig.owner, labels), v, labels)
+			})
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// BucketProvenance is how StreamBuckets computed the buckets it read so
+// far: RecordedHours from gpupack's recording rules, ComputedHours from
+// the series themselves.
+type BucketProvenance struct {
+	RecordedHours, ComputedHours int
+}
+
+type provenanceCounts struct {
+	sync.Mutex
+	BucketProvenance
+}
+
+// BucketProvenance says how the buckets read so far were computed.
+func (s *Source) BucketProvenance() BucketProvenance {
+	s.provenance.Lock()
+	defer s.provenance.Unlock()
+	return s.provenance.BucketProvenance
+}
+
+func (s *Source) countBuckets(recorded bool, n int) {
+	s.provenance.Lock()
+	defer s.provenance.Unlock()
+	if recorded {
+		s.provenance.RecordedHours += n
+	} else {
+		s.provenance.ComputedHours += n
+	}
+}

@@ -1,0 +1,297 @@
+package promsource
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// TestRecordingRules checks that every bucket figure has one recording
+// rule with a valid, distinct name in the level:metric:operations form,
+// and that steps the windows cannot hold are refused.
+func TestRecordingRules(t *testing.T) {
+	f, err := RecordingRules(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Groups) != 1 || f.Groups[0].Interval != "5m" {
+		t.Fatalf("groups %+v; want one group evaluated every 5m", f.Groups)
+	}
+	name := regexp.MustCompile(`^gpupack:[a-z0-9_]+:5m$`)
+	seen := map[string]bool{}
+	for _, r := range f.Groups[0].Rules {
+		if !name.MatchString(r.Record) || seen[r.Record] {
+			t.Errorf("rule %q: want a distinct name gpupack:<figure>:5m", r.Record)
+		}
+		seen[r.Record] = true
+		if r.Labels[StepLabel] != "30s" || !strings.Contains(r.Expr, "299999ms") {
+			t.Errorf("rule %s: labels %v, expr %s; want %s=30s over a 5m window less 1 ms", r.Record, r.Labels, r.Expr, StepLabel)
+		}
+	}
+	if len(seen) != len(bucketFigures) {
+		t.Errorf("%d rules for %d bucket figures", len(seen), len(bucketFigures))
+	}
+	for _, step := range []time.Duration{0, -time.Second, 7 * time.Second, 1500 * time.Millisecond, 10 * time.Minute} {
+		if _, err := RecordingRules(step); err == nil || !strings.Contains(err.Error(), "divide") {
+			t.Errorf("step %s: error %v; want one saying the step must divide 5m", step, err)
+		}
+	}
+}
+
+// TestRecordedAgreesWithBuckets backfills a day of a 16-GPU fleet (pods
+// arriving and leaving mid-hour, time-sliced GPUs, a MIG GPU, NaNs on one
+// device, an energy counter reset on another) into a real Prometheus,
+// records gpupack's rules over it with promtool tsdb create-blocks-from
+// rules (evaluated at the offsets Prometheus would evaluate them), and
+// reads the buckets twice: from the recorded windows, and from the series
+// as before (the reference). Totals per device and pod, energy, VRAM
+// maxima, start-up times and data quality must agree within 1%; the
+// hourly levels and the GPUs a pod held at start may not, since an hour's
+// recorded windows are shifted by up to one window from the hour.
+func TestRecordedAgreesWithBuckets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backfills and starts a real Prometheus")
+	}
+	const scrape = time.Minute
+	prom, day := faultyFleetDay(t, scrape)
+	rules, err := RulesYAML(scrape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "gpupack-rules.yaml")
+	if err := os.WriteFile(file, rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// One hour past the history, so that the windows holding its last
+	// steps are read too.
+	w := usage.Window{Start: day.Start, End: day.End.Add(time.Hour), Step: scrape}
+	prom.BackfillRules(file, w.Start, w.End)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := New(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadBuckets(ctx, w, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := s.BucketProvenance(); p.RecordedHours != 25 || p.ComputedHours != 0 {
+		t.Errorf("provenance %+v; want all 25 hours read from the recording rules", p)
+	}
+	ref := *s
+	ref.ignoreRecorded = true
+	want, err := ref.LoadBuckets(ctx, w, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pricing := usage.Pricing{Catalogue: gpu.Default()}
+	recorded, err := usage.AccountBuckets(usage.BucketInput{Start: w.Start, End: w.End, Buckets: got, Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	computed, err := usage.AccountBuckets(usage.BucketInput{Start: w.Start, End: w.End, Buckets: want, Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recorded.Cluster.Totals.AllocatedGPUSeconds == 0 {
+		t.Fatal("the recorded report allocates nothing")
+	}
+	// What the hour's boundary moves: the levels per hour, and the GPUs a
+	// pod held at start (its first hour's GPU-seconds over the time from
+	// its attach to that hour's end).
+	for _, r := range []*usage.Report{recorded, computed} {
+		r.Hourly = nil
+		for i := range r.Pods {
+			r.Pods[i].HourlyActivity, r.Pods[i].FirstHour, r.Pods[i].Startup.HeldGPUs = nil, 0, usage.Unknown
+		}
+	}
+	for _, d := range usage.Disagreements(computed, recorded, 0.01) {
+		t.Error("recorded vs computed buckets: " + d)
+	}
+	if q, cq := recorded.Quality, computed.Quality; q.NaNSamples != cq.NaNSamples || q.CounterResets != cq.CounterResets || q.CounterResets == 0 || q.Samples != cq.Samples {
+		t.Errorf("recorded quality: %d samples, %d NaN, %d resets; computed %d, %d, %d", q.Samples, q.NaNSamples, q.CounterResets, cq.Samples, cq.NaNSamples, cq.CounterResets)
+	}
+}
+
+// BenchmarkRecordedQueries backfills a fleet (GPUPACK_BENCH_GPUS, 48 by
+// default) for two days at 30 s scrapes into a real Prometheus, records
+// gpupack's rules over them (promtool; its time is logged: what the rules
+// cost Prometheus per device-day), and times on the second day, each the
+// median of three runs in one run of the machine: StreamBuckets from the
+// rules, StreamBuckets computed from the series (the plain figures and the
+// subqueries where needed), and the recorded figures read as one range
+// query per figure at a 1 h step against 24 instant queries per figure.
+// Run it once:
+//
+//	GPUPACK_E2E=1 go test ./internal/promsource -run XXX -bench RecordedQueries -benchtime 1x -v
+func BenchmarkRecordedQueries(b *testing.B) {
+	if os.Getenv("GPUPACK_E2E") == "" {
+		b.Skip("set GPUPACK_E2E=1: backfills and starts a real Prometheus")
+	}
+	const scrape, days = 30 * time.Second, 2
+	gpus, start, prom := benchFleet(b, scrape, days)
+	rules, err := RulesYAML(scrape)
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := filepath.Join(b.TempDir(), "gpupack-rules.yaml")
+	if err := os.WriteFile(file, rules, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	prom.BackfillRules(file, start, start.Add(days*24*time.Hour))
+	took := time.Since(t0)
+	b.Logf("recorded the rules over %d GPUs x %d days in %.1f s: %.2f s per device-day", gpus, days, took.Seconds(), took.Seconds()/float64(gpus*days))
+
+	s, err := New(prom.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	day := usage.Window{Start: start.Add(24 * time.Hour), End: start.Add(48 * time.Hour), Step: scrape}
+	r := v1.Range{Start: day.Start.Add(time.Hour - time.Millisecond), End: day.End.Add(-time.Millisecond), Step: time.Hour}
+	median := func(f func() error) time.Duration {
+		var ds []time.Duration
+		for range 3 {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		slices.Sort(ds)
+		return ds[1]
+	}
+	for b.Loop() {
+		for _, path := range []struct {
+			name     string
+			computed bool
+		}{{"recorded", false}, {"computed", true}} {
+			src := *s
+			src.ignoreRecorded, src.provenance = path.computed, &provenanceCounts{}
+			n := 0
+			d := median(func() error {
+				n = 0
+				return src.StreamBuckets(ctx, day, time.Hour, func(*usage.Bucket) error { n++; return nil })
+			})
+			if p := src.BucketProvenance(); !path.computed && (p.ComputedHours != 0 || p.RecordedHours == 0) {
+				b.Fatalf("provenance %+v: the recorded runs did not read every hour from the rules", p)
+			}
+			b.ReportMetric(d.Seconds()/float64(gpus)*1000, "ms/device-day-"+path.name)
+			b.Logf("%-8s StreamBuckets over the day: %.3f s, %d buckets, %.1f ms per device-day", path.name, d.Seconds(), n, d.Seconds()/float64(gpus)*1000)
+		}
+		var queries []string
+		for _, fig := range bucketFigures {
+			q, err := recordedQuery(fig, scrape, time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			queries = append(queries, q)
+		}
+		ranged := median(func() error {
+			for _, q := range queries {
+				if _, err := s.queryRange(ctx, q, r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		instant := median(func() error {
+			for _, q := range queries {
+				for t := r.Start; !t.After(r.End); t = t.Add(time.Hour) {
+					if _, err := s.queryRange(ctx, q, v1.Range{Start: t, End: t, Step: time.Hour}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		b.Logf("the %d recorded figures over the day, one by one: %.3f s as range queries at a 1 h step, %.3f s as 24 instant queries each", len(queries), ranged.Seconds(), instant.Seconds())
+	}
+}
+
+// TestRecordedCovers answers the check query with the devices recorded
+// and sampled in each hour of a 3-hour chunk, and checks that the rules
+// are read only where they hold every hour, for at least as many devices
+// as were sampled, and never for a report at another step or a bucket
+// shorter than an hour.
+func TestRecordedCovers(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	cases := map[string]struct {
+		recorded, raw []string // per hour, "" for no point
+		bucket        time.Duration
+		want          bool
+	}{
+		"every hour recorded":           {recorded: []string{"4", "4", "5"}, raw: []string{"4", "4", "5"}, want: true},
+		"more recorded than sampled":    {recorded: []string{"4", "4", "4"}, raw: []string{"3", "", "4"}, want: true},
+		"an hour before the rules":      {recorded: []string{"", "4", "4"}, raw: []string{"4", "4", "4"}},
+		"a device the rules missed":     {recorded: []string{"4", "3", "4"}, raw: []string{"4", "4", "4"}},
+		"an hour with nothing recorded": {recorded: []string{"4", "0", "4"}, raw: []string{"4", "", "4"}},
+		"no rules":                      {raw: []string{"4", "4", "4"}},
+		"a partial hour is never read":  {recorded: []string{"4", "4", "4"}, raw: []string{"4", "4", "4"}, bucket: 30 * time.Minute},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			bucket := cmp.Or(tc.bucket, time.Hour)
+			var queries []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if err := r.ParseForm(); err != nil {
+					t.Error(err)
+				}
+				queries = append(queries, r.Form.Get("query"))
+				series := func(kind string, values []string) string {
+					var pts []string
+					for i, v := range values {
+						if v != "" {
+							pts = append(pts, fmt.Sprintf(`[%.3f,"%s"]`, float64(start.Add(time.Duration(i+1)*bucket).UnixMilli()-1)/1000, v))
+						}
+					}
+					if len(pts) == 0 {
+						return ""
+					}
+					return fmt.Sprintf(`{"metric":{"gpupack_count":%q},"values":[%s]}`, kind, strings.Join(pts, ","))
+				}
+				var result []string
+				for _, s := range []string{series("recorded", tc.recorded), series("raw", tc.raw)} {
+					if s != "" {
+						result = append(result, s)
+					}
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[%s]}}`, strings.Join(result, ","))
+			}))
+			defer srv.Close()
+			s, err := New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := v1.Range{Start: start.Add(bucket - time.Millisecond), End: start.Add(3*bucket - time.Millisecond), Step: bucket}
+			got, err := s.recordedCovers(context.Background(), r, 30*time.Second, bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("covered = %v, want %v (queries %q)", got, tc.want, queries)
+			}
+			if len(queries) == 1 && !strings.Contains(queries[0], `gpupack_step="30s"`) {
+				t.Errorf("the check %s does not select the rules of the report's step", queries[0])
+			}
+		})
+	}
+}
