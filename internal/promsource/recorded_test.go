@@ -91,8 +91,13 @@ func TestRecordedAgreesWithBuckets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := s.BucketProvenance(); p.RecordedHours != 25 || p.ComputedHours != 0 {
-		t.Errorf("provenance %+v; want all 25 hours read from the recording rules", p)
+	// The day's 24 hours come from the rules. The extra hour holds a
+	// recorded window only when the group's evaluation offset (a hash of
+	// the rules file's path, so it varies between runs) puts a window
+	// ending in it over the day's last sample; otherwise it has nothing
+	// recorded and nothing sampled, and is computed (as empty).
+	if p := s.BucketProvenance(); p.RecordedHours < 24 || p.RecordedHours+p.ComputedHours != 25 {
+		t.Errorf("provenance %+v; want the day's 24 hours (and the empty one after it, or not) read from the recording rules", p)
 	}
 	ref := *s
 	ref.ignoreRecorded = true
