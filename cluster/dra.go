@@ -30,6 +30,21 @@ type DRADevice struct {
 	// publishes it (NVIDIA's productName, e.g. "NVIDIA H100 80GB HBM3"),
 	// which claims' selectors compare with; empty when unknown.
 	Product string `json:"product,omitempty"`
+	// Capacity are the whole device's capacities (device.capacity), by
+	// name, with their request policies; claims' capacity requests are
+	// judged against them, and a shared device's claims consume them.
+	Capacity []DeviceCapacity `json:"capacity,omitempty"`
+}
+
+// CapacityIndex is the index of the named capacity in Capacity, -1 when
+// the device has none of that name.
+func (d *DRADevice) CapacityIndex(name string) int {
+	for i := range d.Capacity {
+		if d.Capacity[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // Names lists the DRA device names behind the GPU: the whole device and the
@@ -78,6 +93,9 @@ type ClaimRequest struct {
 	All   bool `json:"all,omitempty"`
 	// Selectors are the request's CEL selector expressions.
 	Selectors []string `json:"selectors,omitempty"`
+	// Capacity is the request's capacity.requests (DRAConsumableCapacity):
+	// how much of each named capacity of a device it asks for.
+	Capacity map[string]Quantity `json:"capacity,omitempty"`
 	// FirstAvailable are the alternatives, in order of preference, each
 	// with its own device class, count and selectors.
 	FirstAvailable []ClaimRequest `json:"firstAvailable,omitempty"`
