@@ -30,8 +30,12 @@ type ClaimShortfall struct {
 	Needed int
 	All    bool
 	// Held are the accepted devices of the node that bound pods hold.
-	Held         []cluster.Device
-	Alternatives []ClaimShortfall `json:",omitempty"`
+	Held []cluster.Device
+	// Capacity are the accepted devices, free or shared, that refuse the
+	// request by their capacity (DRAConsumableCapacity), one shortfall
+	// each; they are not counted Free.
+	Capacity     []CapacityShortfall `json:",omitempty"`
+	Alternatives []ClaimShortfall    `json:",omitempty"`
 }
 
 // claimDemand is what a pending pod's claims ask, prepared once: the pod's
@@ -56,6 +60,8 @@ type claimAlt struct {
 	all     bool
 	accepts map[deviceKey]bool
 	errors  map[deviceKey]string
+	// capacity is the request's capacity requests, by capacity name.
+	capacity map[string]cluster.Quantity
 }
 
 // deviceKey is a DeviceID in parts, so that a node's devices are looked up
@@ -104,7 +110,7 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 			}
 			cr := claimRequest{claim: name}
 			for _, alt := range r.Alternatives() {
-				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts))}
+				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts)), capacity: alt.Capacity}
 				if len(r.FirstAvailable) > 0 {
 					a.name = r.Name + "/" + alt.Name
 				}
@@ -171,6 +177,12 @@ type draUnit struct {
 	class  []string
 	free   bool
 	shared bool
+	// caps and used are a whole device's capacities and what its
+	// allocations hold of them; take is what the pod's request takes of
+	// them, in a chosen unit.
+	caps []cluster.DeviceCapacity
+	used []cluster.Quantity
+	take []cluster.Quantity
 }
 
 // draUnits lists the node's DRA devices in GPU order, with whether each is
@@ -184,7 +196,7 @@ func draUnits(s *NodeState, out []draUnit) []draUnit {
 		}
 		if g.DRA.Device != "" {
 			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, g.DRA.Device}, class: g.DRA.Classes,
-				free: g.DRA.Shared || (st.Holders == 0 && st.UsedSlices == 0), shared: g.DRA.Shared})
+				free: g.DRA.Shared || (st.Holders == 0 && st.UsedSlices == 0), shared: g.DRA.Shared, caps: g.DRA.Capacity, used: st.Consumed})
 		}
 		for j, name := range g.DRA.SliceDevices {
 			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, name}, class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0})
@@ -220,12 +232,34 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 		taken = takenBuf[:len(units)]
 	}
 	var chosen []draUnit
+	// allocating is what the pod's earlier requests take of shared
+	// devices' capacities, by unit; nil until one does.
+	var allocating [][]cluster.Quantity
+	var takeBuf [4]cluster.Quantity
+	// fits judges the unit's capacity for the alternative: nil when the
+	// request and the device have none (MIG slices are not judged).
+	fits := func(alt *claimAlt, k int, u *draUnit) ([]cluster.Quantity, *CapacityShortfall) {
+		if u.dev.Slice >= 0 || (len(u.caps) == 0 && len(alt.capacity) == 0) {
+			return nil, nil
+		}
+		var alloc []cluster.Quantity
+		if allocating != nil {
+			alloc = allocating[k]
+		}
+		take, short := capacityTake(u.caps, u.used, alloc, alt.capacity, takeBuf[:0])
+		if short != nil {
+			short.Device, short.At = idOf(u.key), u.dev
+		}
+		return take, short
+	}
 	for _, r := range cd.requests {
 		var tried []ClaimShortfall
 		served := false
-		for _, alt := range r.alts {
+		for a := range r.alts {
+			alt := &r.alts[a]
 			sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
-			for k, u := range units {
+			for k := range units {
+				u := &units[k]
 				// The allocator evaluates selectors on every device for All,
 				// and for a count on the devices not in use, in order, until
 				// it has enough: a selector error on such a device aborts.
@@ -239,9 +273,14 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 					continue
 				}
 				sf.Accepted++
-				if u.free && !taken[k] {
-					sf.Free++
-				} else if !u.free {
+				switch {
+				case u.free && !taken[k]:
+					if _, short := fits(alt, k, u); short != nil {
+						sf.Capacity = append(sf.Capacity, *short)
+					} else {
+						sf.Free++
+					}
+				case !u.free:
 					sf.Held = append(sf.Held, u.dev)
 				}
 			}
@@ -253,16 +292,31 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 				continue
 			}
 			got := 0
-			for k, u := range units {
-				if got < sf.Needed && alt.accepts[u.key] && u.free && !taken[k] {
-					if !u.shared {
-						taken[k] = true
-					}
-					if collect {
-						chosen = append(chosen, u)
-					}
-					got++
+			for k := range units {
+				u := &units[k]
+				if got >= sf.Needed || !alt.accepts[u.key] || !u.free || taken[k] {
+					continue
 				}
+				take, short := fits(alt, k, u)
+				if short != nil {
+					continue
+				}
+				if !u.shared {
+					taken[k] = true
+				} else if len(take) > 0 {
+					if allocating == nil {
+						allocating = make([][]cluster.Quantity, len(units))
+					}
+					allocating[k] = addQuantities(allocating[k], take)
+				}
+				if collect {
+					c := *u
+					if u.shared && len(take) > 0 {
+						c.take = append([]cluster.Quantity(nil), take...)
+					}
+					chosen = append(chosen, c)
+				}
+				got++
 			}
 			served = true
 			break
@@ -273,6 +327,9 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 	}
 	return chosen, nil
 }
+
+// idOf is the device's "driver/pool/device".
+func idOf(k deviceKey) string { return cluster.DeviceID(k.driver, k.pool, k.device) }
 
 // claimReason words the shortfall of a request whose every alternative
 // failed.
@@ -288,6 +345,9 @@ func claimReason(tried []ClaimShortfall) *Reason {
 			need = "needs all it accepts, at least one"
 		}
 		words[i] = fmt.Sprintf("request %s: the node offers %d device(s) of class %s, the selectors accept %d, %d free; it %s", t.Request, t.Offered, t.Class, t.Accepted, t.Free, need)
+		for j := range t.Capacity {
+			words[i] += "; " + t.Capacity[j].String()
+		}
 	}
 	detail := "claim " + sf.Claim + ", " + words[0]
 	if len(tried) > 1 {
@@ -295,7 +355,19 @@ func claimReason(tried []ClaimShortfall) *Reason {
 	}
 	unresolvable := true
 	for _, t := range tried {
-		unresolvable = unresolvable && t.Accepted < t.Needed
+		usable := t.Accepted
+		for i := range t.Capacity {
+			if t.Capacity[i].Structural() {
+				usable--
+			}
+		}
+		unresolvable = unresolvable && usable < t.Needed
+	}
+	if len(sf.Capacity) > 0 && sf.Free+len(sf.Capacity) >= sf.Needed {
+		// Devices are there and free, but their capacity refuses.
+		c := sf.Capacity[0]
+		return &Reason{Code: ClaimCapacityInsufficient, Resource: c.Capacity, Requested: int64(c.Requested), Free: int64(c.Free), Capacity: int64(c.Total),
+			Unresolvable: unresolvable, Detail: detail, Claim: &sf}
 	}
 	return &Reason{Code: ClaimUnallocatable, Resource: sf.Class, Requested: int64(sf.Needed), Free: int64(sf.Free), Capacity: int64(sf.Accepted),
 		Unit: "devices", Unresolvable: unresolvable, Detail: detail, Claim: &sf}
@@ -339,6 +411,7 @@ func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason)
 				share.Memory = p.Memory
 			}
 		}
+		share.Consumed = u.take
 		a.Devices = append(a.Devices, share)
 	}
 	return a, nil
