@@ -35,6 +35,10 @@ type DRAGPU struct {
 	Shared bool
 	// Taints are the device's taints.
 	Taints []resourcev1.DeviceTaint
+	// MemoryPolicy is the request policy of the whole GPU's memory
+	// capacity (DRAConsumableCapacity), for a Shared GPU whose claims
+	// share it by memory.
+	MemoryPolicy *resourcev1.CapacityRequestPolicy
 }
 
 // DRAMIG is one MIG device: its profile, NVML's GPU instance profile ID,
@@ -82,6 +86,11 @@ func NVIDIASlice(node string, gpus ...DRAGPU) *resourcev1.ResourceSlice {
 				},
 				Capacity: memory(g.MemoryMiB),
 				Taints:   g.Taints,
+			}
+			if g.MemoryPolicy != nil {
+				c := d.Capacity["memory"]
+				c.RequestPolicy = g.MemoryPolicy
+				d.Capacity["memory"] = c
 			}
 			if g.Shared {
 				d.AllowMultipleAllocations = ptr.To(true)
