@@ -833,7 +833,9 @@ func deviceCapacities(in map[resourcev1.QualifiedName]resourcev1.DeviceCapacity)
 
 // capacityQuantity is a Kubernetes quantity in whole units, rounded up as the
 // allocator's integer arithmetic reads it (Value).
-func capacityQuantity(q resource.Quantity) cluster.Quantity { return cluster.Quantity(max(q.Value(), 0)) }
+func capacityQuantity(q resource.Quantity) cluster.Quantity {
+	return cluster.Quantity(max(q.Value(), 0))
+}
 
 func quantityPtr(q *resource.Quantity) *cluster.Quantity {
 	if q == nil {
