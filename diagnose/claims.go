@@ -41,6 +41,9 @@ type ClaimFacts struct {
 	// SelectorError is the first such error, by device.
 	SelectorErrors int    `json:"selectorErrors,omitempty"`
 	SelectorError  string `json:"selectorError,omitempty"`
+	// Capacity is, when devices' consumable capacity refuses the request,
+	// the roomiest such device with what it has and who holds it.
+	Capacity []CapacityFacts `json:"capacity,omitempty"`
 }
 
 // ProductCount is how many devices of a product a class offers.
@@ -101,7 +104,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			}
 			continue
 		}
-		if r == nil || r.Code != placement.ClaimUnallocatable || len(v.now) > 1 {
+		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCapacityInsufficient) || len(v.now) > 1 {
 			continue // CPU, memory or pods short too
 		}
 		claimK = append(claimK, k)
@@ -133,6 +136,11 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			"the selector's intent is the workload's; the error names the selector and the device")
 	case len(fitsNow) > 0:
 		e.fitsNow(f, fitsNow)
+	case len(allocK) > 0 && byCapacity(allocK, verdicts):
+		e.claimCapacity(f, p, allocK, verdicts, Allocation)
+		if len(placeK) > 0 {
+			f.Also = []Cause{Placement}
+		}
 	case len(allocK) > 0:
 		e.claimAllocation(f, p, allocK, verdicts)
 		if len(placeK) > 0 {
@@ -140,6 +148,8 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 		}
 	case len(placeK) > 0:
 		e.placement(f, p, placeK, verdicts, false)
+	case len(claimK) > 0 && byCapacity(claimK, verdicts):
+		e.claimCapacity(f, p, claimK, verdicts, Placement)
 	case len(claimK) > 0:
 		e.claimPlacement(f, p, claimK, verdicts)
 	default:
@@ -159,7 +169,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 func claimOf(rs []placement.Reason) *placement.Reason {
 	for i := range rs {
 		switch rs[i].Code {
-		case placement.ClaimUnallocatable, placement.ClaimSelectorError, placement.ClaimNotFound:
+		case placement.ClaimUnallocatable, placement.ClaimCapacityInsufficient, placement.ClaimSelectorError, placement.ClaimNotFound:
 			return &rs[i]
 		}
 	}
@@ -447,6 +457,11 @@ const ClaimSpec RemedyKind = "claim-spec"
 // claimSpecRemedy patches field (under the request, or its alternative)
 // of the pod's claim, or of its template when the claim is made from one.
 func (e *engine) claimSpecRemedy(p *cluster.Pod, cf ClaimFacts, field string, value any) Remedy {
+	return e.claimSpecPatch(p, cf, "replace", field, value)
+}
+
+// claimSpecPatch is claimSpecRemedy with the JSON patch's operation.
+func (e *engine) claimSpecPatch(p *cluster.Pod, cf ClaimFacts, op, field string, value any) Remedy {
 	var claim cluster.Claim
 	for _, c := range p.Claims {
 		if cmp.Or(c.Name, c.PodClaim) == cf.Claim {
@@ -476,7 +491,7 @@ func (e *engine) claimSpecRemedy(p *cluster.Pod, cf ClaimFacts, field string, va
 	if path == "" || target.Name == "" {
 		return Remedy{Kind: Advice, Note: "the snapshot does not name the claim's object"}
 	}
-	patch := patchOf(JSONPatch, []patchOp{{Op: "replace", Path: path, Value: value}})
+	patch := patchOf(JSONPatch, []patchOp{{Op: op, Path: path, Value: value}})
 	kind := strings.ToLower(target.Kind)
 	return Remedy{Kind: ClaimSpec, Targets: []Object{target}, Patch: patch, Note: note, Commands: []string{
 		commandLine("kubectl", "get", kind, "-n", target.Namespace, target.Name, "-o", "yaml") + " | " +
