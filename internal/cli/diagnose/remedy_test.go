@@ -339,6 +339,12 @@ func checkClaimPatch(t *testing.T, p *cluster.Pod, r diagnose.Remedy) {
 			for _, sel := range r.Selectors {
 				e.Selectors = append(e.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: sel}})
 			}
+			for name, q := range r.Capacity {
+				if e.Capacity == nil {
+					e.Capacity = &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{}}
+				}
+				e.Capacity.Requests[resourcev1.QualifiedName(name)] = resource.MustParse(q.String())
+			}
 			return e
 		}
 		dr := resourcev1.DeviceRequest{Name: cr.Name}
