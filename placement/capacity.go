@@ -62,10 +62,13 @@ func (c *CapacityShortfall) String() string {
 // valid value); the result must be allowed by the policy and fit what is
 // left. take is appended to; the shortfall is the first capacity, by name,
 // that refuses.
-func capacityTake(caps []cluster.DeviceCapacity, used, allocating []cluster.Quantity, req map[string]cluster.Quantity, take []cluster.Quantity) ([]cluster.Quantity, *CapacityShortfall) {
+//
+// Only a refusal's words are built (explain); ok is false when the device
+// refuses.
+func capacityTake(caps []cluster.DeviceCapacity, used, allocating []cluster.Quantity, req map[string]cluster.Quantity, take []cluster.Quantity, explain bool) ([]cluster.Quantity, CapacityShortfall, bool) {
 	for name, q := range req {
 		if !hasCapacity(caps, name) {
-			return nil, &CapacityShortfall{Capacity: name, Asked: q, Requested: q, Refusal: "the device has no capacity " + name}
+			return nil, CapacityShortfall{Capacity: name, Asked: q, Requested: q, Refusal: "the device has no capacity " + name}, false
 		}
 	}
 	for i := range caps {
@@ -73,23 +76,27 @@ func capacityTake(caps []cluster.DeviceCapacity, used, allocating []cluster.Quan
 		asked, ok := req[c.Name]
 		amount, err := consumedBy(c, asked, ok)
 		if err != nil {
-			return nil, &CapacityShortfall{Capacity: c.Name, Asked: asked, Requested: asked, Total: c.Value, Refusal: err.Error()}
+			return nil, CapacityShortfall{Capacity: c.Name, Asked: asked, Requested: asked, Total: c.Value, Refusal: err.Error()}, false
 		}
 		take = append(take, amount)
 	}
 	for i := range caps {
 		c := &caps[i]
 		held := at(used, i) + at(allocating, i)
-		sf := &CapacityShortfall{Capacity: c.Name, Asked: req[c.Name], Requested: take[i], Free: max(c.Value-held, 0), Total: c.Value}
-		if why := violates(c.Policy, take[i]); why != "" {
-			sf.Refusal = why
-			return nil, sf
+		sf := CapacityShortfall{Capacity: c.Name, Asked: req[c.Name], Requested: take[i], Free: max(c.Value-held, 0), Total: c.Value}
+		if violated(c.Policy, take[i]) {
+			if explain {
+				sf.Refusal = violates(c.Policy, take[i])
+			} else {
+				sf.Refusal = "violates the request policy"
+			}
+			return nil, sf, false
 		}
 		if take[i] > c.Value-held {
-			return nil, sf
+			return nil, sf, false
 		}
 	}
-	return take, nil
+	return take, CapacityShortfall{}, true
 }
 
 func hasCapacity(caps []cluster.DeviceCapacity, name string) bool {
@@ -143,6 +150,25 @@ func consumedBy(c *cluster.DeviceCapacity, asked cluster.Quantity, requested boo
 		}
 	}
 	return asked, nil
+}
+
+// violated reports whether the policy refuses the amount, as violates
+// says why, without words.
+func violated(p *cluster.CapacityPolicy, v cluster.Quantity) bool {
+	switch {
+	case p == nil, p.Default != nil && v == *p.Default:
+		return false
+	case p.Min != nil:
+		return (p.Max != nil && v > *p.Max) || (p.Step != nil && *p.Step > 0 && (v-*p.Min)%*p.Step != 0)
+	case len(p.ValidValues) > 0:
+		for _, x := range p.ValidValues {
+			if x == v {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // violates says why the policy does not allow the amount (upstream

@@ -75,9 +75,9 @@ func TestCapacityTake(t *testing.T) {
 			if tc.used > 0 {
 				used = []cluster.Quantity{tc.used}
 			}
-			take, short := capacityTake(tc.caps, used, nil, tc.req, nil)
+			take, short, ok := capacityTake(tc.caps, used, nil, tc.req, nil, true)
 			if tc.short {
-				if short == nil {
+				if ok {
 					t.Fatalf("takes %v, want a shortfall", take)
 				}
 				if !strings.Contains(short.Refusal, tc.refusal) || (tc.refusal == "" && short.Refusal != "") || short.Free != tc.free && tc.refusal == "" {
@@ -85,8 +85,8 @@ func TestCapacityTake(t *testing.T) {
 				}
 				return
 			}
-			if short != nil {
-				t.Fatalf("shortfall %+v (%s), want it to fit", short, short)
+			if !ok {
+				t.Fatalf("shortfall %+v (%s), want it to fit", short, short.String())
 			}
 			if tc.take < 0 {
 				if len(take) != 0 {
@@ -242,5 +242,26 @@ func TestStatesCountConsumedCapacity(t *testing.T) {
 	other.GPUs[0].Consumed = addQuantities(other.GPUs[0].Consumed, []cluster.Quantity{gi})
 	if string(states[0].AppendKey(nil)) == string(other.AppendKey(nil)) {
 		t.Error("states that differ in consumed capacity have the same key")
+	}
+}
+
+// BenchmarkFitsClaimsCapacity is Fits on a pod whose claim asks 30Gi of
+// memory of 8 shared DRA GPUs, each half taken, with a request policy.
+func BenchmarkFitsClaimsCapacity(b *testing.B) {
+	policy := &cluster.CapacityPolicy{Default: qp(10 * gi), Min: qp(10 * gi), Step: qp(10 * gi)}
+	n := makeNode("n").gpus("H100-80GB", 8, cluster.Exclusive, 0).dra(0, "gpu").
+		sharedCap(0, cluster.DeviceCapacity{Name: "memory", Value: 80 * gi, Policy: policy}).obj()
+	s := NewNodeState(n)
+	for i := range s.GPUs {
+		s.GPUs[i].Consumed = []cluster.Quantity{60 * gi}
+	}
+	s.GPUs[7].Consumed = []cluster.Quantity{40 * gi}
+	d := demand(b, makePod("p").claim("c", withCapacity(exact("gpu", "gpu", 1, "gpu-0", "gpu-3", "gpu-7"), "memory", 25*gi)).obj())
+	if !Fits(d, s) {
+		b.Fatal("the pod does not fit gpu-7")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Fits(d, s)
 	}
 }

@@ -238,21 +238,21 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 	var takeBuf [4]cluster.Quantity
 	// fits judges the unit's capacity for the alternative: nil when the
 	// request and the device have none (MIG slices are not judged).
-	fits := func(alt *claimAlt, k int, u *draUnit) ([]cluster.Quantity, *CapacityShortfall) {
+	fits := func(alt *claimAlt, k int, u *draUnit) ([]cluster.Quantity, CapacityShortfall, bool) {
 		if u.dev.Slice >= 0 || (len(u.caps) == 0 && len(alt.capacity) == 0) {
-			return nil, nil
+			return nil, CapacityShortfall{}, true
 		}
 		var alloc []cluster.Quantity
 		if allocating != nil {
 			alloc = allocating[k]
 		}
-		take, short := capacityTake(u.caps, u.used, alloc, alt.capacity, takeBuf[:0])
-		if short != nil {
+		take, short, ok := capacityTake(u.caps, u.used, alloc, alt.capacity, takeBuf[:0], collect)
+		if !ok && collect {
 			short.Device, short.At = idOf(u.key), u.dev
 		}
-		return take, short
+		return take, short, ok
 	}
-	for _, r := range cd.requests {
+	for ri, r := range cd.requests {
 		var tried []ClaimShortfall
 		served := false
 		for a := range r.alts {
@@ -275,8 +275,10 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 				sf.Accepted++
 				switch {
 				case u.free && !taken[k]:
-					if _, short := fits(alt, k, u); short != nil {
-						sf.Capacity = append(sf.Capacity, *short)
+					if _, short, ok := fits(alt, k, u); !ok {
+						if collect { // Fits asks only whether it fits
+							sf.Capacity = append(sf.Capacity, short)
+						}
 					} else {
 						sf.Free++
 					}
@@ -297,13 +299,14 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 				if got >= sf.Needed || !alt.accepts[u.key] || !u.free || taken[k] {
 					continue
 				}
-				take, short := fits(alt, k, u)
-				if short != nil {
+				take, _, ok := fits(alt, k, u)
+				if !ok {
 					continue
 				}
 				if !u.shared {
 					taken[k] = true
-				} else if len(take) > 0 {
+				} else if len(take) > 0 && ri < len(cd.requests)-1 {
+					// Later requests of the pod see what this one takes.
 					if allocating == nil {
 						allocating = make([][]cluster.Quantity, len(units))
 					}
