@@ -1,19 +1,15 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/gpupack/gpupack/internal/testcluster"
 )
@@ -57,54 +53,14 @@ func TestDRACapacityPacksTighterThanStock(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		pod := func(name, template string) *corev1.Pod {
-			cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi")}
-			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{
-				SchedulerName:  scheduler,
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)}},
-				Containers: []corev1.Container{{Name: "main", Image: "example.invalid/app",
-					Resources: corev1.ResourceRequirements{Requests: cpu, Limits: cpu, Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
-				Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists}},
-			}}
-		}
+		var small, big []*corev1.Pod
 		for i := range 8 {
-			name := fmt.Sprintf("small-%d", i)
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(name, "small"), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-				if err := sched.Exited(); err != nil {
-					return false, err
-				}
-				p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-				return err == nil && p.Spec.NodeName != "", err
-			})
-			if err != nil {
-				t.Fatalf("%s: %s not bound: %v", scheduler, name, err)
-			}
+			small = append(small, claimPod(ns, scheduler, fmt.Sprintf("small-%d", i), "small"))
 		}
 		for i := range 2 {
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(fmt.Sprintf("big-%d", i), "big"), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			big = append(big, claimPod(ns, scheduler, fmt.Sprintf("big-%d", i), "big"))
 		}
-		var pods []corev1.Pod
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err
-			}
-			pods = list.Items
-			for i := range pods {
-				if p := &pods[i]; p.Spec.NodeName == "" && !unschedulable(p) {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("%s: big pods neither bound nor unschedulable: %v", scheduler, err)
-		}
+		pods := runStorm(t, cs, sched, scheduler, small, big)
 		for _, p := range pods {
 			if p.Spec.NodeName != "" && p.Name[:3] == "big" {
 				bigBound[scheduler]++
@@ -112,17 +68,7 @@ func TestDRACapacityPacksTighterThanStock(t *testing.T) {
 		}
 		used := checkCapacityNotOverAllocated(t, cs, ns, resource.MustParse("80Gi"))
 		t.Logf("%s: memory taken per GPU %v; %d of 2 big pods bound", scheduler, used, bigBound[scheduler])
-		zero := int64(0)
-		if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			claims, err := cs.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(claims.Items) == 0, err
-		})
-		if err != nil {
-			t.Fatalf("%s: the run's claims were not deleted with its pods: %v", scheduler, err)
-		}
+		clearRun(t, cs, ns)
 	}
 	if bigBound[schedulerName] != 2 || bigBound[corev1.DefaultSchedulerName] >= bigBound[schedulerName] {
 		t.Errorf("80Gi pods bound: gpupack-scheduler %d, stock %d; want 2 and fewer", bigBound[schedulerName], bigBound[corev1.DefaultSchedulerName])

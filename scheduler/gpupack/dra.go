@@ -41,28 +41,8 @@ type draNode struct{ total, free int }
 // Requests for all devices of a class (allocationMode All) count nothing:
 // they fill whatever node they land on.
 func draNeed(pod *v1.Pod, claims fwk.ResourceClaimTracker) int {
-	if len(pod.Spec.ResourceClaims) == 0 || claims == nil {
-		return 0
-	}
-	names := map[string]string{}
-	for _, s := range pod.Status.ResourceClaimStatuses {
-		if s.ResourceClaimName != nil {
-			names[s.Name] = *s.ResourceClaimName
-		}
-	}
 	need := 0
-	for _, pc := range pod.Spec.ResourceClaims {
-		name := names[pc.Name]
-		if pc.ResourceClaimName != nil {
-			name = *pc.ResourceClaimName
-		}
-		if name == "" {
-			continue
-		}
-		c, err := claims.Get(pod.Namespace, name)
-		if err != nil || c.Status.Allocation != nil {
-			continue
-		}
+	for _, c := range podClaims(pod, claims) {
 		for _, r := range c.Spec.Devices.Requests {
 			switch {
 			case r.Exactly != nil && r.Exactly.AllocationMode != resourceapi.DeviceAllocationModeAll:
@@ -80,7 +60,7 @@ func draNeed(pod *v1.Pod, claims fwk.ResourceClaimTracker) int {
 // ResourceSlices and claims (which includes the allocations of pods it has
 // assumed but not yet bound).
 func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
-	slices, err := m.ResourceSlices().ListWithDeviceTaintRules()
+	slices, err := gpuSlices(m)
 	if err != nil {
 		return nil, err
 	}
@@ -88,17 +68,8 @@ func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A pool's slices of an older generation are being replaced: only the
-	// newest generation counts, as for the allocator.
-	newest := map[string]int64{}
-	for _, s := range slices {
-		newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] = max(newest[s.Spec.Driver+"/"+s.Spec.Pool.Name], s.Spec.Pool.Generation)
-	}
 	out := map[string]draNode{}
 	for _, s := range slices {
-		if s.Spec.Driver != kube.DriverNVIDIAGPU || s.Spec.NodeName == nil || *s.Spec.NodeName == "" || s.Spec.Pool.Generation < newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
-			continue
-		}
 		n := out[*s.Spec.NodeName]
 		for _, d := range s.Spec.Devices {
 			n.total++
@@ -125,6 +96,27 @@ func (d *draDemand) score(node string) float64 {
 		return 0
 	}
 	return 1 - float64(n.free-d.need)/float64(n.total)
+}
+
+// gpuSlices are the node-local ResourceSlices of NVIDIA's GPU driver, of
+// each pool's newest generation only (older ones are being replaced), as
+// the allocator reads them.
+func gpuSlices(m fwk.SharedDRAManager) ([]*resourceapi.ResourceSlice, error) {
+	all, err := m.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, err
+	}
+	newest := map[string]int64{}
+	for _, s := range all {
+		newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] = max(newest[s.Spec.Driver+"/"+s.Spec.Pool.Name], s.Spec.Pool.Generation)
+	}
+	var out []*resourceapi.ResourceSlice
+	for _, s := range all {
+		if s.Spec.Driver == kube.DriverNVIDIAGPU && s.Spec.NodeName != nil && *s.Spec.NodeName != "" && s.Spec.Pool.Generation >= newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // draShared is a GPU device that allows multiple allocations: each
@@ -166,7 +158,7 @@ func draCapacity(pod *v1.Pod, claims fwk.ResourceClaimTracker) map[resourceapi.Q
 // podClaims are the pod's claims that the tracker holds and that are not
 // allocated yet.
 func podClaims(pod *v1.Pod, claims fwk.ResourceClaimTracker) []*resourceapi.ResourceClaim {
-	if claims == nil {
+	if len(pod.Spec.ResourceClaims) == 0 || claims == nil {
 		return nil
 	}
 	names := map[string]string{}
@@ -195,7 +187,7 @@ func podClaims(pod *v1.Pod, claims fwk.ResourceClaimTracker) []*resourceapi.Reso
 // allocations, with their capacities and what the allocated claims
 // (assumed ones included) consume of them.
 func draSharedDevices(m fwk.SharedDRAManager) (map[string][]draShared, error) {
-	slices, err := m.ResourceSlices().ListWithDeviceTaintRules()
+	slices, err := gpuSlices(m)
 	if err != nil {
 		return nil, err
 	}
@@ -203,15 +195,8 @@ func draSharedDevices(m fwk.SharedDRAManager) (map[string][]draShared, error) {
 	if err != nil {
 		return nil, err
 	}
-	newest := map[string]int64{}
-	for _, s := range slices {
-		newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] = max(newest[s.Spec.Driver+"/"+s.Spec.Pool.Name], s.Spec.Pool.Generation)
-	}
 	out := map[string][]draShared{}
 	for _, s := range slices {
-		if s.Spec.Driver != kube.DriverNVIDIAGPU || s.Spec.NodeName == nil || *s.Spec.NodeName == "" || s.Spec.Pool.Generation < newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
-			continue
-		}
 		for _, d := range s.Spec.Devices {
 			if d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations || len(d.Capacity) == 0 {
 				continue
