@@ -1,17 +1,11 @@
 package planout_test
 
 import (
-	"context"
-	"os"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/testcluster"
-	"github.com/gpupack/gpupack/plan"
-	"github.com/gpupack/gpupack/usage"
 )
 
 // TestDRACapacityClaimsAccepted creates the shared ResourceClaims that the
@@ -22,25 +16,7 @@ func TestDRACapacityClaimsAccepted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real kube-apiserver")
 	}
-	read := func(name string) []byte {
-		b, err := os.ReadFile("../cli/plan/testdata/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	s, err := cluster.ParseFile(read("dracapacity.cluster.yaml"), "dracapacity.cluster.yaml", gpu.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := usage.ParseFacts(read("dra.usage.yaml"), "dra.usage.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := plan.Make(context.Background(), s, u, plan.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := draPlanOf(t, "dracapacity.cluster.yaml")
 	c := testcluster.Start(t, testcluster.Options{})
 	claims := c.Client().ResourceV1()
 	namespaces := map[string]bool{}
