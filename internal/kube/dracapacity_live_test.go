@@ -11,12 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/kube"
 	"github.com/gpupack/gpupack/internal/testcluster"
-	"github.com/gpupack/gpupack/placement"
 )
 
 // TestLiveDRACapacity shares one H100 by memory (DRAConsumableCapacity: the
@@ -102,21 +100,7 @@ func TestLiveDRACapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	states, _, err := placement.States(loaded.Snapshot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fit *cluster.Pod
-	for _, p := range loaded.Snapshot.Pods {
-		if p.Name == "fit" {
-			fit = p
-		}
-	}
-	d, err := placement.NewDemand(fit, loaded.Snapshot.Catalogue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, reasons := placement.Fit(d, states[0])
+	a, reasons := fitFirstNode(t, loaded.Snapshot, "fit")
 	if len(reasons) > 0 || len(a.Devices) != 1 || len(a.Devices[0].Consumed) != 1 {
 		t.Fatalf("gpupack: fit takes %+v, reasons %v; want 10Gi of the device's memory", a.Devices, reasons)
 	}

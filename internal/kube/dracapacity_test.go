@@ -91,21 +91,7 @@ func TestCapacityAgreesWithAllocator(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					states, _, err := placement.States(st.Snapshot)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var pending *cluster.Pod
-					for _, p := range st.Snapshot.Pods {
-						if p.Name == "new" {
-							pending = p
-						}
-					}
-					d, err := placement.NewDemand(pending, st.Snapshot.Catalogue)
-					if err != nil {
-						t.Fatal(err)
-					}
-					a, reasons := placement.Fit(d, states[0])
+					a, reasons := fitFirstNode(t, st.Snapshot, "new")
 					if fits := len(reasons) == 0; fits != (results != nil) {
 						t.Fatalf("gpupack fits: %v (%v); the allocator: %v", fits, reasons, results)
 					}
@@ -123,6 +109,27 @@ func TestCapacityAgreesWithAllocator(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fitFirstNode is placement.Fit of the named pod of the snapshot on its
+// first node, as it stands.
+func fitFirstNode(t *testing.T, s *cluster.Snapshot, pod string) (placement.Assignment, []placement.Reason) {
+	t.Helper()
+	states, _, err := placement.States(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.Pods {
+		if p.Name == pod {
+			d, err := placement.NewDemand(p, s.Catalogue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return placement.Fit(d, states[0])
+		}
+	}
+	t.Fatalf("no pod %s in the snapshot", pod)
+	return placement.Assignment{}, nil
 }
 
 // TestBuildDRACapacity: the loader reads a device's capacities with their
