@@ -42,6 +42,21 @@ type DRADevice struct {
 	// (DRADeviceTaints), from the ResourceSlice and from DeviceTaintRules,
 	// each naming its device.
 	Taints []DeviceTaint `json:"taints,omitempty"`
+	// Capacity are the whole device's capacities (device.capacity), by
+	// name, with their request policies; claims' capacity requests are
+	// judged against them, and a shared device's claims consume them.
+	Capacity []DeviceCapacity `json:"capacity,omitempty"`
+}
+
+// CapacityIndex is the index of the named capacity in Capacity, -1 when
+// the device has none of that name.
+func (d *DRADevice) CapacityIndex(name string) int {
+	for i := range d.Capacity {
+		if d.Capacity[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // Names lists the DRA device names behind the GPU: the whole device, the
@@ -96,6 +111,9 @@ type ClaimRequest struct {
 	Selectors []string `json:"selectors,omitempty"`
 	// Tolerations are the device taints the request tolerates.
 	Tolerations []DeviceToleration `json:"tolerations,omitempty"`
+	// Capacity is the request's capacity.requests (DRAConsumableCapacity):
+	// how much of each named capacity of a device it asks for.
+	Capacity map[string]Quantity `json:"capacity,omitempty"`
 	// FirstAvailable are the alternatives, in order of preference, each
 	// with its own device class, count and selectors.
 	FirstAvailable []ClaimRequest `json:"firstAvailable,omitempty"`

@@ -44,6 +44,9 @@ func checkDRADevice(d *DRADevice, count int, sharing Sharing, slices int) error 
 	if err := checkPartitions(d); err != nil {
 		return err
 	}
+	if err := checkCapacities(d.Capacity); err != nil {
+		return err
+	}
 	for i, name := range d.Names() {
 		if name == "" || strings.ContainsAny(name, "/ \t\n") {
 			return fmt.Errorf("device name %d: %q is not a DRA device name (no slash or space, not empty)", i, name)
@@ -70,10 +73,8 @@ func checkClaim(c *Claim) error {
 			return fmt.Errorf("allocated[%d]: driver, pool and device are all needed; got %q", i, d.ID())
 		}
 		for name, q := range d.ConsumedCapacity {
-			if _, err := ParseMemory(q); err != nil {
-				if _, err := ParseCPU(q); err != nil {
-					return fmt.Errorf("allocated[%d].consumedCapacity.%s: %q is not a quantity such as 10Gi or 4", i, name, q)
-				}
+			if _, err := ParseQuantity(q); err != nil {
+				return fmt.Errorf("allocated[%d].consumedCapacity.%s: %w", i, name, err)
 			}
 		}
 	}
@@ -97,8 +98,8 @@ func checkClaimRequest(r *ClaimRequest, top bool) error {
 		if !top {
 			return fmt.Errorf("firstAvailable: alternatives cannot nest")
 		}
-		if r.DeviceClass != "" || r.Count != 0 || r.All || len(r.Selectors) > 0 || len(r.Tolerations) > 0 || r.Evaluated || len(r.Accepts) > 0 || len(r.SelectorErrors) > 0 {
-			return fmt.Errorf("firstAvailable: a request with alternatives has no deviceClass, count, all, selectors, tolerations or evaluation of its own (each alternative has them)")
+		if r.DeviceClass != "" || r.Count != 0 || r.All || len(r.Selectors) > 0 || len(r.Tolerations) > 0 || len(r.Capacity) > 0 || r.Evaluated || len(r.Accepts) > 0 || len(r.SelectorErrors) > 0 {
+			return fmt.Errorf("firstAvailable: a request with alternatives has no deviceClass, count, all, selectors, tolerations, capacity or evaluation of its own (each alternative has them)")
 		}
 		for i := range r.FirstAvailable {
 			if err := checkClaimRequest(&r.FirstAvailable[i], false); err != nil {

@@ -51,6 +51,9 @@ type ClaimFacts struct {
 	// nodes of the finding's evidence.
 	Tainted int             `json:"tainted,omitempty"`
 	Taints  []TaintedDevice `json:"taints,omitempty"`
+	// Capacity is, when devices' consumable capacity refuses the request,
+	// the roomiest such device with what it has and who holds it.
+	Capacity []CapacityFacts `json:"capacity,omitempty"`
 }
 
 // ProductCount is how many devices of a product a class offers.
@@ -124,7 +127,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			}
 			continue
 		}
-		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted) || len(v.now) > 1 {
+		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted && r.Code != placement.ClaimCapacityInsufficient) || len(v.now) > 1 {
 			continue // CPU, memory or pods short too
 		}
 		claimK = append(claimK, k)
@@ -156,6 +159,11 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			"the selector's intent is the workload's; the error names the selector and the device")
 	case len(fitsNow) > 0:
 		e.fitsNow(f, fitsNow)
+	case len(allocK) > 0 && byCapacity(allocK, verdicts):
+		e.claimCapacity(f, p, allocK, verdicts, Allocation)
+		if len(placeK) > 0 {
+			f.Also = []Cause{Placement}
+		}
 	case len(allocK) > 0:
 		e.claimAllocation(f, p, allocK, verdicts)
 		if len(placeK)+len(taintK) > 0 {
@@ -165,6 +173,8 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 		e.claimTaint(f, p, taintK, verdicts)
 	case len(placeK) > 0:
 		e.placement(f, p, placeK, verdicts, false)
+	case len(claimK) > 0 && byCapacity(claimK, verdicts):
+		e.claimCapacity(f, p, claimK, verdicts, Placement)
 	case len(claimK) > 0:
 		e.claimPlacement(f, p, claimK, verdicts)
 	default:
@@ -184,7 +194,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 func claimOf(rs []placement.Reason) *placement.Reason {
 	for i := range rs {
 		switch rs[i].Code {
-		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated:
+		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimCapacityInsufficient, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated:
 			return &rs[i]
 		}
 	}

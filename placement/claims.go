@@ -37,7 +37,11 @@ type ClaimShortfall struct {
 	Counter *CounterShortfall `json:",omitempty"`
 	// Untolerated are the accepted devices of the node that no pod holds
 	// but that a taint keeps from the request (not counted in Free).
-	Untolerated  []UntoleratedDevice `json:",omitempty"`
+	Untolerated []UntoleratedDevice `json:",omitempty"`
+	// Capacity are the accepted devices, free or shared, that refuse the
+	// request by their capacity (DRAConsumableCapacity), one shortfall
+	// each; they are not counted Free.
+	Capacity     []CapacityShortfall `json:",omitempty"`
 	Alternatives []ClaimShortfall    `json:",omitempty"`
 }
 
@@ -75,6 +79,8 @@ type claimAlt struct {
 	errors  map[deviceKey]string
 	// tolerations are the request's tolerations of device taints.
 	tolerations []cluster.DeviceToleration
+	// capacity is the request's capacity requests, by capacity name.
+	capacity map[string]cluster.Quantity
 }
 
 // deviceKey is a DeviceID in parts, so that a node's devices are looked up
@@ -123,7 +129,7 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 			}
 			cr := claimRequest{claim: name}
 			for _, alt := range r.Alternatives() {
-				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts)), tolerations: alt.Tolerations}
+				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts)), tolerations: alt.Tolerations, capacity: alt.Capacity}
 				if len(r.FirstAvailable) > 0 {
 					a.name = r.Name + "/" + alt.Name
 				}
@@ -196,6 +202,12 @@ type draUnit struct {
 	// taints are the taints of the unit's GPU; those of this device name
 	// it (key.device).
 	taints []cluster.DeviceTaint
+	// caps and used are a whole device's capacities and what its
+	// allocations hold of them; take is what the pod's request takes of
+	// them, in a chosen unit.
+	caps []cluster.DeviceCapacity
+	used []cluster.Quantity
+	take []cluster.Quantity
 }
 
 // untolerated is the taint that keeps the device from the request, if
@@ -226,7 +238,7 @@ func draUnits(s *NodeState, out []draUnit) []draUnit {
 				free = !wholeHeld(st)
 			}
 			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, g.DRA.Device}, class: g.DRA.Classes,
-				free: free, shared: g.DRA.Shared, uses: g.DRA.Consumes, taints: g.DRA.Taints})
+				free: free, shared: g.DRA.Shared, uses: g.DRA.Consumes, taints: g.DRA.Taints, caps: g.DRA.Capacity, used: st.Consumed})
 		}
 		for j := range g.DRA.Partitions {
 			p := &g.DRA.Partitions[j]
@@ -278,7 +290,28 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 			break
 		}
 	}
-	for _, r := range cd.requests {
+	// allocating is what the pod's earlier requests take of shared
+	// devices' capacities, by unit; nil until one does.
+	var allocating [][]cluster.Quantity
+	var takeBuf [4]cluster.Quantity
+	// fits judges the unit's capacity for the alternative: nil when the
+	// request and the device have none (MIG slices and partitions are not
+	// judged).
+	fits := func(alt *claimAlt, k int, u *draUnit) ([]cluster.Quantity, CapacityShortfall, bool) {
+		if u.dev.Slice >= 0 || (len(u.caps) == 0 && len(alt.capacity) == 0) {
+			return nil, CapacityShortfall{}, true
+		}
+		var alloc []cluster.Quantity
+		if allocating != nil {
+			alloc = allocating[k]
+		}
+		take, short, ok := capacityTake(u.caps, u.used, alloc, alt.capacity, takeBuf[:0], collect)
+		if !ok && collect {
+			short.Device, short.At = idOf(u.key), u.dev
+		}
+		return take, short, ok
+	}
+	for ri, r := range cd.requests {
 		var tried []ClaimShortfall
 		served := false
 		for a := range r.alts {
@@ -294,7 +327,8 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 				}
 				return left.of(s, gpu)
 			}
-			for k, u := range units {
+			for k := range units {
+				u := &units[k]
 				// The allocator evaluates selectors on every device for All,
 				// and for a count on the devices not in use, in order, until
 				// it has enough: a selector error on such a device aborts.
@@ -320,6 +354,12 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 						tally.add(u.dev.GPU, set, counter, needed, left)
 					})
 				default:
+					if _, short, ok := fits(alt, k, u); !ok {
+						if collect { // Fits asks only whether it fits
+							sf.Capacity = append(sf.Capacity, short)
+						}
+						break
+					}
 					sf.Free++
 					if len(u.uses) > 0 {
 						if _, ok := scratch[u.dev.GPU]; !ok {
@@ -349,18 +389,31 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 				if _, blocked := u.untolerated(alt); blocked {
 					continue
 				}
+				if len(u.uses) > 0 && !left.of(s, u.dev.GPU).fits(u.uses) {
+					continue
+				}
+				take, _, ok := fits(alt, k, u)
+				if !ok {
+					continue
+				}
 				if len(u.uses) > 0 {
-					l := left.of(s, u.dev.GPU)
-					if !l.fits(u.uses) {
-						continue
-					}
-					l.take(u.uses)
+					left.of(s, u.dev.GPU).take(u.uses)
 				}
 				if !u.shared {
 					taken[k] = true
+				} else if len(take) > 0 && ri < len(cd.requests)-1 {
+					// Later requests of the pod see what this one takes.
+					if allocating == nil {
+						allocating = make([][]cluster.Quantity, len(units))
+					}
+					allocating[k] = addQuantities(allocating[k], take)
 				}
 				if collect {
-					chosen = append(chosen, *u)
+					c := *u
+					if u.shared && len(take) > 0 {
+						c.take = append([]cluster.Quantity(nil), take...)
+					}
+					chosen = append(chosen, c)
 				}
 				got++
 			}
@@ -373,6 +426,9 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 	}
 	return chosen, nil
 }
+
+// idOf is the device's "driver/pool/device".
+func idOf(k deviceKey) string { return cluster.DeviceID(k.driver, k.pool, k.device) }
 
 // claimReason words the shortfall of a request whose every alternative
 // failed.
@@ -392,6 +448,9 @@ func claimReason(tried []ClaimShortfall) *Reason {
 			tainted = fmt.Sprintf(" (%d more not held but tainted: %s)", len(t.Untolerated), t.Untolerated[0].words())
 		}
 		words[i] = fmt.Sprintf("request %s: the node offers %d device(s) of class %s, the selectors accept %d, %d free%s; it %s", t.Request, t.Offered, t.Class, t.Accepted, t.Free, tainted, need)
+		for j := range t.Capacity {
+			words[i] += "; " + t.Capacity[j].String()
+		}
 	}
 	detail := "claim " + sf.Claim + ", " + words[0]
 	if len(tried) > 1 {
@@ -415,7 +474,19 @@ func claimReason(tried []ClaimShortfall) *Reason {
 	}
 	unresolvable := true
 	for _, t := range tried {
-		unresolvable = unresolvable && t.Accepted < t.Needed
+		usable := t.Accepted
+		for i := range t.Capacity {
+			if t.Capacity[i].Structural() {
+				usable--
+			}
+		}
+		unresolvable = unresolvable && usable < t.Needed
+	}
+	if len(sf.Capacity) > 0 && sf.Free+len(sf.Capacity) >= sf.Needed {
+		// Devices are there and free, but their capacity refuses.
+		c := sf.Capacity[0]
+		return &Reason{Code: ClaimCapacityInsufficient, Resource: c.Capacity, Requested: int64(c.Requested), Free: int64(c.Free), Capacity: int64(c.Total),
+			Unresolvable: unresolvable, Detail: detail, Claim: &sf}
 	}
 	code := ClaimUnallocatable
 	if c := sf.Counter; c != nil {
@@ -477,6 +548,7 @@ func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason)
 				share.Memory = p.Memory
 			}
 		}
+		share.Consumed = u.take
 		a.Devices = append(a.Devices, share)
 	}
 	return a, nil

@@ -52,6 +52,13 @@ const (
 	// NoSchedule or NoExecute device taint that the request does not
 	// tolerate keeps enough of them from it (Claim.Untolerated names them).
 	ClaimTaintNotTolerated Code = "ClaimTaintNotTolerated"
+	// ClaimCapacityInsufficient: devices that a request's class and
+	// selectors accept are free or shared, but their consumable capacity
+	// (DRAConsumableCapacity) refuses what it asks: too little is left, or
+	// the device's request policy does not allow the amount (Resource:
+	// the capacity; Requested, Free, Capacity: of the first such device,
+	// in the capacity's unit; Claim.Capacity has each device).
+	ClaimCapacityInsufficient Code = "ClaimCapacityInsufficient"
 	// ClaimNotFound: a ResourceClaim of the pod (or its template) does not
 	// exist.
 	ClaimNotFound Code = "ClaimNotFound"
@@ -113,7 +120,7 @@ func (r Reason) Message() string {
 		return "node(s) didn't match pod anti-affinity rules"
 	case ExistingAntiAffinity:
 		return "node(s) didn't satisfy existing pods anti-affinity rules"
-	case ClaimUnallocatable, ClaimCounterExhausted, ClaimTaintNotTolerated:
+	case ClaimUnallocatable, ClaimCounterExhausted, ClaimTaintNotTolerated, ClaimCapacityInsufficient:
 		// The dynamicresources filter's words (kube-scheduler v1.37.2,
 		// pkg/scheduler/framework/plugins/dynamicresources, Filter).
 		return "cannot allocate all claims"

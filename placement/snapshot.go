@@ -6,7 +6,7 @@ import (
 
 // States builds the state of every node of a snapshot from its bound pods
 // with RebuildNode, in snapshot order; the warnings are its Misfits, node
-// by node.
+// by node, then those of claims' consumed capacity that cannot be read.
 func States(s *cluster.Snapshot) ([]*NodeState, []string, error) {
 	demands := make([][]*Demand, len(s.Nodes))
 	for _, p := range s.Pods {
@@ -30,5 +30,6 @@ func States(s *cluster.Snapshot) ([]*NodeState, []string, error) {
 			warnings = append(warnings, m.String())
 		}
 	}
+	warnings = append(warnings, addClaimConsumption(s, states)...)
 	return states, warnings, nil
 }

@@ -133,6 +133,10 @@ type GPUState struct {
 	Tenant   string
 	restrict cluster.Isolation
 	mixed    bool
+	// Consumed is what the allocations of a DRA device hold of each of its
+	// capacities (aligned with GPU.DRA.Capacity; nil: nothing). It is
+	// replaced, never changed in place, so clones do not share changes.
+	Consumed []cluster.Quantity
 }
 
 // Idle reports whether no pod holds any share of the GPU.
@@ -232,6 +236,9 @@ func (s *NodeState) Assign(d *Demand, a Assignment) {
 		if dev.Replica {
 			g.UsedReplicas++
 		}
+		if len(dev.Consumed) > 0 {
+			g.Consumed = addQuantities(g.Consumed, dev.Consumed)
+		}
 		if !slices.ContainsFunc(a.Devices[:i], func(e DeviceShare) bool { return e.GPU == dev.GPU }) {
 			join(g, d.Pod) // once per GPU, however many replicas of it the pod takes
 		}
@@ -259,6 +266,10 @@ type DeviceShare struct {
 	Replica bool      // a time slice or MPS client
 	Milli   gpu.Milli // compute taken
 	Memory  gpu.MiB   // framebuffer taken or reserved
+	// Consumed is what a DRA claim takes of the device's capacities
+	// (aligned with GPU.DRA.Capacity) when the device allows multiple
+	// allocations; nil otherwise.
+	Consumed []cluster.Quantity `json:",omitempty"`
 }
 
 // Assignment is where on a node a pod goes.
@@ -346,6 +357,14 @@ func (s *NodeState) AppendKeyOmitting(b []byte, omit map[string]bool) []byte {
 			b = strconv.AppendBool(b, g.DRA.Shared)
 			if g.DRA.Partitionable() {
 				b = appendPartitionsKey(b, g.DRA)
+			}
+			for k, c := range g.DRA.Capacity {
+				b = appendCapacityKey(b, &c, at(st.Consumed, k))
+			}
+			for _, t := range g.DRA.Taints {
+				// Taints keep devices from requests that do not
+				// tolerate them.
+				b = strconv.AppendQuote(append(b, '!'), t.Device+" "+t.String()+" "+t.Rule)
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/gpupack/gpupack/internal/gpuoperator"
 	"github.com/gpupack/gpupack/internal/nvidiadra"
 	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/placement"
 )
 
 // DRAObjects are what the plan applies to pools whose GPUs are offered
@@ -73,7 +74,8 @@ func (p *pool) keepUnclaimable(tsBins map[string][]sharedBin) bool {
 
 // addClaims records the DRA pool's claims and claim templates, and names
 // them in the decisions.
-func (pl *Plan) addClaims(p *pool, pp PoolPlan) error {
+func (pl *Plan) addClaims(p *pool, pp PoolPlan, s *cluster.Snapshot) error {
+	memory := p.sharedMemory(s)
 	if pl.DRA == nil {
 		pl.DRA = &DRAObjects{profiles: map[string]bool{}}
 	}
@@ -100,6 +102,20 @@ func (pl *Plan) addClaims(p *pool, pp PoolPlan) error {
 			if err != nil {
 				return fmt.Errorf("workload %s: %w", d.Workload, err)
 			}
+			if memory != nil {
+				// The claim's pods share its one share of the device: ask
+				// for the memory they need together.
+				per := d.VRAMNeed
+				if d.Method == MPS {
+					per = d.After.VRAMLimit
+				}
+				need := cluster.Quantity(per*gpu.MiB(len(d.w.Pods))) << 20
+				if most, ok := placement.LargestAllowed(memory, memory.Value); ok && need <= most {
+					nvidiadra.RequestMemory(&c, int64(need))
+				} else {
+					pl.Warnings = append(pl.Warnings, fmt.Sprintf("workload %s: its claim asks no memory capacity: its pods need %s together, above what the devices' memory request policy allows (%s); the claim takes what the policy's default or the whole device gives", d.Workload, need, most))
+				}
+			}
 			pl.DRA.Claims = append(pl.DRA.Claims, c)
 			d.After.ResourceClaim = name
 		case MIG:
@@ -111,6 +127,29 @@ func (pl *Plan) addClaims(p *pool, pp PoolPlan) error {
 	}
 	pl.DRA.DeviceClasses = nvidiadra.DeviceClasses(slices.Sorted(maps.Keys(pl.DRA.profiles)))
 	return nil
+}
+
+// sharedMemory is the memory capacity of the DRA pool's devices when
+// every one of them allows multiple allocations and offers memory as a
+// consumable capacity (DRAConsumableCapacity), the smallest if they
+// differ; nil otherwise.
+func (p *pool) sharedMemory(s *cluster.Snapshot) *cluster.DeviceCapacity {
+	var out *cluster.DeviceCapacity
+	for _, i := range p.nodes {
+		for _, g := range s.Nodes[i].GPUs {
+			if g.DRA == nil || !g.DRA.Shared || g.DRA.Device == "" {
+				return nil
+			}
+			k := g.DRA.CapacityIndex(nvidiadra.CapacityMemory)
+			if k < 0 {
+				return nil
+			}
+			if c := &g.DRA.Capacity[k]; out == nil || c.Value < out.Value {
+				out = c
+			}
+		}
+	}
+	return out
 }
 
 // viaClaim reports whether the decision's pods get their share only by

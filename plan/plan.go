@@ -559,7 +559,7 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		}
 	}
 	if p.dra {
-		if err := pl.addClaims(p, pp); err != nil {
+		if err := pl.addClaims(p, pp, s); err != nil {
 			return pp, err
 		}
 	}

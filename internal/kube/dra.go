@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	dracel "k8s.io/dynamic-resource-allocation/cel"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -343,7 +344,8 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 				mem = m.Usable
 			}
 			g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
-				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct), Taints: d.taints}}
+				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct), Taints: d.taints,
+					Capacity: deviceCapacities(d.device.Capacity)}}
 			if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
 				g.Sharing = cluster.Fractional
 				g.DRA.Shared = true
@@ -424,10 +426,12 @@ func (v *draView) unmodelled(d *draDevice) {
 	warn := func(feature, effect string) {
 		v.warnings = append(v.warnings, fmt.Sprintf("ResourceSlice %s: device %s uses %s, which gpupack does not model yet; %s", d.slice.Name, d.device.Name, feature, effect))
 	}
-	for name, c := range d.device.Capacity {
-		if c.RequestPolicy != nil {
-			warn(fmt.Sprintf("consumable capacity %s (DRAConsumableCapacity)", name), "shares are counted by the memory they consume")
-			break
+	if d.str(draAttrType) == draTypeMIG {
+		for name, c := range d.device.Capacity {
+			if c.RequestPolicy != nil {
+				warn(fmt.Sprintf("consumable capacity %s (DRAConsumableCapacity) on a MIG device", name), "claims' capacity requests are not judged on it")
+				break
+			}
 		}
 	}
 	if len(d.device.BindingConditions) > 0 {
@@ -798,12 +802,12 @@ func claimRequests(in []resourcev1.DeviceRequest) []cluster.ClaimRequest {
 	for _, r := range in {
 		cr := cluster.ClaimRequest{Name: r.Name}
 		if r.Exactly != nil {
-			fill(&cr, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors)
+			fill(&cr, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors, r.Exactly.Capacity)
 			cr.Tolerations = tolerations(r.Exactly.Tolerations)
 		}
 		for _, sub := range r.FirstAvailable {
 			sr := cluster.ClaimRequest{Name: sub.Name}
-			fill(&sr, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors)
+			fill(&sr, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors, sub.Capacity)
 			sr.Tolerations = tolerations(sub.Tolerations)
 			cr.FirstAvailable = append(cr.FirstAvailable, sr)
 		}
@@ -812,8 +816,16 @@ func claimRequests(in []resourcev1.DeviceRequest) []cluster.ClaimRequest {
 	return out
 }
 
-func fill(cr *cluster.ClaimRequest, class string, mode resourcev1.DeviceAllocationMode, count int64, selectors []resourcev1.DeviceSelector) {
+func fill(cr *cluster.ClaimRequest, class string, mode resourcev1.DeviceAllocationMode, count int64, selectors []resourcev1.DeviceSelector, capacity *resourcev1.CapacityRequirements) {
 	cr.DeviceClass = class
+	if capacity != nil {
+		for name, q := range capacity.Requests {
+			if cr.Capacity == nil {
+				cr.Capacity = map[string]cluster.Quantity{}
+			}
+			cr.Capacity[string(name)] = capacityQuantity(q)
+		}
+	}
 	if mode == resourcev1.DeviceAllocationModeAll {
 		cr.All = true
 	} else {
@@ -824,4 +836,39 @@ func fill(cr *cluster.ClaimRequest, class string, mode resourcev1.DeviceAllocati
 			cr.Selectors = append(cr.Selectors, s.CEL.Expression)
 		}
 	}
+}
+
+// deviceCapacities converts a device's capacities, sorted by name, with
+// their request policies (DRAConsumableCapacity).
+func deviceCapacities(in map[resourcev1.QualifiedName]resourcev1.DeviceCapacity) []cluster.DeviceCapacity {
+	var out []cluster.DeviceCapacity
+	for _, name := range slices.Sorted(maps.Keys(in)) {
+		c := in[name]
+		dc := cluster.DeviceCapacity{Name: string(name), Value: capacityQuantity(c.Value)}
+		if p := c.RequestPolicy; p != nil {
+			dc.Policy = &cluster.CapacityPolicy{Default: quantityPtr(p.Default)}
+			for _, v := range p.ValidValues {
+				dc.Policy.ValidValues = append(dc.Policy.ValidValues, capacityQuantity(v))
+			}
+			if r := p.ValidRange; r != nil {
+				dc.Policy.Min, dc.Policy.Max, dc.Policy.Step = quantityPtr(r.Min), quantityPtr(r.Max), quantityPtr(r.Step)
+			}
+		}
+		out = append(out, dc)
+	}
+	return out
+}
+
+// capacityQuantity is a Kubernetes quantity in whole units, rounded up as the
+// allocator's integer arithmetic reads it (Value).
+func capacityQuantity(q resource.Quantity) cluster.Quantity {
+	return cluster.Quantity(max(q.Value(), 0))
+}
+
+func quantityPtr(q *resource.Quantity) *cluster.Quantity {
+	if q == nil {
+		return nil
+	}
+	v := capacityQuantity(*q)
+	return &v
 }

@@ -30,6 +30,13 @@ import (
 // GPUs NVIDIA's DRA driver offers, beside a device plugin node.
 func draPlan(t *testing.T) (*plan.Plan, *cluster.Snapshot) {
 	t.Helper()
+	return draPlanOf(t, "dra.cluster.yaml")
+}
+
+// draPlanOf plans a snapshot of gpupack plan's testdata with the DRA
+// fixture's usage.
+func draPlanOf(t *testing.T, snapshot string) (*plan.Plan, *cluster.Snapshot) {
+	t.Helper()
 	read := func(name string) []byte {
 		b, err := os.ReadFile("../cli/plan/testdata/" + name)
 		if err != nil {
@@ -37,7 +44,7 @@ func draPlan(t *testing.T) (*plan.Plan, *cluster.Snapshot) {
 		}
 		return b
 	}
-	s, err := cluster.ParseFile(read("dra.cluster.yaml"), "dra.cluster.yaml", gpu.Default())
+	s, err := cluster.ParseFile(read(snapshot), snapshot, gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,10 @@ type DRAGPU struct {
 	// and a MIG device for each profile and placement of the geometry
 	// (see NVIDIASlices).
 	Partitions *gpu.MIGGeometry
+	// MemoryPolicy is the request policy of the whole GPU's memory
+	// capacity (DRAConsumableCapacity), for a Shared GPU whose claims
+	// share it by memory.
+	MemoryPolicy *resourcev1.CapacityRequestPolicy
 }
 
 // DRAMIG is one MIG device: its profile, NVML's GPU instance profile ID,
@@ -88,6 +92,11 @@ func NVIDIASlice(node string, gpus ...DRAGPU) *resourcev1.ResourceSlice {
 				},
 				Capacity: memory(g.MemoryMiB),
 				Taints:   g.Taints,
+			}
+			if g.MemoryPolicy != nil {
+				c := d.Capacity["memory"]
+				c.RequestPolicy = g.MemoryPolicy
+				d.Capacity["memory"] = c
 			}
 			if g.Shared {
 				d.AllowMultipleAllocations = ptr.To(true)

@@ -22,6 +22,13 @@ type draDemand struct {
 	// nodes are the GPU devices of each node, free and in all, as PreScore
 	// found them for this cycle.
 	nodes map[string]draNode
+	// capacity is what the pod's unallocated claims ask of devices'
+	// consumable capacity (DRAConsumableCapacity), by capacity name, in
+	// whole units; nil when they ask none. shared are then, by node, the
+	// GPU devices that allow multiple allocations, with what is left of
+	// their capacities, as PreScore found them.
+	capacity map[resourceapi.QualifiedName]int64
+	shared   map[string][]draShared
 }
 
 // draNode counts a node's DRA GPU devices (NVIDIA's driver, published in a
@@ -36,28 +43,8 @@ type draNode struct{ total, free int }
 // Requests for all devices of a class (allocationMode All) count nothing:
 // they fill whatever node they land on.
 func draNeed(pod *v1.Pod, claims fwk.ResourceClaimTracker) int {
-	if len(pod.Spec.ResourceClaims) == 0 || claims == nil {
-		return 0
-	}
-	names := map[string]string{}
-	for _, s := range pod.Status.ResourceClaimStatuses {
-		if s.ResourceClaimName != nil {
-			names[s.Name] = *s.ResourceClaimName
-		}
-	}
 	need := 0
-	for _, pc := range pod.Spec.ResourceClaims {
-		name := names[pc.Name]
-		if pc.ResourceClaimName != nil {
-			name = *pc.ResourceClaimName
-		}
-		if name == "" {
-			continue
-		}
-		c, err := claims.Get(pod.Namespace, name)
-		if err != nil || c.Status.Allocation != nil {
-			continue
-		}
+	for _, c := range podClaims(pod, claims) {
 		for _, r := range c.Spec.Devices.Requests {
 			switch {
 			case r.Exactly != nil && r.Exactly.AllocationMode != resourceapi.DeviceAllocationModeAll:
@@ -79,7 +66,7 @@ func draNeed(pod *v1.Pod, claims fwk.ResourceClaimTracker) int {
 // still cover it, by placement's own ledger: so a node counts the
 // partitions it can still make, and one whose GPUs are cut up counts few.
 func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
-	slices, err := m.ResourceSlices().ListWithDeviceTaintRules()
+	slices, err := gpuSlices(m)
 	if err != nil {
 		return nil, err
 	}
@@ -87,19 +74,8 @@ func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A pool's slices of an older generation are being replaced: only the
-	// newest generation counts, as for the allocator.
-	newest := map[string]int64{}
-	for _, s := range slices {
-		newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] = max(newest[s.Spec.Driver+"/"+s.Spec.Pool.Name], s.Spec.Pool.Generation)
-	}
-	var current []*resourceapi.ResourceSlice
 	sets := map[string][]cluster.CounterSet{}
 	for _, s := range slices {
-		if s.Spec.Driver != kube.DriverNVIDIAGPU || s.Spec.NodeName == nil || *s.Spec.NodeName == "" || s.Spec.Pool.Generation < newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
-			continue
-		}
-		current = append(current, s)
 		for _, cs := range s.Spec.SharedCounters {
 			sets[s.Spec.Pool.Name] = append(sets[s.Spec.Pool.Name], kube.CounterSet(cs))
 		}
@@ -108,7 +84,7 @@ func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 	for pool, cs := range sets {
 		ledgers[pool] = placement.NewCounterLedger(cs)
 	}
-	for _, s := range current {
+	for _, s := range slices {
 		if l := ledgers[s.Spec.Pool.Name]; l != nil {
 			for _, d := range s.Spec.Devices {
 				if len(d.ConsumesCounters) > 0 && allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
@@ -118,7 +94,7 @@ func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 		}
 	}
 	out := map[string]draNode{}
-	for _, s := range current {
+	for _, s := range slices {
 		n := out[*s.Spec.NodeName]
 		for _, d := range s.Spec.Devices {
 			n.total++
@@ -143,11 +119,158 @@ func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 // and leave whole nodes free for the pods that need them. A node without
 // enough free devices scores 0 (DynamicResources filters it out anyway).
 func (d *draDemand) score(node string) float64 {
+	if len(d.capacity) > 0 && len(d.shared[node]) > 0 {
+		return d.capacityScore(node)
+	}
 	n := d.nodes[node]
 	if n.total == 0 || n.free < d.need {
 		return 0
 	}
 	return 1 - float64(n.free-d.need)/float64(n.total)
+}
+
+// gpuSlices are the node-local ResourceSlices of NVIDIA's GPU driver, of
+// each pool's newest generation only (older ones are being replaced), as
+// the allocator reads them.
+func gpuSlices(m fwk.SharedDRAManager) ([]*resourceapi.ResourceSlice, error) {
+	all, err := m.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, err
+	}
+	newest := map[string]int64{}
+	for _, s := range all {
+		newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] = max(newest[s.Spec.Driver+"/"+s.Spec.Pool.Name], s.Spec.Pool.Generation)
+	}
+	var out []*resourceapi.ResourceSlice
+	for _, s := range all {
+		if s.Spec.Driver == kube.DriverNVIDIAGPU && s.Spec.NodeName != nil && *s.Spec.NodeName != "" && s.Spec.Pool.Generation >= newest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// draShared is a GPU device that allows multiple allocations: each
+// capacity's whole value and what allocated claims consume of it.
+type draShared struct {
+	total, used map[resourceapi.QualifiedName]int64
+}
+
+// draCapacity sums what the pod's unallocated claims ask of consumable
+// capacity: each request's capacity.requests (a firstAvailable request's
+// first alternative's), as asked; the device's request policy, which may
+// round it up, is the allocator's to apply.
+func draCapacity(pod *v1.Pod, claims fwk.ResourceClaimTracker) map[resourceapi.QualifiedName]int64 {
+	var out map[resourceapi.QualifiedName]int64
+	add := func(c *resourceapi.CapacityRequirements) {
+		if c == nil {
+			return
+		}
+		for name, q := range c.Requests {
+			if out == nil {
+				out = map[resourceapi.QualifiedName]int64{}
+			}
+			out[name] += q.Value()
+		}
+	}
+	for _, c := range podClaims(pod, claims) {
+		for _, r := range c.Spec.Devices.Requests {
+			switch {
+			case r.Exactly != nil:
+				add(r.Exactly.Capacity)
+			case len(r.FirstAvailable) > 0:
+				add(r.FirstAvailable[0].Capacity)
+			}
+		}
+	}
+	return out
+}
+
+// podClaims are the pod's claims that the tracker holds and that are not
+// allocated yet.
+func podClaims(pod *v1.Pod, claims fwk.ResourceClaimTracker) []*resourceapi.ResourceClaim {
+	if len(pod.Spec.ResourceClaims) == 0 || claims == nil {
+		return nil
+	}
+	names := map[string]string{}
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName != nil {
+			names[s.Name] = *s.ResourceClaimName
+		}
+	}
+	var out []*resourceapi.ResourceClaim
+	for _, pc := range pod.Spec.ResourceClaims {
+		name := names[pc.Name]
+		if pc.ResourceClaimName != nil {
+			name = *pc.ResourceClaimName
+		}
+		if name == "" {
+			continue
+		}
+		if c, err := claims.Get(pod.Namespace, name); err == nil && c.Status.Allocation == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// draSharedDevices lists, by node, NVIDIA's GPU devices that allow multiple
+// allocations, with their capacities and what the allocated claims
+// (assumed ones included) consume of them.
+func draSharedDevices(m fwk.SharedDRAManager) (map[string][]draShared, error) {
+	slices, err := gpuSlices(m)
+	if err != nil {
+		return nil, err
+	}
+	state, err := m.ResourceClaims().GatherAllocatedState()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]draShared{}
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			if d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations || len(d.Capacity) == 0 {
+				continue
+			}
+			dev := draShared{total: map[resourceapi.QualifiedName]int64{}, used: map[resourceapi.QualifiedName]int64{}}
+			consumed := state.AggregatedCapacity[structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)]
+			for name, c := range d.Capacity {
+				dev.total[name] = c.Value.Value()
+				if q := consumed[name]; q != nil {
+					dev.used[name] = q.Value()
+				}
+			}
+			out[*s.Spec.NodeName] = append(out[*s.Spec.NodeName], dev)
+		}
+	}
+	return out, nil
+}
+
+// capacityScore is the best fit by capacity: over the node's shared
+// devices that have room for what the pod asks, the one it leaves least
+// free (the largest share of any asked capacity left, as a share of the
+// device's) gives 1 minus that share; 0 when no device has room.
+func (d *draDemand) capacityScore(node string) float64 {
+	best := -1.0
+	for _, dev := range d.shared[node] {
+		left, fits := 0.0, true
+		for name, want := range d.capacity {
+			total, ok := dev.total[name]
+			free := total - dev.used[name]
+			if !ok || total <= 0 || free < want {
+				fits = false
+				break
+			}
+			left = max(left, float64(free-want)/float64(total))
+		}
+		if fits && (best < 0 || left < best) {
+			best = left
+		}
+	}
+	if best < 0 {
+		return 0
+	}
+	return 1 - best
 }
 
 // servedByDRA reports whether a DeviceClass serves the extended resource

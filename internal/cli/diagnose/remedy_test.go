@@ -342,6 +342,12 @@ func checkClaimPatch(t *testing.T, p *cluster.Pod, r diagnose.Remedy) {
 			for _, tol := range r.Tolerations {
 				e.Tolerations = append(e.Tolerations, resourcev1.DeviceToleration{Key: tol.Key, Operator: resourcev1.DeviceTolerationOperator(tol.Operator), Value: tol.Value, Effect: resourcev1.DeviceTaintEffect(tol.Effect)})
 			}
+			for name, q := range r.Capacity {
+				if e.Capacity == nil {
+					e.Capacity = &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{}}
+				}
+				e.Capacity.Requests[resourcev1.QualifiedName(name)] = resource.MustParse(q.String())
+			}
 			return e
 		}
 		dr := resourcev1.DeviceRequest{Name: cr.Name}
