@@ -476,9 +476,11 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 		switch {
 		case obj != nil:
 			c.Requests = claimRequests(obj.Spec.Devices.Requests)
+			c.Constraints = claimConstraints(obj.Spec.Devices.Constraints)
 		case c.Template != "":
 			if t, ok := templates[p.Namespace+"/"+c.Template]; ok {
 				c.Requests = claimRequests(t.Spec.Spec.Devices.Requests)
+				c.Constraints = claimConstraints(t.Spec.Spec.Devices.Constraints)
 			} else {
 				warn("ResourceClaimTemplate %s (claim %s) was not listed; its requests are unknown", c.Template, pc.Name)
 				c.Missing = v.read
@@ -636,6 +638,83 @@ func (v *draView) evaluate(namespace string, c *cluster.Claim) {
 			slices.Sort(alt.Accepts)
 		}
 	}
+	v.constraintValues(c)
+}
+
+// constraintValues reads, for each constraint of the claim, the
+// attribute's value on every device its requests accept.
+func (v *draView) constraintValues(c *cluster.Claim) {
+	if len(c.Constraints) == 0 {
+		return
+	}
+	accepted := map[string]bool{}
+	for _, r := range c.Requests {
+		for _, alt := range r.Alternatives() {
+			for _, id := range alt.Accepts {
+				accepted[id] = true
+			}
+		}
+	}
+	for i := range c.Constraints {
+		k := &c.Constraints[i]
+		k.Evaluated = true
+		for _, d := range v.devices {
+			id := d.id()
+			if !accepted[id] {
+				continue
+			}
+			if val, ok := attributeValue(d, k.Attribute()); ok {
+				if k.Values == nil {
+					k.Values = map[string]string{}
+				}
+				k.Values[id] = val
+			}
+		}
+	}
+}
+
+// attributeValue is the device's value of the fully qualified attribute,
+// typed as the allocator compares values (structured/internal/stable,
+// lookupAttribute and matchAttributeConstraint, v0.37.2): the name as
+// given, or, when its domain is the driver's, the bare name.
+func attributeValue(d *draDevice, name string) (string, bool) {
+	a, ok := d.device.Attributes[resourcev1.QualifiedName(name)]
+	if !ok {
+		domain, bare, found := strings.Cut(name, "/")
+		if !found || domain != d.slice.Spec.Driver {
+			return "", false
+		}
+		if a, ok = d.device.Attributes[resourcev1.QualifiedName(bare)]; !ok {
+			return "", false
+		}
+	}
+	switch {
+	case a.StringValue != nil:
+		return "string:" + *a.StringValue, true
+	case a.IntValue != nil:
+		return fmt.Sprintf("int:%d", *a.IntValue), true
+	case a.BoolValue != nil:
+		return fmt.Sprintf("bool:%t", *a.BoolValue), true
+	case a.VersionValue != nil:
+		return "version:" + *a.VersionValue, true
+	}
+	return "", false // a type the allocator cannot compare
+}
+
+// claimConstraints converts a claim's device constraints.
+func claimConstraints(in []resourcev1.DeviceConstraint) []cluster.ClaimConstraint {
+	var out []cluster.ClaimConstraint
+	for _, k := range in {
+		c := cluster.ClaimConstraint{Requests: k.Requests}
+		if k.MatchAttribute != nil {
+			c.MatchAttribute = string(*k.MatchAttribute)
+		}
+		if k.DistinctAttribute != nil {
+			c.DistinctAttribute = string(*k.DistinctAttribute)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // bindDevices sets a bound pod's GPU request and devices from the GPUs its
