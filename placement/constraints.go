@@ -11,8 +11,10 @@ import (
 // (spec.devices.constraints), with the attribute's value on each device
 // its requests accept.
 type claimConstraint struct {
-	claim  string
-	index  int // the claim's index among the pod's claims
+	claim string
+	index int // the claim's index among the pod's claims
+	// at is the constraint's index in the claim's constraints.
+	at     int
 	spec   cluster.ClaimConstraint
 	match  bool
 	values map[deviceKey]string
@@ -25,7 +27,9 @@ type claimConstraint struct {
 // common value (BestValue) and Distinct values are found, and Without lack
 // the attribute.
 type ConstraintShortfall struct {
-	Claim     string
+	Claim string
+	// Index is the constraint's index in the claim's constraints.
+	Index     int
 	Attribute string
 	Match     bool
 	// Requests are the requests the constraint covers; empty: all.
@@ -50,11 +54,11 @@ func (cd *claimDemand) addConstraints(index int, claim string, in []cluster.Clai
 	if !judged {
 		return
 	}
-	for _, k := range in {
+	for at, k := range in {
 		if !k.Evaluated {
 			continue
 		}
-		c := claimConstraint{claim: claim, index: index, spec: k, match: k.MatchAttribute != "", values: make(map[deviceKey]string, len(k.Values))}
+		c := claimConstraint{claim: claim, index: index, at: at, spec: k, match: k.MatchAttribute != "", values: make(map[deviceKey]string, len(k.Values))}
 		for id, v := range k.Values {
 			c.values[keyOf(id)] = v
 		}
@@ -281,7 +285,7 @@ func (cd *claimDemand) constraintReason(units, chosen []draUnit) *Reason {
 	for k := range cd.constraints {
 		c := &cd.constraints[k]
 		vc := c.freeValues(cd, units)
-		f := ConstraintShortfall{Claim: c.claim, Attribute: c.spec.Attribute(), Match: c.match, Requests: c.spec.Requests, Distinct: len(vc.order), Without: vc.without}
+		f := ConstraintShortfall{Claim: c.claim, Index: c.at, Attribute: c.spec.Attribute(), Match: c.match, Requests: c.spec.Requests, Distinct: len(vc.order), Without: vc.without}
 		for i := range chosen {
 			if c.applies(cd, chosen[i].req, chosen[i].alt) {
 				f.Needed++
@@ -300,13 +304,13 @@ func (cd *claimDemand) constraintReason(units, chosen []draUnit) *Reason {
 			break
 		}
 	}
-	return &Reason{Code: ClaimConstraintUnsatisfied, Resource: sf.Attribute, Requested: int64(sf.Needed), Free: int64(sf.reach()), Capacity: int64(sf.Needed),
+	return &Reason{Code: ClaimConstraintUnsatisfied, Resource: sf.Attribute, Requested: int64(sf.Needed), Free: int64(sf.Reach()), Capacity: int64(sf.Needed),
 		Unit: "devices", Detail: sf.String(), Constraint: sf}
 }
 
-// reach is how many devices one choice can give the covered requests
+// Reach is how many devices one choice can give the covered requests
 // under the constraint.
-func (f *ConstraintShortfall) reach() int {
+func (f *ConstraintShortfall) Reach() int {
 	if f.Match {
 		return f.Best
 	}
