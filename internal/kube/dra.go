@@ -882,12 +882,12 @@ func claimRequests(in []resourcev1.DeviceRequest) []cluster.ClaimRequest {
 		cr := cluster.ClaimRequest{Name: r.Name}
 		if r.Exactly != nil {
 			fill(&cr, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors, r.Exactly.Capacity)
-			cr.Tolerations = tolerations(r.Exactly.Tolerations)
+			cr.Tolerations = Tolerations(r.Exactly.Tolerations)
 		}
 		for _, sub := range r.FirstAvailable {
 			sr := cluster.ClaimRequest{Name: sub.Name}
 			fill(&sr, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors, sub.Capacity)
-			sr.Tolerations = tolerations(sub.Tolerations)
+			sr.Tolerations = Tolerations(sub.Tolerations)
 			cr.FirstAvailable = append(cr.FirstAvailable, sr)
 		}
 		out = append(out, cr)
