@@ -525,6 +525,25 @@ func (d UntoleratedDevice) words() string {
 	return s
 }
 
+// sliceShare is what MIG slice j of GPU index takes: its profile's
+// compute and memory.
+func sliceShare(g *cluster.GPU, index, j int) DeviceShare {
+	share := DeviceShare{GPU: index, Slice: j}
+	if p, ok := migProfile(g, j); ok {
+		share.Milli = gpu.Milli(p.Compute) * gpu.WholeGPU / gpu.Milli(g.Model.MIG.ComputeSlices)
+		share.Memory = p.Memory
+	}
+	return share
+}
+
+// sliceAt is sliceShare when slice j is in the GPU's layout and not taken.
+func sliceAt(g *cluster.GPU, st *GPUState, index, j int) (DeviceShare, bool) {
+	if j >= len(g.Layout) || st.UsedSlices&(1<<j) != 0 {
+		return DeviceShare{}, false
+	}
+	return sliceShare(g, index, j), true
+}
+
 func migProfile(g *cluster.GPU, slice int) (gpu.Profile, bool) {
 	if g.Model.MIG == nil || slice >= len(g.Layout) {
 		return gpu.Profile{}, false
@@ -560,11 +579,7 @@ func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason)
 			p := &g.DRA.Partitions[u.dev.Slice]
 			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice, Milli: p.Milli, Memory: p.Memory}
 		} else if u.dev.Slice >= 0 {
-			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice}
-			if p, ok := migProfile(g, u.dev.Slice); ok {
-				share.Milli = gpu.Milli(p.Compute) * gpu.WholeGPU / gpu.Milli(g.Model.MIG.ComputeSlices)
-				share.Memory = p.Memory
-			}
+			share = sliceShare(g, u.dev.GPU, u.dev.Slice)
 		}
 		share.Consumed = u.take
 		a.Devices = append(a.Devices, share)

@@ -755,19 +755,21 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 		if len(slices)+len(parts)+len(shares) > 0 {
 			warn("its claims hold %d whole GPUs and %d MIG devices and %d shares; gpupack counts only the whole GPUs", len(whole), len(slices)+len(parts), len(shares))
 		}
-	case len(parts) > 0:
-		p := device(parts[0]).DRA.Partitions[parts[0].Slice]
-		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: cmp.Or(p.Profile, p.Device)}
-		out.Devices = parts[:1]
-		if len(parts)+len(slices)+len(shares) > 1 {
-			warn("its claims hold %d partitions, %d MIG devices and %d shares; gpupack models one partition per pod and counts the first", len(parts), len(slices), len(shares))
+	case len(parts)+len(slices) > 0:
+		// Every partition and MIG device the claims hold is counted; the
+		// request names the first one's profile.
+		out.Devices = append(parts, slices...)
+		first := out.Devices[0]
+		profile := ""
+		if len(parts) > 0 {
+			p := device(first).DRA.Partitions[first.Slice]
+			profile = cmp.Or(p.Profile, p.Device)
+		} else {
+			profile = device(first).Layout[first.Slice].Profile
 		}
-	case len(slices) > 0:
-		g := device(slices[0])
-		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: g.Layout[slices[0].Slice].Profile}
-		out.Devices = slices[:1]
-		if len(slices)+len(shares) > 1 {
-			warn("its claims hold %d MIG devices and %d shares; gpupack models one MIG slice per pod and counts the first", len(slices), len(shares))
+		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: profile}
+		if len(shares) > 0 {
+			warn("its claims hold %d partitions or MIG devices and %d shares; gpupack counts the partitions and MIG devices", len(parts)+len(slices), len(shares))
 		}
 	case len(shares) > 0:
 		out.GPU = shareRequest(shares[0])
