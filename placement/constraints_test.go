@@ -97,3 +97,25 @@ func TestFitClaimConstraints(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkFitsClaimsConstraint: a claim of four GPUs that must share a
+// PCIe root on an 8-GPU node whose roots alternate, so the first free four
+// break it and Fits searches the values (the second root serves).
+func BenchmarkFitsClaimsConstraint(b *testing.B) {
+	n := makeNode("n").gpus("H100-80GB", 8, cluster.Exclusive, 0).dra(0, "gpu").obj()
+	all, roots := []string{}, map[string]string{}
+	for i := range 8 {
+		name := "gpu-" + string(rune('0'+i))
+		all = append(all, name)
+		roots[name] = string(rune('a' + i%2))
+	}
+	s := place(b, n, makePod("holder").claim("h", exact("gpu", "gpu", 1, "gpu-0")).obj())
+	d := demand(b, constrained(makePod("p").claim("c", exact("gpu", "gpu", 4, all...)).obj(), true, nil, roots))
+	if !Fits(d, s) {
+		b.Fatal("the claim does not fit")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Fits(d, s)
+	}
+}
