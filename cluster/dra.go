@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpupack/gpupack/gpu"
 )
@@ -89,6 +90,8 @@ type Claim struct {
 	// Template is the ResourceClaimTemplate the claim is made from, if any.
 	Template string         `json:"template,omitempty"`
 	Requests []ClaimRequest `json:"requests,omitempty"`
+	// Constraints are the claim's spec.devices.constraints.
+	Constraints []ClaimConstraint `json:"constraints,omitempty"`
 	// Allocated holds the devices of the claim's allocation
 	// (status.allocation.devices.results); empty while unallocated.
 	Allocated []ClaimDevice `json:"allocated,omitempty"`
@@ -131,6 +134,46 @@ type ClaimRequest struct {
 	// selector fails to evaluate on that device (a CEL runtime error): the
 	// kube-scheduler aborts the pod's scheduling cycle with it.
 	SelectorErrors map[string]string `json:"selectorErrors,omitempty"`
+}
+
+// ClaimConstraint is one of a claim's spec.devices.constraints: the
+// devices allocated for the named requests (all the claim's requests when
+// empty; "request" names all its subrequests, "request/subrequest" one)
+// must all have the attribute, with one value (MatchAttribute) or each a
+// different value (DistinctAttribute).
+type ClaimConstraint struct {
+	Requests          []string `json:"requests,omitempty"`
+	MatchAttribute    string   `json:"matchAttribute,omitempty"`
+	DistinctAttribute string   `json:"distinctAttribute,omitempty"`
+	// Values are the attribute's value on each device the claim's
+	// requests accept, by DeviceID, typed as the allocator compares them
+	// ("string:x", "int:3", "bool:true", "version:1.2.3"); a device
+	// without the attribute is absent. Evaluated: the loader read them.
+	Evaluated bool              `json:"evaluated,omitempty"`
+	Values    map[string]string `json:"values,omitempty"`
+}
+
+// Attribute is the constrained attribute's name.
+func (c *ClaimConstraint) Attribute() string {
+	if c.MatchAttribute != "" {
+		return c.MatchAttribute
+	}
+	return c.DistinctAttribute
+}
+
+// Applies reports whether the constraint covers the request named
+// "request" or "request/subrequest", as the allocator matches names.
+func (c *ClaimConstraint) Applies(request string) bool {
+	if len(c.Requests) == 0 {
+		return true
+	}
+	base, _, _ := strings.Cut(request, "/")
+	for _, r := range c.Requests {
+		if r == request || r == base {
+			return true
+		}
+	}
+	return false
 }
 
 // Alternatives are the requests to try in order: the alternatives of a

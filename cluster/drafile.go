@@ -65,6 +65,11 @@ func checkClaim(c *Claim) error {
 			return fmt.Errorf("requests[%d]: %w", i, err)
 		}
 	}
+	for i := range c.Constraints {
+		if err := checkConstraint(c, &c.Constraints[i]); err != nil {
+			return fmt.Errorf("constraints[%d]: %w", i, err)
+		}
+	}
 	for i, d := range c.Allocated {
 		switch {
 		case d.Request == "":
@@ -83,6 +88,31 @@ func checkClaim(c *Claim) error {
 	}
 	if len(c.Allocated) > 0 && c.Name == "" {
 		return fmt.Errorf("name: missing for an allocated claim (the ResourceClaim's name)")
+	}
+	return nil
+}
+
+// checkConstraint validates a claim's constraint: one attribute, and
+// requests the claim has.
+func checkConstraint(c *Claim, k *ClaimConstraint) error {
+	if (k.MatchAttribute == "") == (k.DistinctAttribute == "") {
+		return fmt.Errorf("give exactly one of matchAttribute and distinctAttribute")
+	}
+	if a := k.Attribute(); !strings.Contains(a, "/") {
+		return fmt.Errorf("attribute %q: want a fully qualified name (domain/name, e.g. resource.kubernetes.io/pcieRoot)", a)
+	}
+	for _, name := range k.Requests {
+		base, _, _ := strings.Cut(name, "/")
+		found := false
+		for i := range c.Requests {
+			found = found || c.Requests[i].Name == base
+		}
+		if !found {
+			return fmt.Errorf("requests: %q names no request of the claim", name)
+		}
+	}
+	if len(k.Values) > 0 && !k.Evaluated {
+		return fmt.Errorf("values: given without evaluated: true")
 	}
 	return nil
 }

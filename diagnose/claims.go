@@ -84,7 +84,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 	verdicts := make([]classVerdict, len(e.classes))
 	stock := make([]statusGroup, len(e.classes))
 	stockOK := true
-	var fitsNow, allocK, placeK, claimK, taintK []int
+	var fitsNow, allocK, placeK, claimK, taintK, constraintK []int
 	selectorError := ""
 	for k := range e.classes {
 		v := &verdicts[k]
@@ -125,6 +125,10 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 					allocK = append(allocK, k)
 				}
 			}
+			continue
+		}
+		if r != nil && r.Code == placement.ClaimConstraintUnsatisfied && len(v.now) == 1 {
+			constraintK = append(constraintK, k)
 			continue
 		}
 		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted && r.Code != placement.ClaimCapacityInsufficient) || len(v.now) > 1 {
@@ -171,6 +175,8 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 		}
 	case len(taintK) > 0:
 		e.claimTaint(f, p, taintK, verdicts)
+	case len(constraintK) > 0:
+		e.claimConstraint(f, p, constraintK, verdicts)
 	case len(placeK) > 0:
 		e.placement(f, p, placeK, verdicts, false)
 	case len(claimK) > 0 && byCapacity(claimK, verdicts):
@@ -194,7 +200,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 func claimOf(rs []placement.Reason) *placement.Reason {
 	for i := range rs {
 		switch rs[i].Code {
-		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimCapacityInsufficient, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated:
+		case placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimCapacityInsufficient, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated, placement.ClaimConstraintUnsatisfied:
 			return &rs[i]
 		}
 	}
@@ -539,6 +545,13 @@ func claimSpecPatch(p *cluster.Pod, claimName, request, op, field string, value 
 			}
 		}
 	}
+	return claimPathPatch(p, claim, path, op, value)
+}
+
+// claimPathPatch is the claim-spec remedy that applies the JSON patch
+// operation op at path (under the claim's spec) to the claim's object: the
+// ResourceClaim, or the ResourceClaimTemplate it is made from.
+func claimPathPatch(p *cluster.Pod, claim cluster.Claim, path, op string, value any) Remedy {
 	target := Object{Kind: "ResourceClaim", Namespace: p.Namespace, Name: claim.Name}
 	note := "a ResourceClaim's spec cannot change: this replaces the claim (delete and create) with the patch applied"
 	if claim.Template != "" {

@@ -218,7 +218,7 @@ func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason)
 			return out, true
 		}
 		if r := claimOf(rs); r != nil {
-			if r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted && r.Code != placement.ClaimTaintNotTolerated && r.Code != placement.ClaimCapacityInsufficient {
+			if r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted && r.Code != placement.ClaimTaintNotTolerated && r.Code != placement.ClaimCapacityInsufficient && r.Code != placement.ClaimConstraintUnsatisfied {
 				return NodeStatus{}, false
 			}
 			return unresolvable(r.Message()), true

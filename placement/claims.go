@@ -61,10 +61,14 @@ type UntoleratedDevice struct {
 type claimDemand struct {
 	missing  []string
 	requests []claimRequest
+	// constraints are the claims' evaluated constraints.
+	constraints []claimConstraint
 }
 
 type claimRequest struct {
 	claim string
+	// index is the claim's index among the pod's claims.
+	index int
 	alts  []claimAlt
 }
 
@@ -107,7 +111,7 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 		return nil
 	}
 	var cd claimDemand
-	for _, c := range p.Claims {
+	for ci, c := range p.Claims {
 		if c.PodClaim == "" || len(c.Allocated) > 0 {
 			continue
 		}
@@ -127,7 +131,7 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 			if !evaluated(&r) {
 				continue
 			}
-			cr := claimRequest{claim: name}
+			cr := claimRequest{claim: name, index: ci}
 			for _, alt := range r.Alternatives() {
 				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts)), tolerations: alt.Tolerations, capacity: alt.Capacity}
 				if len(r.FirstAvailable) > 0 {
@@ -146,6 +150,7 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 			}
 			cd.requests = append(cd.requests, cr)
 		}
+		cd.addConstraints(ci, name, c.Constraints)
 	}
 	return &cd
 }
@@ -192,9 +197,13 @@ func evaluated(r *cluster.ClaimRequest) bool {
 // slice or a partition of a partitionable GPU (part), which consumes
 // counters (uses).
 type draUnit struct {
-	dev    cluster.Device
-	key    deviceKey
-	class  []string
+	dev   cluster.Device
+	key   deviceKey
+	class []string
+	// req and alt are, in a chosen unit, the index of the request in the
+	// demand and the name of the alternative that took it.
+	req    int
+	alt    string
 	free   bool
 	shared bool
 	part   bool
@@ -268,6 +277,14 @@ func draUnits(s *NodeState, out []draUnit) []draUnit {
 // ones in GPU order; the two differ only when one request's devices would
 // serve a later request that nothing else can.
 func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reason) {
+	if len(cd.constraints) > 0 {
+		return constrainedReasons(cd, s, collect)
+	}
+	return allocate(cd, s, collect)
+}
+
+// allocate is claimReasons without the claims' constraints.
+func allocate(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reason) {
 	if len(cd.missing) > 0 {
 		return nil, &Reason{Code: ClaimNotFound, Detail: "the pod's " + strings.Join(cd.missing, ", ") + " does not exist"}
 	}
@@ -410,6 +427,7 @@ func claimReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reas
 				}
 				if collect {
 					c := *u
+					c.req, c.alt = ri, alt.name
 					if u.shared && len(take) > 0 {
 						c.take = append([]cluster.Quantity(nil), take...)
 					}
@@ -507,6 +525,25 @@ func (d UntoleratedDevice) words() string {
 	return s
 }
 
+// sliceShare is what MIG slice j of GPU index takes: its profile's
+// compute and memory.
+func sliceShare(g *cluster.GPU, index, j int) DeviceShare {
+	share := DeviceShare{GPU: index, Slice: j}
+	if p, ok := migProfile(g, j); ok {
+		share.Milli = gpu.Milli(p.Compute) * gpu.WholeGPU / gpu.Milli(g.Model.MIG.ComputeSlices)
+		share.Memory = p.Memory
+	}
+	return share
+}
+
+// sliceAt is sliceShare when slice j is in the GPU's layout and not taken.
+func sliceAt(g *cluster.GPU, st *GPUState, index, j int) (DeviceShare, bool) {
+	if j >= len(g.Layout) || st.UsedSlices&(1<<j) != 0 {
+		return DeviceShare{}, false
+	}
+	return sliceShare(g, index, j), true
+}
+
 func migProfile(g *cluster.GPU, slice int) (gpu.Profile, bool) {
 	if g.Model.MIG == nil || slice >= len(g.Layout) {
 		return gpu.Profile{}, false
@@ -542,11 +579,7 @@ func fitClaims(d *Demand, s *NodeState, reasons []Reason) (Assignment, []Reason)
 			p := &g.DRA.Partitions[u.dev.Slice]
 			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice, Milli: p.Milli, Memory: p.Memory}
 		} else if u.dev.Slice >= 0 {
-			share = DeviceShare{GPU: u.dev.GPU, Slice: u.dev.Slice}
-			if p, ok := migProfile(g, u.dev.Slice); ok {
-				share.Milli = gpu.Milli(p.Compute) * gpu.WholeGPU / gpu.Milli(g.Model.MIG.ComputeSlices)
-				share.Memory = p.Memory
-			}
+			share = sliceShare(g, u.dev.GPU, u.dev.Slice)
 		}
 		share.Consumed = u.take
 		a.Devices = append(a.Devices, share)

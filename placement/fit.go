@@ -686,8 +686,8 @@ func AssignmentAt(d *Demand, s *NodeState, devices []cluster.Device) (Assignment
 		// as many as it has replicas free; any other GPU one.
 		same := 1
 		for _, earlier := range devices[:i] {
-			if earlier.GPU == dev.GPU {
-				same++
+			if earlier.GPU == dev.GPU && (dev.Slice < 0 || earlier.Slice == dev.Slice) {
+				same++ // distinct slices of one GPU are distinct devices
 			}
 		}
 		if same > 1 && (!isReplicated(g) || same > freeReplicas(d, g, st)) {
@@ -695,6 +695,16 @@ func AssignmentAt(d *Demand, s *NodeState, devices []cluster.Device) (Assignment
 		}
 		if g.DRA != nil && g.DRA.Partitionable() && dev.Slice >= 0 {
 			share, ok := partitionAt(g, st, dev.GPU, dev.Slice)
+			if !ok {
+				return Assignment{}, false
+			}
+			a.Devices[i] = share
+			continue
+		}
+		if g.DRA != nil && g.Sharing == cluster.MIG && dev.Slice >= 0 && d.Pod.UsesDRA() {
+			// A claim's MIG device, of whatever profile its allocation
+			// names.
+			share, ok := sliceAt(g, st, dev.GPU, dev.Slice)
 			if !ok {
 				return Assignment{}, false
 			}

@@ -59,6 +59,12 @@ const (
 	// the capacity; Requested, Free, Capacity: of the first such device,
 	// in the capacity's unit; Claim.Capacity has each device).
 	ClaimCapacityInsufficient Code = "ClaimCapacityInsufficient"
+	// ClaimConstraintUnsatisfied: the node has the devices the pod's
+	// claims ask for, but no choice of them meets a claim's constraint
+	// (spec.devices.constraints: matchAttribute or distinctAttribute;
+	// Resource: the attribute; Requested: the devices the covered requests
+	// take; Free: the most one choice gives; Constraint says which).
+	ClaimConstraintUnsatisfied Code = "ClaimConstraintUnsatisfied"
 	// ClaimNotFound: a ResourceClaim of the pod (or its template) does not
 	// exist.
 	ClaimNotFound Code = "ClaimNotFound"
@@ -86,6 +92,8 @@ type Reason struct {
 	// Claim is set for ClaimUnallocatable, ClaimCounterExhausted and
 	// ClaimTaintNotTolerated.
 	Claim *ClaimShortfall `json:",omitempty"`
+	// Constraint is set for ClaimConstraintUnsatisfied.
+	Constraint *ConstraintShortfall `json:",omitempty"`
 }
 
 // Message words the reason as the kube-scheduler does where it has words
@@ -120,7 +128,7 @@ func (r Reason) Message() string {
 		return "node(s) didn't match pod anti-affinity rules"
 	case ExistingAntiAffinity:
 		return "node(s) didn't satisfy existing pods anti-affinity rules"
-	case ClaimUnallocatable, ClaimCounterExhausted, ClaimTaintNotTolerated, ClaimCapacityInsufficient:
+	case ClaimUnallocatable, ClaimCounterExhausted, ClaimTaintNotTolerated, ClaimCapacityInsufficient, ClaimConstraintUnsatisfied:
 		// The dynamicresources filter's words (kube-scheduler v1.37.2,
 		// pkg/scheduler/framework/plugins/dynamicresources, Filter).
 		return "cannot allocate all claims"

@@ -73,6 +73,10 @@ func NewDemand(p *cluster.Pod, c *gpu.Catalogue) (*Demand, error) {
 		if p.GPU.Profile == "" {
 			return nil, fmt.Errorf("pod %s: MIG request without a profile", p.Key())
 		}
+		if p.Bound() && p.UsesDRA() && len(p.Devices) > 1 {
+			// Its claims hold several partitions or MIG devices.
+			d.Devices = len(p.Devices)
+		}
 	}
 	if len(p.GPUModels) == 0 {
 		d.models.any = true

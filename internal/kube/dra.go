@@ -476,9 +476,11 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 		switch {
 		case obj != nil:
 			c.Requests = claimRequests(obj.Spec.Devices.Requests)
+			c.Constraints = claimConstraints(obj.Spec.Devices.Constraints)
 		case c.Template != "":
 			if t, ok := templates[p.Namespace+"/"+c.Template]; ok {
 				c.Requests = claimRequests(t.Spec.Spec.Devices.Requests)
+				c.Constraints = claimConstraints(t.Spec.Spec.Devices.Constraints)
 			} else {
 				warn("ResourceClaimTemplate %s (claim %s) was not listed; its requests are unknown", c.Template, pc.Name)
 				c.Missing = v.read
@@ -636,6 +638,83 @@ func (v *draView) evaluate(namespace string, c *cluster.Claim) {
 			slices.Sort(alt.Accepts)
 		}
 	}
+	v.constraintValues(c)
+}
+
+// constraintValues reads, for each constraint of the claim, the
+// attribute's value on every device its requests accept.
+func (v *draView) constraintValues(c *cluster.Claim) {
+	if len(c.Constraints) == 0 {
+		return
+	}
+	accepted := map[string]bool{}
+	for _, r := range c.Requests {
+		for _, alt := range r.Alternatives() {
+			for _, id := range alt.Accepts {
+				accepted[id] = true
+			}
+		}
+	}
+	for i := range c.Constraints {
+		k := &c.Constraints[i]
+		k.Evaluated = true
+		for _, d := range v.devices {
+			id := d.id()
+			if !accepted[id] {
+				continue
+			}
+			if val, ok := attributeValue(d, k.Attribute()); ok {
+				if k.Values == nil {
+					k.Values = map[string]string{}
+				}
+				k.Values[id] = val
+			}
+		}
+	}
+}
+
+// attributeValue is the device's value of the fully qualified attribute,
+// typed as the allocator compares values (structured/internal/stable,
+// lookupAttribute and matchAttributeConstraint, v0.37.2): the name as
+// given, or, when its domain is the driver's, the bare name.
+func attributeValue(d *draDevice, name string) (string, bool) {
+	a, ok := d.device.Attributes[resourcev1.QualifiedName(name)]
+	if !ok {
+		domain, bare, found := strings.Cut(name, "/")
+		if !found || domain != d.slice.Spec.Driver {
+			return "", false
+		}
+		if a, ok = d.device.Attributes[resourcev1.QualifiedName(bare)]; !ok {
+			return "", false
+		}
+	}
+	switch {
+	case a.StringValue != nil:
+		return "string:" + *a.StringValue, true
+	case a.IntValue != nil:
+		return fmt.Sprintf("int:%d", *a.IntValue), true
+	case a.BoolValue != nil:
+		return fmt.Sprintf("bool:%t", *a.BoolValue), true
+	case a.VersionValue != nil:
+		return "version:" + *a.VersionValue, true
+	}
+	return "", false // a type the allocator cannot compare
+}
+
+// claimConstraints converts a claim's device constraints.
+func claimConstraints(in []resourcev1.DeviceConstraint) []cluster.ClaimConstraint {
+	var out []cluster.ClaimConstraint
+	for _, k := range in {
+		c := cluster.ClaimConstraint{Requests: k.Requests}
+		if k.MatchAttribute != nil {
+			c.MatchAttribute = string(*k.MatchAttribute)
+		}
+		if k.DistinctAttribute != nil {
+			c.DistinctAttribute = string(*k.DistinctAttribute)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // bindDevices sets a bound pod's GPU request and devices from the GPUs its
@@ -676,19 +755,21 @@ func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocatio
 		if len(slices)+len(parts)+len(shares) > 0 {
 			warn("its claims hold %d whole GPUs and %d MIG devices and %d shares; gpupack counts only the whole GPUs", len(whole), len(slices)+len(parts), len(shares))
 		}
-	case len(parts) > 0:
-		p := device(parts[0]).DRA.Partitions[parts[0].Slice]
-		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: cmp.Or(p.Profile, p.Device)}
-		out.Devices = parts[:1]
-		if len(parts)+len(slices)+len(shares) > 1 {
-			warn("its claims hold %d partitions, %d MIG devices and %d shares; gpupack models one partition per pod and counts the first", len(parts), len(slices), len(shares))
+	case len(parts)+len(slices) > 0:
+		// Every partition and MIG device the claims hold is counted; the
+		// request names the first one's profile.
+		out.Devices = append(parts, slices...)
+		first := out.Devices[0]
+		profile := ""
+		if len(parts) > 0 {
+			p := device(first).DRA.Partitions[first.Slice]
+			profile = cmp.Or(p.Profile, p.Device)
+		} else {
+			profile = device(first).Layout[first.Slice].Profile
 		}
-	case len(slices) > 0:
-		g := device(slices[0])
-		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: g.Layout[slices[0].Slice].Profile}
-		out.Devices = slices[:1]
-		if len(slices)+len(shares) > 1 {
-			warn("its claims hold %d MIG devices and %d shares; gpupack models one MIG slice per pod and counts the first", len(slices), len(shares))
+		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: profile}
+		if len(shares) > 0 {
+			warn("its claims hold %d partitions or MIG devices and %d shares; gpupack counts the partitions and MIG devices", len(parts)+len(slices), len(shares))
 		}
 	case len(shares) > 0:
 		out.GPU = shareRequest(shares[0])
@@ -803,12 +884,12 @@ func claimRequests(in []resourcev1.DeviceRequest) []cluster.ClaimRequest {
 		cr := cluster.ClaimRequest{Name: r.Name}
 		if r.Exactly != nil {
 			fill(&cr, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors, r.Exactly.Capacity)
-			cr.Tolerations = tolerations(r.Exactly.Tolerations)
+			cr.Tolerations = Tolerations(r.Exactly.Tolerations)
 		}
 		for _, sub := range r.FirstAvailable {
 			sr := cluster.ClaimRequest{Name: sub.Name}
 			fill(&sr, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Selectors, sub.Capacity)
-			sr.Tolerations = tolerations(sub.Tolerations)
+			sr.Tolerations = Tolerations(sub.Tolerations)
 			cr.FirstAvailable = append(cr.FirstAvailable, sr)
 		}
 		out = append(out, cr)

@@ -46,12 +46,22 @@ func taintRuleSelects(rule *resourcev1.DeviceTaintRule, d *draDevice) bool {
 	return true
 }
 
+// DeviceTaints converts a device's taints (as a ResourceSlice or the
+// scheduler's view with DeviceTaintRules applied has them).
+func DeviceTaints(device string, in []resourcev1.DeviceTaint) []cluster.DeviceTaint {
+	var out []cluster.DeviceTaint
+	for _, t := range in {
+		out = append(out, deviceTaint(device, t, ""))
+	}
+	return out
+}
+
 func deviceTaint(device string, t resourcev1.DeviceTaint, rule string) cluster.DeviceTaint {
 	return cluster.DeviceTaint{Device: device, Key: t.Key, Value: t.Value, Effect: string(t.Effect), Rule: rule}
 }
 
-// tolerations converts a request's tolerations.
-func tolerations(in []resourcev1.DeviceToleration) []cluster.DeviceToleration {
+// Tolerations converts a request's tolerations.
+func Tolerations(in []resourcev1.DeviceToleration) []cluster.DeviceToleration {
 	var out []cluster.DeviceToleration
 	for _, t := range in {
 		out = append(out, cluster.DeviceToleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: string(t.Effect)})
@@ -70,7 +80,7 @@ func (v *draView) evicted(claim string, r resourcev1.DeviceRequestAllocationResu
 	if len(taints) == 0 {
 		return ""
 	}
-	tols := tolerations(r.Tolerations)
+	tols := Tolerations(r.Tolerations)
 	for _, t := range taints {
 		if t.Effect != cluster.TaintEffectNoExecute {
 			continue

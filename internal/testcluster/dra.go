@@ -45,6 +45,9 @@ type DRAGPU struct {
 	// capacity (DRAConsumableCapacity), for a Shared GPU whose claims
 	// share it by memory.
 	MemoryPolicy *resourcev1.CapacityRequestPolicy
+	// PCIeRoot, when set, is published as the standard attribute
+	// resource.kubernetes.io/pcieRoot of the whole GPU.
+	PCIeRoot string
 }
 
 // DRAMIG is one MIG device: its profile, NVML's GPU instance profile ID,
@@ -92,6 +95,9 @@ func NVIDIASlice(node string, gpus ...DRAGPU) *resourcev1.ResourceSlice {
 				},
 				Capacity: memory(g.MemoryMiB),
 				Taints:   g.Taints,
+			}
+			if g.PCIeRoot != "" {
+				d.Attributes["resource.kubernetes.io/pcieRoot"] = str(g.PCIeRoot)
 			}
 			if g.MemoryPolicy != nil {
 				c := d.Capacity["memory"]

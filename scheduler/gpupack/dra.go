@@ -19,6 +19,9 @@ import (
 // device-plugin pods are.
 type draDemand struct {
 	need int
+	// tolerations are each unallocated request's tolerations of device
+	// taints (a firstAvailable request's first alternative's).
+	tolerations [][]cluster.DeviceToleration
 	// nodes are the GPU devices of each node, free and in all, as PreScore
 	// found them for this cycle.
 	nodes map[string]draNode
@@ -65,7 +68,10 @@ func draNeed(pod *v1.Pod, claims fwk.ResourceClaimTracker) int {
 // while its pool's counters, less what the allocated devices consume,
 // still cover it, by placement's own ledger: so a node counts the
 // partitions it can still make, and one whose GPUs are cut up counts few.
-func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
+// A device with a NoSchedule or NoExecute taint (its slice's or a
+// DeviceTaintRule's) is free only if one of the pod's requests tolerates
+// it (tolerations, as placement judges them with cluster.Untolerated).
+func draNodes(m fwk.SharedDRAManager, tolerations [][]cluster.DeviceToleration) (map[string]draNode, error) {
 	slices, err := gpuSlices(m)
 	if err != nil {
 		return nil, err
@@ -101,6 +107,9 @@ func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 			if allocated.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
 				continue
 			}
+			if len(d.Taints) > 0 && !tolerated(kube.DeviceTaints(d.Name, d.Taints), d.Name, tolerations) {
+				continue
+			}
 			if len(d.ConsumesCounters) > 0 {
 				if l := ledgers[s.Spec.Pool.Name]; l == nil || !l.Fits(kube.CounterUses(d.ConsumesCounters)) {
 					continue
@@ -111,6 +120,37 @@ func draNodes(m fwk.SharedDRAManager) (map[string]draNode, error) {
 		out[*s.Spec.NodeName] = n
 	}
 	return out, nil
+}
+
+// tolerated reports whether one of the requests' tolerations lets a
+// request take the device despite its taints.
+func tolerated(taints []cluster.DeviceTaint, device string, tolerations [][]cluster.DeviceToleration) bool {
+	if len(tolerations) == 0 {
+		tolerations = [][]cluster.DeviceToleration{nil}
+	}
+	for _, tols := range tolerations {
+		if _, blocked := cluster.Untolerated(taints, device, tols); !blocked {
+			return true
+		}
+	}
+	return false
+}
+
+// draTolerations are the tolerations of each request of the pod's
+// unallocated claims (a firstAvailable request's first alternative's).
+func draTolerations(pod *v1.Pod, claims fwk.ResourceClaimTracker) [][]cluster.DeviceToleration {
+	var out [][]cluster.DeviceToleration
+	for _, c := range podClaims(pod, claims) {
+		for _, r := range c.Spec.Devices.Requests {
+			switch {
+			case r.Exactly != nil:
+				out = append(out, kube.Tolerations(r.Exactly.Tolerations))
+			case len(r.FirstAvailable) > 0:
+				out = append(out, kube.Tolerations(r.FirstAvailable[0].Tolerations))
+			}
+		}
+	}
+	return out
 }
 
 // draScore is the best fit of the pod's devices on the node: 1 where they

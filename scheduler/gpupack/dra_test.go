@@ -104,7 +104,7 @@ func TestDRAPacking(t *testing.T) {
 	if got := draNeed(pod, m.ResourceClaims()); got != 3 {
 		t.Errorf("need %d, want 3", got)
 	}
-	nodes, err := draNodes(m)
+	nodes, err := draNodes(m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

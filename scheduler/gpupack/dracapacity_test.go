@@ -68,7 +68,7 @@ func TestDRACapacityPacking(t *testing.T) {
 		t.Fatalf("demand %+v, want one device and 20Gi of memory", d)
 	}
 	var err error
-	if d.nodes, err = draNodes(m); err != nil {
+	if d.nodes, err = draNodes(m, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d.shared, err = draSharedDevices(m); err != nil {

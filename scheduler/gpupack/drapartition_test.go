@@ -26,7 +26,7 @@ func TestDRAPackingPartitions(t *testing.T) {
 		"ml/full-0": claim("full-0", 1, "c", h.PartitionName(p3, 0)),
 		"ml/full-1": claim("full-1", 1, "c", h.PartitionName(p3, 4)),
 	}}}
-	nodes, err := draNodes(f)
+	nodes, err := draNodes(f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func (p *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if !cp.WantsGPU() {
 		if m := p.handle.SharedDRAManager(); m != nil {
 			if need := draNeed(pod, m.ResourceClaims()); need > 0 {
-				cs.Write(stateKey, &cycleState{dra: &draDemand{need: need, capacity: draCapacity(pod, m.ResourceClaims())}})
+				cs.Write(stateKey, &cycleState{dra: &draDemand{need: need, capacity: draCapacity(pod, m.ResourceClaims()), tolerations: draTolerations(pod, m.ResourceClaims())}})
 				return nil, nil
 			}
 		}
@@ -289,7 +289,7 @@ func (p *Plugin) PreScore(_ context.Context, cs fwk.CycleState, _ *v1.Pod, _ []f
 		return fwk.NewStatus(fwk.Skip)
 	}
 	if s.dra != nil {
-		if s.dra.nodes, err = draNodes(p.handle.SharedDRAManager()); err != nil {
+		if s.dra.nodes, err = draNodes(p.handle.SharedDRAManager(), s.dra.tolerations); err != nil {
 			return fwk.AsStatus(err)
 		}
 		if len(s.dra.capacity) > 0 {

@@ -363,7 +363,7 @@ func reasonText(r placement.Reason) string {
 	case placement.TaintNotTolerated:
 		return "taint {" + r.Detail + "} not tolerated"
 	case placement.NodeSelectorMismatch, placement.GPUModelMismatch, placement.SharingModeMismatch, placement.IsolationConflict,
-		placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimCapacityInsufficient, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated:
+		placement.ClaimUnallocatable, placement.ClaimCounterExhausted, placement.ClaimCapacityInsufficient, placement.ClaimSelectorError, placement.ClaimNotFound, placement.ClaimTaintNotTolerated, placement.ClaimConstraintUnsatisfied:
 		return r.Detail
 	}
 	resource := r.Resource
