@@ -190,3 +190,46 @@ func (pl *Plan) DRAManifests() ([]byte, error) {
 	}
 	return []byte(strings.Join(docs, "---\n")), nil
 }
+
+// partitionableWarnings names, per DRA pool, the GPUs offered as
+// partitionable devices (dynamic MIG over shared counters), which the plan
+// does not plan partitions for yet: it counts them as whole GPUs.
+func partitionableWarnings(s *cluster.Snapshot) []string {
+	type poolGPUs struct {
+		gpus    int
+		classes map[string]bool
+	}
+	byPool := map[string]*poolGPUs{}
+	for _, n := range s.Nodes {
+		for _, g := range n.GPUs {
+			if g.DRA == nil || !g.DRA.Partitionable() {
+				continue
+			}
+			key := g.DRA.Driver + "/" + g.DRA.Pool
+			p := byPool[key]
+			if p == nil {
+				p = &poolGPUs{classes: map[string]bool{}}
+				byPool[key] = p
+			}
+			p.gpus++
+			for _, c := range g.DRA.Classes {
+				p.classes[c] = true
+			}
+			for _, part := range g.DRA.Partitions {
+				for _, c := range part.Classes {
+					p.classes[c] = true
+				}
+			}
+		}
+	}
+	var out []string
+	for _, key := range slices.Sorted(maps.Keys(byPool)) {
+		p := byPool[key]
+		classes := "none"
+		if len(p.classes) > 0 {
+			classes = strings.Join(slices.Sorted(maps.Keys(p.classes)), ", ")
+		}
+		out = append(out, fmt.Sprintf("DRA pool %s: %d GPU(s) offered as partitionable devices (dynamic MIG, DRAPartitionableDevices; device classes %s): the plan counts them as whole GPUs and proposes no partition claims for them yet", key, p.gpus, classes))
+	}
+	return out
+}

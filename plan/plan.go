@@ -273,7 +273,7 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options) (
 		pl.Window = u.Window
 	}
 	ps, poolOf, warnings := pools(s)
-	pl.Warnings = warnings
+	pl.Warnings = append(warnings, partitionableWarnings(s)...)
 	pl.UnknownModels = s.UnknownModels()
 	var largest gpu.MiB
 	for _, n := range s.Nodes {
