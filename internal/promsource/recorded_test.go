@@ -3,18 +3,23 @@ package promsource
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
@@ -228,7 +233,63 @@ func BenchmarkRecordedQueries(b *testing.B) {
 			return nil
 		})
 		b.Logf("the %d recorded figures over the day, one by one: %.3f s as range queries at a 1 h step, %.3f s as 24 instant queries each", len(queries), ranged.Seconds(), instant.Seconds())
+		// Where the recorded path's time goes: the check, and for the
+		// figures Prometheus' answer (query and transfer) against
+		// gpupack's decoding of it.
+		check := median(func() error {
+			_, err := s.recordedCovers(ctx, r, scrape, time.Hour)
+			return err
+		})
+		var fetch, decode time.Duration
+		var bytes, points int
+		for _, q := range queries {
+			f, d, n, p, err := timedQueryRange(ctx, prom.URL, q, r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fetch, decode, bytes, points = fetch+f, decode+d, bytes+n, points+p
+		}
+		b.Logf("the check over the day: %.3f s; the %d figures: %.3f s for Prometheus to answer, %.3f s to decode %d bytes of JSON, %d points", check.Seconds(), len(queries), fetch.Seconds(), decode.Seconds(), bytes, points)
 	}
+}
+
+// timedQueryRange runs query over r against the Prometheus at url and says
+// how long Prometheus took to answer (query and transfer) and how long
+// decoding its JSON took, the bytes and the points.
+func timedQueryRange(ctx context.Context, url, query string, r v1.Range) (fetch, decode time.Duration, n, points int, err error) {
+	form := neturl.Values{"query": {query}, "start": {strconv.FormatFloat(float64(r.Start.UnixMilli())/1000, 'f', 3, 64)},
+		"end": {strconv.FormatFloat(float64(r.End.UnixMilli())/1000, 'f', 3, 64)}, "step": {strconv.FormatFloat(r.Step.Seconds(), 'f', -1, 64)}}
+	t0 := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/query_range", strings.NewReader(form.Encode()))
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	fetch = time.Since(t0)
+	t0 = time.Now()
+	var answer struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result model.Matrix `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || answer.Status != "success" {
+		return 0, 0, 0, 0, fmt.Errorf("query %s: %v: %.200s", query, err, body)
+	}
+	decode = time.Since(t0)
+	for _, ss := range answer.Data.Result {
+		points += len(ss.Values)
+	}
+	return fetch, decode, len(body), points, nil
 }
 
 // TestRecordedCovers answers the check query with the devices recorded
