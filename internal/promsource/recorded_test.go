@@ -324,6 +324,12 @@ func BenchmarkRecordedQueries(b *testing.B) {
 			b.Fatalf("provenance %+v: the two days were not read from the hourly rules", p)
 		}
 		b.Logf("hourly   StreamBuckets over both days: %.3f s, %.1f ms per device-day", two.Seconds(), two.Seconds()/float64(2*gpus)*1000)
+		// What else a report reads per window, over one day and both.
+		for _, w := range []usage.Window{day, both} {
+			health := median(func() error { _, err := s.LoadHealth(ctx, w); return err })
+			meta := median(func() error { _, err := s.LoadMeta(ctx, w, nil, time.Hour); return err })
+			b.Logf("over %s: LoadHealth %.3f s, LoadMeta %.3f s", w.End.Sub(w.Start), health.Seconds(), meta.Seconds())
+		}
 	}
 }
 
