@@ -441,3 +441,78 @@ func TestRecordedCovers(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanHourly answers the query for the hourly rules' windows with
+// evaluation times at an offset, and checks that a window is read from
+// them only where they lie 1 h apart over all of it and leave less than
+// an hour at each end, and which windows are wholly inside it.
+func TestPlanHourly(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	w := usage.Window{Start: start, End: start.Add(6 * time.Hour), Step: 30 * time.Second}
+	// evaluations at start + offset + k hours, k in [from, to), less skip.
+	evals := func(offset time.Duration, from, to int, skip ...int) []time.Time {
+		var out []time.Time
+		for k := from; k < to; k++ {
+			if !slices.Contains(skip, k) {
+				out = append(out, start.Add(offset+time.Duration(k)*time.Hour))
+			}
+		}
+		return out
+	}
+	cases := map[string]struct {
+		series    [][]time.Time
+		wantFirst time.Duration // of the first window's end from start; 0 for no plan
+		wantN     int
+	}{
+		// Evaluated at :17, a window ends at :12: those ending 1:12..5:12
+		// are inside, the head [0:00, 0:12] and the tail after 5:12 not.
+		"an offset":          {series: [][]time.Time{evals(17*time.Minute, -1, 8)}, wantFirst: time.Hour + 12*time.Minute, wantN: 5},
+		"on the hour's end":  {series: [][]time.Time{evals(time.Hour+5*time.Minute-time.Millisecond, -1, 7)}, wantFirst: time.Hour - time.Millisecond, wantN: 6},
+		"an hour missing":    {series: [][]time.Time{evals(17*time.Minute, -1, 8, 3)}},
+		"installed later":    {series: [][]time.Time{evals(17*time.Minute, 2, 8)}},
+		"stopped before":     {series: [][]time.Time{evals(17*time.Minute, -1, 5)}},
+		"two groups":         {series: [][]time.Time{evals(17*time.Minute, -1, 8), evals(40*time.Minute, -1, 8)}},
+		"no hourly rules":    {},
+		"the offset changed": {series: [][]time.Time{append(evals(17*time.Minute, -1, 3), evals(40*time.Minute, 3, 8)...)}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				if err := r.ParseForm(); err != nil {
+					t.Error(err)
+				}
+				q := r.Form.Get("query")
+				if !strings.Contains(q, hourlyDevices) || !strings.Contains(q, `gpupack_step="30s"`) {
+					t.Errorf("query %s: want the hourly devices of the report's step", q)
+				}
+				var result []string
+				for i, ts := range tc.series {
+					var pts []string
+					for _, e := range ts {
+						pts = append(pts, fmt.Sprintf(`[%.3f,"16"]`, float64(e.UnixMilli())/1000))
+					}
+					result = append(result, fmt.Sprintf(`{"metric":{"__name__":%q,"replica":"%d"},"values":[%s]}`, hourlyDevices, i, strings.Join(pts, ",")))
+				}
+				rw.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(rw, `{"status":"success","data":{"resultType":"matrix","result":[%s]}}`, strings.Join(result, ","))
+			}))
+			defer srv.Close()
+			s, err := New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := s.planHourly(context.Background(), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.wantN == 0 && plan != nil:
+				t.Errorf("plan %v; want none", plan.ends)
+			case tc.wantN > 0 && plan == nil:
+				t.Errorf("no plan; want %d windows from %s", tc.wantN, tc.wantFirst)
+			case tc.wantN > 0 && (len(plan.ends) != tc.wantN || !plan.ends[0].Equal(start.Add(tc.wantFirst))):
+				t.Errorf("windows ending %v; want %d from %s", plan.ends, tc.wantN, start.Add(tc.wantFirst))
+			}
+		})
+	}
+}
