@@ -142,14 +142,18 @@ func (p *pieceSet) emit(add func(*usage.Bucket) error) error {
 const (
 	pieceHead = iota
 	pieceHourly
+	pieceDaily
 	pieceTail
 )
 
 // streamHourly reads w from the second level of rules where it holds w
 // and the first level covers every hour of it (recordedCovers, a day at a
-// time): each hourly window wholly inside w is read as recorded (one
-// range query at a 1 h step per group of figures and day), and counted in
-// the report hour its window starts in; the head before the first and
+// time): each hourly window wholly inside w is read, for the per-hour
+// figures as recorded (two range queries at a 1 h step per day, nothing
+// computed) and counted in the report hour its window starts in, for the
+// others combined over each day of windows (a few instant queries per
+// day: one point per series and day, not 24) and counted in the hour the
+// day's first window starts in; the head before the first and
 // the tail after the last (each under an hour) are read from the 5-minute
 // windows, as recordedQuery reads an hour, and counted in w's first and
 // last hours. Totals are those of the 5-minute windows that ended in w,
@@ -190,13 +194,17 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
 			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
 			edge := first.Add(-HourWindow)
-			s.goEdge(gctx, g, pieces, w, edge, edge.Sub(w.Start), pieceHead, w.Start)
+			s.goCombined(gctx, g, pieces, w.Step, edge, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, w.Start)
 		}
 		if lo+perChunk >= len(plan.ends) && last.Before(w.End.Add(-time.Millisecond)) {
 			// The tail: those that ended in (last, w.End - 1ms].
 			edge := w.End.Add(-time.Millisecond)
-			s.goEdge(gctx, g, pieces, w, edge, edge.Sub(last)-time.Millisecond, pieceTail, w.End.Add(-HourWindow))
+			s.goCombined(gctx, g, pieces, w.Step, edge, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, w.End.Add(-HourWindow))
 		}
+		// The figures that only add to totals: the chunk's hourly windows
+		// combined into one piece, counted in the hour the first starts in.
+		at, span := chunk[len(chunk)-1].Add(hourLag), chunk[len(chunk)-1].Sub(chunk[0])
+		s.goCombined(gctx, g, pieces, w.Step, at, span, dailyFigures(), RecordedHourName, pieceDaily, hourStart(w, chunk[0].Add(time.Millisecond-HourWindow)))
 		r := v1.Range{Start: chunk[0].Add(hourLag), End: chunk[len(chunk)-1].Add(hourLag), Step: HourWindow}
 		for _, q := range hourlyQueries(w.Step) {
 			g.Go(func() error {
@@ -221,16 +229,17 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	return true, nil
 }
 
-// goEdge reads, in g, every figure over the 5-minute windows that ended in
-// [at - span, at] (at least the one at at) and files them as piece in the
-// report hour start.
-func (s *Source) goEdge(ctx context.Context, g *errgroup.Group, pieces *pieceSet, w usage.Window, at time.Time, span time.Duration, piece int, start time.Time) {
+// goCombined reads, in g, the figures figs (indexes into bucketFigures)
+// combined over the recorded series that name gives them, those recorded
+// in [at - span, at] (at least the one at at), and files them as piece in
+// the report hour start.
+func (s *Source) goCombined(ctx context.Context, g *errgroup.Group, pieces *pieceSet, step time.Duration, at time.Time, span time.Duration, figs []int, name func(string) string, piece int, start time.Time) {
 	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
-	for lo := 0; lo < len(bucketFigures); lo += fallbackGroup {
+	for lo := 0; lo < len(figs); lo += fallbackGroup {
 		g.Go(func() error {
 			var parts []string
-			for i := lo; i < min(lo+fallbackGroup, len(bucketFigures)); i++ {
-				q, err := combineRecorded(bucketFigures[i], w.Step, rng)
+			for _, i := range figs[lo:min(lo+fallbackGroup, len(figs))] {
+				q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, rng)
 				if err != nil {
 					return err
 				}
@@ -239,7 +248,7 @@ func (s *Source) goEdge(ctx context.Context, g *errgroup.Group, pieces *pieceSet
 			q := strings.Join(parts, " or ")
 			m, err := s.queryRange(ctx, q, v1.Range{Start: at, End: at, Step: HourWindow})
 			if err != nil {
-				return fmt.Errorf("bucket figures from gpupack's recording rules at the window's edge %s: %w", at.Format(time.RFC3339), err)
+				return fmt.Errorf("bucket figures from gpupack's recording rules at %s: %w", at.Format(time.RFC3339), err)
 			}
 			pieces.file(m, func(ss *model.SampleStream, _ time.Time) (int, time.Time, *bucketFigure) {
 				i, err := strconv.Atoi(string(ss.Metric["gpupack_figure"]))
@@ -253,17 +262,47 @@ func (s *Source) goEdge(ctx context.Context, g *errgroup.Group, pieces *pieceSet
 	}
 }
 
-// hourlyQueries select the second level's series of the step, the
-// figures split into bucketParallel queries that Prometheus answers at
-// once; nothing is computed, the recorded points are read as they are.
+// perHourFigures are the figures whose hour matters to a report: an
+// owner's held, activity-known and active shares (the hourly levels and
+// its first hour), its shared steps (who shared a GPU in the same hour)
+// and its held steps (for its bucket to count); the hourly path reads them
+// per hourly window, the others once per day of them.
+var perHourFigures = map[string]bool{"held steps": true, "held share": true, "activity-known share": true, "active share": true, "shared steps": true}
+
+func allFigures() []int {
+	var out []int
+	for i := range bucketFigures {
+		out = append(out, i)
+	}
+	return out
+}
+
+// dailyFigures are the figures read once per day of hourly windows: all
+// but the per-hour ones, and an owner's held steps again, which weigh its
+// day's VRAM percentiles (an owner's held steps add up nowhere else).
+func dailyFigures() []int {
+	var out []int
+	for i, f := range bucketFigures {
+		if !perHourFigures[f.name] || f.name == "held steps" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// hourlyQueries select the second level's series of the step of the
+// per-hour figures, in two queries that Prometheus answers at once;
+// nothing is computed, the recorded points are read as they are.
 func hourlyQueries(step time.Duration) []string {
 	var names []string
 	for _, f := range bucketFigures {
-		names = append(names, regexp.QuoteMeta(RecordedHourName(f.name)))
+		if perHourFigures[f.name] {
+			names = append(names, regexp.QuoteMeta(RecordedHourName(f.name)))
+		}
 	}
 	slices.Sort(names)
 	var out []string
-	per := (len(names) + bucketParallel - 1) / bucketParallel
+	per := (len(names) + 1) / 2
 	for lo := 0; lo < len(names); lo += per {
 		out = append(out, fmt.Sprintf("{__name__=~%q, %s=%q}", strings.Join(names[lo:min(lo+per, len(names))], "|"), StepLabel, stepValue(step)))
 	}

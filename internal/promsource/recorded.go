@@ -213,11 +213,17 @@ func recordedQuery(fig bucketFigure, step, bucket time.Duration) (string, error)
 // combineRecorded combines figure fig's 5-minute windows that the range
 // rng (such as "[3599999ms]", with an offset if need be) selects.
 func combineRecorded(fig bucketFigure, step time.Duration, rng string) (string, error) {
+	return combineSeries(fig, RecordedName(fig.name), step, rng)
+}
+
+// combineSeries combines the recorded series name of figure fig (either
+// level) over the range rng.
+func combineSeries(fig bucketFigure, name string, step time.Duration, rng string) (string, error) {
 	combine, err := recordedCombine(fig)
 	if err != nil {
 		return "", err
 	}
-	sel := fmt.Sprintf("%s{%s=%q}%s", RecordedName(fig.name), StepLabel, stepValue(step), rng)
+	sel := fmt.Sprintf("%s{%s=%q}%s", name, StepLabel, stepValue(step), rng)
 	if strings.HasSuffix(combine, " ") { // a quantile's argument list
 		return combine + sel + ")", nil
 	}
