@@ -42,7 +42,7 @@ func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, e
 		return nil, fmt.Errorf("bucket figures, whether gpupack's hourly recording rules hold them: %w", s.fail(q, err))
 	}
 	m, ok := v.(model.Matrix)
-	if !ok || len(m) != 1 {
+	if !ok || len(m) != 1 || m[0].Metric[model.MetricNameLabel] != hourlyDevices {
 		return nil, nil // none, or more than one group recording them
 	}
 	var ends []time.Time
