@@ -423,6 +423,11 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 	if err := checkBucketWindow(w, bucket); err != nil {
 		return err
 	}
+	// Where the second level of gpupack's rules holds the window, it is
+	// read from it and nothing else runs.
+	if read, err := s.streamHourly(ctx, w, bucket, add); read || err != nil {
+		return err
+	}
 	type key struct {
 		start  int64
 		device string

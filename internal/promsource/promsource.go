@@ -31,6 +31,10 @@ type Source struct {
 	// series even where gpupack's recording rules hold it: the reference
 	// that the recorded path is compared with.
 	ignoreRecorded bool
+	// ignoreHourly makes StreamBuckets read recorded hours from the
+	// 5-minute rules alone, as before the hourly ones: what benchmarks
+	// compare the hourly rules with.
+	ignoreHourly bool
 	// provenance counts how the buckets read so far were computed.
 	provenance *provenanceCounts
 }

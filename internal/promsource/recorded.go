@@ -33,6 +33,28 @@ const StepLabel = "gpupack_step"
 // evaluation offset within RecordWindow from it (and the file's name).
 const recordedGroup = "gpupack-buckets"
 
+// HourWindow is the span of the second level of rules, gpupack:<figure>:1h:
+// evaluated every hour, each combines the RecordWindow windows that ended in
+// the hour before hourLag ago, so that a month reads 24 numbers per figure
+// and device-day instead of 288.
+const HourWindow = time.Hour
+
+// hourLag is how far behind its evaluation an hourly window ends: the
+// 5-minute windows it combines were evaluated at least that long before, so
+// a 5-minute group still evaluating (or one evaluated at the same instant)
+// is never missed.
+const hourLag = RecordWindow
+
+// hourlyGroup is the second level's rule group.
+const hourlyGroup = "gpupack-buckets-1h"
+
+// hourlyDevices is the series the second level records at each of its
+// evaluations: the devices its window holds. Its timestamps say where the
+// hourly windows lie (each ends hourLag before); it is absent where the
+// first level held nothing, as when both levels were recorded over the
+// past at once (the second must be recorded after the first is loaded).
+const hourlyDevices = "gpupack:devices:1h"
+
 // RuleFile is a Prometheus rules file (rule_files: in prometheus.yml, or
 // a PrometheusRule's spec).
 type RuleFile struct {
@@ -63,6 +85,12 @@ func RecordedName(figure string) string {
 
 var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 
+// RecordedHourName is the second level's series of a bucket figure:
+// gpupack:<figure>:1h, e.g. gpupack:device_held_steps:1h.
+func RecordedHourName(figure string) string {
+	return strings.TrimSuffix(RecordedName(figure), ":5m") + ":1h"
+}
+
 // RecordingRules are the rules that record every bucket figure of the
 // hourly path over RecordWindow at step (the scrape interval, which must
 // divide RecordWindow), evaluated every RecordWindow: what `gpupack rules`
@@ -87,7 +115,40 @@ func RecordingRules(step time.Duration) (RuleFile, error) {
 			Labels: map[string]string{StepLabel: stepValue(step)},
 		})
 	}
-	return RuleFile{Groups: []RuleGroup{g}}, nil
+	// The second level: every hour, the hour of 5-minute windows that
+	// ended hourLag before, combined as a report combines them.
+	h := RuleGroup{Name: hourlyGroup, Interval: model.Duration(HourWindow).String()}
+	labels := map[string]string{StepLabel: stepValue(step)}
+	for _, fig := range bucketFigures {
+		expr, err := combineRecorded(fig, step, fmt.Sprintf("[%dms] offset %s", (HourWindow-time.Millisecond).Milliseconds(), stepValue(hourLag)))
+		if err != nil {
+			return RuleFile{}, err
+		}
+		h.Rules = append(h.Rules, Rule{Record: RecordedHourName(fig.name), Expr: expr, Labels: labels})
+	}
+	h.Rules = append(h.Rules, Rule{Record: hourlyDevices, Labels: labels,
+		Expr: fmt.Sprintf("count(last_over_time(%s{%s=%q}[%dms] offset %s))", RecordedName("sampled steps"), StepLabel, stepValue(step), (HourWindow - time.Millisecond).Milliseconds(), stepValue(hourLag))})
+	return RuleFile{Groups: []RuleGroup{g, h}}, nil
+}
+
+// RulesYAMLByLevel is RulesYAML one group per file, in the order promtool
+// tsdb create-blocks-from rules must record them over the past: each level
+// reads the one before, so the blocks of one are loaded before the next is
+// recorded.
+func RulesYAMLByLevel(step time.Duration) ([][]byte, error) {
+	f, err := RecordingRules(step)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, g := range f.Groups {
+		b, err := yaml.Marshal(RuleFile{Groups: []RuleGroup{g}})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 // RulesYAML is RecordingRules as a rules file, with a comment that says
@@ -105,9 +166,12 @@ func RulesYAML(step time.Duration) ([]byte, error) {
 	}
 	head := fmt.Sprintf(`# gpupack's recording rules (gpupack rules --step %s): every figure of
 # report --accounting hourly's buckets over %s windows of dcgm-exporter's
-# series at a %s step (the scrape interval), evaluated every %s. With them
-# loaded, report and serve read an hour as the dozen windows that end in it.
-`, stepValue(step), stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow))
+# series at a %s step (the scrape interval), evaluated every %s, and the
+# same figures over the hour of those windows that ended %s before each
+# hourly evaluation (gpupack:<figure>:1h). With them loaded, report and
+# serve read a long window from the hourly ones and its ends from the
+# %s ones.
+`, stepValue(step), stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow), stepValue(hourLag), stepValue(RecordWindow))
 	return append([]byte(head), body.Bytes()...), nil
 }
 
@@ -143,11 +207,23 @@ func recordedCombine(fig bucketFigure) (string, error) {
 // evaluation time (a bucket's end less 1 ms) from its recorded windows:
 // those whose evaluation times fall in [end-bucket, end).
 func recordedQuery(fig bucketFigure, step, bucket time.Duration) (string, error) {
+	return combineRecorded(fig, step, fmt.Sprintf("[%dms]", (bucket-time.Millisecond).Milliseconds()))
+}
+
+// combineRecorded combines figure fig's 5-minute windows that the range
+// rng (such as "[3599999ms]", with an offset if need be) selects.
+func combineRecorded(fig bucketFigure, step time.Duration, rng string) (string, error) {
+	return combineSeries(fig, RecordedName(fig.name), step, rng)
+}
+
+// combineSeries combines the recorded series name of figure fig (either
+// level) over the range rng.
+func combineSeries(fig bucketFigure, name string, step time.Duration, rng string) (string, error) {
 	combine, err := recordedCombine(fig)
 	if err != nil {
 		return "", err
 	}
-	sel := fmt.Sprintf("%s{%s=%q}[%dms]", RecordedName(fig.name), StepLabel, stepValue(step), (bucket - time.Millisecond).Milliseconds())
+	sel := fmt.Sprintf("%s{%s=%q}%s", name, StepLabel, stepValue(step), rng)
 	if strings.HasSuffix(combine, " ") { // a quantile's argument list
 		return combine + sel + ")", nil
 	}
@@ -172,6 +248,15 @@ func recordedCheckQuery(step, bucket time.Duration) string {
 // the rules: serve's current partial hour is computed from the series, so
 // that it does not lag by up to a window.
 func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket time.Duration) (bool, error) {
+	return s.recordedCoverage(ctx, r, step, bucket, false)
+}
+
+// recordedCoverage is recordedCovers, where emptyOK also passes a bucket
+// with nothing recorded and no device sampled at its middle: for a window
+// that the hourly rules were evaluated over throughout (planHourly), so
+// that the 5-minute rules (in the same file) ran too, and an hour without
+// a recorded window had nothing to record.
+func (s *Source) recordedCoverage(ctx context.Context, r v1.Range, step, bucket time.Duration, emptyOK bool) (bool, error) {
 	if s.ignoreRecorded || s.subqueriesOnly || bucket%time.Hour != 0 {
 		return false, nil
 	}
@@ -191,6 +276,9 @@ func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket ti
 	}
 	for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
 		rec, ok := counts["recorded"][t.UnixMilli()]
+		if raw, sampled := counts["raw"][t.UnixMilli()]; emptyOK && rec == 0 && (!sampled || raw == 0) {
+			continue
+		}
 		if !ok || rec == 0 || math.IsNaN(rec) || rec < counts["raw"][t.UnixMilli()] {
 			return false, nil
 		}
@@ -229,6 +317,9 @@ func (s *Source) streamRecorded(ctx context.Context, r v1.Range, step, bucket ti
 // the series themselves.
 type BucketProvenance struct {
 	RecordedHours, ComputedHours int
+	// HourlyWindows counts the windows of the second level of rules
+	// (gpupack:<figure>:1h) that the recorded hours were read from.
+	HourlyWindows int
 }
 
 type provenanceCounts struct {
@@ -241,6 +332,12 @@ func (s *Source) BucketProvenance() BucketProvenance {
 	s.provenance.Lock()
 	defer s.provenance.Unlock()
 	return s.provenance.BucketProvenance
+}
+
+func (s *Source) countHourlyWindows(n int) {
+	s.provenance.Lock()
+	defer s.provenance.Unlock()
+	s.provenance.HourlyWindows += n
 }
 
 func (s *Source) countBuckets(recorded bool, n int) {

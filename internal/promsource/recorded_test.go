@@ -3,47 +3,67 @@ package promsource
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
 )
 
 // TestRecordingRules checks that every bucket figure has one recording
-// rule with a valid, distinct name in the level:metric:operations form,
-// and that steps the windows cannot hold are refused.
+// rule per level with a valid, distinct name in the level:metric:operations
+// form (the 5-minute windows of the series, and the hourly windows of
+// those that ended hourLag before), and that steps the windows cannot
+// hold are refused.
 func TestRecordingRules(t *testing.T) {
 	f, err := RecordingRules(30 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Groups) != 1 || f.Groups[0].Interval != "5m" {
-		t.Fatalf("groups %+v; want one group evaluated every 5m", f.Groups)
+	if len(f.Groups) != 2 || f.Groups[0].Interval != "5m" || f.Groups[1].Interval != "1h" {
+		t.Fatalf("groups %+v; want one group evaluated every 5m, then one every 1h", f.Groups)
 	}
-	name := regexp.MustCompile(`^gpupack:[a-z0-9_]+:5m$`)
+	levels := []struct {
+		name   *regexp.Regexp
+		window string
+	}{
+		{regexp.MustCompile(`^gpupack:[a-z0-9_]+:5m$`), "299999ms"},
+		{regexp.MustCompile(`^gpupack:[a-z0-9_]+:1h$`), "[3599999ms] offset 5m"},
+	}
 	seen := map[string]bool{}
-	for _, r := range f.Groups[0].Rules {
-		if !name.MatchString(r.Record) || seen[r.Record] {
-			t.Errorf("rule %q: want a distinct name gpupack:<figure>:5m", r.Record)
+	for i, l := range levels {
+		n := 0
+		for _, r := range f.Groups[i].Rules {
+			if !l.name.MatchString(r.Record) || seen[r.Record] {
+				t.Errorf("rule %q: want a distinct name like %s", r.Record, l.name)
+			}
+			seen[r.Record] = true
+			if r.Labels[StepLabel] != "30s" || !strings.Contains(r.Expr, l.window) {
+				t.Errorf("rule %s: labels %v, expr %s; want %s=30s over %s", r.Record, r.Labels, r.Expr, StepLabel, l.window)
+			}
+			if i == 1 && r.Record != hourlyDevices && !strings.Contains(r.Expr, strings.TrimSuffix(r.Record, ":1h")+":5m{") {
+				t.Errorf("rule %s: expr %s; want it to combine its figure's 5-minute windows", r.Record, r.Expr)
+			}
+			n++
 		}
-		seen[r.Record] = true
-		if r.Labels[StepLabel] != "30s" || !strings.Contains(r.Expr, "299999ms") {
-			t.Errorf("rule %s: labels %v, expr %s; want %s=30s over a 5m window less 1 ms", r.Record, r.Labels, r.Expr, StepLabel)
+		if want := len(bucketFigures) + i; n != want { // and the hourly devices
+			t.Errorf("group %s: %d rules for %d bucket figures", f.Groups[i].Name, n, len(bucketFigures))
 		}
-	}
-	if len(seen) != len(bucketFigures) {
-		t.Errorf("%d rules for %d bucket figures", len(seen), len(bucketFigures))
 	}
 	for _, step := range []time.Duration{0, -time.Second, 7 * time.Second, 1500 * time.Millisecond, 10 * time.Minute} {
 		if _, err := RecordingRules(step); err == nil || !strings.Contains(err.Error(), "divide") {
@@ -61,25 +81,50 @@ func TestRecordingRules(t *testing.T) {
 // as before (the reference). Totals per device and pod, energy, VRAM
 // maxima, start-up times and data quality must agree within 1%; the
 // hourly levels and the GPUs a pod held at start may not, since an hour's
-// recorded windows are shifted by up to one window from the hour.
+// recorded windows are shifted from the hour (by up to one 5-minute
+// window, or up to an hour where the hourly windows are read). Recorded
+// at once, the second level holds nothing (it reads the first, which the
+// server does not hold yet) and the 5-minute windows are read; recorded
+// level by level (record, restart, record), the hourly windows are read
+// and the window's ends from the 5-minute ones.
 func TestRecordedAgreesWithBuckets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("backfills and starts a real Prometheus")
 	}
+	for name, byLevel := range map[string]bool{"5-minute windows": false, "hourly windows": true} {
+		t.Run(name, func(t *testing.T) { recordedAgreesWithBuckets(t, byLevel) })
+	}
+}
+
+func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 	const scrape = time.Minute
 	prom, day := faultyFleetDay(t, scrape)
-	rules, err := RulesYAML(scrape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "gpupack-rules.yaml")
-	if err := os.WriteFile(file, rules, 0o644); err != nil {
-		t.Fatal(err)
+	files := [][]byte{}
+	if byLevel {
+		var err error
+		if files, err = RulesYAMLByLevel(scrape); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		rules, err := RulesYAML(scrape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, rules)
 	}
 	// One hour past the history, so that the windows holding its last
-	// steps are read too.
+	// steps are read too; the rules are recorded an hour further, so that
+	// the hourly window that ends in that hour is recorded whatever the
+	// group's evaluation offset.
 	w := usage.Window{Start: day.Start, End: day.End.Add(time.Hour), Step: scrape}
-	prom.BackfillRules(file, w.Start, w.End)
+	dir := t.TempDir()
+	for i, rules := range files {
+		file := filepath.Join(dir, fmt.Sprintf("gpupack-rules-%d.yaml", i))
+		if err := os.WriteFile(file, rules, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prom.BackfillRules(file, w.Start, w.End.Add(time.Hour))
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -91,13 +136,22 @@ func TestRecordedAgreesWithBuckets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The day's 24 hours come from the rules. The extra hour holds a
-	// recorded window only when the group's evaluation offset (a hash of
-	// the rules file's path, so it varies between runs) puts a window
-	// ending in it over the day's last sample; otherwise it has nothing
-	// recorded and nothing sampled, and is computed (as empty).
-	if p := s.BucketProvenance(); p.RecordedHours < 24 || p.RecordedHours+p.ComputedHours != 25 {
-		t.Errorf("provenance %+v; want the day's 24 hours (and the empty one after it, or not) read from the recording rules", p)
+	p := s.BucketProvenance()
+	if byLevel {
+		// Every hour from the rules, 24 or 25 of them as hourly windows
+		// (25 where the group's offset puts a window's end on an hour's
+		// last millisecond), the rest as 5-minute windows.
+		if p.RecordedHours != 25 || p.ComputedHours != 0 || p.HourlyWindows < 24 || p.HourlyWindows > 25 {
+			t.Errorf("provenance %+v; want all 25 hours read from the recording rules, 24 or 25 hourly windows", p)
+		}
+	} else if p.RecordedHours < 24 || p.RecordedHours+p.ComputedHours != 25 || p.HourlyWindows != 0 {
+		// The day's 24 hours come from the rules. The extra hour holds a
+		// recorded window only when the group's evaluation offset (a hash
+		// of the rules file's path, so it varies between runs) puts a
+		// window ending in it over the day's last sample; otherwise it
+		// has nothing recorded and nothing sampled, and is computed (as
+		// empty).
+		t.Errorf("provenance %+v; want the day's 24 hours (and the empty one after it, or not) read from the 5-minute recording rules", p)
 	}
 	ref := *s
 	ref.ignoreRecorded = true
@@ -136,12 +190,15 @@ func TestRecordedAgreesWithBuckets(t *testing.T) {
 
 // BenchmarkRecordedQueries backfills a fleet (GPUPACK_BENCH_GPUS, 48 by
 // default) for two days at 30 s scrapes into a real Prometheus, records
-// gpupack's rules over them (promtool; its time is logged: what the rules
-// cost Prometheus per device-day), and times on the second day, each the
-// median of three runs in one run of the machine: StreamBuckets from the
-// rules, StreamBuckets computed from the series (the plain figures and the
-// subqueries where needed), and the recorded figures read as one range
-// query per figure at a 1 h step against 24 instant queries per figure.
+// gpupack's rules over them level by level (promtool; its time is logged:
+// what the rules cost Prometheus per device-day), and times on the second
+// day, each the median of three runs in one run of the machine:
+// StreamBuckets from the hourly rules (and over both days, for the cost
+// of an added day), from the 5-minute rules alone, and computed from the
+// series (the plain figures and the subqueries where needed); the
+// 5-minute figures read as one range query per figure at a 1 h step
+// against 24 instant queries per figure; and where the time goes: the
+// check, and Prometheus' answers against gpupack's decoding of them.
 // Run it once:
 //
 //	GPUPACK_E2E=1 go test ./internal/promsource -run XXX -bench RecordedQueries -benchtime 1x -v
@@ -151,18 +208,21 @@ func BenchmarkRecordedQueries(b *testing.B) {
 	}
 	const scrape, days = 30 * time.Second, 2
 	gpus, start, prom := benchFleet(b, scrape, days)
-	rules, err := RulesYAML(scrape)
+	levels, err := RulesYAMLByLevel(scrape)
 	if err != nil {
 		b.Fatal(err)
 	}
-	file := filepath.Join(b.TempDir(), "gpupack-rules.yaml")
-	if err := os.WriteFile(file, rules, 0o644); err != nil {
-		b.Fatal(err)
+	dir := b.TempDir()
+	for i, rules := range levels {
+		file := filepath.Join(dir, fmt.Sprintf("gpupack-rules-%d.yaml", i))
+		if err := os.WriteFile(file, rules, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		prom.BackfillRules(file, start, start.Add(days*24*time.Hour+time.Hour))
+		took := time.Since(t0)
+		b.Logf("recorded level %d of the rules over %d GPUs x %d days in %.1f s: %.2f s per device-day", i+1, gpus, days, took.Seconds(), took.Seconds()/float64(gpus*days))
 	}
-	t0 := time.Now()
-	prom.BackfillRules(file, start, start.Add(days*24*time.Hour))
-	took := time.Since(t0)
-	b.Logf("recorded the rules over %d GPUs x %d days in %.1f s: %.2f s per device-day", gpus, days, took.Seconds(), took.Seconds()/float64(gpus*days))
 
 	s, err := New(prom.URL)
 	if err != nil {
@@ -185,18 +245,18 @@ func BenchmarkRecordedQueries(b *testing.B) {
 	}
 	for b.Loop() {
 		for _, path := range []struct {
-			name     string
-			computed bool
-		}{{"recorded", false}, {"computed", true}} {
+			name               string
+			computed, fiveOnly bool
+		}{{"hourly", false, false}, {"recorded", false, true}, {"computed", true, false}} {
 			src := *s
-			src.ignoreRecorded, src.provenance = path.computed, &provenanceCounts{}
+			src.ignoreRecorded, src.ignoreHourly, src.provenance = path.computed, path.fiveOnly, &provenanceCounts{}
 			n := 0
 			d := median(func() error {
 				n = 0
 				return src.StreamBuckets(ctx, day, time.Hour, func(*usage.Bucket) error { n++; return nil })
 			})
-			if p := src.BucketProvenance(); !path.computed && (p.ComputedHours != 0 || p.RecordedHours == 0) {
-				b.Fatalf("provenance %+v: the recorded runs did not read every hour from the rules", p)
+			if p := src.BucketProvenance(); !path.computed && (p.ComputedHours != 0 || p.RecordedHours == 0 || (p.HourlyWindows == 0) != path.fiveOnly) {
+				b.Fatalf("provenance %+v: the %s runs did not read every hour from the rules as they should", p, path.name)
 			}
 			b.ReportMetric(d.Seconds()/float64(gpus)*1000, "ms/device-day-"+path.name)
 			b.Logf("%-8s StreamBuckets over the day: %.3f s, %d buckets, %.1f ms per device-day", path.name, d.Seconds(), n, d.Seconds()/float64(gpus)*1000)
@@ -228,7 +288,88 @@ func BenchmarkRecordedQueries(b *testing.B) {
 			return nil
 		})
 		b.Logf("the %d recorded figures over the day, one by one: %.3f s as range queries at a 1 h step, %.3f s as 24 instant queries each", len(queries), ranged.Seconds(), instant.Seconds())
+		// Where the recorded path's time goes: the check, and for the
+		// figures Prometheus' answer (query and transfer) against
+		// gpupack's decoding of it.
+		check := median(func() error {
+			_, err := s.recordedCovers(ctx, r, scrape, time.Hour)
+			return err
+		})
+		profile := func(name string, queries []string, r v1.Range) {
+			var fetch, decode time.Duration
+			var bytes, points int
+			for _, q := range queries {
+				f, d, n, p, err := timedQueryRange(ctx, prom.URL, q, r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				fetch, decode, bytes, points = fetch+f, decode+d, bytes+n, points+p
+			}
+			b.Logf("%s, %d queries one by one: %.3f s for Prometheus to answer, %.3f s to decode %d bytes of JSON, %d points", name, len(queries), fetch.Seconds(), decode.Seconds(), bytes, points)
+		}
+		b.Logf("the check over the day: %.3f s", check.Seconds())
+		profile("the 5-minute figures over the day", queries, r)
+		plan, err := s.planHourly(ctx, day)
+		if err != nil || plan == nil {
+			b.Fatalf("the hourly rules do not hold the day: %v", err)
+		}
+		profile("the hourly figures over the day", hourlyQueries(scrape), v1.Range{Start: plan.ends[0].Add(hourLag), End: plan.ends[len(plan.ends)-1].Add(hourLag), Step: time.Hour})
+		both := usage.Window{Start: start, End: day.End, Step: scrape}
+		src := *s
+		src.provenance = &provenanceCounts{}
+		two := median(func() error {
+			return src.StreamBuckets(ctx, both, time.Hour, func(*usage.Bucket) error { return nil })
+		})
+		if p := src.BucketProvenance(); p.HourlyWindows == 0 || p.ComputedHours != 0 {
+			b.Fatalf("provenance %+v: the two days were not read from the hourly rules", p)
+		}
+		b.Logf("hourly   StreamBuckets over both days: %.3f s, %.1f ms per device-day", two.Seconds(), two.Seconds()/float64(2*gpus)*1000)
+		// What else a report reads per window, over one day and both.
+		for _, w := range []usage.Window{day, both} {
+			health := median(func() error { _, err := s.LoadHealth(ctx, w); return err })
+			meta := median(func() error { _, err := s.LoadMeta(ctx, w, nil, time.Hour); return err })
+			b.Logf("over %s: LoadHealth %.3f s, LoadMeta %.3f s", w.End.Sub(w.Start), health.Seconds(), meta.Seconds())
+		}
 	}
+}
+
+// timedQueryRange runs query over r against the Prometheus at url and says
+// how long Prometheus took to answer (query and transfer) and how long
+// decoding its JSON took, the bytes and the points.
+func timedQueryRange(ctx context.Context, url, query string, r v1.Range) (fetch, decode time.Duration, n, points int, err error) {
+	form := neturl.Values{"query": {query}, "start": {strconv.FormatFloat(float64(r.Start.UnixMilli())/1000, 'f', 3, 64)},
+		"end": {strconv.FormatFloat(float64(r.End.UnixMilli())/1000, 'f', 3, 64)}, "step": {strconv.FormatFloat(r.Step.Seconds(), 'f', -1, 64)}}
+	t0 := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/query_range", strings.NewReader(form.Encode()))
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	fetch = time.Since(t0)
+	t0 = time.Now()
+	var answer struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result model.Matrix `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || answer.Status != "success" {
+		return 0, 0, 0, 0, fmt.Errorf("query %s: %v: %.200s", query, err, body)
+	}
+	decode = time.Since(t0)
+	for _, ss := range answer.Data.Result {
+		points += len(ss.Values)
+	}
+	return fetch, decode, len(body), points, nil
 }
 
 // TestRecordedCovers answers the check query with the devices recorded
@@ -296,6 +437,81 @@ func TestRecordedCovers(t *testing.T) {
 			}
 			if len(queries) == 1 && !strings.Contains(queries[0], `gpupack_step="30s"`) {
 				t.Errorf("the check %s does not select the rules of the report's step", queries[0])
+			}
+		})
+	}
+}
+
+// TestPlanHourly answers the query for the hourly rules' windows with
+// evaluation times at an offset, and checks that a window is read from
+// them only where they lie 1 h apart over all of it and leave less than
+// an hour at each end, and which windows are wholly inside it.
+func TestPlanHourly(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	w := usage.Window{Start: start, End: start.Add(6 * time.Hour), Step: 30 * time.Second}
+	// evaluations at start + offset + k hours, k in [from, to), less skip.
+	evals := func(offset time.Duration, from, to int, skip ...int) []time.Time {
+		var out []time.Time
+		for k := from; k < to; k++ {
+			if !slices.Contains(skip, k) {
+				out = append(out, start.Add(offset+time.Duration(k)*time.Hour))
+			}
+		}
+		return out
+	}
+	cases := map[string]struct {
+		series    [][]time.Time
+		wantFirst time.Duration // of the first window's end from start; 0 for no plan
+		wantN     int
+	}{
+		// Evaluated at :17, a window ends at :12: those ending 1:12..5:12
+		// are inside, the head [0:00, 0:12] and the tail after 5:12 not.
+		"an offset":          {series: [][]time.Time{evals(17*time.Minute, -1, 8)}, wantFirst: time.Hour + 12*time.Minute, wantN: 5},
+		"on the hour's end":  {series: [][]time.Time{evals(time.Hour+5*time.Minute-time.Millisecond, -1, 7)}, wantFirst: time.Hour - time.Millisecond, wantN: 6},
+		"an hour missing":    {series: [][]time.Time{evals(17*time.Minute, -1, 8, 3)}},
+		"installed later":    {series: [][]time.Time{evals(17*time.Minute, 2, 8)}},
+		"stopped before":     {series: [][]time.Time{evals(17*time.Minute, -1, 5)}},
+		"two groups":         {series: [][]time.Time{evals(17*time.Minute, -1, 8), evals(40*time.Minute, -1, 8)}},
+		"no hourly rules":    {},
+		"the offset changed": {series: [][]time.Time{append(evals(17*time.Minute, -1, 3), evals(40*time.Minute, 3, 8)...)}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				if err := r.ParseForm(); err != nil {
+					t.Error(err)
+				}
+				q := r.Form.Get("query")
+				if !strings.Contains(q, hourlyDevices) || !strings.Contains(q, `gpupack_step="30s"`) {
+					t.Errorf("query %s: want the hourly devices of the report's step", q)
+				}
+				var result []string
+				for i, ts := range tc.series {
+					var pts []string
+					for _, e := range ts {
+						pts = append(pts, fmt.Sprintf(`[%.3f,"16"]`, float64(e.UnixMilli())/1000))
+					}
+					result = append(result, fmt.Sprintf(`{"metric":{"__name__":%q,"replica":"%d"},"values":[%s]}`, hourlyDevices, i, strings.Join(pts, ",")))
+				}
+				rw.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(rw, `{"status":"success","data":{"resultType":"matrix","result":[%s]}}`, strings.Join(result, ","))
+			}))
+			defer srv.Close()
+			s, err := New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := s.planHourly(context.Background(), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.wantN == 0 && plan != nil:
+				t.Errorf("plan %v; want none", plan.ends)
+			case tc.wantN > 0 && plan == nil:
+				t.Errorf("no plan; want %d windows from %s", tc.wantN, tc.wantFirst)
+			case tc.wantN > 0 && (len(plan.ends) != tc.wantN || !plan.ends[0].Equal(start.Add(tc.wantFirst))):
+				t.Errorf("windows ending %v; want %d from %s", plan.ends, tc.wantN, start.Add(tc.wantFirst))
 			}
 		})
 	}

@@ -69,6 +69,11 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 		r.Quality.Warnings = append(r.Quality.Warnings, fmt.Sprintf(
 			"%d of %d hours read from gpupack's recording rules (gpupack:*:5m at step %s), the rest computed from the series; a recorded hour is the %s windows that end in it, up to %s before the hour",
 			p.RecordedHours, p.RecordedHours+p.ComputedHours, w.Step, promsource.RecordWindow, promsource.RecordWindow))
+		if p.HourlyWindows > 0 {
+			r.Quality.Warnings = append(r.Quality.Warnings, fmt.Sprintf(
+				"%d hourly windows read from gpupack's hourly recording rules (gpupack:*:1h) for the inside of the window, its ends from the %s ones: totals are those of the %s windows, but each hourly window counts in the hour it starts in, which it may overrun by up to an hour",
+				p.HourlyWindows, promsource.RecordWindow, promsource.RecordWindow))
+		}
 	}
 	if r.Health, err = src.LoadHealth(ctx, w); err != nil {
 		return nil, err

@@ -1,0 +1,310 @@
+package promsource
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gpupack/gpupack/usage"
+)
+
+// hourlyPlan is how a window is read from the second level of rules: the
+// ends of the hourly windows wholly inside it (1 h apart, in order), and
+// the window's head and tail around them, each shorter than an hour,
+// read from the 5-minute windows.
+type hourlyPlan struct {
+	ends []time.Time
+}
+
+// planHourly finds the hourly windows wholly inside w (those whose
+// 5-minute windows all ended in [w.Start, w.End)) from the series
+// hourlyDevices. It says no (a nil plan) unless they are 1 h apart and
+// leave less than an hour at each end: the second level was not
+// recorded over the whole window (installed later, or its group's
+// evaluation offset changed), and the window is read as before.
+func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, error) {
+	// Evaluated at E, a window ends at E - hourLag; the ones inside w
+	// were evaluated in [w.Start + 1h + hourLag - 1ms, w.End + hourLag - 1ms].
+	at := w.End.Add(hourLag - time.Millisecond)
+	q := fmt.Sprintf("%s{%s=%q}[%dms]", hourlyDevices, StepLabel, stepValue(w.Step), w.End.Sub(w.Start).Milliseconds())
+	v, _, _, err := s.api.Query(ctx, q, at)
+	if err != nil {
+		return nil, fmt.Errorf("bucket figures, whether gpupack's hourly recording rules hold them: %w", s.fail(q, err))
+	}
+	m, ok := v.(model.Matrix)
+	if !ok || len(m) != 1 || m[0].Metric[model.MetricNameLabel] != hourlyDevices {
+		return nil, nil // none, or more than one group recording them
+	}
+	var ends []time.Time
+	for _, p := range m[0].Values {
+		end := p.Timestamp.Time().Add(-hourLag).UTC()
+		if !end.Add(time.Millisecond-HourWindow).Before(w.Start) && end.Before(w.End) {
+			ends = append(ends, end)
+		}
+	}
+	if len(ends) == 0 || !ends[0].Before(w.Start.Add(2*HourWindow)) || ends[len(ends)-1].Before(w.End.Add(-HourWindow)) {
+		return nil, nil
+	}
+	for i := 1; i < len(ends); i++ {
+		if ends[i].Sub(ends[i-1]) != HourWindow {
+			return nil, nil
+		}
+	}
+	return &hourlyPlan{ends: ends}, nil
+}
+
+// hourStart is the start of w's hour (bucket) that holds t.
+func hourStart(w usage.Window, t time.Time) time.Time {
+	return w.Start.Add(t.Sub(w.Start).Truncate(HourWindow))
+}
+
+// pieceKey names one piece of a bucket: an hourly window, or the window's
+// head or tail read from the 5-minute windows; a report hour may hold two.
+type pieceKey struct {
+	piece  int
+	start  int64
+	device string
+	owner  usage.Owner
+}
+
+// pieceSet holds the pieces read for one chunk, in the order first read.
+type pieceSet struct {
+	mu      sync.Mutex
+	step    time.Duration
+	buckets map[pieceKey]*usage.Bucket
+	order   []pieceKey
+}
+
+func newPieceSet(step time.Duration) *pieceSet {
+	return &pieceSet{step: step, buckets: map[pieceKey]*usage.Bucket{}}
+}
+
+// file calls set for every finite point of m, on the bucket of the piece
+// and the report hour that at says, under the set's lock.
+func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.Time) (piece int, start time.Time, fig *bucketFigure)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ss := range m {
+		d := device(ss.Metric)
+		for _, pt := range ss.Values {
+			v := float64(pt.Value)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			piece, start, fig := at(ss, pt.Timestamp.Time())
+			if fig == nil {
+				continue
+			}
+			get := func(start time.Time, d usage.Device, o usage.Owner) *usage.Bucket {
+				k := pieceKey{piece, start.UnixMilli(), d.Key(), o}
+				b := p.buckets[k]
+				if b == nil {
+					b = &usage.Bucket{Start: start, Length: HourWindow, Step: p.step, Device: d, Owner: o}
+					p.buckets[k] = b
+					p.order = append(p.order, k)
+				}
+				if b.Device.Model == "" {
+					b.Device.Model = d.Model
+				}
+				return b
+			}
+			fig.set(ownersBucket(get, start, d, fig.owner, ss.Metric), v, ss.Metric)
+		}
+	}
+}
+
+// emit hands add the pieces that hold a step, as StreamBuckets hands its
+// buckets.
+func (p *pieceSet) emit(add func(*usage.Bucket) error) error {
+	for _, k := range p.order {
+		b := p.buckets[k]
+		if (b.Owner.IsZero() && b.SampledSteps == 0) || (!b.Owner.IsZero() && b.HeldSteps == 0) {
+			continue
+		}
+		if err := add(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The pieces of a report hour.
+const (
+	pieceHead = iota
+	pieceHourly
+	pieceDaily
+	pieceTail
+)
+
+// streamHourly reads w from the second level of rules where it holds w
+// and the first level covers every hour of it (recordedCovers, a day at a
+// time): each hourly window wholly inside w is read, for the per-hour
+// figures as recorded (two range queries at a 1 h step per day, nothing
+// computed) and counted in the report hour its window starts in, for the
+// others combined over each day of windows (a few instant queries per
+// day: one point per series and day, not 24) and counted in the hour the
+// day's first window starts in; the head before the first and
+// the tail after the last (each under an hour) are read from the 5-minute
+// windows, as recordedQuery reads an hour, and counted in w's first and
+// last hours. Totals are those of the 5-minute windows that ended in w,
+// as the first level alone gives them; an hour's figures are shifted by
+// up to an hour. It says false, having read nothing, where the rules do
+// not hold w.
+func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.Duration, add func(*usage.Bucket) error) (bool, error) {
+	if s.ignoreRecorded || s.ignoreHourly || s.subqueriesOnly || bucket != HourWindow {
+		return false, nil
+	}
+	plan, err := s.planHourly(ctx, w)
+	if err != nil || plan == nil {
+		return false, err
+	}
+	for from := w.Start; from.Before(w.End); from = from.Add(bucketChunk) {
+		to := from.Add(bucketChunk)
+		if to.After(w.End) {
+			to = w.End
+		}
+		r := v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket}
+		if ok, err := s.recordedCoverage(ctx, r, w.Step, bucket, true); err != nil || !ok {
+			return false, err
+		}
+	}
+	s.countBuckets(true, int(w.End.Sub(w.Start)/bucket))
+	s.countHourlyWindows(len(plan.ends))
+	names := map[string]*bucketFigure{}
+	for i := range bucketFigures {
+		names[RecordedHourName(bucketFigures[i].name)] = &bucketFigures[i]
+	}
+	first, last := plan.ends[0], plan.ends[len(plan.ends)-1]
+	perChunk := int(bucketChunk / HourWindow)
+	for lo := 0; lo < len(plan.ends); lo += perChunk {
+		chunk := plan.ends[lo:min(lo+perChunk, len(plan.ends))]
+		pieces := newPieceSet(w.Step)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(bucketParallel)
+		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
+			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
+			edge := first.Add(-HourWindow)
+			s.goCombined(gctx, g, pieces, w.Step, edge, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, w.Start)
+		}
+		if lo+perChunk >= len(plan.ends) && last.Before(w.End.Add(-time.Millisecond)) {
+			// The tail: those that ended in (last, w.End - 1ms].
+			edge := w.End.Add(-time.Millisecond)
+			s.goCombined(gctx, g, pieces, w.Step, edge, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, w.End.Add(-HourWindow))
+		}
+		// The figures that only add to totals: the chunk's hourly windows
+		// combined into one piece, counted in the hour the first starts in.
+		at, span := chunk[len(chunk)-1].Add(hourLag), chunk[len(chunk)-1].Sub(chunk[0])
+		s.goCombined(gctx, g, pieces, w.Step, at, span, dailyFigures(), RecordedHourName, pieceDaily, hourStart(w, chunk[0].Add(time.Millisecond-HourWindow)))
+		r := v1.Range{Start: chunk[0].Add(hourLag), End: chunk[len(chunk)-1].Add(hourLag), Step: HourWindow}
+		for _, q := range hourlyQueries(w.Step) {
+			g.Go(func() error {
+				m, err := s.queryRange(gctx, q, r)
+				if err != nil {
+					return fmt.Errorf("bucket figures from gpupack's hourly recording rules: %w", err)
+				}
+				pieces.file(m, func(ss *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
+					end := t.Add(-hourLag)
+					return pieceHourly, hourStart(w, end.Add(time.Millisecond-HourWindow)), names[string(ss.Metric[model.MetricNameLabel])]
+				})
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return true, err
+		}
+		if err := pieces.emit(add); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// goCombined reads, in g, the figures figs (indexes into bucketFigures)
+// combined over the recorded series that name gives them, those recorded
+// in [at - span, at] (at least the one at at), and files them as piece in
+// the report hour start.
+func (s *Source) goCombined(ctx context.Context, g *errgroup.Group, pieces *pieceSet, step time.Duration, at time.Time, span time.Duration, figs []int, name func(string) string, piece int, start time.Time) {
+	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
+	for lo := 0; lo < len(figs); lo += fallbackGroup {
+		g.Go(func() error {
+			var parts []string
+			for _, i := range figs[lo:min(lo+fallbackGroup, len(figs))] {
+				q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, rng)
+				if err != nil {
+					return err
+				}
+				parts = append(parts, fmt.Sprintf(`label_replace(%s, "gpupack_figure", "%d", "", "")`, q, i))
+			}
+			q := strings.Join(parts, " or ")
+			m, err := s.queryRange(ctx, q, v1.Range{Start: at, End: at, Step: HourWindow})
+			if err != nil {
+				return fmt.Errorf("bucket figures from gpupack's recording rules at %s: %w", at.Format(time.RFC3339), err)
+			}
+			pieces.file(m, func(ss *model.SampleStream, _ time.Time) (int, time.Time, *bucketFigure) {
+				i, err := strconv.Atoi(string(ss.Metric["gpupack_figure"]))
+				if err != nil || i < 0 || i >= len(bucketFigures) {
+					return 0, time.Time{}, nil
+				}
+				return piece, start, &bucketFigures[i]
+			})
+			return nil
+		})
+	}
+}
+
+// perHourFigures are the figures whose hour matters to a report: an
+// owner's held, activity-known and active shares (the hourly levels and
+// its first hour), its shared steps (who shared a GPU in the same hour)
+// and its held steps (for its bucket to count); the hourly path reads them
+// per hourly window, the others once per day of them.
+var perHourFigures = map[string]bool{"held steps": true, "held share": true, "activity-known share": true, "active share": true, "shared steps": true}
+
+func allFigures() []int {
+	var out []int
+	for i := range bucketFigures {
+		out = append(out, i)
+	}
+	return out
+}
+
+// dailyFigures are the figures read once per day of hourly windows: all
+// but the per-hour ones, and an owner's held steps again, which weigh its
+// day's VRAM percentiles (an owner's held steps add up nowhere else).
+func dailyFigures() []int {
+	var out []int
+	for i, f := range bucketFigures {
+		if !perHourFigures[f.name] || f.name == "held steps" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// hourlyQueries select the second level's series of the step of the
+// per-hour figures, in two queries that Prometheus answers at once;
+// nothing is computed, the recorded points are read as they are.
+func hourlyQueries(step time.Duration) []string {
+	var names []string
+	for _, f := range bucketFigures {
+		if perHourFigures[f.name] {
+			names = append(names, regexp.QuoteMeta(RecordedHourName(f.name)))
+		}
+	}
+	slices.Sort(names)
+	var out []string
+	per := (len(names) + 1) / 2
+	for lo := 0; lo < len(names); lo += per {
+		out = append(out, fmt.Sprintf("{__name__=~%q, %s=%q}", strings.Join(names[lo:min(lo+per, len(names))], "|"), StepLabel, stepValue(step)))
+	}
+	return out
+}
