@@ -60,7 +60,7 @@ func TestDRACapacityPacksTighterThanStock(t *testing.T) {
 		for i := range 2 {
 			big = append(big, claimPod(ns, scheduler, fmt.Sprintf("big-%d", i), "big"))
 		}
-		pods := runStorm(t, cs, sched, scheduler, small, big)
+		pods := runStorm(t, cs, sched, small, big)
 		for _, p := range pods {
 			if p.Spec.NodeName != "" && p.Name[:3] == "big" {
 				bigBound[scheduler]++
@@ -68,7 +68,7 @@ func TestDRACapacityPacksTighterThanStock(t *testing.T) {
 		}
 		used := checkCapacityNotOverAllocated(t, cs, ns, resource.MustParse("80Gi"))
 		t.Logf("%s: memory taken per GPU %v; %d of 2 big pods bound", scheduler, used, bigBound[scheduler])
-		clearRun(t, cs, ns)
+		endRun(t, cs, ns)
 	}
 	if bigBound[schedulerName] != 2 || bigBound[corev1.DefaultSchedulerName] >= bigBound[schedulerName] {
 		t.Errorf("80Gi pods bound: gpupack-scheduler %d, stock %d; want 2 and fewer", bigBound[schedulerName], bigBound[corev1.DefaultSchedulerName])
