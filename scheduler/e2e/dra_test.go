@@ -30,13 +30,8 @@ import (
 // runs: no device may be in two claims' allocations, as the claims'
 // status says.
 func TestDRAPacksTighterThanStock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and gpupack-scheduler")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
-	cs := client(t, c)
+	c, cs := startDRARuns(t)
 	ctx := t.Context()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	for n := range 4 {
 		var gpus []testcluster.DRAGPU
 		for minor := range 4 {

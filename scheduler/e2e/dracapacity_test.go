@@ -26,13 +26,8 @@ import (
 // plugin allocates in both runs: no device's memory is ever over-allocated,
 // as the claims' status says.
 func TestDRACapacityPacksTighterThanStock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and gpupack-scheduler")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
-	cs := client(t, c)
+	c, cs := startDRARuns(t)
 	ctx := t.Context()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	for n := range 4 {
 		c.AddDRANode(fmt.Sprintf("cap-%d", n), testcluster.DRAGPU{Minor: 0, Product: "NVIDIA H100 80GB HBM3", Architecture: "Hopper", MemoryMiB: 80 << 10, Shared: true,
