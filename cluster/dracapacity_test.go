@@ -88,20 +88,14 @@ func TestParseFileDRACapacity(t *testing.T) {
 	if got := s.Pods[1].Claims[0].Requests[0].Capacity; got["memory"] != 25<<30 {
 		t.Errorf("waiting's capacity request = %v, want memory 25Gi", got)
 	}
-	again, _ := readBack(t, s)
-	if diff := cmp.Diff(s.Nodes, again.Nodes, cmp.AllowUnexported(GPU{})); diff != "" {
-		t.Errorf("round trip changed the nodes (-first +second):\n%s", diff)
-	}
-	if diff := cmp.Diff(s.Pods, again.Pods); diff != "" {
-		t.Errorf("round trip changed the pods (-first +second):\n%s", diff)
-	}
+	checkRoundTrip(t, s)
 }
 
 func TestParseFileDRACapacityErrors(t *testing.T) {
 	dev := func(capacity string) string {
 		return "apiVersion: gpupack.io/v1alpha2\nkind: ClusterSnapshot\nnodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1, dra: {driver: d, pool: p, device: x, capacity: [" + capacity + "]}}]}\n"
 	}
-	cases := map[string]struct{ doc, want string }{
+	cases := map[string]parseErrorCase{
 		"no name":      {dev("{value: 1Gi}"), "capacity[0].name: missing"},
 		"twice":        {dev("{name: memory, value: 1Gi}, {name: memory, value: 2Gi}"), "capacity[1]: memory is given twice"},
 		"bad value":    {dev("{name: memory, value: lots}"), `"lots" is not a quantity`},
@@ -112,12 +106,5 @@ func TestParseFileDRACapacityErrors(t *testing.T) {
 		"not rising":   {dev("{name: memory, value: 8Gi, requestPolicy: {validValues: [2Gi, 1Gi]}}"), "validValues must rise"},
 		"alt capacity": {"apiVersion: gpupack.io/v1alpha2\nkind: ClusterSnapshot\nnodes: []\npods: [{name: p, claims: [{podClaim: c, requests: [{name: r, capacity: {memory: 1Gi}, firstAvailable: [{name: s, deviceClass: g, count: 1}]}]}]}]\n", "no deviceClass, count, all, selectors, tolerations, capacity"},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := ParseFile([]byte(tc.doc), "d.yaml", gpu.Default())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tc.want)
-			}
-		})
-	}
+	checkParseErrors(t, "d.yaml", cases)
 }

@@ -32,7 +32,7 @@ func TestParseFilePartitions(t *testing.T) {
 	if got := s.Pods[0].Devices[0].Slice; got != 1 {
 		t.Errorf("pod's device slice = %d, want partition 1", got)
 	}
-	cases := map[string]struct{ doc, want string }{
+	cases := map[string]parseErrorCase{
 		"no sets":        {dev("{driver: d, pool: n, device: g, "+parts+"}", "[]"), "counterSets: missing"},
 		"unknown set":    {dev("{driver: d, pool: n, device: g, "+sets+", consumes: [{counterSet: t, counters: {memory: 1}}]}", "[]"), "consumes[0].counterSet: t is not among counterSets"},
 		"unknown count":  {dev("{driver: d, pool: n, device: g, "+sets+", partitions: [{device: p, consumes: [{counterSet: s, counters: {cores: 1}}]}]}", "[]"), "partitions[0].consumes[0].counters.cores: counter set s has no such counter"},
@@ -42,12 +42,5 @@ func TestParseFilePartitions(t *testing.T) {
 		"no partition 5": {dev("{driver: d, pool: n, device: g, "+sets+", "+parts+"}", strings.Replace(bound, "slice: 1", "slice: 5", 1)), "slice: 5 is not a MIG slice or partition of GPU 0"},
 		"name twice":     {dev("{driver: d, pool: n, device: g, "+sets+", partitions: [{device: g, consumes: [{counterSet: s, counters: {memory: 1}}]}]}", "[]"), "DRA device d/n/g is offered twice"},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := ParseFile([]byte(tc.doc), "p.yaml", gpu.Default())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tc.want)
-			}
-		})
-	}
+	checkParseErrors(t, "p.yaml", cases)
 }

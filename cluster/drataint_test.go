@@ -57,20 +57,7 @@ func TestDeviceTaintsReadBack(t *testing.T) {
 	if diff := cmp.Diff(wantTol, s.Pods[0].Claims[0].Requests[1].FirstAvailable[0].Tolerations); diff != "" {
 		t.Errorf("subrequest tolerations (-want +got):\n%s", diff)
 	}
-	out, err := MarshalFile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := ParseFile(out, "round-trip", gpu.Default())
-	if err != nil {
-		t.Fatalf("re-reading written file: %v\n%s", err, out)
-	}
-	if diff := cmp.Diff(s.Nodes, again.Nodes, cmp.AllowUnexported(GPU{})); diff != "" {
-		t.Errorf("round trip changed the nodes (-first +second):\n%s", diff)
-	}
-	if diff := cmp.Diff(s.Pods, again.Pods); diff != "" {
-		t.Errorf("round trip changed the pods (-first +second):\n%s", diff)
-	}
+	checkRoundTrip(t, s)
 }
 
 func TestDeviceTaintErrors(t *testing.T) {
@@ -84,18 +71,15 @@ func TestDeviceTaintErrors(t *testing.T) {
 		"bad effect":               {"operator: Exists, effect: NoSchedule", "operator: Exists, effect: PreferNoSchedule", `tolerations[0].effect: "PreferNoSchedule"`},
 		"tolerations on a parent":  {"- name: alt\n", "- name: alt\n      tolerations: [{operator: Exists}]\n", "a request with alternatives has no deviceClass, count, all, selectors, tolerations"},
 	}
+	docs := map[string]parseErrorCase{}
 	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			doc := strings.Replace(taintedFile, tc.from, tc.to, 1)
-			if doc == taintedFile {
-				t.Fatalf("%q is not in the file", tc.from)
-			}
-			_, err := ParseFile([]byte(doc), "d.yaml", gpu.Default())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tc.want)
-			}
-		})
+		doc := strings.Replace(taintedFile, tc.from, tc.to, 1)
+		if doc == taintedFile {
+			t.Fatalf("%s: %q is not in the file", name, tc.from)
+		}
+		docs[name] = parseErrorCase{doc, tc.want}
 	}
+	checkParseErrors(t, "d.yaml", docs)
 }
 
 // TestUntolerated: only NoSchedule and NoExecute taints block, on their

@@ -36,14 +36,7 @@ func TestParseFileRoundTrip(t *testing.T) {
 	if got := len(s.Pending()); got != 1 {
 		t.Errorf("pending = %d, want 1", got)
 	}
-	out, err := MarshalFile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := ParseFile(out, "round-trip", gpu.Default())
-	if err != nil {
-		t.Fatalf("re-reading written file: %v\n%s", err, out)
-	}
+	again, out := readBack(t, s)
 	out2, _ := MarshalFile(again)
 	if diff := cmp.Diff(string(out), string(out2)); diff != "" {
 		t.Errorf("round trip changed the file (-first +second):\n%s", diff)
@@ -53,7 +46,7 @@ func TestParseFileRoundTrip(t *testing.T) {
 func TestParseFileErrors(t *testing.T) {
 	head := "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\n"
 	node := "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: T4, count: 1}]}\n"
-	cases := map[string]struct{ doc, want string }{
+	cases := map[string]parseErrorCase{
 		"unknown field":     {head + node + "extra: 1\n", "unknown field"},
 		"wrong version":     {"apiVersion: v0\nkind: ClusterSnapshot\n", "apiVersion"},
 		"unknown model":     {head + "nodes:\n- {name: n, cpu: \"8\", memory: 8Gi, gpus: [{model: RTX-9999, count: 1}]}\n", "nodes[0]: gpus[0]: model: unknown GPU model"},
@@ -89,14 +82,7 @@ func TestParseFileErrors(t *testing.T) {
 		"affinity no key":   {head + node + "pods:\n- {name: p, podAffinity: [{labelSelector: {matchLabels: {app: a}}}]}\n", "podAffinity[0].topologyKey: missing"},
 		"selector Gt":       {head + node + "pods:\n- {name: p, podAntiAffinity: [{topologyKey: z, labelSelector: {matchExpressions: [{key: a, operator: Gt, values: [\"1\"]}]}}]}\n", "podAntiAffinity[0].labelSelector: matchExpressions[0].operator"},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := ParseFile([]byte(tc.doc), "small.yaml", gpu.Default())
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "small.yaml") {
-				t.Errorf("err = %v, want one naming the file and containing %q", err, tc.want)
-			}
-		})
-	}
+	checkParseErrors(t, "small.yaml", cases)
 }
 
 func TestParseFileDefaultNamespace(t *testing.T) {
@@ -219,14 +205,7 @@ func TestUnlistedMIGProfileReadsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := MarshalFile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := ParseFile(out, "snapshot.yaml", gpu.Default())
-	if err != nil {
-		t.Fatalf("the written snapshot does not read back: %v\n%s", err, out)
-	}
+	back, out := readBack(t, s)
 	if got := back.Pods[0].GPU; got != p.GPU {
 		t.Errorf("read back %+v, want %+v", got, p.GPU)
 	}
@@ -266,22 +245,8 @@ func TestParseFileDRA(t *testing.T) {
 	if diff := cmp.Diff([]ClaimDevice{{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "dra-1", Device: "gpu-1"}}, train.Claims[0].Allocated); diff != "" {
 		t.Errorf("train's allocation (-want +got):\n%s", diff)
 	}
-	out, err := MarshalFile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(string(out), "apiVersion: "+FileAPIVersion+"\n") {
+	if out := checkRoundTrip(t, s); !strings.HasPrefix(string(out), "apiVersion: "+FileAPIVersion+"\n") {
 		t.Errorf("written file does not start with apiVersion %s:\n%s", FileAPIVersion, out)
-	}
-	again, err := ParseFile(out, "round-trip", gpu.Default())
-	if err != nil {
-		t.Fatalf("re-reading written file: %v\n%s", err, out)
-	}
-	if diff := cmp.Diff(s.Nodes, again.Nodes, cmp.AllowUnexported(GPU{})); diff != "" {
-		t.Errorf("round trip changed the nodes (-first +second):\n%s", diff)
-	}
-	if diff := cmp.Diff(s.Pods, again.Pods); diff != "" {
-		t.Errorf("round trip changed the pods (-first +second):\n%s", diff)
 	}
 
 	old := strings.Replace(string(data), FileAPIVersion, FileAPIVersionV1Alpha1, 1)
@@ -298,7 +263,7 @@ func TestParseFileDRAErrors(t *testing.T) {
 	claim := func(c string) string {
 		return head + "nodes: []\npods: [{name: p, claims: [" + c + "]}]\n"
 	}
-	cases := map[string]struct{ doc, want string }{
+	cases := map[string]parseErrorCase{
 		"count":                 {strings.Replace(dev("{driver: d, pool: p, device: x}"), "count: 1", "count: 2", 1), "a DRA device is one GPU; count is 2"},
 		"no driver":             {dev("{pool: p, device: x}"), "nodes[0]: gpus[0]: dra: driver: missing"},
 		"no device":             {dev("{driver: d, pool: p}"), "dra: device: missing"},
@@ -315,14 +280,7 @@ func TestParseFileDRAErrors(t *testing.T) {
 		"bad accept":            {claim("{podClaim: c, requests: [{name: r, deviceClass: g, count: 1, evaluated: true, accepts: [d/x]}]}"), `accepts[0]: "d/x" is not a DRA device ID`},
 		"missing with requests": {claim("{podClaim: c, missing: true, requests: [{name: r, deviceClass: g, count: 1}]}"), "missing: a claim that does not exist has no requests"},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := ParseFile([]byte(tc.doc), "d.yaml", gpu.Default())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want it to contain %q", err, tc.want)
-			}
-		})
-	}
+	checkParseErrors(t, "d.yaml", cases)
 }
 
 // TestSchedulingFieldsReadBack checks that scheduling gates, the scheduler
@@ -412,6 +370,39 @@ pods:
 	if !s.Pods[0].HasPodRules() {
 		t.Error("HasPodRules = false")
 	}
+}
+
+// parseErrorCase is a file that ParseFile must refuse, and words its error
+// must contain.
+type parseErrorCase struct{ doc, want string }
+
+// checkParseErrors reads each case's doc as the file name, one subtest a
+// case, and checks that ParseFile refuses it with an error that names the
+// file and contains the case's words.
+func checkParseErrors(t *testing.T, name string, cases map[string]parseErrorCase) {
+	t.Helper()
+	for caseName, tc := range cases {
+		t.Run(caseName, func(t *testing.T) {
+			_, err := ParseFile([]byte(tc.doc), name, gpu.Default())
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), name) {
+				t.Errorf("err = %v, want one naming %s and containing %q", err, name, tc.want)
+			}
+		})
+	}
+}
+
+// checkRoundTrip writes the snapshot, reads it back (readBack) and checks
+// that its nodes and pods are unchanged; it returns the written file.
+func checkRoundTrip(t *testing.T, s *Snapshot) []byte {
+	t.Helper()
+	again, out := readBack(t, s)
+	if diff := cmp.Diff(s.Nodes, again.Nodes, cmp.AllowUnexported(GPU{})); diff != "" {
+		t.Errorf("round trip changed the nodes (-first +second):\n%s", diff)
+	}
+	if diff := cmp.Diff(s.Pods, again.Pods); diff != "" {
+		t.Errorf("round trip changed the pods (-first +second):\n%s", diff)
+	}
+	return out
 }
 
 // readBack writes the snapshot and reads it again, as a file that gpupack

@@ -44,14 +44,7 @@ func TestKueueReadsBack(t *testing.T) {
 	if w := k.Workload(s.Pods[0]); w == nil || w.Name != "train" || k.LocalQueue("ml", "team") == nil || k.ClusterQueue("team") == nil {
 		t.Errorf("lookups: workload %v", w)
 	}
-	data, err := MarshalFile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := ParseFile(data, "back.yaml", gpu.Default())
-	if err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
+	back, _ := readBack(t, s)
 	if diff := cmp.Diff(s.Kueue, back.Kueue); diff != "" {
 		t.Errorf("read back (-want +got):\n%s", diff)
 	}
@@ -65,7 +58,7 @@ func TestKueueReadsBack(t *testing.T) {
 // and what to give.
 func TestKueueFileErrors(t *testing.T) {
 	head := "apiVersion: gpupack.io/v1alpha2\nkind: ClusterSnapshot\nnodes: []\nkueue:\n"
-	cases := map[string]struct{ doc, want string }{
+	cases := map[string]parseErrorCase{
 		"negative request": {head + "  workloads: [{namespace: ml, name: w, queue: q, requests: {nvidia.com/gpu: -1}}]\n", "kueue.workloads[0] (ml/w).requests[nvidia.com/gpu]: amount -1 is negative"},
 		"absurd nominal":   {head + "  clusterQueues: [{name: q, quotas: [{flavor: f, resource: cpu, nominal: 9223372036854775807}]}]\n", "kueue.clusterQueues[0] (q).quotas[0]: amount 9223372036854775807 is absurdly large"},
 		"too large":        {head + "  clusterQueues: [{name: q, quotas: [{flavor: f, resource: cpu, nominal: 99999999999999999999}]}]\n", "out of range"},
@@ -73,14 +66,7 @@ func TestKueueFileErrors(t *testing.T) {
 		"no flavor":        {head + "  clusterQueues: [{name: q, quotas: [{resource: cpu, nominal: 1}]}]\n", "give the flavor and the resource"},
 		"unknown field":    {head + "  workloads: [{namespace: ml, name: w, queueName: q}]\n", `unknown field "queueName"`},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := ParseFile([]byte(tc.doc), "k.yaml", gpu.Default())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one containing %q", err, tc.want)
-			}
-		})
-	}
+	checkParseErrors(t, "k.yaml", cases)
 }
 
 func TestFormatKueueAmount(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -34,14 +35,10 @@ import (
 // each allocated device is held by the pod whose claim got it, and that a
 // pod whose claim cannot be allocated is a pending GPU pod.
 func TestLiveDRA(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
+	c := startDRA(t)
 	ctx := t.Context()
 	client := c.Client()
 	res := client.ResourceV1()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	c.AddDRANode("dra-1", draH100(0), draH100(1), draA100MIG(2))
 	c.AddDRANode("dra-2", draH100(0))
 	const ns = "ml"
@@ -150,20 +147,7 @@ func TestLiveDRA(t *testing.T) {
 	}
 
 	cat := gpu.Default()
-	loaded, err := kube.Load(ctx, client, cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := kube.NewWatcher(client, cat)
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := w.Start(wctx); err != nil {
-		t.Fatal(err)
-	}
-	watched, err := w.State()
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded, watched := readDRA(t, client, cat)
 	for source, st := range map[string]*kube.State{"Load": loaded, "Watcher": watched} {
 		t.Run(source, func(t *testing.T) { checkDRAState(t, st, want) })
 	}
@@ -185,6 +169,39 @@ func TestLiveDRA(t *testing.T) {
 			t.Errorf("the snapshot file changed the pods (-live +file):\n%s", diff)
 		}
 	})
+}
+
+// startDRA starts a control plane for a live DRA test (skipped with
+// -short) with NVIDIA's DeviceClasses and the extra ones.
+func startDRA(t *testing.T, extra ...*resourcev1.DeviceClass) *testcluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := testcluster.Start(t, testcluster.Options{})
+	c.CreateDeviceClasses(append(testcluster.NVIDIADeviceClasses(), extra...)...)
+	return c
+}
+
+// readDRA reads the cluster's state with both of gpupack's readers, Load
+// and a Watcher's informers, so that a live DRA test checks that they agree.
+func readDRA(t *testing.T, client kubernetes.Interface, cat *gpu.Catalogue) (loaded, watched *kube.State) {
+	t.Helper()
+	loaded, err := kube.Load(t.Context(), client, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := kube.NewWatcher(client, cat)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	watched, err = w.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loaded, watched
 }
 
 // checkDRAState checks a State of TestLiveDRA's cluster: every published
@@ -307,20 +324,15 @@ func waitPods(t *testing.T, pods interface {
 // selector that fails at run time is recorded with the very error the
 // scheduler aborts with.
 func TestLiveDRADiagnosis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
-	ctx := t.Context()
-	client := c.Client()
 	b200 := "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B200'"
-	classes := append(testcluster.NVIDIADeviceClasses(), &resourcev1.DeviceClass{
+	c := startDRA(t, &resourcev1.DeviceClass{
 		// A class of NVIDIA's GPUs that no node has.
 		ObjectMeta: metav1.ObjectMeta{Name: "b200.nvidia.com"},
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
 			Expression: "device.driver == 'gpu.nvidia.com' && " + b200}}}},
 	})
-	c.CreateDeviceClasses(classes...)
+	ctx := t.Context()
+	client := c.Client()
 	c.AddDRANode("dra-1", draH100(0), draH100(1))
 	c.AddDRANode("dra-2", draH100(0), draA100MIG(1))
 	const ns = "ml"

@@ -27,14 +27,10 @@ import (
 // FailedScheduling message while its diagnosis names the capacity. No
 // claim's status ever holds more than the device's 80Gi.
 func TestLiveDRACapacity(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
+	c := startDRA(t)
 	ctx := t.Context()
 	client := c.Client()
 	res := client.ResourceV1()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	c.AddDRANode("cap-1", testcluster.DRAGPU{Minor: 0, Product: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 << 10, Shared: true,
 		MemoryPolicy: &resourcev1.CapacityRequestPolicy{Default: q("10Gi"), ValidRange: &resourcev1.CapacityRequestPolicyRange{Min: q("10Gi"), Max: q("80Gi"), Step: q("10Gi")}}})
@@ -136,13 +132,12 @@ func TestLiveDRACapacity(t *testing.T) {
 		}
 		return ""
 	})
-	loaded, err = kube.Load(ctx, client, gpu.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range loaded.Warnings {
-		if strings.Contains(w, "consumable capacity") {
-			t.Errorf("warning %q: consumable capacity is modelled", w)
+	loaded, watched := readDRA(t, client, gpu.Default())
+	for source, st := range map[string]*kube.State{"Load": loaded, "Watcher": watched} {
+		for _, w := range st.Warnings {
+			if strings.Contains(w, "consumable capacity") {
+				t.Errorf("%s: warning %q: consumable capacity is modelled", source, w)
+			}
 		}
 	}
 	rep, err := diagnose.Diagnose(loaded.Snapshot, nil)

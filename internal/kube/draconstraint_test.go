@@ -107,13 +107,9 @@ func TestBuildDRAConstraints(t *testing.T) {
 // allocated by the scheduler to the two GPUs gpupack predicts, whose roots
 // are not the first two GPUs'.
 func TestLiveDRAConstraints(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
+	c := startDRA(t)
 	ctx := t.Context()
 	client := c.Client()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	c.AddDRANode("dra-1", draH100s()...)
 	const ns = "ml"
 	c.CreateNamespace(ns)

@@ -1,11 +1,9 @@
 package kube_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -32,14 +30,10 @@ import (
 // counter; and that the partitions gpupack counts held are those the
 // claims' status names.
 func TestLiveDRAPartitions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
+	c := startDRA(t)
 	ctx := t.Context()
 	client := c.Client()
 	res := client.ResourceV1()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	h := draH100Partitionable(0)
 	c.AddDRANode("part-1", h)
 	const ns = "ml"
@@ -107,21 +101,8 @@ func TestLiveDRAPartitions(t *testing.T) {
 		allocated[ns+"/"+name] = cluster.DeviceID(r.Driver, r.Pool, r.Device)
 	}
 
-	loaded, err := kube.Load(ctx, client, gpu.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The Watcher's informers read the same partitions held.
-	w := kube.NewWatcher(client, gpu.Default())
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := w.Start(wctx); err != nil {
-		t.Fatal(err)
-	}
-	watched, err := w.State()
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded, watched := readDRA(t, client, gpu.Default())
 	holds := func(st *kube.State) map[string][]cluster.Device {
 		out := map[string][]cluster.Device{}
 		for _, p := range st.Snapshot.Pods {

@@ -1,12 +1,10 @@
 package kube_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -36,14 +34,10 @@ import (
 // gpupack while it is gated, and the real scheduler then allocates it
 // that very GPU. Load and the Watcher read the same taints.
 func TestLiveDRADeviceTaints(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
+	c := startDRA(t)
 	ctx := t.Context()
 	client := c.Client()
 	res := client.ResourceV1()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	inMaintenance := draH100(0)
 	inMaintenance.Taints = []resourcev1.DeviceTaint{{Key: "maintenance", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
 	c.AddDRANode("dra-1", inMaintenance, draH100(1))
@@ -109,20 +103,7 @@ func TestLiveDRADeviceTaints(t *testing.T) {
 	})
 
 	cat := gpu.Default()
-	loaded, err := kube.Load(ctx, client, cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := kube.NewWatcher(client, cat)
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := w.Start(wctx); err != nil {
-		t.Fatal(err)
-	}
-	watched, err := w.State()
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded, watched := readDRA(t, client, cat)
 	wantTaints := map[string][]cluster.DeviceTaint{
 		"dra-1/gpu-0": {{Device: "gpu-0", Key: "maintenance", Effect: cluster.TaintEffectNoSchedule}},
 		"dra-1/gpu-1": nil,

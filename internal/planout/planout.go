@@ -80,11 +80,8 @@ func Files(p *plan.Plan, s *cluster.Snapshot) ([]File, error) {
 // WriteTable writes the plan as `gpupack plan` prints it.
 func WriteTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; %d workloads; usage over %s\n", len(s.Nodes), s.GPUCount(), len(p.Decisions), windowText(p))
-	for _, warn := range p.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
-	}
-	for _, u := range p.UnknownModels {
-		fmt.Fprintf(w, "unknown GPU model: %s; add it to a --catalogue file\n", u.Describe())
+	for _, n := range notices(p) {
+		fmt.Fprintf(w, "%s: %s\n", n.label, n.text)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -124,6 +121,23 @@ func WriteTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	for _, line := range append(draLines(p), taintLines(p)...) {
 		fmt.Fprintln(w, line)
 	}
+}
+
+// notice is one line that heads the plan's table and plan.md: a label
+// ("warning", "unknown GPU model") and what it says.
+type notice struct{ label, text string }
+
+// notices are the plan's warnings, then its unknown GPU models, in the
+// order both writers print them.
+func notices(p *plan.Plan) []notice {
+	var out []notice
+	for _, warn := range p.Warnings {
+		out = append(out, notice{"warning", warn})
+	}
+	for _, u := range p.UnknownModels {
+		out = append(out, notice{"unknown GPU model", u.Describe() + "; add it to a --catalogue file"})
+	}
+	return out
 }
 
 // draLines words how the workloads on GPUs offered through DRA get their
@@ -341,11 +355,8 @@ func listOrNone(xs []string) string {
 
 func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	fmt.Fprintf(w, "# GPU sharing plan\n\nCluster: %d nodes, %d GPUs; %d workloads; usage over %s.\n\n", len(s.Nodes), s.GPUCount(), len(p.Decisions), windowText(p))
-	for _, warn := range p.Warnings {
-		fmt.Fprintf(w, "- **Warning:** %s\n", warn)
-	}
-	for _, u := range p.UnknownModels {
-		fmt.Fprintf(w, "- **Unknown GPU model:** %s; add it to a --catalogue file\n", u.Describe())
+	for _, n := range notices(p) {
+		fmt.Fprintf(w, "- **%s:** %s\n", strings.ToUpper(n.label[:1])+n.label[1:], n.text)
 	}
 	fmt.Fprintf(w, "\n## Proof\n\n```\n%s\n```\n\n## Workloads\n\n", strings.Join(slices.Concat(proofLines(p), draLines(p), taintLines(p)), "\n"))
 	fmt.Fprintln(w, "| workload | pods | now | action | after | why | risks |")

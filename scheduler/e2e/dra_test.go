@@ -30,13 +30,8 @@ import (
 // runs: no device may be in two claims' allocations, as the claims'
 // status says.
 func TestDRAPacksTighterThanStock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and gpupack-scheduler")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
-	cs := client(t, c)
+	c, cs := startDRARuns(t)
 	ctx := t.Context()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	for n := range 4 {
 		var gpus []testcluster.DRAGPU
 		for minor := range 4 {
@@ -67,7 +62,7 @@ func TestDRAPacksTighterThanStock(t *testing.T) {
 		for i := range 2 {
 			big = append(big, claimPod(ns, scheduler, fmt.Sprintf("big-%d", i), "four-gpus"))
 		}
-		pods := runStorm(t, cs, sched, scheduler, small, big)
+		pods := runStorm(t, cs, sched, small, big)
 		perNode := map[string]int{}
 		for _, p := range pods {
 			if p.Spec.NodeName == "" {
@@ -82,7 +77,7 @@ func TestDRAPacksTighterThanStock(t *testing.T) {
 		t.Logf("%s: small pods per node %v; %d of 2 big pods bound", scheduler, perNode, bigBound[scheduler])
 		checkClaimsDisjoint(t, cs, ns)
 		// Both runs share the nodes: the next starts on empty GPUs.
-		clearRun(t, cs, ns)
+		endRun(t, cs, ns)
 	}
 	if bigBound[schedulerName] != 2 || bigBound[corev1.DefaultSchedulerName] >= bigBound[schedulerName] {
 		t.Errorf("four-GPU pods bound: gpupack-scheduler %d, stock %d; want 2 and fewer", bigBound[schedulerName], bigBound[corev1.DefaultSchedulerName])
@@ -121,70 +116,20 @@ func claimPod(ns, scheduler, name, template string) *corev1.Pod {
 	}}
 }
 
-// runStorm creates the small pods one at a time, each bound (by
-// scheduler) before the next, so that every scheduler sees the same
-// sequence, then the big pods at once, and waits until each pod is bound or
-// said unschedulable; it returns the namespace's pods.
-func runStorm(t *testing.T, cs kubernetes.Interface, sched *testcluster.Process, scheduler string, small, big []*corev1.Pod) []corev1.Pod {
+// runStorm binds the small pods in turn (bindInTurn), so that every
+// scheduler sees the same sequence, then creates the big pods at once and
+// waits until each pod is bound or said unschedulable (settle); it returns
+// the namespace's pods.
+func runStorm(t *testing.T, cs kubernetes.Interface, sched *testcluster.Process, small, big []*corev1.Pod) []corev1.Pod {
 	t.Helper()
-	ctx := t.Context()
+	bindInTurn(t, cs, sched, small...)
 	ns := small[0].Namespace
-	for _, p := range small {
-		if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			if err := sched.Exited(); err != nil {
-				return false, err
-			}
-			got, err := cs.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-			return err == nil && got.Spec.NodeName != "", err
-		})
-		if err != nil {
-			t.Fatalf("%s: %s not bound: %v", scheduler, p.Name, err)
-		}
-	}
 	for _, p := range big {
-		if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var pods []corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		pods = list.Items
-		for i := range pods {
-			if p := &pods[i]; p.Spec.NodeName == "" && !unschedulable(p) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: big pods neither bound nor unschedulable: %v", scheduler, err)
-	}
-	return pods
-}
-
-// clearRun deletes the namespace's pods and waits until their claims are
-// gone with them.
-func clearRun(t *testing.T, cs kubernetes.Interface, ns string) {
-	t.Helper()
-	ctx := t.Context()
-	zero := int64(0)
-	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		claims, err := cs.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(claims.Items) == 0, err
-	})
-	if err != nil {
-		t.Fatalf("%s: the run's claims were not deleted with its pods: %v", ns, err)
-	}
+	return settle(t, cs, ns)
 }
 
 // checkClaimsDisjoint checks that no device is in two allocated claims of

@@ -26,13 +26,8 @@ import (
 // plugin allocates in both runs: no device's memory is ever over-allocated,
 // as the claims' status says.
 func TestDRACapacityPacksTighterThanStock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and gpupack-scheduler")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
-	cs := client(t, c)
+	c, cs := startDRARuns(t)
 	ctx := t.Context()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	for n := range 4 {
 		c.AddDRANode(fmt.Sprintf("cap-%d", n), testcluster.DRAGPU{Minor: 0, Product: "NVIDIA H100 80GB HBM3", Architecture: "Hopper", MemoryMiB: 80 << 10, Shared: true,
@@ -60,7 +55,7 @@ func TestDRACapacityPacksTighterThanStock(t *testing.T) {
 		for i := range 2 {
 			big = append(big, claimPod(ns, scheduler, fmt.Sprintf("big-%d", i), "big"))
 		}
-		pods := runStorm(t, cs, sched, scheduler, small, big)
+		pods := runStorm(t, cs, sched, small, big)
 		for _, p := range pods {
 			if p.Spec.NodeName != "" && p.Name[:3] == "big" {
 				bigBound[scheduler]++
@@ -68,7 +63,7 @@ func TestDRACapacityPacksTighterThanStock(t *testing.T) {
 		}
 		used := checkCapacityNotOverAllocated(t, cs, ns, resource.MustParse("80Gi"))
 		t.Logf("%s: memory taken per GPU %v; %d of 2 big pods bound", scheduler, used, bigBound[scheduler])
-		clearRun(t, cs, ns)
+		endRun(t, cs, ns)
 	}
 	if bigBound[schedulerName] != 2 || bigBound[corev1.DefaultSchedulerName] >= bigBound[schedulerName] {
 		t.Errorf("80Gi pods bound: gpupack-scheduler %d, stock %d; want 2 and fewer", bigBound[schedulerName], bigBound[corev1.DefaultSchedulerName])

@@ -28,13 +28,8 @@ import (
 // status, no counter of any GPU is ever consumed beyond its value and no
 // device is in two claims.
 func TestDRAPartitionsPackTighterThanStock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and gpupack-scheduler")
-	}
-	c := testcluster.Start(t, testcluster.Options{})
-	cs := client(t, c)
+	c, cs := startDRARuns(t)
 	ctx := t.Context()
-	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
 	m, _ := gpu.Default().Lookup("NVIDIA H100 80GB HBM3")
 	for n := range 4 {
 		c.AddDRANode(fmt.Sprintf("part-%d", n), testcluster.DRAGPU{Minor: 0, Product: m.Name, MemoryMiB: 81559, Partitions: m.MIG})

@@ -16,6 +16,19 @@ import (
 // The steps of the DRA packing runs, which put one sequence of claim pods
 // to the stock scheduler and to gpupack-scheduler in turn on shared nodes.
 
+// startDRARuns starts a control plane (skipped with -short) with NVIDIA's
+// DeviceClasses, for the runs' nodes and gpupack-scheduler, and returns it
+// with its client.
+func startDRARuns(t *testing.T) (*testcluster.Cluster, kubernetes.Interface) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane and gpupack-scheduler")
+	}
+	c := testcluster.Start(t, testcluster.Options{})
+	c.CreateDeviceClasses(testcluster.NVIDIADeviceClasses()...)
+	return c, client(t, c)
+}
+
 // bindInTurn creates the pods one at a time, each bound before the next,
 // so that both schedulers see the same sequence.
 func bindInTurn(t *testing.T, cs kubernetes.Interface, sched *testcluster.Process, pods ...*corev1.Pod) {
