@@ -335,6 +335,28 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		}
 		b.Logf("hourly   StreamBuckets over both days: %.3f s, %.1f ms per device-day; gpupack's own CPU %.3f s, %.3f ms per added device-day", two.Seconds(), two.Seconds()/float64(2*gpus)*1000, cpu.Seconds(), (cpu-dayCPU).Seconds()/float64(gpus)*1000)
 		b.ReportMetric((cpu-dayCPU).Seconds()/float64(gpus)*1000, "cpu-ms/added-device-day")
+		// The whole of report --accounting hourly --format json in this
+		// process (usagefacts.FromPrometheusHourly's steps, which this
+		// package cannot import): the buckets streamed into the account,
+		// the pods, the report and its JSON, over one day and both.
+		// Answers read by client_golang (as before) and by decodeMatrix,
+		// side by side.
+		for _, decoder := range []struct {
+			name      string
+			viaClient bool
+		}{{"client_golang", true}, {"decodeMatrix", false}} {
+			src := *s
+			src.viaClient, src.provenance = decoder.viaClient, &provenanceCounts{}
+			var reportCPU [2]time.Duration
+			for i, w := range []usage.Window{day, both} {
+				wall := median(func() error { return hourlyReport(ctx, &src, w) })
+				reportCPU[i] = cpu
+				b.Logf("report   over %s, answers read by %s: %.3f s, gpupack's own CPU %.3f s", w.End.Sub(w.Start), decoder.name, wall.Seconds(), cpu.Seconds())
+			}
+			perDeviceDay := (reportCPU[1] - reportCPU[0]).Seconds() / float64(gpus) * 1000
+			b.Logf("report   answers read by %s: gpupack's own CPU per added day %.3f s, %.3f ms per added device-day", decoder.name, (reportCPU[1] - reportCPU[0]).Seconds(), perDeviceDay)
+			b.ReportMetric(perDeviceDay, "report-cpu-ms/added-device-day-"+decoder.name)
+		}
 		// What else a report reads per window, over one day and both.
 		for _, w := range []usage.Window{day, both} {
 			health := median(func() error { _, err := s.LoadHealth(ctx, w); return err })
@@ -536,4 +558,31 @@ func ownCPU(b *testing.B) time.Duration {
 		b.Fatalf("getrusage: %v", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hourlyReport does in this process what report --accounting hourly
+// --format json does over w: the buckets streamed into the account, the
+// pods' times, the health, the report and its JSON.
+func hourlyReport(ctx context.Context, s *Source, w usage.Window) error {
+	acct, err := usage.NewBucketAccount(w.Start, w.End)
+	if err != nil {
+		return err
+	}
+	if err := s.StreamBuckets(ctx, w, time.Hour, acct.Add); err != nil {
+		return err
+	}
+	d, err := s.LoadMeta(ctx, w, nil, time.Hour)
+	if err != nil {
+		return err
+	}
+	r, err := acct.Report(usage.Pricing{Catalogue: gpu.Default(), NodeLabels: d.NodeLabels}, d.Pods, d.App, time.Hour)
+	if err != nil {
+		return err
+	}
+	if r.Health, err = s.LoadHealth(ctx, w); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(io.Discard)
+	enc.SetIndent("", "  ") // as report --format json writes it
+	return enc.Encode(r)
 }
