@@ -154,7 +154,70 @@ func FuzzDecodeMatrix(f *testing.F) {
 	})
 }
 
-var _ = context.Background
-var _ = time.Second
-var _ v1.Range
-var _ = usage.Metrics
+// TestDecodeMatrixAgreesWithClient asks a real Prometheus, holding a day
+// of a 16-GPU fleet with NaNs and an energy counter reset, the range
+// queries that gpupack sends (raw series at the step, the plain check,
+// the plain figures, the subqueries of a non-plain hour) and one whose
+// labels need escapes and are not ASCII, and checks that decodeMatrix
+// reads every answer as client_golang's QueryRange does.
+func TestDecodeMatrixAgreesWithClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backfills and starts a real Prometheus")
+	}
+	const scrape = time.Minute
+	prom, day := faultyFleetDay(t, scrape)
+	s, err := New(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := *s
+	client.viaClient = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hours := v1.Range{Start: day.Start.Add(time.Hour - time.Millisecond), End: day.End.Add(-time.Millisecond), Step: time.Hour}
+	raw := v1.Range{Start: day.Start.Add(10 * time.Hour), End: day.Start.Add(11 * time.Hour), Step: scrape}
+	type query struct {
+		q string
+		r v1.Range
+	}
+	queries := []query{
+		{"plain check", v1.Range{}},
+		{`label_replace(vector(1), "pod", "caf\u00e9 \"\u2615\" \\ \t", "", "")`, raw},
+	}
+	queries[0] = query{expandPlain(plainCheckQuery(scrape, time.Hour), scrape, time.Hour, ""), hours}
+	for _, m := range usage.Metrics {
+		queries = append(queries, query{m, raw})
+	}
+	for _, f := range plainFigures {
+		queries = append(queries, query{expandPlain(f.query, scrape, time.Hour, ""), hours})
+	}
+	for _, q := range fallbackQueries(scrape, time.Hour, "") {
+		queries = append(queries, query{q, v1.Range{Start: hours.Start.Add(10 * time.Hour), End: hours.Start.Add(10 * time.Hour), Step: time.Hour}})
+	}
+	points := 0
+	for _, q := range queries {
+		got, err := s.queryRange(ctx, q.q, q.r)
+		if err != nil {
+			t.Fatalf("decodeMatrix: %v", err)
+		}
+		want, err := client.queryRange(ctx, q.q, q.r)
+		if err != nil {
+			t.Fatalf("client_golang: %v", err)
+		}
+		if diff := sameMatrix(got, want); diff != "" {
+			t.Errorf("query %.120s: %s", q.q, diff)
+		}
+		for _, ss := range got {
+			points += len(ss.Values)
+		}
+	}
+	if points < 10000 {
+		t.Errorf("%d points in all; want the day's answers (tens of thousands)", points)
+	}
+	// An error Prometheus answers is read as client_golang reads it.
+	_, got := s.queryRange(ctx, "sum(", hours)
+	_, want := client.queryRange(ctx, "sum(", hours)
+	if got == nil || want == nil || got.Error() != want.Error() {
+		t.Errorf("a query Prometheus refuses: error %v; want %v", got, want)
+	}
+}
