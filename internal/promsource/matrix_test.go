@@ -14,8 +14,9 @@ import (
 	"github.com/gpupack/gpupack/usage"
 )
 
-// clientMatrix decodes a query_range answer as client_golang does: the
-// envelope, then the result by its type.
+// clientMatrix decodes a query_range answer with encoding/json into
+// common/model's types, as client_golang does: the envelope, then the
+// result by its type.
 func clientMatrix(body []byte) (model.Matrix, error) {
 	var answer struct {
 		Status    string          `json:"status"`
@@ -126,7 +127,9 @@ func TestDecodeMatrix(t *testing.T) {
 }
 
 // FuzzDecodeMatrix checks that decodeMatrix never panics, and that what
-// it accepts client_golang's decoding accepts too and reads the same.
+// it accepts encoding/json accepts too and reads the same into common/model's
+// types (what client_golang decodes into; the real client is compared on
+// real answers in TestDecodeMatrixAgreesWithClient).
 func FuzzDecodeMatrix(f *testing.F) {
 	for _, seed := range []string{
 		`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"gpu":"0","UUID":"GPU-a"},"values":[[1735689599.999,"1"],[1735693199.999,"NaN"]]}]}}`,
