@@ -195,41 +195,14 @@ func (s *scanner) skip() error {
 		_, err := s.str("a string")
 		return err
 	case c == '{' || c == '[':
-		end := byte('}')
-		if c == '[' {
-			end = ']'
-		}
 		if s.depth++; s.depth > maxDepth {
 			return s.syntaxError("at most 10000 nested arrays and objects")
 		}
 		defer func() { s.depth-- }()
-		s.i++
-		if s.peek() == end {
-			s.i++
-			return nil
+		if c == '{' {
+			return s.object("an object", func([]byte) error { return s.skip() })
 		}
-		for {
-			if c == '{' {
-				if _, err := s.str("a key"); err != nil {
-					return err
-				}
-				if err := s.consume(':', "':' after a key"); err != nil {
-					return err
-				}
-			}
-			if err := s.skip(); err != nil {
-				return err
-			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case end:
-				s.i++
-				return nil
-			default:
-				return s.syntaxError(fmt.Sprintf("',' or '%c'", end))
-			}
-		}
+		return s.array("an array", s.skip)
 	case c == 't' || c == 'f' || c == 'n':
 		for _, lit := range []string{"true", "false", "null"} {
 			if s.i+len(lit) <= len(s.b) && string(s.b[s.i:s.i+len(lit)]) == lit {
@@ -247,17 +220,7 @@ func (s *scanner) skip() error {
 // object consumes an object, calling field for each key (its value is
 // next); null is an empty object.
 func (s *scanner) object(what string, field func(key []byte) error) error {
-	if s.null() {
-		return nil
-	}
-	if err := s.consume('{', what); err != nil {
-		return err
-	}
-	if s.peek() == '}' {
-		s.i++
-		return nil
-	}
-	for {
+	return s.sequence('{', '}', what, func() error {
 		key, err := s.str("a key of " + what)
 		if err != nil {
 			return err
@@ -265,31 +228,26 @@ func (s *scanner) object(what string, field func(key []byte) error) error {
 		if err := s.consume(':', "':' after a key"); err != nil {
 			return err
 		}
-		if err := field(key); err != nil {
-			return err
-		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.syntaxError("',' or '}' in " + what)
-		}
-	}
+		return field(key)
+	})
 }
 
 // array consumes an array, calling elem for each element; null is an
 // empty array.
 func (s *scanner) array(what string, elem func() error) error {
+	return s.sequence('[', ']', what, elem)
+}
+
+// sequence consumes what open and end enclose, elements (read by elem)
+// separated by commas; null is an empty one.
+func (s *scanner) sequence(open, end byte, what string, elem func() error) error {
 	if s.null() {
 		return nil
 	}
-	if err := s.consume('[', what); err != nil {
+	if err := s.consume(open, what); err != nil {
 		return err
 	}
-	if s.peek() == ']' {
+	if s.peek() == end {
 		s.i++
 		return nil
 	}
@@ -300,11 +258,11 @@ func (s *scanner) array(what string, elem func() error) error {
 		switch s.peek() {
 		case ',':
 			s.i++
-		case ']':
+		case end:
 			s.i++
 			return nil
 		default:
-			return s.syntaxError("',' or ']' in " + what)
+			return s.syntaxError(fmt.Sprintf("',' or '%c' in %s", end, what))
 		}
 	}
 }
