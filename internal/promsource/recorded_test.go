@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,8 +200,12 @@ func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 // series (the plain figures and the subqueries where needed); the
 // 5-minute figures read as one range query per figure at a 1 h step
 // against 24 instant queries per figure; and where the time goes: the
-// check, and Prometheus' answers against gpupack's decoding of them.
-// Run it once:
+// check, and Prometheus' answers against gpupack's decoding of them. It
+// logs gpupack's own CPU (this process's) beside each path, and times the
+// whole hourly report in this process over one day and both, answers read
+// by client_golang and by decodeMatrix side by side, its CPU split by
+// step; GPUPACK_BENCH_REPORT_PROFILE=file writes a CPU profile of ten
+// two-day reports (run it without -cpuprofile). Run it once:
 //
 //	GPUPACK_E2E=1 go test ./internal/promsource -run XXX -bench RecordedQueries -benchtime 1x -v
 func BenchmarkRecordedQueries(b *testing.B) {
@@ -361,6 +366,27 @@ func BenchmarkRecordedQueries(b *testing.B) {
 			perDeviceDay := (reportCPU[1] - reportCPU[0]).Seconds() / float64(gpus) * 1000
 			b.Logf("report   answers read by %s: gpupack's own CPU per added day %.3f s, %.3f ms per added device-day", decoder.name, (reportCPU[1] - reportCPU[0]).Seconds(), perDeviceDay)
 			b.ReportMetric(perDeviceDay, "report-cpu-ms/added-device-day-"+decoder.name)
+		}
+		// GPUPACK_BENCH_REPORT_PROFILE=file: a CPU profile of ten reports
+		// over both days (answers read by decodeMatrix), nothing else.
+		if file := os.Getenv("GPUPACK_BENCH_REPORT_PROFILE"); file != "" {
+			f, err := os.Create(file)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatalf("%v (run without -cpuprofile)", err)
+			}
+			phases := make([]time.Duration, len(reportPhases))
+			for range 10 {
+				if err := hourlyReport(ctx, b, s, both, phases); err != nil {
+					b.Fatal(err)
+				}
+			}
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				b.Fatal(err)
+			}
 		}
 		// What else a report reads per window, over one day and both.
 		for _, w := range []usage.Window{day, both} {
