@@ -28,11 +28,7 @@ import (
 // not such an answer, as an error that says what was found where.
 func decodeMatrix(body []byte) (model.Matrix, error) {
 	d := matrixDecoder{scanner: scanner{b: body}, strings: map[string]string{}}
-	m, err := d.answer()
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
+	return d.answer()
 }
 
 // answerError is an answer whose status is "error": Prometheus' own
@@ -100,8 +96,8 @@ func (s *scanner) null() bool {
 	return false
 }
 
-// rawString consumes a string and returns its bytes between the quotes
-// and whether they need decoding (an escape, a control character or a
+// rawString consumes a string and returns it as it is, quotes included,
+// and whether it needs decoding (an escape, a control character or a
 // byte outside ASCII, which encoding/json checks and mends).
 func (s *scanner) rawString(want string) (raw []byte, plain bool, err error) {
 	if s.peek() != '"' {
