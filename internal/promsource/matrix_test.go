@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +225,67 @@ func TestDecodeMatrixAgreesWithClient(t *testing.T) {
 	_, want := client.queryRange(ctx, "sum(", hours)
 	if got == nil || want == nil || got.Error() != want.Error() {
 		t.Errorf("a query Prometheus refuses: error %v; want %v", got, want)
+	}
+}
+
+// TestQueryRangeHTTP checks how queryRange sends a range query and reads
+// what comes back: a form POST, a GET where the server refuses POST (as
+// client_golang falls back), Prometheus' own error as it says it, and an
+// HTTP error whose body is not Prometheus' JSON with its status and body.
+func TestQueryRangeHTTP(t *testing.T) {
+	const matrix = `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1.5,"2"]]}]}}`
+	cases := map[string]struct {
+		answer func(w http.ResponseWriter, r *http.Request)
+		want   string // in the error; "" for the matrix
+	}{
+		"POST": {answer: func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost || r.PostFormValue("query") != "up" || r.PostFormValue("step") != "3600" || r.PostFormValue("start") != "1" {
+				http.Error(w, "bad request "+r.Method, http.StatusTeapot)
+				return
+			}
+			_, _ = io.WriteString(w, matrix)
+		}},
+		"GET where POST is refused": {answer: func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				return
+			}
+			if r.URL.Query().Get("query") != "up" {
+				http.Error(w, "no query", http.StatusTeapot)
+				return
+			}
+			_, _ = io.WriteString(w, matrix)
+		}},
+		"Prometheus' error": {answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"parse error"}`)
+		}, want: `query "up": bad_data: parse error`},
+		"a proxy's page": {answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, `<html>bad gateway</html>`)
+		}, want: `HTTP 502 Bad Gateway: <html>bad gateway</html>`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(tc.answer))
+			defer srv.Close()
+			s, err := New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := s.queryRange(context.Background(), "up", v1.Range{Start: time.Unix(1, 0), End: time.Unix(3601, 0), Step: time.Hour})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("error %v; want one saying %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m) != 1 || m[0].Metric["a"] != "b" || len(m[0].Values) != 1 || m[0].Values[0].Timestamp != 1500 || m[0].Values[0].Value != 2 {
+				t.Errorf("matrix %v; want {a=\"b\"} 2 @1.5", m)
+			}
+		})
 	}
 }
