@@ -94,31 +94,37 @@ func newPieceSet(step time.Duration) *pieceSet {
 func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.Time) (piece int, start time.Time, fig *bucketFigure)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var piece int
+	var dev usage.Device
+	var deviceKey string // dev's, once per series: get files every bucket on dev
+	get := func(start time.Time, d usage.Device, o usage.Owner) *usage.Bucket {
+		k := pieceKey{piece, start.UnixMilli(), deviceKey, o}
+		b := p.buckets[k]
+		if b == nil {
+			b = &usage.Bucket{Start: start, Length: HourWindow, Step: p.step, Device: d, Owner: o}
+			p.buckets[k] = b
+			p.order = append(p.order, k)
+		}
+		if b.Device.Model == "" {
+			b.Device.Model = d.Model
+		}
+		return b
+	}
 	for _, ss := range m {
-		d := device(ss.Metric)
+		dev = device(ss.Metric)
+		deviceKey = dev.Key()
 		for _, pt := range ss.Values {
 			v := float64(pt.Value)
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
-			piece, start, fig := at(ss, pt.Timestamp.Time())
+			var start time.Time
+			var fig *bucketFigure
+			piece, start, fig = at(ss, pt.Timestamp.Time())
 			if fig == nil {
 				continue
 			}
-			get := func(start time.Time, d usage.Device, o usage.Owner) *usage.Bucket {
-				k := pieceKey{piece, start.UnixMilli(), d.Key(), o}
-				b := p.buckets[k]
-				if b == nil {
-					b = &usage.Bucket{Start: start, Length: HourWindow, Step: p.step, Device: d, Owner: o}
-					p.buckets[k] = b
-					p.order = append(p.order, k)
-				}
-				if b.Device.Model == "" {
-					b.Device.Model = d.Model
-				}
-				return b
-			}
-			fig.set(ownersBucket(get, start, d, fig.owner, ss.Metric), v, ss.Metric)
+			fig.set(ownersBucket(get, start, dev, fig.owner, ss.Metric), v, ss.Metric)
 		}
 	}
 }

@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -198,8 +200,12 @@ func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 // series (the plain figures and the subqueries where needed); the
 // 5-minute figures read as one range query per figure at a 1 h step
 // against 24 instant queries per figure; and where the time goes: the
-// check, and Prometheus' answers against gpupack's decoding of them.
-// Run it once:
+// check, and Prometheus' answers against gpupack's decoding of them. It
+// logs gpupack's own CPU (this process's) beside each path, and times the
+// whole hourly report in this process over one day and both, answers read
+// by client_golang and by decodeMatrix side by side, its CPU split by
+// step; GPUPACK_BENCH_REPORT_PROFILE=file writes a CPU profile of ten
+// two-day reports (run it without -cpuprofile). Run it once:
 //
 //	GPUPACK_E2E=1 go test ./internal/promsource -run XXX -bench RecordedQueries -benchtime 1x -v
 func BenchmarkRecordedQueries(b *testing.B) {
@@ -231,19 +237,25 @@ func BenchmarkRecordedQueries(b *testing.B) {
 	ctx := context.Background()
 	day := usage.Window{Start: start.Add(24 * time.Hour), End: start.Add(48 * time.Hour), Step: scrape}
 	r := v1.Range{Start: day.Start.Add(time.Hour - time.Millisecond), End: day.End.Add(-time.Millisecond), Step: time.Hour}
+	// cpu is the median of the last median's runs in gpupack's own CPU
+	// (this process's: Prometheus is another).
+	var cpu time.Duration
 	median := func(f func() error) time.Duration {
-		var ds []time.Duration
+		var ds, cs []time.Duration
 		for range 3 {
-			t0 := time.Now()
+			t0, c0 := time.Now(), ownCPU(b)
 			if err := f(); err != nil {
 				b.Fatal(err)
 			}
-			ds = append(ds, time.Since(t0))
+			ds, cs = append(ds, time.Since(t0)), append(cs, ownCPU(b)-c0)
 		}
 		slices.Sort(ds)
+		slices.Sort(cs)
+		cpu = cs[1]
 		return ds[1]
 	}
 	for b.Loop() {
+		var dayCPU time.Duration // the hourly path's over the day
 		for _, path := range []struct {
 			name               string
 			computed, fiveOnly bool
@@ -259,7 +271,10 @@ func BenchmarkRecordedQueries(b *testing.B) {
 				b.Fatalf("provenance %+v: the %s runs did not read every hour from the rules as they should", p, path.name)
 			}
 			b.ReportMetric(d.Seconds()/float64(gpus)*1000, "ms/device-day-"+path.name)
-			b.Logf("%-8s StreamBuckets over the day: %.3f s, %d buckets, %.1f ms per device-day", path.name, d.Seconds(), n, d.Seconds()/float64(gpus)*1000)
+			b.Logf("%-8s StreamBuckets over the day: %.3f s, %d buckets, %.1f ms per device-day; gpupack's own CPU %.3f s", path.name, d.Seconds(), n, d.Seconds()/float64(gpus)*1000, cpu.Seconds())
+			if path.name == "hourly" {
+				dayCPU = cpu
+			}
 		}
 		var queries []string
 		for _, fig := range bucketFigures {
@@ -323,12 +338,62 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		if p := src.BucketProvenance(); p.HourlyWindows == 0 || p.ComputedHours != 0 {
 			b.Fatalf("provenance %+v: the two days were not read from the hourly rules", p)
 		}
-		b.Logf("hourly   StreamBuckets over both days: %.3f s, %.1f ms per device-day", two.Seconds(), two.Seconds()/float64(2*gpus)*1000)
+		b.Logf("hourly   StreamBuckets over both days: %.3f s, %.1f ms per device-day; gpupack's own CPU %.3f s, %.3f ms per added device-day", two.Seconds(), two.Seconds()/float64(2*gpus)*1000, cpu.Seconds(), (cpu-dayCPU).Seconds()/float64(gpus)*1000)
+		b.ReportMetric((cpu-dayCPU).Seconds()/float64(gpus)*1000, "cpu-ms/added-device-day")
+		// The whole of report --accounting hourly --format json in this
+		// process (usagefacts.FromPrometheusHourly's steps, which this
+		// package cannot import): the buckets streamed into the account,
+		// the pods, the report and its JSON, over one day and both.
+		// Answers read by client_golang (as before) and by decodeMatrix,
+		// side by side.
+		for _, decoder := range []struct {
+			name      string
+			viaClient bool
+		}{{"client_golang", true}, {"decodeMatrix", false}} {
+			src := *s
+			src.viaClient, src.provenance = decoder.viaClient, &provenanceCounts{}
+			var reportCPU [2]time.Duration
+			for i, w := range []usage.Window{day, both} {
+				phases := make([]time.Duration, len(reportPhases))
+				wall := median(func() error { return hourlyReport(ctx, b, &src, w, phases) })
+				reportCPU[i] = cpu
+				var split []string
+				for j, p := range phases {
+					split = append(split, fmt.Sprintf("%s %.3f s", reportPhases[j], p.Seconds()/3))
+				}
+				b.Logf("report   over %s, answers read by %s: %.3f s, gpupack's own CPU %.3f s (mean of the 3: %s)", w.End.Sub(w.Start), decoder.name, wall.Seconds(), cpu.Seconds(), strings.Join(split, ", "))
+			}
+			perDeviceDay := (reportCPU[1] - reportCPU[0]).Seconds() / float64(gpus) * 1000
+			b.Logf("report   answers read by %s: gpupack's own CPU per added day %.3f s, %.3f ms per added device-day", decoder.name, (reportCPU[1] - reportCPU[0]).Seconds(), perDeviceDay)
+			b.ReportMetric(perDeviceDay, "report-cpu-ms/added-device-day-"+decoder.name)
+		}
+		// GPUPACK_BENCH_REPORT_PROFILE=file: a CPU profile of ten reports
+		// over both days (answers read by decodeMatrix), nothing else.
+		if file := os.Getenv("GPUPACK_BENCH_REPORT_PROFILE"); file != "" {
+			f, err := os.Create(file)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatalf("%v (run without -cpuprofile)", err)
+			}
+			phases := make([]time.Duration, len(reportPhases))
+			for range 10 {
+				if err := hourlyReport(ctx, b, s, both, phases); err != nil {
+					b.Fatal(err)
+				}
+			}
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
 		// What else a report reads per window, over one day and both.
 		for _, w := range []usage.Window{day, both} {
 			health := median(func() error { _, err := s.LoadHealth(ctx, w); return err })
+			healthCPU := cpu
 			meta := median(func() error { _, err := s.LoadMeta(ctx, w, nil, time.Hour); return err })
-			b.Logf("over %s: LoadHealth %.3f s, LoadMeta %.3f s", w.End.Sub(w.Start), health.Seconds(), meta.Seconds())
+			b.Logf("over %s: LoadHealth %.3f s (own CPU %.3f s), LoadMeta %.3f s (own CPU %.3f s)", w.End.Sub(w.Start), health.Seconds(), healthCPU.Seconds(), meta.Seconds(), cpu.Seconds())
 		}
 	}
 }
@@ -515,4 +580,57 @@ func TestPlanHourly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ownCPU is the CPU time (user and system) this process has used so far.
+func ownCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportPhases are hourlyReport's steps, whose CPU it adds up.
+var reportPhases = []string{"buckets read and accounted", "pods and health read", "report", "JSON"}
+
+// hourlyReport does in this process what report --accounting hourly
+// --format json does over w: the buckets streamed into the account, the
+// pods' times, the health, the report and its JSON. It adds the CPU of
+// each step (this process's, the steps being sequential) to cpu.
+func hourlyReport(ctx context.Context, b *testing.B, s *Source, w usage.Window, cpu []time.Duration) error {
+	c0 := ownCPU(b)
+	step := func(i int) {
+		c := ownCPU(b)
+		cpu[i] += c - c0
+		c0 = c
+	}
+	acct, err := usage.NewBucketAccount(w.Start, w.End)
+	if err != nil {
+		return err
+	}
+	if err := s.StreamBuckets(ctx, w, time.Hour, acct.Add); err != nil {
+		return err
+	}
+	step(0)
+	d, err := s.LoadMeta(ctx, w, nil, time.Hour)
+	if err != nil {
+		return err
+	}
+	health, err := s.LoadHealth(ctx, w)
+	if err != nil {
+		return err
+	}
+	step(1)
+	r, err := acct.Report(usage.Pricing{Catalogue: gpu.Default(), NodeLabels: d.NodeLabels}, d.Pods, d.App, time.Hour)
+	if err != nil {
+		return err
+	}
+	r.Health = health
+	step(2)
+	enc := json.NewEncoder(io.Discard)
+	enc.SetIndent("", "  ") // as report --format json writes it
+	err = enc.Encode(r)
+	step(3)
+	return err
 }
