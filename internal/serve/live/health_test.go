@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/fakedcgm"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/internal/serve"
@@ -253,4 +254,58 @@ nodes:
 	if len(v.Health) != 1 || !slices.Equal(v.Health[0].TaintRules, []string{"gpupack-unhealthy-dra-a-gpu-0"}) {
 		t.Errorf("the view's health %+v, want GPU-dra-a-0 with its rule", v.Health)
 	}
+}
+
+// BenchmarkHealthFirstRead times the health read of serve's first refresh
+// over a week of 48 GPUs scraped every minute (one query per hour, 168 in
+// all), against one promsource.LoadHealth over the whole week (what
+// report's hourly path asks), on a real Prometheus.
+func BenchmarkHealthFirstRead(b *testing.B) {
+	if os.Getenv("GPUPACK_E2E") == "" {
+		b.Skip("set GPUPACK_E2E=1: backfills and starts a real Prometheus")
+	}
+	const scrape, days = time.Minute, 7
+	fleet, err := fakedcgm.Fleet(48, days, 1, gpu.Default())
+	if err != nil {
+		b.Fatal(err)
+	}
+	fleet.Nodes[0].XIDs = map[string]int{"1": 79}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	begun := time.Now()
+	prom := testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
+	b.Logf("backfilled %d days of 48 GPUs in %.1f s", days, time.Since(begun).Seconds())
+	src, err := promsource.New(prom.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	window := days * 24 * time.Hour
+	end := start.Add(window)
+	now := end.Add(2 * scrape)
+	check := func(hs []usage.DeviceHealth) {
+		if len(hs) != 1 || hs[0].Node != fleet.Nodes[0].Name || hs[0].Critical() != 79 {
+			b.Fatalf("health %+v, want %s's GPU 1 with XID 79", hs, fleet.Nodes[0].Name)
+		}
+	}
+	b.Run("hour by hour", func(b *testing.B) {
+		for b.Loop() {
+			e, err := New(Options{Window: window, Step: scrape, Now: func() time.Time { return now }}, src, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var st State
+			if err := e.readHealth(b.Context(), now, &st); err != nil {
+				b.Fatal(err)
+			}
+			check(st.Health)
+		}
+	})
+	b.Run("one query over the week", func(b *testing.B) {
+		for b.Loop() {
+			hs, err := src.LoadHealth(b.Context(), usage.Window{Start: start, End: end, Step: scrape})
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(hs)
+		}
+	})
 }
