@@ -1,10 +1,10 @@
 package live
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,11 +31,6 @@ import (
 // 3, gpu-b's GPU 0 none.
 func xidHistory(t *testing.T, path string, t0 time.Time) {
 	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
 	devs := []struct {
 		node, gpu, uuid, model string
 		xid                    func(at time.Duration) int
@@ -54,26 +49,20 @@ func xidHistory(t *testing.T, path string, t0 time.Time) {
 		}},
 		{"gpu-b", "0", "GPU-b0", "NVIDIA L4", func(time.Duration) int { return 0 }},
 	}
-	for _, m := range []string{usage.XIDErrors, usage.GREngineActive} {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", m, m, m)
-		for _, d := range devs {
-			for k := 0; k < 5*int(time.Hour/step); k++ {
-				at := time.Duration(k) * step
-				v := 0.0
-				if m == usage.XIDErrors {
-					v = float64(d.xid(at))
+	writeOpenMetrics(t, path, func(w io.Writer) {
+		for _, m := range []string{usage.XIDErrors, usage.GREngineActive} {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", m, m, m)
+			for _, d := range devs {
+				for at := time.Duration(0); at < 5*time.Hour; at += step {
+					v := 0
+					if m == usage.XIDErrors {
+						v = d.xid(at)
+					}
+					fmt.Fprintf(w, "%s{gpu=%q,UUID=%q,device=\"nvidia%s\",modelName=%q,Hostname=%q} %d %d\n", m, d.gpu, d.uuid, d.gpu, d.model, d.node, v, t0.Add(at).Unix())
 				}
-				fmt.Fprintf(w, "%s{gpu=%q,UUID=%q,device=\"nvidia%s\",modelName=%q,Hostname=%q} %g %d\n", m, d.gpu, d.uuid, d.gpu, d.model, d.node, v, t0.Add(at).Unix())
 			}
 		}
-	}
-	fmt.Fprintln(w, "# EOF")
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // healthSource records the windows of health the engine reads, and fails
