@@ -92,6 +92,9 @@ func newPage() *page {
 		"sub":   func(a, b float64) float64 { return a - b },
 		"add":   func(a, b float64) float64 { return a + b },
 	}
+	// healthRead tells a view that read GPU health and found no XID
+	// (empty) from one that did not read it (nil).
+	funcs["healthRead"] = func(hs []GPUHealth) bool { return hs != nil }
 	return &page{tmpl: template.Must(template.New("index").Funcs(funcs).Parse(indexTemplate))}
 }
 

@@ -55,6 +55,13 @@ func testView(text string) *View {
 	r.Namespaces = []usage.GroupUsage{{Name: "ns-" + text, Pods: 1}}
 	r.Nodes = []usage.NodeUsage{{GroupUsage: usage.GroupUsage{Name: "node-" + text, Pods: 1}}}
 	created := start.Add(-time.Hour)
+	p := &plan.Plan{Window: 2 * time.Hour, Decisions: []*plan.Decision{{Workload: "ns-" + text + "/w", Pods: 1, Before: "1 GPU", Action: plan.Reclaim,
+		Reason: plan.Reason{Code: "idle-held", Detail: text}}}, Warnings: []string{"plan " + text},
+		Tainted: []plan.TaintedGPU{{Node: "xidnode-" + text, UUID: "GPU-" + text, XID: 79, Devices: []string{"gpu.nvidia.com/p/gpu-0"}, Rules: []string{"rule-" + text}}}}
+	health := HealthOf([]usage.DeviceHealth{
+		{Node: "xidnode-" + text, UUID: "GPU-" + text, GPU: "gpu-" + text, XIDs: []int{13, 79}},
+		{Node: "n2", UUID: "GPU-n2-1", GPU: "1", XIDs: []int{31}},
+	}, p)
 	return &View{
 		Source: "test " + text, AsOf: start.Add(2 * time.Hour), Start: r.Start, End: r.End, Report: r,
 		Hours: []Hour{
@@ -66,8 +73,7 @@ func testView(text string) *View {
 		Pending: []PendingPod{{Finding: diagnose.Finding{Pod: "ns-" + text + "/wait-" + text, Request: "1 GPU", Cause: diagnose.Allocation,
 			Summary: "0/2 nodes are available: " + text, Fix: []string{"reclaim " + text}, Remedies: testRemedies(text)}, Created: &created, WaitedSeconds: usage.Known(3600),
 			SchedulerMessage: "0/2 nodes: " + text}},
-		Plan: &plan.Plan{Window: 2 * time.Hour, Decisions: []*plan.Decision{{Workload: "ns-" + text + "/w", Pods: 1, Before: "1 GPU", Action: plan.Reclaim,
-			Reason: plan.Reason{Code: "idle-held", Detail: text}}}, Warnings: []string{"plan " + text}},
+		Plan: p, Health: health,
 		PlanFiles: []PlanFile{{Name: "plan.md", Data: []byte("# plan " + text + "\n")}, {Name: "node-labels.yaml", Data: []byte("nodes: {}\n")}},
 		Curve:     []CurveRun{{Result: sim.Result{Policy: "policy-" + text}, Points: []sim.Point{{ArrivedRatio: 0.5, AllocRatio: 0.5}, {ArrivedRatio: 1, AllocRatio: 0.9}}}},
 		Err:       "Prometheus: " + text, ErrAt: &created,
@@ -129,6 +135,7 @@ func TestRoutes(t *testing.T) {
 		"/api/v1/queuewait":       {200, "application/json", want(v.QueueWait), ""},
 		"/api/v1/plan":            {200, "application/json", want(v.Plan), ""},
 		"/api/v1/hours":           {200, "application/json", want(v.Hours), ""},
+		"/api/v1/health":          {200, "application/json", want(v.Health), ""},
 		"/api/v1/view":            {200, "application/json", want(v), ""},
 		"/plan/files/plan.md":     {200, "text/plain; charset=utf-8", "# plan x\n", ""},
 		"/plan/files/nope.yaml":   {404, "application/json", "", "plan.md, node-labels.yaml"},
@@ -205,6 +212,10 @@ func TestNotReady(t *testing.T) {
 		"no report":                      {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/report", 404, "no usage report"},
 		"no queue wait":                  {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/queuewait", 404, "no queue wait in this view"},
 		"empty lists are []":             {&provider{v: &View{}}, "/api/v1/pending", 200, "[]"},
+		"health not read":                {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/health", 404, "no GPU health in this view: Prometheus p has not read"},
+		"no GPU with XIDs":               {&provider{v: &View{Health: []GPUHealth{}}}, "/api/v1/health", 200, "[]"},
+		"page: health not read":          {&provider{v: &View{}}, "/", 200, "GPU health not read in this view."},
+		"page: no GPU with XIDs":         {&provider{v: &View{Health: []GPUHealth{}}}, "/", 200, "No XID errors in the window."},
 		"stale data shows the error":     {&provider{v: testView("x")}, "/", 200, "last refresh failed at 2026-01-04 23:00 UTC: <span id=\"error-text\">Prometheus: x</span>"},
 		"nil provider is never ready":    {nil, "/readyz", 503, "no data provider is configured"},
 		"nil provider: page says so too": {nil, "/", 200, "no data provider is configured"},
@@ -285,7 +296,8 @@ func TestHostileNames(t *testing.T) {
 			walk(doc)
 			all := strings.Join(texts, "\n")
 			for _, want := range []string{"pod-" + text, "ns-" + text, "node-" + text, "reclaim " + text, "0/2 nodes are available: " + text, "Prometheus: " + text, "policy-" + text,
-				"kubectl delete pod -n ns-" + text + " p", "note " + text, "config " + text, "label " + text, string(testRemedies(text)[1].Patch.Body)} {
+				"kubectl delete pod -n ns-" + text + " p", "note " + text, "config " + text, "label " + text, string(testRemedies(text)[1].Patch.Body),
+				"xidnode-" + text, "GPU-" + text, "gpu-" + text, "DeviceTaintRule rule-" + text} {
 				if !strings.Contains(all, want) {
 					t.Errorf("the page's text lacks %.60q verbatim", want)
 				}
@@ -293,7 +305,7 @@ func TestHostileNames(t *testing.T) {
 			if strings.Contains(all, "advice "+text) {
 				t.Errorf("the page shows advice, which has nothing to apply")
 			}
-			for _, path := range []string{"/api/v1/view", "/api/v1/report", "/api/v1/pending"} {
+			for _, path := range []string{"/api/v1/view", "/api/v1/report", "/api/v1/pending", "/api/v1/health"} {
 				got := body(t, get(t, h, http.MethodGet, path))
 				if strings.Contains(got, "<") {
 					t.Errorf("%s has a raw '<' (JSON must escape it as \\u003c)", path)
@@ -377,5 +389,44 @@ func TestPendingRemedies(t *testing.T) {
 	want := []string{"kubectl delete pod -n ns-x p", string(testRemedies("x")[1].Patch.Body), "config x", "label x"}
 	if diff := cmp.Diff(want, pres); diff != "" {
 		t.Errorf("<pre> in the pending table (-want +got):\n%s", diff)
+	}
+}
+
+// TestHealthOf: each GPU with XIDs gets its kind and fix: the plan's
+// DeviceTaintRules for a DRA GPU, cordoning its node for another, nothing
+// for application XIDs only; the page shows them in that order.
+func TestHealthOf(t *testing.T) {
+	p := &plan.Plan{Tainted: []plan.TaintedGPU{{Node: "dra-a", UUID: "GPU-a0", XID: 79, Rules: []string{"gpupack-unhealthy-dra-a-gpu-0"}}}}
+	got := HealthOf([]usage.DeviceHealth{
+		{Node: "dra-a", UUID: "GPU-a0", GPU: "0", XIDs: []int{79}},
+		{Node: "plugin-b", UUID: "GPU-b1", GPU: "1", XIDs: []int{13, 48}},
+		{Node: "plugin-b", UUID: "GPU-b2", GPU: "2", XIDs: []int{31}},
+	}, p)
+	type row struct {
+		uuid     string
+		critical int
+		rules    []string
+		fix      string
+	}
+	var rows []row
+	for _, g := range got {
+		rows = append(rows, row{g.UUID, g.Critical, g.TaintRules, g.Fix[:strings.IndexAny(g.Fix, "(:")]})
+	}
+	want := []row{
+		{"GPU-a0", 79, []string{"gpupack-unhealthy-dra-a-gpu-0"}, "kubectl apply -f dra-device-taint-rules.yaml "},
+		{"GPU-b1", 48, nil, "kubectl cordon plugin-b, drain its GPU pods, and reset or replace the GPU "},
+		{"GPU-b2", 0, nil, "none needed"},
+	}
+	if d := cmp.Diff(want, rows, cmp.AllowUnexported(row{})); d != "" {
+		t.Errorf("health (-want +got):\n%s", d)
+	}
+	if got := HealthOf(nil, nil); got == nil || len(got) != 0 {
+		t.Errorf("HealthOf(nil) = %#v, want empty and not nil (read, none reported)", got)
+	}
+	page := body(t, get(t, Handler(Options{Provider: &provider{v: &View{Health: got}}}), http.MethodGet, "/"))
+	for _, want := range []string{"critical (XID 79)", "critical (XID 48)", ">application<", ">13, 48<"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the health table lacks %q", want)
+		}
 	}
 }

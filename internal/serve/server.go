@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpupack/gpupack/usage"
 )
 
 // DefaultAddr is where Serve listens unless told otherwise: loopback only,
@@ -82,6 +84,12 @@ func Handler(o Options) http.Handler {
 			return nil, "no queue wait in this view: " + v.Source + " has no diagnosis yet"
 		}
 		return v.QueueWait, ""
+	})
+	api("health", func(v *View) (any, string) {
+		if v.Health == nil {
+			return nil, "no GPU health in this view: " + v.Source + " has not read dcgm-exporter's XID gauge (" + usage.XIDErrors + ") yet"
+		}
+		return v.Health, ""
 	})
 	api("plan", func(v *View) (any, string) {
 		if v.Plan == nil {

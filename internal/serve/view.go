@@ -47,6 +47,10 @@ type View struct {
 	// QueueWait is how long GPU pods have waited: those pending now and
 	// those scheduled in the window, by namespace, GPU shape and cause.
 	QueueWait *usage.QueueWait `json:"queueWait,omitempty"`
+	// Health is, per GPU that reported XID errors in the window, its XIDs
+	// and the fix: nil when the view has not read GPU health, empty when
+	// no GPU reported an XID.
+	Health []GPUHealth `json:"health"`
 	// Plan is the sharing plan, as `gpupack plan --format json` prints it,
 	// and PlanFiles the files `gpupack plan --out` writes for it.
 	Plan      *plan.Plan `json:"plan"`

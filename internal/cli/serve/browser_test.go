@@ -280,6 +280,20 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the pending table's remedies (-want +got):\n%s", diff)
 	}
 
+	// The health table: the demo's GPUs with XIDs, each with its kind.
+	health := runB(t, ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll('#health-table tbody tr'), r => [r.cells[0].textContent, r.cells[2].textContent, r.querySelector('.kind').textContent])`))
+	var wantHealth [][]string
+	for _, g := range v.Health {
+		kind := "application"
+		if g.Critical != 0 {
+			kind = fmt.Sprintf("critical (XID %d)", g.Critical)
+		}
+		wantHealth = append(wantHealth, []string{g.Node, g.UUID, kind})
+	}
+	if len(wantHealth) == 0 || !slices.EqualFunc(health, wantHealth, slices.Equal) {
+		t.Errorf("health table %v, want the demo's GPUs with XIDs %v", health, wantHealth)
+	}
+
 	pending := runB(t, ctx, chromedp.Screenshot("#pending"))
 	plan := runB(t, ctx, chromedp.Screenshot("#plan"))
 	if p := problems(); len(p) > 0 {
@@ -344,6 +358,8 @@ func TestBrowserHostileNames(t *testing.T) {
 	v.Pending = slices.Clone(v.Pending)
 	v.Pending[0].Summary = names[1] + names[0]
 	v.Err, v.Source = names[2], names[0]
+	v.Health = slices.Clone(v.Health)
+	v.Health[0].Node, v.Health[0].UUID, v.Health[0].Fix = names[0], names[1], names[2]
 	srv := httptest.NewServer(serve.Handler(serve.Options{Provider: fixed{&v}}))
 	t.Cleanup(srv.Close)
 
@@ -353,6 +369,7 @@ func TestBrowserHostileNames(t *testing.T) {
 	cells := runB(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelector('#pods-table tbody').rows).flatMap(r => [r.cells[0].textContent, r.cells[1].textContent, r.cells[2].textContent]).filter(s => s.includes('pwned'))`))
 	errText := runB(t, ctx, chromedp.Text("#error-text"))
 	pendingWhy := runB(t, ctx, chromedp.Evaluate[string](`document.querySelector('#pending-table tbody tr td:nth-child(4)').firstChild.textContent`))
+	healthRow := runB(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelector('#health-table tbody tr').cells, c => c.textContent)`))
 	if pwned {
 		t.Error("a hostile name ran: window.pwned is set")
 	}
@@ -361,6 +378,9 @@ func TestBrowserHostileNames(t *testing.T) {
 	}
 	if !slices.Equal(cells, names) {
 		t.Errorf("pod row reads %q, want the names verbatim %q", cells, names)
+	}
+	if len(healthRow) != 6 || healthRow[0] != names[0] || healthRow[2] != names[1] || healthRow[5] != names[2] {
+		t.Errorf("health row reads %q, want node, UUID and fix verbatim %q", healthRow, names)
 	}
 	if errText != names[2] || pendingWhy != names[1]+names[0] {
 		t.Errorf("error banner %q, pending message %q: want %q and %q verbatim", errText, pendingWhy, names[2], names[1]+names[0])

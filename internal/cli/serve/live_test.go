@@ -24,11 +24,12 @@ import (
 )
 
 // liveScenario is the DCGM history the live test backfills: the three
-// hours before the test, a busy and an idle pod on node-a's H100s, an
-// unallocated L4 on node-b.
+// hours before the test, a busy and an idle pod on node-a's H100s, the
+// idle one's GPU reporting XID 79 (fallen off the bus), an unallocated L4
+// on node-b.
 const liveScenario = `duration: 3h
 nodes:
-  - {name: node-a, model: H100-80GB, gpus: 2}
+  - {name: node-a, model: H100-80GB, gpus: 2, xids: {"1": 79}}
   - {name: node-b, model: L4, gpus: 1}
 pods:
   - {namespace: train, name: busy, node: node-a, gpu: 0, from: 0s, to: 3h, memoryMiB: 60000, activity: {pattern: constant, level: 0.9}}
@@ -40,8 +41,9 @@ pods:
 // the running pods and two pending ones, over real sockets: /readyz turns
 // ready, /metrics passes promtool and counts the pods, /api/v1/pending is
 // what `gpupack diagnose --kubeconfig` finds, with each pending pod's wait,
-// and the page in headless Chromium lists the same pods with no console
-// error.
+// /api/v1/health and gpupack_gpus_unhealthy name node-a's GPU with XID 79,
+// and the page in headless Chromium lists the same pods and that GPU with
+// no console error.
 func TestServeLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus, a control plane and a browser")
@@ -104,7 +106,7 @@ func TestServeLive(t *testing.T) {
 	if out, err := check.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
-	for _, want := range []string{`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`, `gpupack_gpu_idle_allocated_seconds_total{namespace="serve",pod="idle"}`, `gpupack_pending_pods{`, "gpupack_refresh_ok 1"} {
+	for _, want := range []string{`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`, `gpupack_gpu_idle_allocated_seconds_total{namespace="serve",pod="idle"}`, `gpupack_pending_pods{`, "gpupack_refresh_ok 1", `gpupack_gpus_unhealthy{node="node-a"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
 		}
@@ -146,6 +148,15 @@ func TestServeLive(t *testing.T) {
 		t.Errorf("serve's pending pods %v, want diagnose's %v (2 pods)", g, w)
 	}
 
+	_, body = get(t, base+"/api/v1/health")
+	var health []serve.GPUHealth
+	if err := json.Unmarshal([]byte(body), &health); err != nil {
+		t.Fatalf("/api/v1/health: %v\n%s", err, body)
+	}
+	if len(health) != 1 || health[0].Node != "node-a" || health[0].GPU != "1" || health[0].Critical != 79 {
+		t.Errorf("/api/v1/health = %+v, want node-a's GPU 1 with XID 79", health)
+	}
+
 	t.Logf("%s: API checked", time.Since(begun))
 	// The page, in a real browser.
 	ctx, problems := browser(t)
@@ -153,6 +164,10 @@ func TestServeLive(t *testing.T) {
 	rows := runB(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#pending-table tbody tr'), r => r.dataset.pod + " " + r.querySelector('.cause').textContent)`))
 	if w := causes(diag.Findings); !slices.Equal(rows, w) {
 		t.Errorf("the page's pending list %v, want diagnose's %v", rows, w)
+	}
+	healthRows := runB(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#health-table tbody tr'), r => r.cells[0].textContent + " " + r.cells[1].textContent + " " + r.querySelector('.kind').textContent)`))
+	if want := []string{"node-a 1 critical (XID 79)"}; !slices.Equal(healthRows, want) {
+		t.Errorf("the page's GPU health %q, want %q", healthRows, want)
 	}
 	charts := runB(t, ctx, chromedp.Evaluate[[]chartInfo](chartsJS))
 	_, hoursBody := get(t, base+"/api/v1/hours")

@@ -46,9 +46,10 @@ func NewCommand(ctx context.Context) *cobra.Command {
 allocated against active per hour, idle cost and cost per active GPU-hour,
 a sortable and filterable table of pods with their pattern and
 recommendation, the pending GPU pods with cause, fix and wait, start-up
-phases, the plan with its configs to download, and the simulator's curve),
-the same data as JSON under /api/v1/ (report, pending, plan, hours, view:
-the structures the CLI prints), /healthz and /readyz.
+phases, the GPUs that reported XID errors with the fix, the plan with its
+configs to download, and the simulator's curve), the same data as JSON
+under /api/v1/ (report, pending, plan, hours, health, view: the
+structures the CLI prints), /healthz and /readyz.
 
 It is read-only and listens on loopback unless --listen says otherwise;
 the page loads nothing from outside the server.
@@ -57,14 +58,16 @@ With --prometheus it serves the live cluster: it watches nodes and pods
 (found as --kubeconfig says, in a pod its in-cluster config), reads the
 accounting of the last --window from Prometheus in hourly buckets that
 the query engine sums (a few numbers per device-hour, never raw samples),
-then each new hour once and the current hour at every --refresh, and
-keeps only the window in memory. /metrics serves the counters
+then each new hour once and the current hour at every --refresh (GPU
+health, dcgm-exporter's XID gauge, likewise), and keeps only the window
+in memory. /metrics serves the counters
 gpupack_gpu_allocated_seconds_total, ..._active_seconds_total,
 ..._idle_allocated_seconds_total, ..._unallocated_seconds_total and
 gpupack_gpu_cost_total, which count from the start of the window read
 at start-up and grow by each hour read since (a restart starts them
 again, which rate() reads as a counter reset), and the gauges
-gpupack_pending_pods and gpupack_pending_wait_seconds. When Prometheus
+gpupack_pending_pods, gpupack_pending_wait_seconds and
+gpupack_gpus_unhealthy. When Prometheus
 or the apiserver is down the page shows the last good data, as of when,
 with the error; /metrics keeps its last values and /readyz says why.
 

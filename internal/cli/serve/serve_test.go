@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/report"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/usage"
 )
 
 var demoOnce struct {
@@ -142,5 +144,45 @@ func TestDemoHoursAddUp(t *testing.T) {
 	}
 	if len(v.PlanFiles) != len(files) || len(v.Curve) != 2 || len(v.Curve[0].Points) < 100 {
 		t.Errorf("%d plan files, %d simulator runs (%d points in the first): want the %d files plan --out writes, 2 runs of at least 100 points", len(v.PlanFiles), len(v.Curve), len(v.Curve[0].Points), len(files))
+	}
+}
+
+// TestDemoHealth: the demo's GPU health is report --demo's, each GPU with
+// its kind and fix: the demo's critical XID is on a GPU that the device
+// plugin offers, so the fix is to cordon its node, and the plan writes no
+// DeviceTaintRule for it.
+func TestDemoHealth(t *testing.T) {
+	h := serve.Handler(serve.Options{Provider: fixed{demoView(t)}})
+	var r struct {
+		Health []usage.DeviceHealth `json:"health"`
+	}
+	if err := json.Unmarshal(cliJSON(t, report.NewCommand(context.Background()), "--demo", "--format", "json"), &r); err != nil {
+		t.Fatal(err)
+	}
+	var got []serve.GPUHealth
+	if err := json.Unmarshal(fetch(t, h, "/api/v1/health"), &got); err != nil {
+		t.Fatal(err)
+	}
+	var devices []usage.DeviceHealth
+	critical := 0
+	for _, g := range got {
+		devices = append(devices, g.DeviceHealth)
+		if g.Critical != 0 {
+			critical++
+			if want := "kubectl cordon " + g.Node + ","; !strings.HasPrefix(g.Fix, want) || len(g.TaintRules) != 0 {
+				t.Errorf("GPU %s of %s: fix %q, rules %v; want %q and no DeviceTaintRule (the demo has no DRA)", g.UUID, g.Node, g.Fix, g.TaintRules, want)
+			}
+		}
+	}
+	if len(r.Health) == 0 || critical == 0 {
+		t.Fatalf("the demo's report has %d GPUs with XIDs, %d critical; want some, one critical at least", len(r.Health), critical)
+	}
+	if d := cmp.Diff(r.Health, devices); d != "" {
+		t.Errorf("/api/v1/health differs from gpupack report --demo's health (-cli +api):\n%s", d)
+	}
+	for _, f := range demoView(t).PlanFiles {
+		if f.Name == planout.FileDRATaintRules {
+			t.Errorf("the demo plan writes %s, but no demo GPU is offered through DRA", f.Name)
+		}
 	}
 }

@@ -34,10 +34,12 @@ import (
 )
 
 // Source reads pushed-down accounting and kube-state-metrics' pod
-// life-cycle times, both by bucket (promsource.Source does).
+// life-cycle times, both by bucket, and the XIDs each GPU reported in a
+// window (promsource.Source does).
 type Source interface {
 	LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error)
 	LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promsource.PodTimes, error)
+	LoadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error)
 }
 
 // Options configure an Engine.
@@ -123,6 +125,7 @@ type Engine struct {
 	// refreshMu serialises refreshes; mu guards what they publish.
 	refreshMu sync.Mutex
 	store     *store
+	health    *healthStore
 
 	mu      sync.Mutex
 	state   State
@@ -139,8 +142,12 @@ type State struct {
 	ErrAt time.Time
 	// KubeAsOf is when the cluster's snapshot was last taken.
 	KubeAsOf time.Time
-	// Report is the accounting of the window, from the buckets.
+	// Report is the accounting of the window, from the buckets, with
+	// Health in it.
 	Report *usage.Report
+	// Health is, per GPU that reported XIDs in the window, its XIDs: nil
+	// before the first good read, empty when no GPU reported any.
+	Health []usage.DeviceHealth
 	// Hours are the fleet's totals per bucket, oldest first, the current
 	// partial bucket last.
 	Hours []serve.Hour
@@ -171,7 +178,7 @@ func New(o Options, src Source, client kubernetes.Interface) (*Engine, error) {
 		return nil, err
 	}
 	o.defaults()
-	e := &Engine{o: o, src: src, store: newStore(o.Bucket, o.Window)}
+	e := &Engine{o: o, src: src, store: newStore(o.Bucket, o.Window), health: newHealthStore()}
 	if client != nil {
 		e.watcher = kube.NewWatcher(client, o.Pricing.Catalogue)
 	}
@@ -222,7 +229,13 @@ func (e *Engine) Refresh(ctx context.Context) {
 	if err != nil {
 		next.Err, next.ErrAt = err.Error(), now
 		fmt.Fprintf(e.o.Log, "serve: refresh at %s: %v\n", now.Format(time.RFC3339), err)
+	} else if err := e.readHealth(ctx, now, &next); err != nil {
+		// After a usage read that failed, health is not asked again: the
+		// error is the same.
+		next.Err, next.ErrAt = "GPU health: "+err.Error(), now
+		fmt.Fprintf(e.o.Log, "serve: refresh at %s: GPU health: %v\n", now.Format(time.RFC3339), err)
 	}
+	next.Report = withHealth(next.Report, next.Health)
 	e.diagnoseAndPlan(ctx, &next)
 	if next.Err != "" {
 		next.ErrAt = now
@@ -268,6 +281,9 @@ func (e *Engine) view(st State, now time.Time) *serve.View {
 		}
 	}
 	v.QueueWait = queueWait(st, now)
+	if st.Health != nil {
+		v.Health = serve.HealthOf(st.Health, st.Plan)
+	}
 	if st.Plan != nil && st.Snapshot != nil {
 		files, err := planout.Files(st.Plan, st.Snapshot)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -38,11 +39,10 @@ const step = 30 * time.Second
 
 func (h history) write(t *testing.T, path string) {
 	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
+	writeOpenMetrics(t, path, h.series)
+}
+
+func (h history) series(w io.Writer) {
 	type dev struct {
 		node, gpu, uuid, model string
 		owner                  func(hour int) (ns, pod string)
@@ -80,6 +80,18 @@ func (h history) write(t *testing.T, path string) {
 			fmt.Fprintf(w, "%s{namespace=\"serve\",pod=\"idle\",uid=\"u-idle\"} %d %d\n", m.name, h.t0.Add(m.at).Unix(), h.t0.Add(time.Duration(k)*step).Unix())
 		}
 	}
+}
+
+// writeOpenMetrics writes path as an OpenMetrics file for promtool's
+// backfill: what series writes, then the closing # EOF.
+func writeOpenMetrics(t *testing.T, path string, series func(w io.Writer)) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	series(w)
 	fmt.Fprintln(w, "# EOF")
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,8 @@ var (
 		"How long the GPU pods pending now have waited since they were created: the stat (p50, p95, max; nearest rank) of the pods grouped by namespace, GPU shape or diagnosed cause (label by), the largest 19 groups of each named and the rest under group=\"(other)\"; absent where no wait is known.", []string{"by", "group", "stat"}, nil)
 	scheduledWaitDesc = prometheus.NewDesc("gpupack_scheduled_gpu_pod_wait_seconds",
 		"How long the GPU pods scheduled in the window waited from creation to scheduling: the stat (p50, p95, max; nearest rank) by namespace or GPU shape (label by), the largest 19 groups of each named and the rest under group=\"(other)\"; absent where no wait is known.", []string{"by", "group", "stat"}, nil)
+	unhealthyDesc = prometheus.NewDesc("gpupack_gpus_unhealthy",
+		"GPUs of the node that reported an XID error marking them unhealthy (dcgm-exporter's DCGM_FI_DEV_XID_ERRORS; application XIDs not counted) in the window; only nodes with one, and none before GPU health was first read.", []string{"node"}, nil)
 	asOfDesc = prometheus.NewDesc("gpupack_data_as_of_timestamp_seconds",
 		"End of the accounting that the last good refresh read, as a Unix time; absent before the first.", nil, nil)
 	upDesc = prometheus.NewDesc("gpupack_refresh_ok",
@@ -49,7 +51,7 @@ func (e *Engine) Collector() prometheus.Collector { return collector{e} }
 type collector struct{ e *Engine }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{allocatedDesc, activeDesc, idleDesc, unallocatedDesc, costDesc, pendingDesc, waitDesc, pendingWaitDesc, scheduledWaitDesc, asOfDesc, upDesc} {
+	for _, d := range []*prometheus.Desc{allocatedDesc, activeDesc, idleDesc, unallocatedDesc, costDesc, pendingDesc, waitDesc, pendingWaitDesc, scheduledWaitDesc, unhealthyDesc, asOfDesc, upDesc} {
 		ch <- d
 	}
 }
@@ -88,6 +90,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		if p.waitKnown {
 			ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.GaugeValue, p.maxWait, k[0], k[1])
 		}
+	}
+	unhealthy := map[string]int{}
+	for _, h := range st.Health {
+		if h.Critical() != 0 {
+			unhealthy[h.Node]++
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(unhealthy)) {
+		ch <- prometheus.MustNewConstMetric(unhealthyDesc, prometheus.GaugeValue, float64(unhealthy[n]), n)
 	}
 	if q := queueWait(st, c.e.o.Now()); q != nil {
 		if q.Pending != nil {
