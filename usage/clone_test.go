@@ -26,14 +26,45 @@ func incrementalWorld(rng *rand.Rand, hours int, partial time.Duration) (complet
 	return complete, rest
 }
 
+// addAll adds every bucket of each list to a, in order.
+func addAll(tb testing.TB, a *BucketAccount, lists ...[]Bucket) {
+	tb.Helper()
+	for _, bs := range lists {
+		for i := range bs {
+			if err := a.Add(&bs[i]); err != nil {
+				tb.Fatalf("bucket %d: %v", i, err)
+			}
+		}
+	}
+}
+
+// mustClone is a.Clone(end).
+func mustClone(tb testing.TB, a *BucketAccount, end time.Time) *BucketAccount {
+	tb.Helper()
+	c, err := a.Clone(end)
+	if err != nil {
+		tb.Fatalf("clone: %v", err)
+	}
+	return c
+}
+
+// report is a's report priced by the catalogue, without pod events or
+// application metrics.
+func report(tb testing.TB, a *BucketAccount) *Report {
+	tb.Helper()
+	r, err := a.Report(Pricing{Catalogue: gpu.Default()}, nil, nil, 0)
+	if err != nil {
+		tb.Fatalf("report: %v", err)
+	}
+	return r
+}
+
 // TestIncrementalMatchesFull checks that accounting the complete hours of a
 // window once, cloning that account up to the window's end and adding the
 // partial hour to the clone gives exactly the report that AccountBuckets
 // gives over every bucket, as serve's refresh relies on; and that the
 // complete hours' account, reused for a second refresh, gives it again.
 func TestIncrementalMatchesFull(t *testing.T) {
-	pricing := Pricing{Catalogue: gpu.Default()}
-	opts := cmpopts.EquateNaNs()
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 17))
 		hours := 1 + rng.IntN(4)
@@ -41,11 +72,8 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		complete, rest := incrementalWorld(rng, hours, partial)
 		cur := t0.Add(time.Duration(hours) * time.Hour)
 		end := cur.Add(partial)
-		if partial == 0 {
-			end = cur
-		}
 
-		want, err := AccountBuckets(BucketInput{Start: t0, End: end, Buckets: append(append([]Bucket(nil), complete...), rest...), Pricing: pricing})
+		want, err := AccountBuckets(BucketInput{Start: t0, End: end, Buckets: append(append([]Bucket(nil), complete...), rest...), Pricing: Pricing{Catalogue: gpu.Default()}})
 		if err != nil {
 			t.Fatalf("seed %d: full: %v", seed, err)
 		}
@@ -53,26 +81,11 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range complete {
-			if err := acc.Add(&complete[i]); err != nil {
-				t.Fatalf("seed %d: complete bucket %d: %v", seed, i, err)
-			}
-		}
+		addAll(t, acc, complete)
 		for refresh := range 2 {
-			c, err := acc.Clone(end)
-			if err != nil {
-				t.Fatalf("seed %d: clone: %v", seed, err)
-			}
-			for i := range rest {
-				if err := c.Add(&rest[i]); err != nil {
-					t.Fatalf("seed %d: partial bucket %d: %v", seed, i, err)
-				}
-			}
-			got, err := c.Report(pricing, nil, nil, 0)
-			if err != nil {
-				t.Fatalf("seed %d: incremental: %v", seed, err)
-			}
-			if diff := cmp.Diff(want, got, opts); diff != "" {
+			c := mustClone(t, acc, end)
+			addAll(t, c, rest)
+			if diff := cmp.Diff(want, report(t, c), cmpopts.EquateNaNs()); diff != "" {
 				t.Fatalf("seed %d (%d hours, partial %s), refresh %d: incremental report differs from the full one (-full +incremental):\n%s", seed, hours, partial, refresh, diff)
 			}
 		}
@@ -83,77 +96,34 @@ func TestIncrementalMatchesFull(t *testing.T) {
 // original: adding buckets to the clone and reporting it leaves the
 // original's report as it was, and the other way round.
 func TestCloneIndependent(t *testing.T) {
-	pricing := Pricing{Catalogue: gpu.Default()}
 	opts := cmpopts.EquateNaNs()
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 19))
 		complete, rest := incrementalWorld(rng, 2, 30*time.Minute)
-		cur := t0.Add(2 * time.Hour)
-		end := cur.Add(30 * time.Minute)
+		end := t0.Add(2*time.Hour + 30*time.Minute)
 		orig, err := NewBucketAccount(t0, end)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range complete {
-			if err := orig.Add(&complete[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		before, err := orig.Report(pricing, nil, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clone, err := orig.Clone(end)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cloneBefore, err := clone.Report(pricing, nil, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		addAll(t, orig, complete)
+		before := report(t, orig)
+		clone := mustClone(t, orig, end)
+		cloneBefore := report(t, clone)
 		// The clone takes the partial hour and the complete hours again:
 		// every sum, list and map of it changes.
-		for _, bs := range [][]Bucket{rest, complete} {
-			for i := range bs {
-				if err := clone.Add(&bs[i]); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		cloneAfter, err := clone.Report(pricing, nil, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		after, err := orig.Report(pricing, nil, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(before, after, opts); diff != "" {
+		addAll(t, clone, rest, complete)
+		cloneAfter := report(t, clone)
+		if diff := cmp.Diff(before, report(t, orig), opts); diff != "" {
 			t.Fatalf("seed %d: the original's report changed with its clone (-before +after):\n%s", seed, diff)
 		}
 		// And the original taking buckets leaves the clones' reports as
 		// they were.
-		clone2, err := orig.Clone(end)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range rest {
-			if err := orig.Add(&rest[i]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := clone2.Report(pricing, nil, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(cloneBefore, got, opts); diff != "" {
+		clone2 := mustClone(t, orig, end)
+		addAll(t, orig, rest)
+		if diff := cmp.Diff(cloneBefore, report(t, clone2), opts); diff != "" {
 			t.Fatalf("seed %d: a clone's report changed with its original (-before +after):\n%s", seed, diff)
 		}
-		got, err = clone.Report(pricing, nil, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(cloneAfter, got, opts); diff != "" {
+		if diff := cmp.Diff(cloneAfter, report(t, clone), opts); diff != "" {
 			t.Fatalf("seed %d: a clone's report changed with its original's later buckets (-before +after):\n%s", seed, diff)
 		}
 	}
