@@ -190,17 +190,15 @@ func (s *store) account(from, end time.Time) (*usage.BucketAccount, error) {
 	// name them.
 	if s.complete == nil || !s.completeFrom.Equal(from) || !s.completeTo.Equal(s.loadedTo) {
 		s.complete = nil
-		to := s.loadedTo
-		if !to.After(from) {
-			to = end // no complete hour yet
-		}
-		a, err := usage.NewBucketAccount(from, to)
+		a, err := usage.NewBucketAccount(from, s.loadedTo)
 		if err != nil {
 			return nil, err
 		}
-		for _, start := range slices.SortedFunc(maps.Keys(s.hours), func(a, b time.Time) int { return a.Compare(b) }) {
-			if err := addAll(a, s.hours[start].buckets); err != nil {
-				return nil, err
+		for _, h := range s.sorted() {
+			if h != s.partial {
+				if err := addAll(a, h.buckets); err != nil {
+					return nil, err
+				}
 			}
 		}
 		s.complete, s.completeFrom, s.completeTo = a, from, s.loadedTo
