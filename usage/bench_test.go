@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,4 +89,121 @@ func BenchmarkBucketAccount1000GPUs30Days(b *testing.B) {
 		runtime.KeepAlive(r)
 		runtime.KeepAlive(a)
 	}
+}
+
+// refreshWorld makes the buckets that serve holds for a window of hours
+// complete hours of gpus GPUs (each hour a device bucket and two owner
+// buckets, pods changing every 8 hours, as in
+// BenchmarkBucketAccount1000GPUs30Days) and a partial hour of 30 minutes
+// after them, at 30 s steps.
+func refreshWorld(gpus, hours int) (start, cur, end time.Time, complete, partial []Bucket) {
+	start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cur = start.Add(time.Duration(hours) * time.Hour)
+	end = cur.Add(30 * time.Minute)
+	devices := make([]Device, gpus)
+	for g := range devices {
+		devices[g] = Device{Node: fmt.Sprintf("node-%03d", g/8), GPU: fmt.Sprint(g % 8), UUID: fmt.Sprintf("GPU-%04d", g), Model: "NVIDIA H100 80GB HBM3"}
+	}
+	add := func(out []Bucket, h int, from time.Time, length time.Duration) []Bucket {
+		steps := float64(length / (30 * time.Second))
+		vram := Percentiles{P50: Known(1000), P95: Known(2000), Max: Known(3000)}
+		for g, d := range devices {
+			out = append(out, Bucket{Start: from, Length: length, Step: 30 * time.Second, Device: d,
+				SampledSteps: steps, HeldSteps: steps, VRAMUsedMiB: vram,
+				PowerSum: steps * 300, PowerSteps: steps, EnergyJoules: Known(steps * 30 * 300), Samples: 8 * steps, Metrics: Metrics, ActivitySource: GREngineActive})
+			for o := range 2 {
+				half := steps / 2
+				out = append(out, Bucket{Start: from, Length: length, Step: 30 * time.Second, Device: d,
+					Owner:     Owner{Namespace: fmt.Sprintf("ns-%d", g%20), Pod: fmt.Sprintf("pod-%d-%d-%d", g, h/8, o), Container: "main"},
+					HeldSteps: half, HeldShareSteps: half, ActivityKnownShareSteps: half, ActiveShareSteps: half / 2,
+					Activity: ActivityStats{Samples: half, Sum: half / 2, BelowIdle: half / 6, AtOrAboveBurst: half / 2, P95: 0.9}, ActivityP50: Known(0.5), ActivityMax: Known(1),
+					VRAMUsedMiB: vram, EnergyJoules: Known(half * 30 * 300), FirstHeld: from, FirstUse: from})
+			}
+		}
+		return out
+	}
+	complete = make([]Bucket, 0, 3*gpus*hours)
+	for h := range hours {
+		complete = add(complete, h, start.Add(time.Duration(h)*time.Hour), time.Hour)
+	}
+	partial = add(nil, hours, cur, end.Sub(cur))
+	return start, cur, end, complete, partial
+}
+
+// BenchmarkRefreshAccount is the accounting of one serve refresh at 1,000
+// GPUs over a 7-day window (168 complete hours and a partial one): full
+// accounts every bucket of the window again (serve before #17 item 2);
+// incremental clones the complete hours' account, adds the partial hour
+// and reports (serve at each refresh); reportOnly is the report alone,
+// which every refresh makes (its pods' work: 42,000 pods in the window);
+// completeHours builds the complete hours' account (serve once per hour,
+// when an hour completes).
+func BenchmarkRefreshAccount(b *testing.B) {
+	start, cur, end, complete, partial := refreshWorld(1000, 168)
+	pricing := Pricing{Catalogue: gpu.Default()}
+	accountComplete := func(b *testing.B) *BucketAccount {
+		a, err := NewBucketAccount(start, cur)
+		if err != nil {
+			b.Fatal(err)
+		}
+		addAll(b, a, complete)
+		return a
+	}
+	b.Run("full", func(b *testing.B) {
+		all := append(append([]Bucket(nil), complete...), partial...)
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			if _, err := AccountBuckets(BucketInput{Start: start, End: end, Buckets: all, Pricing: pricing}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("incremental", func(b *testing.B) {
+		a := accountComplete(b)
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			c := mustClone(b, a, end)
+			addAll(b, c, partial)
+			if _, err := c.Report(pricing, nil, nil, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reportOnly", func(b *testing.B) {
+		a := mustClone(b, accountComplete(b), end)
+		addAll(b, a, partial)
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			if _, err := a.Report(pricing, nil, nil, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("completeHours", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			accountComplete(b)
+		}
+	})
+}
+
+// reportCPU starts counting the CPU time of the process, user and system
+// (the garbage collector's included); the function it returns reports it
+// per iteration as cpu-s/op: serve's cost on a machine, which other work on
+// a shared one inflates less than it does the wall clock.
+func reportCPU(b *testing.B) func() {
+	before := cpuTime(b)
+	return func() { b.ReportMetric((cpuTime(b)-before).Seconds()/float64(b.N), "cpu-s/op") }
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -209,6 +209,74 @@ func NewBucketAccount(start, end time.Time) (*BucketAccount, error) {
 	return &BucketAccount{start: start, end: end, devices: map[string]*deviceSums{}, hours: hoursOf(start, end), levels: map[levelKey]*hourLevels{}}, nil
 }
 
+// Clone returns a deep copy of the account over the window [start, end),
+// sharing nothing with a: buckets added to either, and Report (which sorts
+// the percentile lists), leave the other as it was. end may lie after a's
+// end, so that a copy of the complete hours of a window takes the partial
+// hour that follows them; Report on the copy then gives what
+// AccountBuckets gives over [start, end) with the same buckets added in
+// the same order. It fails if end is before a's end (a bucket added might
+// not fit) or if the buckets' step does not divide [start, end).
+func (a *BucketAccount) Clone(end time.Time) (*BucketAccount, error) {
+	switch {
+	case end.Before(a.end):
+		return nil, fmt.Errorf("bucket window %s..%s: cannot end at %s, before the buckets added; give an end at or after %s", a.start.Format(time.RFC3339), a.end.Format(time.RFC3339), end.Format(time.RFC3339), a.end.Format(time.RFC3339))
+	case a.step != 0 && end.Sub(a.start)%a.step != 0:
+		return nil, fmt.Errorf("the window %s..%s is not a whole number of steps of %s; give a window of whole buckets", a.start.Format(time.RFC3339), end.Format(time.RFC3339), a.step)
+	}
+	c := &BucketAccount{start: a.start, end: end, step: a.step, hours: hoursOf(a.start, end),
+		devices: make(map[string]*deviceSums, len(a.devices)), levels: make(map[levelKey]*hourLevels, len(a.levels))}
+	for k, d := range a.devices {
+		c.devices[k] = d.clone()
+	}
+	for k, l := range a.levels {
+		c.levels[k] = l.clone(c.hours)
+	}
+	return c, nil
+}
+
+// clone is a deep copy of d: the value's fields, then every map and slice.
+func (d *deviceSums) clone() *deviceSums {
+	c := *d
+	c.vram, c.vramFree = d.vram.clone(), d.vramFree.clone()
+	if d.sampledByBucket != nil {
+		c.sampledByBucket = maps.Clone(d.sampledByBucket)
+	}
+	c.owners = make(map[Owner]*ownerSums, len(d.owners))
+	for o, os := range d.owners {
+		c.owners[o] = os.clone()
+	}
+	if d.sharedHours != nil {
+		c.sharedHours = make(map[int][]Owner, len(d.sharedHours))
+		for h, os := range d.sharedHours {
+			c.sharedHours[h] = slices.Clone(os)
+		}
+	}
+	return &c
+}
+
+// clone is a deep copy of o.
+func (o *ownerSums) clone() *ownerSums {
+	c := *o
+	c.vram, c.activity = o.vram.clone(), o.activity.clone()
+	c.hours = podHours{first: o.hours.first, known: slices.Clone(o.hours.known), active: slices.Clone(o.hours.active)}
+	return &c
+}
+
+// clone is a deep copy of s.
+func (s *quantileSet) clone() quantileSet {
+	return quantileSet{p50: slices.Clone(s.p50), p95: slices.Clone(s.p95), max: s.max}
+}
+
+// clone is a deep copy of l over hours hours (at least l's).
+func (l *hourLevels) clone(hours int) *hourLevels {
+	c := newHourLevels(hours)
+	copy(c.alloc, l.alloc)
+	copy(c.known, l.known)
+	copy(c.active, l.active)
+	return c
+}
+
 // Add accounts one bucket. It refuses a bucket that does not fit the window
 // or the buckets before it (another step), and adds nothing then.
 func (a *BucketAccount) Add(b *Bucket) error {

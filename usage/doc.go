@@ -10,7 +10,9 @@
 //
 // Account reads raw samples; AccountBuckets (and BucketAccount, which takes
 // them as they arrive) gives the same report from per-hour buckets that a
-// PromQL engine summed, for windows of days to months.
+// PromQL engine summed, for windows of days to months; BucketAccount.Clone
+// lets a sliding window account its complete hours once and only the
+// partial hour at each refresh.
 //
 // Missing data is unknown, never zero: every figure that depends on samples
 // says how much of the window it covers, and NaN samples, gaps and counter

@@ -194,6 +194,7 @@ func startupOf(in startupInput, pod string) Startup {
 		PhaseToFirstUse:      between(st.ContainersStarted, st.FirstGPUUse),
 		PhaseFirstUseToReady: between(st.FirstGPUUse, st.AppReady),
 	}
+	st.Phases = make([]PhaseTime, 0, len(Phases))
 	for _, name := range Phases {
 		pt := PhaseTime{Phase: name, Seconds: seconds[name], Idle: name != PhaseFirstUseToReady}
 		switch {
@@ -307,6 +308,9 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 		byWorkload[w] = append(byWorkload[w], st)
 		byPath[st.Storage.Path()] = append(byPath[st.Storage.Path()], st)
 	}
+	if len(byWorkload) > 0 {
+		s.Workloads = make([]StartupGroup, 0, len(byWorkload))
+	}
 	for _, k := range slices.Sorted(maps.Keys(byWorkload)) {
 		s.Workloads = append(s.Workloads, startupGroup(k, byWorkload[k]))
 	}
@@ -346,6 +350,7 @@ func startupGroup(key string, sts []*Startup) StartupGroup {
 		}
 	}
 	g.Storage = slices.MaxFunc(slices.Sorted(maps.Keys(paths)), func(a, b string) int { return cmp.Compare(paths[a], paths[b]) })
+	g.Phases = make([]PhaseStats, 0, len(Phases))
 	for _, name := range Phases {
 		ps := PhaseStats{Phase: name, Idle: name != PhaseFirstUseToReady}
 		var secs []float64

@@ -321,7 +321,8 @@ func (e *Engine) snapshotState(now time.Time) State {
 
 // readUsage brings the store up to now: it retires the hours that left the
 // window, reads the complete hours not read yet (all of them at the first
-// refresh) and the partial one, and accounts the window.
+// refresh) and the partial one, and accounts the window: the complete
+// hours once (store.account), the partial hour at every refresh.
 func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) error {
 	s := e.store
 	cur := now.Add(-e.o.settle()).Truncate(e.o.Bucket) // the partial bucket's start
@@ -405,7 +406,11 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	// kube-state-metrics' pod times, for the start-up phases, joined
 	// from the hours' (read with them, once), over the live cluster's.
 	pods := usage.MergePodEvents(s.podTimes(), next.Startup)
-	r, err := usage.AccountBuckets(usage.BucketInput{Start: from, End: end, Buckets: s.buckets(), Pricing: pricing, Pods: pods})
+	a, err := s.account(from, end)
+	if err != nil {
+		return fmt.Errorf("accounting %s..%s: %w", from.Format(time.RFC3339), end.Format(time.RFC3339), err)
+	}
+	r, err := a.Report(pricing, pods, nil, 0)
 	if err != nil {
 		return err
 	}

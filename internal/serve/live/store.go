@@ -26,6 +26,12 @@ type store struct {
 	loadedTo time.Time
 	// partial is the current, incomplete bucket: read again each refresh.
 	partial *hour
+	// complete is the account of the complete hours' buckets over
+	// [completeFrom, completeTo): built again only when those change (an
+	// hour read or retired, at most once an hour once the window is
+	// read), so that a refresh clones it and adds only the partial hour.
+	complete                 *usage.BucketAccount
+	completeFrom, completeTo time.Time
 
 	// retired holds the counters of hours that left the window.
 	retired counters
@@ -174,18 +180,49 @@ func (s *store) sorted() []*hour {
 	return out
 }
 
-// buckets returns every bucket of the window, complete hours and partial.
-func (s *store) buckets() []usage.Bucket {
-	n := 0
-	hs := s.sorted()
-	for _, h := range hs {
-		n += len(h.buckets)
+// account is the window [from, end)'s account of every bucket, complete
+// hours and partial, added in time order: what usage.AccountBuckets
+// accounts over them, at the cost of a copy of the complete hours' account
+// (built again only when they changed) and of the partial hour's buckets.
+func (s *store) account(from, end time.Time) (*usage.BucketAccount, error) {
+	// The complete hours are those from from up to loadedTo (slide drops
+	// those before from, hours are only ever read at loadedTo): the two
+	// name them.
+	if s.complete == nil || !s.completeFrom.Equal(from) || !s.completeTo.Equal(s.loadedTo) {
+		s.complete = nil
+		a, err := usage.NewBucketAccount(from, s.loadedTo)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range s.sorted() {
+			if h != s.partial {
+				if err := addAll(a, h.buckets); err != nil {
+					return nil, err
+				}
+			}
+		}
+		s.complete, s.completeFrom, s.completeTo = a, from, s.loadedTo
 	}
-	out := make([]usage.Bucket, 0, n)
-	for _, h := range hs {
-		out = append(out, h.buckets...)
+	a, err := s.complete.Clone(end)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	if s.partial != nil {
+		if err := addAll(a, s.partial.buckets); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// addAll adds buckets to a.
+func addAll(a *usage.BucketAccount, buckets []usage.Bucket) error {
+	for i := range buckets {
+		if err := a.Add(&buckets[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // podTimes joins the pod times of every hour of the window, complete and

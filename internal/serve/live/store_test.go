@@ -1,9 +1,14 @@
 package live
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -55,5 +60,76 @@ func TestStoreCountersGrowAndStayBounded(t *testing.T) {
 	}
 	if got, want := s.counters().nodes["n"].unallocated, 100.0*100; got != want {
 		t.Errorf("node counter %v, want %v", got, want)
+	}
+}
+
+// bucketsOf makes the buckets of [start, start+length) at 30 s steps: two
+// GPUs, each sampled and held by a pod of its own that changes every hour,
+// with figures that differ by hour and GPU.
+func bucketsOf(start time.Time, length time.Duration) []usage.Bucket {
+	const step = 30 * time.Second
+	steps := float64(length / step)
+	var out []usage.Bucket
+	for g := range 2 {
+		d := usage.Device{Node: "n", GPU: fmt.Sprint(g), UUID: fmt.Sprintf("GPU-%d", g), Model: "NVIDIA H100 80GB HBM3"}
+		level := float64(start.Hour()%5+g) / 5
+		vram := usage.Percentiles{P50: usage.Known(1000 * level), P95: usage.Known(2000 * level), Max: usage.Known(3000 * level)}
+		out = append(out,
+			usage.Bucket{Start: start, Length: length, Step: step, Device: d, SampledSteps: steps, HeldSteps: steps, VRAMUsedMiB: vram,
+				PowerSum: steps * 300 * level, PowerSteps: steps, EnergyJoules: usage.Known(steps * 30 * 300 * level), Samples: 3 * steps, ActivitySource: usage.GREngineActive},
+			usage.Bucket{Start: start, Length: length, Step: step, Device: d, Owner: usage.Owner{Namespace: "ns", Pod: fmt.Sprintf("pod-%d-%d", g, start.Hour()), Container: "main"},
+				HeldSteps: steps, HeldShareSteps: steps, ActivityKnownShareSteps: steps, ActiveShareSteps: steps * level,
+				Activity: usage.ActivityStats{Samples: steps, Sum: steps * level, P95: level}, ActivityP50: usage.Known(level), ActivityMax: usage.Known(level),
+				VRAMUsedMiB: vram, FirstHeld: start, FirstUse: start})
+	}
+	return out
+}
+
+// TestStoreAccountMatchesFull slides a 3-hour window over 8 hours, with two
+// refreshes in each: the store's account of the window (its complete hours
+// accounted once, the partial hour added to a copy) reports exactly what
+// usage.AccountBuckets reports over every bucket of the window, and the
+// complete hours are accounted again only when an hour completes.
+func TestStoreAccountMatchesFull(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	pricing := usage.Pricing{Catalogue: gpu.Default()}
+	s := newStore(time.Hour, 3*time.Hour)
+	s.loadedTo = t0
+	var last *usage.BucketAccount
+	for k := 3; k <= 10; k++ {
+		cur := t0.Add(time.Duration(k) * time.Hour)
+		from := cur.Add(-3 * time.Hour)
+		for refresh, partial := range []time.Duration{10 * time.Minute, 40 * time.Minute} {
+			end := cur.Add(partial)
+			s.slide(from, from.Add(-forgetAfter))
+			for ; s.loadedTo.Before(cur); s.loadedTo = s.loadedTo.Add(time.Hour) {
+				s.hours[s.loadedTo] = &hour{start: s.loadedTo, end: s.loadedTo.Add(time.Hour), buckets: bucketsOf(s.loadedTo, time.Hour)}
+			}
+			s.partial = &hour{start: cur, end: end, buckets: bucketsOf(cur, partial)}
+
+			a, err := s.account(from, end)
+			if err != nil {
+				t.Fatalf("hour %d, refresh %d: %v", k, refresh, err)
+			}
+			got, err := a.Report(pricing, nil, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all []usage.Bucket
+			for _, h := range s.sorted() {
+				all = append(all, h.buckets...)
+			}
+			want, err := usage.AccountBuckets(usage.BucketInput{Start: from, End: end, Buckets: all, Pricing: pricing})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got, cmpopts.EquateNaNs()); diff != "" {
+				t.Fatalf("hour %d, refresh %d: the store's account differs from AccountBuckets over the window (-full +store):\n%s", k, refresh, diff)
+			}
+			if rebuilt := s.complete != last; rebuilt != (refresh == 0) {
+				t.Errorf("hour %d, refresh %d: complete hours accounted again %v, want only at the hour's first refresh", k, refresh, rebuilt)
+			}
+			last = s.complete
+		}
 	}
 }
