@@ -44,8 +44,9 @@ func BenchmarkAccount1000GPUsDay(b *testing.B) {
 // 1,000 GPUs over 30 days (720 hours; each hour a device bucket and two
 // owner buckets, as where an owner changes or two pods time-slice): the
 // part of the hourly path that gpupack does, fed one bucket at a time as
-// promsource.StreamBuckets does. Its heap after Report bounds gpupack's
-// memory for a month's report, whatever Prometheus takes.
+// promsource.StreamBuckets does. Its heap after Report (the report and
+// the spent account) and the process's peak RSS bound gpupack's memory
+// for a month's report, whatever Prometheus takes.
 func BenchmarkBucketAccount1000GPUs30Days(b *testing.B) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const gpus, hours = 1000, 720
@@ -86,6 +87,13 @@ func BenchmarkBucketAccount1000GPUs30Days(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "MiB-heap-after")
+		// The process's peak: the sums, the report and the garbage
+		// between GCs, all it took (the buckets are built one at a
+		// time). Meaningful with -benchtime 1x in its own process.
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+			b.ReportMetric(float64(ru.Maxrss)/1024, "MiB-peak-rss")
+		}
 		runtime.KeepAlive(r)
 		runtime.KeepAlive(a)
 	}

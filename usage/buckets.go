@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -157,6 +158,9 @@ type BucketAccount struct {
 	// a GPU (known only at Report) they are Report.Hourly's GPU-seconds.
 	hours  int
 	levels map[levelKey]*hourLevels
+	// spent says Report has run: it releases the owners' sums as it
+	// accounts them, so the account cannot be added to or reported again.
+	spent bool
 }
 
 // levelKey names the devices whose hour levels add up before pricing.
@@ -200,6 +204,9 @@ type ownerSums struct {
 	// hours are the activity-known and active share-steps per hour.
 	hours podHours
 }
+
+// errSpent refuses to use an account after its Report.
+var errSpent = errors.New("bucket account already reported: it is spent by Report; start a new one with NewBucketAccount")
 
 // NewBucketAccount starts accounting the window [start, end).
 func NewBucketAccount(start, end time.Time) (*BucketAccount, error) {
@@ -280,6 +287,9 @@ func (l *hourLevels) clone(hours int) *hourLevels {
 // Add accounts one bucket. It refuses a bucket that does not fit the window
 // or the buckets before it (another step), and adds nothing then.
 func (a *BucketAccount) Add(b *Bucket) error {
+	if a.spent {
+		return errSpent
+	}
 	// where names the bucket in an error; made only for one.
 	where := func() string { return fmt.Sprintf("%s at %s", b.Device.Key(), b.Start.Format(time.RFC3339)) }
 	switch {
@@ -396,7 +406,14 @@ func (a *BucketAccount) Add(b *Bucket) error {
 // Report gives the accounting of the buckets added, priced by pricing,
 // with the pods' life-cycle times and application metrics (each sample
 // standing for appStep; 0 means an hour).
+//
+// Report spends the account: it releases the owners' sums as it accounts
+// them, so that a month's sums and its report are not held at once; a
+// second Report or a later Add is refused.
 func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []AppSeries, appStep time.Duration) (*Report, error) {
+	if a.spent {
+		return nil, errSpent
+	}
 	step := a.step
 	if step == 0 {
 		// No buckets: nothing was sampled; the window still has a length.
@@ -417,6 +434,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	if err := pricing.checkPriced(devs); err != nil {
 		return nil, err
 	}
+	a.spent = true
 
 	seenMetric := make([]bool, nMetrics)
 	pods := map[string]*podState{}
@@ -551,11 +569,16 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 			}
 			pg := podAggs[o.PodKey()]
 			if pg == nil {
-				pg = &podAgg{}
+				// Most pods hold one device: take its owner's
+				// percentiles as they are rather than copy a month
+				// of them. Merging more appends past their length
+				// only, and the owner's sums are released below.
+				pg = &podAgg{vram: os.vram, activity: os.activity}
 				podAggs[o.PodKey()] = pg
+			} else {
+				pg.vram.merge(&os.vram)
+				pg.activity.merge(&os.activity)
 			}
-			pg.vram.merge(&os.vram)
-			pg.activity.merge(&os.activity)
 			st := &ps.stats
 			st.Samples += os.stats.Samples
 			st.Sum += os.stats.Sum
@@ -575,6 +598,10 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 				ps.firstUseAt = os.firstUse
 			}
 		}
+		// The device's owners are accounted: release their sums (most
+		// of the account's memory) before the next device's pods are
+		// built beside them.
+		d.owners, d.sharedHours = nil, nil
 		du.SharedSeconds = Seconds(d.shared * sec)
 		du.SharedBy = sh.settle()
 		du.Coverage = Known(d.sampled * sec / windowSeconds)

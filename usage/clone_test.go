@@ -97,6 +97,9 @@ func TestIncrementalMatchesFull(t *testing.T) {
 // original's report as it was, and the other way round.
 func TestCloneIndependent(t *testing.T) {
 	opts := cmpopts.EquateNaNs()
+	// Report spends an account: peek reports a copy, to look at one that
+	// takes more buckets after.
+	peek := func(a *BucketAccount) *Report { return report(t, mustClone(t, a, a.end)) }
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 19))
 		complete, rest := incrementalWorld(rng, 2, 30*time.Minute)
@@ -106,14 +109,14 @@ func TestCloneIndependent(t *testing.T) {
 			t.Fatal(err)
 		}
 		addAll(t, orig, complete)
-		before := report(t, orig)
+		before := peek(orig)
 		clone := mustClone(t, orig, end)
-		cloneBefore := report(t, clone)
+		cloneBefore := peek(clone)
 		// The clone takes the partial hour and the complete hours again:
 		// every sum, list and map of it changes.
 		addAll(t, clone, rest, complete)
-		cloneAfter := report(t, clone)
-		if diff := cmp.Diff(before, report(t, orig), opts); diff != "" {
+		cloneAfter := peek(clone)
+		if diff := cmp.Diff(before, peek(orig), opts); diff != "" {
 			t.Fatalf("seed %d: the original's report changed with its clone (-before +after):\n%s", seed, diff)
 		}
 		// And the original taking buckets leaves the clones' reports as
@@ -125,6 +128,13 @@ func TestCloneIndependent(t *testing.T) {
 		}
 		if diff := cmp.Diff(cloneAfter, report(t, clone), opts); diff != "" {
 			t.Fatalf("seed %d: a clone's report changed with its original's later buckets (-before +after):\n%s", seed, diff)
+		}
+		// A reported account is spent.
+		if _, err := clone.Report(Pricing{Catalogue: gpu.Default()}, nil, nil, 0); err == nil {
+			t.Fatalf("seed %d: a second Report was accepted; want it refused", seed)
+		}
+		if len(rest) > 0 && clone.Add(&rest[0]) == nil {
+			t.Fatalf("seed %d: Add after Report was accepted; want it refused", seed)
 		}
 	}
 }

@@ -2,8 +2,10 @@ package usage
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -277,10 +279,22 @@ type StartupGroup struct {
 // load first).
 type StartupSummary struct {
 	// ResolutionSeconds is the step that first GPU use was read at.
-	ResolutionSeconds Seconds        `json:"resolutionSeconds"`
-	Workloads         []StartupGroup `json:"workloads"`
-	StoragePaths      []StartupGroup `json:"storagePaths"`
+	ResolutionSeconds Seconds `json:"resolutionSeconds"`
+	// Workloads are the StartupWorkloads costliest workloads; Others sums
+	// the rest, OtherWorkloads of them (nil and 0 when there are none).
+	Workloads      []StartupGroup `json:"workloads"`
+	Others         *StartupGroup  `json:"others,omitempty"`
+	OtherWorkloads int            `json:"otherWorkloads,omitempty"`
+	StoragePaths   []StartupGroup `json:"storagePaths"`
 }
+
+// StartupWorkloads is how many workloads a StartupSummary keeps apart, the
+// costliest by held cost (then by name); the start-ups of the rest are
+// summed into one group. A month of a fleet's one-pod Jobs would
+// otherwise be a group each: hundreds of thousands of rows that no page or
+// table can show, and most of the report's memory. Each pod's own
+// start-up stays in the report's pods.
+const StartupWorkloads = 100
 
 // SummarizeStartup groups the pods' start-ups by workload and by storage
 // path. Only pods that started in the window count: those created (or,
@@ -288,7 +302,11 @@ type StartupSummary struct {
 // running before the window began has no start to show.
 func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration) StartupSummary {
 	s := StartupSummary{ResolutionSeconds: Seconds(step.Seconds())}
-	byWorkload := map[string][]*Startup{}
+	// The workloads' held costs first, summed as startupGroup sums them,
+	// to pick the costliest before grouping any pod.
+	var started []int
+	keys := make([]string, len(pods))
+	cost := map[string]float64{}
 	byPath := map[string][]*Startup{}
 	for i := range pods {
 		st := &pods[i].Startup
@@ -304,15 +322,39 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 			// started long before.
 			continue
 		}
+		started = append(started, i)
 		w := pods[i].Namespace + "/" + st.Workload
-		byWorkload[w] = append(byWorkload[w], st)
+		keys[i] = w
+		c := cost[w]
+		if st.HeldGPUSeconds.Known && st.HeldCost.Known {
+			c += st.HeldCost.Value
+		}
+		cost[w] = c
 		byPath[st.Storage.Path()] = append(byPath[st.Storage.Path()], st)
 	}
-	if len(byWorkload) > 0 {
-		s.Workloads = make([]StartupGroup, 0, len(byWorkload))
+	names := slices.SortedFunc(maps.Keys(cost), func(a, b string) int {
+		return cmp.Or(cmp.Compare(cost[b], cost[a]), strings.Compare(a, b))
+	})
+	kept := map[string][]*Startup{}
+	for _, w := range names[:min(len(names), StartupWorkloads)] {
+		kept[w] = nil
 	}
-	for _, k := range slices.Sorted(maps.Keys(byWorkload)) {
-		s.Workloads = append(s.Workloads, startupGroup(k, byWorkload[k]))
+	var others []*Startup
+	for _, i := range started {
+		st := &pods[i].Startup
+		if g, ok := kept[keys[i]]; ok {
+			kept[keys[i]] = append(g, st)
+		} else {
+			others = append(others, st)
+		}
+	}
+	for _, w := range slices.Sorted(maps.Keys(kept)) {
+		s.Workloads = append(s.Workloads, startupGroup(w, kept[w]))
+	}
+	if len(others) > 0 {
+		s.OtherWorkloads = len(names) - len(kept)
+		g := startupGroup(fmt.Sprintf("(%d other workloads)", s.OtherWorkloads), others)
+		s.Others = &g
 	}
 	for _, k := range slices.Sorted(maps.Keys(byPath)) {
 		g := startupGroup(k, byPath[k])

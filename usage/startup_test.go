@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -190,6 +191,44 @@ func TestSummarizeStartup(t *testing.T) {
 	}
 	if s.ResolutionSeconds != 30 {
 		t.Errorf("resolution %v", s.ResolutionSeconds)
+	}
+}
+
+// TestSummarizeStartupKeepsTheCostliest: past StartupWorkloads workloads
+// the cheapest are summed into Others, and the groups still add up to
+// every pod that started.
+func TestSummarizeStartupKeepsTheCostliest(t *testing.T) {
+	start, end := at(0), at(time.Hour)
+	var pods []PodUsage
+	n := StartupWorkloads + 3
+	for i := range n {
+		c := at(time.Duration(i) * time.Second)
+		// Workload i costs i: two pods each, the last with unknown cost.
+		for k := range 2 {
+			st := Startup{Workload: fmt.Sprintf("w%03d", i), Created: &c, Storage: ModelStorage{Kind: StorageCSI}, HeldGPUSeconds: Known(float64(i)), HeldCost: Known(float64(i) / 2)}
+			if k == 1 {
+				st.HeldCost = Unknown
+			}
+			pods = append(pods, PodUsage{Namespace: "ns", Pod: fmt.Sprintf("w%03d-%d", i, k), Startup: st})
+		}
+	}
+	s := SummarizeStartup(pods, start, end, 30*time.Second)
+	if len(s.Workloads) != StartupWorkloads || s.Others == nil || s.OtherWorkloads != 3 {
+		t.Fatalf("%d workloads, others %v, %d other workloads; want %d, a group, 3", len(s.Workloads), s.Others, s.OtherWorkloads, StartupWorkloads)
+	}
+	if first, last := s.Workloads[0].Key, s.Workloads[StartupWorkloads-1].Key; first != fmt.Sprintf("ns/w%03d", n-1) || last != "ns/w003" {
+		t.Errorf("kept %s..%s, want the costliest ns/w%03d..ns/w003", first, last, n-1)
+	}
+	pods2, held := s.Others.Pods, s.Others.HeldGPUSeconds.Value
+	for _, g := range s.Workloads {
+		pods2 += g.Pods
+		held += g.HeldGPUSeconds.Value
+	}
+	if want := n * (n - 1); pods2 != 2*n || held != float64(want) {
+		t.Errorf("groups hold %d pods and %g GPU-seconds, want %d and %d", pods2, held, 2*n, want)
+	}
+	if s.Others.Pods != 6 || s.Others.HeldCost != Known(1.5) {
+		t.Errorf("others: %d pods costing %+v, want w000-w002's 6 pods costing 1.5", s.Others.Pods, s.Others.HeldCost)
 	}
 }
 

@@ -21,15 +21,22 @@ func writeStartup(b *strings.Builder, r *usage.Report, top int) {
 	}
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "WORKLOAD\tPODS\tMODELS FROM\tSCHEDULING\tIMAGE PULL\tINIT\tTO FIRST GPU USE\tFIRST USE TO READY\tTOTAL P50/P95\tGPU-H HELD (IDLE)\tHELD COST %s\n", r.Currency)
-	for i, g := range s.Workloads {
-		if i == top {
-			break
-		}
+	row := func(g *usage.StartupGroup) {
 		fmt.Fprintf(tw, "%s\t%d\t%s", g.Key, g.Pods, g.Storage)
 		for _, ph := range g.Phases {
 			fmt.Fprintf(tw, "\t%s", dur(ph.Seconds.P50))
 		}
 		fmt.Fprintf(tw, "\t%s/%s\t%s (%s)\t%s\n", dur(g.Total.P50), dur(g.Total.P95), amountHours(g.HeldGPUSeconds), amountHours(g.HeldIdleGPUSeconds), money(g.HeldCost))
+	}
+	for i := range s.Workloads {
+		if i == top {
+			break
+		}
+		row(&s.Workloads[i])
+	}
+	if s.Others != nil {
+		// The workloads past usage.StartupWorkloads, summed.
+		row(s.Others)
 	}
 	tw.Flush()
 
