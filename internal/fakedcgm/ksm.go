@@ -42,7 +42,7 @@ func (s *Scenario) WriteStateMetrics(w io.Writer, start time.Time, t time.Durati
 		if st.Created != nil {
 			first += st.Created.D()
 		}
-		if st.Created == nil && st.Scheduled == nil && st.ContainersStarted == nil && st.Ready == nil || first > t {
+		if !st.hasStateTimes() || first > t {
 			continue
 		}
 		pods = append(pods, live{p, fmt.Sprintf("00000000-0000-4000-8000-%012d", i)})
@@ -79,6 +79,17 @@ func (s *Scenario) WriteStateMetrics(w io.Writer, start time.Time, t time.Durati
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// hasStateTimes says whether the script sets a time that WriteStateMetrics
+// serves: one of ksmFamilies' or a container's start.
+func (st *Startup) hasStateTimes() bool {
+	for _, f := range ksmFamilies {
+		if f.at(st) != nil {
+			return true
+		}
+	}
+	return st.ContainersStarted != nil
 }
 
 // replicaSetHash is the pod-template-hash that the scripted workloads'

@@ -23,6 +23,28 @@ pods:
   - {namespace: a, name: plain, node: n1, gpu: 1, memoryMiB: 1000, activity: {pattern: idle}}
 `
 
+// TestStateMetricsOfOneTime: a pod whose script sets only one of the times
+// still has that time's series (a script need not set them all).
+func TestStateMetricsOfOneTime(t *testing.T) {
+	const one = `duration: 60s
+nodes:
+  - {name: n1, model: H100-80GB, gpus: 1}
+pods:
+  - {namespace: a, name: r-0, node: n1, gpu: 0, from: 10s, memoryMiB: 1000, activity: {pattern: idle}, startup: {containersReady: 5s}}
+`
+	s, err := Parse([]byte(one), "one.yaml", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.WriteStateMetrics(&b, time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if want := `kube_pod_status_container_ready_time{namespace="a",pod="r-0",uid=`; !strings.Contains(b.String(), want) {
+		t.Errorf("no %s... series:\n%s", want, b.String())
+	}
+}
+
 func TestStateMetrics(t *testing.T) {
 	s, err := Parse([]byte(startups), "startups.yaml", gpu.Default())
 	if err != nil {
