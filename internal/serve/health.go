@@ -56,3 +56,25 @@ func HealthOf(hs []usage.DeviceHealth, p *plan.Plan) []GPUHealth {
 	}
 	return out
 }
+
+// ReportHealth is HealthOf a report's GPUs without a plan at hand (the
+// report command): a GPU that DRA offers (a device of the report with a
+// DRA device) is pointed at the DeviceTaintRule that `gpupack plan`
+// writes for it rather than at cordoning its whole node.
+func ReportHealth(r *usage.Report) []GPUHealth {
+	dra := map[[2]string]string{}
+	for _, d := range r.Devices {
+		if d.DRADevice != "" {
+			dra[[2]string{d.Node, d.UUID}] = d.DRADevice
+		}
+	}
+	out := HealthOf(r.Health, nil)
+	for i := range out {
+		g := &out[i]
+		if dev, ok := dra[[2]string{g.Node, g.UUID}]; ok && g.Critical != 0 {
+			g.Fix = fmt.Sprintf("gpupack plan writes a DeviceTaintRule for DRA device %s (%s, %s=%d:NoSchedule): apply it to keep new claims off the GPU while the pods holding it run on; drain them, reset or replace the GPU, then delete the rule",
+				dev, planout.FileDRATaintRules, wellknown.TaintXID, g.Critical)
+		}
+	}
+	return out
+}

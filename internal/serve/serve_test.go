@@ -430,3 +430,28 @@ func TestHealthOf(t *testing.T) {
 		}
 	}
 }
+
+// TestReportHealth: without a plan, a DRA GPU of the report is pointed at
+// the DeviceTaintRule that gpupack plan writes, a device plugin GPU at
+// cordoning its node, and application XIDs at nothing.
+func TestReportHealth(t *testing.T) {
+	r := &usage.Report{
+		Devices: []usage.DeviceUsage{
+			{Device: usage.Device{Node: "dra-a", UUID: "GPU-a0", GPU: "0"}, DRADevice: "gpu.nvidia.com/dra-a/gpu-0"},
+			{Device: usage.Device{Node: "plugin-b", UUID: "GPU-b1", GPU: "1"}},
+		},
+		Health: []usage.DeviceHealth{
+			{Node: "dra-a", UUID: "GPU-a0", GPU: "0", XIDs: []int{79}},
+			{Node: "plugin-b", UUID: "GPU-b1", GPU: "1", XIDs: []int{48}},
+			{Node: "plugin-b", UUID: "GPU-b2", GPU: "2", XIDs: []int{31}},
+		},
+	}
+	var fixes []string
+	for _, g := range ReportHealth(r) {
+		fixes = append(fixes, g.Fix[:strings.IndexAny(g.Fix, "(:")])
+	}
+	want := []string{"gpupack plan writes a DeviceTaintRule for DRA device gpu.nvidia.com/dra-a/gpu-0 ", "kubectl cordon plugin-b, drain its GPU pods, and reset or replace the GPU ", "none needed"}
+	if d := cmp.Diff(want, fixes); d != "" {
+		t.Errorf("fixes (-want +got):\n%s", d)
+	}
+}

@@ -103,6 +103,7 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	}
 	tw.Flush()
 
+	writeHealth(&b, r)
 	writeStartup(&b, r, top)
 	writeShared(&b, r, top)
 
