@@ -4,44 +4,17 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/gpupack/gpupack/usage"
 )
 
-// healthStore keeps what dcgm-exporter's XID gauge said in each complete
-// hour of the window, read once (promsource.LoadHealth over the hour), and
-// in the current partial hour, read again each refresh. Like the usage
-// store it slides with the window: an hour that leaves it is dropped, so
-// its size is bounded by the window's hours times the GPUs with XIDs.
-type healthStore struct {
-	// hours are the complete hours by start; loadedTo is where the loaded
-	// complete hours end.
-	hours    map[time.Time][]usage.DeviceHealth
-	loadedTo time.Time
-	partial  []usage.DeviceHealth
-}
-
-func newHealthStore() *healthStore {
-	return &healthStore{hours: map[time.Time][]usage.DeviceHealth{}}
-}
-
-// slide drops the hours that start before from.
-func (s *healthStore) slide(from time.Time) {
-	maps.DeleteFunc(s.hours, func(start time.Time, _ []usage.DeviceHealth) bool { return start.Before(from) })
-	if s.loadedTo.Before(from) {
-		s.loadedTo = from
-	}
-}
-
-// window is the health of the whole window: per GPU, the distinct XIDs of
-// its hours and of the partial one, sorted as usage sorts them (by node
-// and UUID, XIDs by value); an empty, non-nil list when no GPU reported
-// any.
-func (s *healthStore) window() []usage.DeviceHealth {
+// windowHealth is the health of hours (each hour's as read): per GPU, the
+// distinct XIDs, sorted as usage sorts them (by node and UUID, XIDs by
+// value); an empty, non-nil list when no GPU reported any.
+func windowHealth(hours []*hour) []usage.DeviceHealth {
 	byGPU := map[string]*usage.DeviceHealth{}
-	add := func(hs []usage.DeviceHealth) {
-		for _, h := range hs {
+	for _, hr := range hours {
+		for _, h := range hr.health {
 			key := h.Node + "/" + h.UUID
 			g := byGPU[key]
 			if g == nil {
@@ -55,10 +28,6 @@ func (s *healthStore) window() []usage.DeviceHealth {
 			}
 		}
 	}
-	for _, hs := range s.hours {
-		add(hs)
-	}
-	add(s.partial)
 	out := make([]usage.DeviceHealth, 0, len(byGPU))
 	for _, key := range slices.Sorted(maps.Keys(byGPU)) {
 		g := byGPU[key]
@@ -68,34 +37,28 @@ func (s *healthStore) window() []usage.DeviceHealth {
 	return out
 }
 
-// readHealth brings the health store up to now as readUsage does the
-// usage: it drops the hours that left the window, reads each complete
-// hour not read yet with one query of its own and the partial hour again,
-// and publishes the window's health in next.Health. A failed read keeps
-// the hours read so far and next.Health as it was (the last good one),
-// and returns the error.
-func (e *Engine) readHealth(ctx context.Context, now time.Time, next *State) error {
-	s := e.health
-	cur := now.Add(-e.o.settle()).Truncate(e.o.Bucket) // the partial hour's start
-	s.slide(cur.Add(-e.o.Window))
-	for s.loadedTo.Before(cur) {
-		w := usage.Window{Start: s.loadedTo, End: s.loadedTo.Add(e.o.Bucket), Step: e.o.Step}
-		hs, err := e.src.LoadHealth(ctx, w)
+// readHealth reads the GPU health of the store's hours as readUsage left
+// them (it runs after a good usage read): each complete hour whose health
+// is not read yet with one query of its own (promsource.LoadHealth over
+// the hour), and the partial hour again; the hours carry it, so it slides
+// with them and its size is bounded by the window's hours times the GPUs
+// with XIDs. It publishes the window's health in next.Health. A failed
+// read keeps the hours read so far and next.Health as it was (the last
+// good one), and returns the error; the hours not read are asked again at
+// the next refresh.
+func (e *Engine) readHealth(ctx context.Context, next *State) error {
+	hours := e.store.sorted()
+	for _, h := range hours {
+		if h.healthRead && h != e.store.partial {
+			continue
+		}
+		hs, err := e.src.LoadHealth(ctx, usage.Window{Start: h.start, End: h.end, Step: e.o.Step})
 		if err != nil {
 			return err
 		}
-		s.hours[w.Start] = hs
-		s.loadedTo = w.End
+		h.health, h.healthRead = hs, true
 	}
-	s.partial = nil
-	if end := now.Truncate(e.o.Step); end.After(cur) {
-		hs, err := e.src.LoadHealth(ctx, usage.Window{Start: cur, End: end, Step: e.o.Step})
-		if err != nil {
-			return err
-		}
-		s.partial = hs
-	}
-	next.Health = s.window()
+	next.Health = windowHealth(hours)
 	return nil
 }
 

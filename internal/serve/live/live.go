@@ -125,7 +125,6 @@ type Engine struct {
 	// refreshMu serialises refreshes; mu guards what they publish.
 	refreshMu sync.Mutex
 	store     *store
-	health    *healthStore
 
 	mu      sync.Mutex
 	state   State
@@ -178,7 +177,7 @@ func New(o Options, src Source, client kubernetes.Interface) (*Engine, error) {
 		return nil, err
 	}
 	o.defaults()
-	e := &Engine{o: o, src: src, store: newStore(o.Bucket, o.Window), health: newHealthStore()}
+	e := &Engine{o: o, src: src, store: newStore(o.Bucket, o.Window)}
 	if client != nil {
 		e.watcher = kube.NewWatcher(client, o.Pricing.Catalogue)
 	}
@@ -229,7 +228,7 @@ func (e *Engine) Refresh(ctx context.Context) {
 	if err != nil {
 		next.Err, next.ErrAt = err.Error(), now
 		fmt.Fprintf(e.o.Log, "serve: refresh at %s: %v\n", now.Format(time.RFC3339), err)
-	} else if err := e.readHealth(ctx, now, &next); err != nil {
+	} else if err := e.readHealth(ctx, &next); err != nil {
 		// After a usage read that failed, health is not asked again: the
 		// error is the same.
 		next.Err, next.ErrAt = "GPU health: "+err.Error(), now

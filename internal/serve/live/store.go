@@ -49,6 +49,11 @@ type hour struct {
 	// pods are kube-state-metrics' pod times in the hour; nil when not
 	// read.
 	pods *promsource.PodTimes
+	// health is what dcgm-exporter's XID gauge said in the hour, once
+	// healthRead (readHealth: a complete hour once, the partial hour at
+	// each refresh).
+	health     []usage.DeviceHealth
+	healthRead bool
 }
 
 // hourTotals are what the chart and the counters need of one hour.
