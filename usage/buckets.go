@@ -137,10 +137,8 @@ func AccountBuckets(in BucketInput) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i := range in.Buckets {
-		if err := a.Add(&in.Buckets[i]); err != nil {
-			return nil, fmt.Errorf("bucket %d: %w", i, err)
-		}
+	if err := a.AddAll(in.Buckets); err != nil {
+		return nil, err
 	}
 	return a.Report(in.Pricing, in.Pods, in.App, in.AppStep)
 }
@@ -282,6 +280,17 @@ func (l *hourLevels) clone(hours int) *hourLevels {
 	copy(c.known, l.known)
 	copy(c.active, l.active)
 	return c
+}
+
+// AddAll adds buckets in order, as Add each; an error names the bucket
+// by its index.
+func (a *BucketAccount) AddAll(buckets []Bucket) error {
+	for i := range buckets {
+		if err := a.Add(&buckets[i]); err != nil {
+			return fmt.Errorf("bucket %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // Add accounts one bucket. It refuses a bucket that does not fit the window

@@ -30,10 +30,8 @@ func incrementalWorld(rng *rand.Rand, hours int, partial time.Duration) (complet
 func addAll(tb testing.TB, a *BucketAccount, lists ...[]Bucket) {
 	tb.Helper()
 	for _, bs := range lists {
-		for i := range bs {
-			if err := a.Add(&bs[i]); err != nil {
-				tb.Fatalf("bucket %d: %v", i, err)
-			}
+		if err := a.AddAll(bs); err != nil {
+			tb.Fatal(err)
 		}
 	}
 }

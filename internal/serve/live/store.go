@@ -201,7 +201,7 @@ func (s *store) account(from, end time.Time) (*usage.BucketAccount, error) {
 		}
 		for _, h := range s.sorted() {
 			if h != s.partial {
-				if err := addAll(a, h.buckets); err != nil {
+				if err := a.AddAll(h.buckets); err != nil {
 					return nil, err
 				}
 			}
@@ -213,21 +213,11 @@ func (s *store) account(from, end time.Time) (*usage.BucketAccount, error) {
 		return nil, err
 	}
 	if s.partial != nil {
-		if err := addAll(a, s.partial.buckets); err != nil {
+		if err := a.AddAll(s.partial.buckets); err != nil {
 			return nil, err
 		}
 	}
 	return a, nil
-}
-
-// addAll adds buckets to a.
-func addAll(a *usage.BucketAccount, buckets []usage.Bucket) error {
-	for i := range buckets {
-		if err := a.Add(&buckets[i]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // podTimes joins the pod times of every hour of the window, complete and
