@@ -2,6 +2,7 @@ package planout_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -35,16 +36,12 @@ func TestDeviceTaintRulesAccepted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real kube-apiserver")
 	}
-	s, err := cluster.ParseFile([]byte(`apiVersion: gpupack.io/v1alpha2
-kind: ClusterSnapshot
-nodes:
-- name: dra-a
-  cpu: "64"
-  memory: 512Gi
-  gpus:
-  - {model: H100-80GB, count: 1, uuid: GPU-dra-a-0, dra: {driver: gpu.nvidia.com, pool: dra-a, device: gpu-0, classes: [gpu.nvidia.com]}}
-  - {model: H100-80GB, count: 1, uuid: GPU-dra-a-1, dra: {driver: gpu.nvidia.com, pool: dra-a, device: gpu-1, classes: [gpu.nvidia.com]}}
-`), "s.yaml", gpu.Default())
+	const file = "testdata/dra-taint-snapshot.yaml" // shared with the other taint test
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cluster.ParseFile(b, file, gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

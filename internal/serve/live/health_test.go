@@ -208,16 +208,12 @@ func (f fixedSource) LoadHealth(context.Context, usage.Window) ([]usage.DeviceHe
 // dra-device-taint-rules.yaml among the plan's files, which the view's
 // health names as its fix.
 func TestEngineTaintsUnhealthyDRAGPUs(t *testing.T) {
-	s, err := cluster.ParseFile([]byte(`apiVersion: gpupack.io/v1alpha2
-kind: ClusterSnapshot
-nodes:
-- name: dra-a
-  cpu: "64"
-  memory: 512Gi
-  gpus:
-  - {model: H100-80GB, count: 1, uuid: GPU-dra-a-0, dra: {driver: gpu.nvidia.com, pool: dra-a, device: gpu-0, classes: [gpu.nvidia.com]}}
-  - {model: H100-80GB, count: 1, uuid: GPU-dra-a-1, dra: {driver: gpu.nvidia.com, pool: dra-a, device: gpu-1, classes: [gpu.nvidia.com]}}
-`), "s.yaml", gpu.Default())
+	const file = "../../planout/testdata/dra-taint-snapshot.yaml" // shared with the other taint test
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cluster.ParseFile(b, file, gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
