@@ -760,7 +760,7 @@ func (a *rawAccount) load(d *deviceInput) {
 		}
 	}
 	sort.Slice(a.owners, func(i, j int) bool {
-		return a.owners[i].owner.PodKey()+"/"+a.owners[i].owner.Container < a.owners[j].owner.PodKey()+"/"+a.owners[j].owner.Container
+		return compareOwnerKeys(a.owners[i].owner, a.owners[j].owner) < 0
 	})
 }
 

@@ -540,9 +540,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		windowDeviceSeconds += windowSeconds * share
 		coveredDeviceSeconds += d.sampled * sec * share
 
-		owners := slices.SortedFunc(maps.Keys(d.owners), func(x, y Owner) int {
-			return strings.Compare(x.PodKey()+"/"+x.Container, y.PodKey()+"/"+y.Container)
-		})
+		owners := slices.SortedFunc(maps.Keys(d.owners), compareOwnerKeys)
 		var sh sharers
 		for _, o := range owners {
 			os := d.owners[o]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -78,6 +79,36 @@ func (o Owner) IsZero() bool { return o.Pod == "" }
 
 // PodKey is "namespace/pod".
 func (o Owner) PodKey() string { return o.Namespace + "/" + o.Pod }
+
+// compareOwnerKeys orders owners as their keys "namespace/pod/container" order,
+// without building them (a report sorts every device's owners).
+func compareOwnerKeys(x, y Owner) int {
+	xs := [...]string{x.Namespace, "/", x.Pod, "/", x.Container}
+	ys := [...]string{y.Namespace, "/", y.Pod, "/", y.Container}
+	i, j := 0, 0 // the part of each
+	var a, b string
+	for {
+		for a == "" && i < len(xs) {
+			a, i = xs[i], i+1
+		}
+		for b == "" && j < len(ys) {
+			b, j = ys[j], j+1
+		}
+		switch {
+		case a == "" && b == "":
+			return 0
+		case a == "":
+			return -1
+		case b == "":
+			return 1
+		}
+		n := min(len(a), len(b))
+		if c := strings.Compare(a[:n], b[:n]); c != 0 {
+			return c
+		}
+		a, b = a[n:], b[n:]
+	}
+}
 
 // Sample is one value at a time in Unix milliseconds.
 type Sample struct {

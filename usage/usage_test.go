@@ -3,6 +3,7 @@ package usage
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -326,5 +327,30 @@ func TestZeroIsNotNull(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("JSON figures (-want +got):\n%s", diff)
+	}
+}
+
+// TestCompareOwnerKeys: owners order as their joined keys do, including
+// names that are prefixes of one another and characters below "/".
+func TestCompareOwnerKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	name := func() string {
+		const chars = "ab-.z"
+		b := make([]byte, rng.IntN(4))
+		for i := range b {
+			b[i] = chars[rng.IntN(len(chars))]
+		}
+		return string(b)
+	}
+	for range 20000 {
+		x := Owner{Namespace: name(), Pod: name(), Container: name()}
+		y := Owner{Namespace: name(), Pod: name(), Container: name()}
+		if rng.IntN(4) == 0 {
+			y.Namespace = x.Namespace
+		}
+		want := strings.Compare(x.PodKey()+"/"+x.Container, y.PodKey()+"/"+y.Container)
+		if got := compareOwnerKeys(x, y); got != want {
+			t.Fatalf("compareOwnerKeys(%+v, %+v) = %d, want %d", x, y, got, want)
+		}
 	}
 }
