@@ -998,6 +998,9 @@ func (ps *podState) heldAtStart(windowEnd time.Time) Amount {
 // whichever path filled them: pod, container, namespace and node usage,
 // patterns, application metrics (each sample standing for appSeconds of
 // its time) and start-up phases.
+//
+// assemble consumes pods: each pod's state is released once the pod is in
+// the report.
 func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodePods map[string]map[string]bool, apps []AppSeries, podEvents []PodEvents, appSeconds func(tMs int64) float64) {
 	startMs, endMs := r.Start.UnixMilli(), r.End.UnixMilli()
 	q := &r.Quality
@@ -1105,6 +1108,9 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 		}
 		u.Startup = startupOf(in, u.Pod)
 		r.Pods = append(r.Pods, *u)
+		// The pod is in the report: release its state, so that a month
+		// of a fleet's pods is not held twice at the report's peak.
+		delete(pods, key)
 	}
 	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
 		t := namespaces[ns].totals()

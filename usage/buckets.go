@@ -651,6 +651,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 			ps.usage.PowerWatts = Known(pg.powSum / pg.powN)
 		}
 	}
+	clear(podAggs) // their percentile lists are read: release them
 	if appStep <= 0 {
 		appStep = time.Hour
 	}
