@@ -180,6 +180,13 @@ func orEmpty[T any](xs []T) []T {
 // spaces, one trailing newline.
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	if r, ok := v.(*usage.Report); ok {
+		// The same bytes, without the whole text in memory.
+		if err := r.WriteJSON(w); err != nil {
+			_, _ = fmt.Fprintf(w, "\n{\"error\": %q}\n", err.Error())
+		}
+		return
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {

@@ -2,7 +2,6 @@ package report
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -18,9 +17,7 @@ import (
 func write(out io.Writer, r *usage.Report, format, source string, top int) error {
 	switch format {
 	case "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return r.WriteJSON(out)
 	case "csv":
 		return writeCSV(out, r)
 	case "podusage":
