@@ -28,7 +28,7 @@ func encoded(t *testing.T, r *Report) string {
 func TestWriteJSONAsEncoder(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	full := &Report{Accounting: HourlyAccounting, Start: start, End: start.Add(time.Hour), Currency: "EUR",
-		Devices: []DeviceUsage{{Device: Device{Node: "n<1>", GPU: "0", UUID: "GPU-0"}, Share: 1, SharedBy: []string{"a/\"b\""}}, {Device: Device{Node: "n2", GPU: "1"}}},
+		Devices:    []DeviceUsage{{Device: Device{Node: "n<1>", GPU: "0", UUID: "GPU-0"}, Share: 1, SharedBy: []string{"a/\"b\""}}, {Device: Device{Node: "n2", GPU: "1"}}},
 		Containers: []ContainerUsage{{Owner: Owner{Namespace: "a", Pod: "p&q", Container: "main"}}},
 		Pods: []PodUsage{{Namespace: "a", Pod: "p&q", Node: "n<1>", Devices: []string{"n<1>/0/GPU-0"}, HourlyActivity: []float64{0.5, 0}, Startup: Startup{Workload: "w"}},
 			{Namespace: "b", Pod: "x\u2028y", Node: "n2"}},
