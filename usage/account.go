@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -478,10 +479,12 @@ type deviceInput struct {
 }
 
 type podState struct {
-	usage      PodUsage
-	acc        acc
-	devices    map[string]bool
-	sources    map[string]bool
+	usage PodUsage
+	acc   acc
+	// devices and sources are sets, kept as short lists: a pod holds a
+	// few devices at most, and a month of a fleet's pods is many.
+	devices    []string
+	sources    []string
 	vram       []float64
 	activity   []float64
 	dramSum    float64
@@ -490,7 +493,7 @@ type podState struct {
 	powerN     int
 	firstSlot  int
 	firstUse   int
-	containers map[string]*acc
+	containers []podContainer
 	// Filled in by either path before assemble: the pattern's
 	// statistics, when the pod was first seen on a GPU and first used one
 	// (zero if never). The usage's VRAM, activity, DRAM and power figures
@@ -903,7 +906,7 @@ func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, g
 	if o.pod == nil {
 		o.pod, o.container = resolveOwner(a.pods, o.owner, device, source, k, a.slots)
 		if c := o.dra.Claim(); c != "" {
-			o.pod.claims[c] = true
+			o.pod.claim(c)
 		}
 		if a.nodePods[device.Node] == nil {
 			a.nodePods[device.Node] = map[string]bool{}
@@ -1023,15 +1026,17 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 	for _, key := range podKeys {
 		ps := pods[key]
 		u := &ps.usage
-		u.Devices = slices.Sorted(maps.Keys(ps.devices))
-		u.ActivitySources = slices.Sorted(maps.Keys(ps.sources))
+		slices.Sort(ps.devices)
+		slices.Sort(ps.sources)
+		u.Devices, u.ActivitySources = slices.Clip(ps.devices), slices.Clip(ps.sources)
 		u.Totals = ps.acc.totals()
 		u.Pattern = classify(ps.stats, u.DRAMActive, u.VRAMUsedMiB)
 		u.HourlyActivity, u.FirstHour = ps.hours.activity()
 		u.Claims = sortedKeys(ps.claims)
 		u.SharedWith = sortedKeys(ps.sharedWith)
-		for _, c := range slices.Sorted(maps.Keys(ps.containers)) {
-			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c}, Totals: ps.containers[c].totals()})
+		slices.SortFunc(ps.containers, func(a, b podContainer) int { return cmp.Compare(a.name, b.name) })
+		for _, c := range ps.containers {
+			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c.name}, Totals: c.acc.totals()})
 		}
 		na := namespaces[u.Namespace]
 		if na == nil {
@@ -1152,36 +1157,59 @@ func (g *migGPU) reset() {
 	clear(g.sampled)
 }
 
+// claim notes a DRA claim of the pod's series; the set is made at the
+// first (most pods have none, and a month of a fleet's pods is many).
+func (ps *podState) claim(c string) {
+	if ps.claims == nil {
+		ps.claims = map[string]bool{}
+	}
+	ps.claims[c] = true
+}
+
+// sharedWithPod notes a pod that shared a GPU with ps, making the set at
+// the first.
+func (ps *podState) sharedWithPod(key string) {
+	if ps.sharedWith == nil {
+		ps.sharedWith = map[string]bool{}
+	}
+	ps.sharedWith[key] = true
+}
+
 // resolveOwner finds or makes the pod state and container accumulator of
 // an owner first seen holding device d at slot k.
 func resolveOwner(pods map[string]*podState, o Owner, d Device, source string, k, slots int) (*podState, *acc) {
 	ps := pods[o.PodKey()]
 	if ps == nil {
 		ps = &podState{
-			usage:      PodUsage{Namespace: o.Namespace, Pod: o.Pod, Node: d.Node},
-			devices:    map[string]bool{},
-			sources:    map[string]bool{},
-			containers: map[string]*acc{},
-			claims:     map[string]bool{},
-			sharedWith: map[string]bool{},
-			firstSlot:  k,
-			firstUse:   -1,
-			vram:       make([]float64, 0, slots),
-			activity:   make([]float64, 0, slots),
+			usage:     PodUsage{Namespace: o.Namespace, Pod: o.Pod, Node: d.Node},
+			firstSlot: k,
+			firstUse:  -1,
+			vram:      make([]float64, 0, slots),
+			activity:  make([]float64, 0, slots),
 		}
 		pods[o.PodKey()] = ps
 	}
 	ps.firstSlot = min(ps.firstSlot, k)
-	ps.devices[d.Key()] = true
-	if source != "" {
-		ps.sources[source] = true
+	if k := d.Key(); !slices.Contains(ps.devices, k) {
+		ps.devices = append(ps.devices, k)
 	}
-	ca := ps.containers[o.Container]
-	if ca == nil {
-		ca = &acc{}
-		ps.containers[o.Container] = ca
+	if source != "" && !slices.Contains(ps.sources, source) {
+		ps.sources = append(ps.sources, source)
 	}
+	for _, c := range ps.containers {
+		if c.name == o.Container {
+			return ps, c.acc
+		}
+	}
+	ca := &acc{}
+	ps.containers = append(ps.containers, podContainer{o.Container, ca})
 	return ps, ca
+}
+
+// podContainer is the accumulator of one container of a pod.
+type podContainer struct {
+	name string
+	acc  *acc
 }
 
 func deviceList(devs []*deviceInput) []Device {
@@ -1256,7 +1284,7 @@ func (s *sharers) settle() []string {
 			all[ps.usage.Key()] = true
 			for other := range pods {
 				if other != ps {
-					ps.sharedWith[other.usage.Key()] = true
+					ps.sharedWithPod(other.usage.Key())
 				}
 			}
 		}

@@ -549,7 +549,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 			dev.holdSums(allocated, known, active, price)
 			ps, ca := resolveOwner(pods, o, d.device, du.ActivitySource, 0, 0)
 			if c := os.dra.Claim(); c != "" {
-				ps.claims[c] = true
+				ps.claim(c)
 			}
 			if id := os.dra.DeviceID(); id != "" && du.DRADevice == "" {
 				du.DRADevice = id
