@@ -112,16 +112,7 @@ func TestAlertsReadBack(t *testing.T) {
 				}
 				got = readAlerts(t, []byte(text))
 			case d.Kind == "PrometheusRule" && d.Name == "gpupack-alerts":
-				var pr struct {
-					APIVersion string         `json:"apiVersion"`
-					Kind       string         `json:"kind"`
-					Metadata   map[string]any `json:"metadata"`
-					Spec       alertFile      `json:"spec"`
-				}
-				if err := yaml.UnmarshalStrict([]byte(d.YAML), &pr); err != nil {
-					t.Fatalf("%s: %v", d.Name, err)
-				}
-				got = pr.Spec
+				got = ruleSpec[alertFile](t, d)
 			default:
 				continue
 			}

@@ -54,16 +54,7 @@ func TestRulesReadBack(t *testing.T) {
 			if d.Name != "gpupack-rules" {
 				continue // the alerts: TestAlertsReadBack
 			}
-			var pr struct {
-				APIVersion string              `json:"apiVersion"`
-				Kind       string              `json:"kind"`
-				Metadata   map[string]any      `json:"metadata"`
-				Spec       promsource.RuleFile `json:"spec"`
-			}
-			if err := yaml.UnmarshalStrict([]byte(d.YAML), &pr); err != nil {
-				t.Fatalf("%s: %v", d.Name, err)
-			}
-			got = pr.Spec
+			got = ruleSpec[promsource.RuleFile](t, d)
 		default:
 			continue
 		}
@@ -75,4 +66,19 @@ func TestRulesReadBack(t *testing.T) {
 	if !found["ConfigMap"] || !found["PrometheusRule"] {
 		t.Errorf("rendered %v; want the rules as a ConfigMap and a PrometheusRule", found)
 	}
+}
+
+// ruleSpec is the spec of a rendered PrometheusRule, read strictly as T.
+func ruleSpec[T any](t *testing.T, d Doc) T {
+	t.Helper()
+	var pr struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Metadata   map[string]any `json:"metadata"`
+		Spec       T              `json:"spec"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(d.YAML), &pr); err != nil {
+		t.Fatalf("%s: %v", d.Name, err)
+	}
+	return pr.Spec
 }
