@@ -31,7 +31,8 @@ import (
 // (promtool tsdb create-blocks-from rules, as an operator backfills new
 // rules; its time is logged, not measured) and checks that each report
 // read every hour from them. -benchtime Nx runs each report N times and reports the
-// median. Run it once:
+// median. GPUPACK_BENCH_BASELINE=<a gpupack binary> runs that one too,
+// alternating with this tree's, on the same history. Run it once:
 //
 //	GPUPACK_E2E=1 go test ./internal/e2e -run XXX -bench HourlyReport -benchtime 1x -timeout 24h
 func BenchmarkHourlyReport(b *testing.B) {
@@ -88,39 +89,54 @@ func BenchmarkHourlyReport(b *testing.B) {
 		}
 	}
 
-	walls := map[int][]time.Duration{} // every run's, for the median
+	// GPUPACK_BENCH_BASELINE names another gpupack binary (an earlier
+	// commit's) to run beside this one on the same history, alternating,
+	// so that a comparison is made side by side in one run.
+	bins := []struct{ name, path string }{{"", bin}}
+	if base := os.Getenv("GPUPACK_BENCH_BASELINE"); base != "" {
+		bins = append(bins, struct{ name, path string }{"baseline-", base})
+	}
+	type run struct {
+		bin string
+		d   int
+	}
+	walls := map[run][]time.Duration{} // every run's, for the median
 	for b.Loop() {
-		for _, d := range days {
-			cmd := exec.Command(bin, "report", "--prometheus", prom.URL, "--accounting", "hourly", "--format", "json",
-				"--window", (time.Duration(d) * 24 * time.Hour).String(), "--step", scrape.String(), "--end", end.Format(time.RFC3339))
-			t0 := time.Now()
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				b.Fatalf("gpupack report over %d days: %v\n%s", d, err, tail(out))
+		for _, bn := range bins {
+			for _, d := range days {
+				cmd := exec.Command(bn.path, "report", "--prometheus", prom.URL, "--accounting", "hourly", "--format", "json",
+					"--window", (time.Duration(d) * 24 * time.Hour).String(), "--step", scrape.String(), "--end", end.Format(time.RFC3339))
+				t0 := time.Now()
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					b.Fatalf("gpupack report over %d days: %v\n%s", d, err, tail(out))
+				}
+				took := time.Since(t0)
+				walls[run{bn.name, d}] = append(walls[run{bn.name, d}], took)
+				if want := fmt.Sprintf("%d of %d hours read from gpupack's recording rules", d*24, d*24); recorded && !strings.Contains(string(out), want) {
+					b.Fatalf("gpupack report over %d days does not say %q:\n%s", d, want, tail(out))
+				}
+				rss := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024 // KiB on Linux
+				b.ReportMetric(rss, fmt.Sprintf("MiB-%speak-%dd", bn.name, d))
+				cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+				b.Logf("%s%d GPUs x %d days: %s, %.0f MiB peak RSS, %s of gpupack's CPU, %d bytes of JSON", bn.name, gpus, d, took.Round(time.Millisecond), rss, cpu.Round(time.Millisecond), len(out))
 			}
-			took := time.Since(t0)
-			walls[d] = append(walls[d], took)
-			if want := fmt.Sprintf("%d of %d hours read from gpupack's recording rules", d*24, d*24); recorded && !strings.Contains(string(out), want) {
-				b.Fatalf("gpupack report over %d days does not say %q:\n%s", d, want, tail(out))
-			}
-			rss := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024 // KiB on Linux
-			b.ReportMetric(rss, fmt.Sprintf("MiB-peak-%dd", d))
-			cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-			b.Logf("%d GPUs x %d days: %s, %.0f MiB peak RSS, %s of gpupack's CPU, %d bytes of JSON", gpus, d, took.Round(time.Millisecond), rss, cpu.Round(time.Millisecond), len(out))
 		}
 	}
 	// -benchtime Nx runs each report N times: the median of them.
-	wall := map[int]time.Duration{}
-	for d, ws := range walls {
+	wall := map[run]time.Duration{}
+	for r, ws := range walls {
 		slices.Sort(ws)
-		wall[d] = ws[len(ws)/2]
-		b.ReportMetric(wall[d].Seconds(), fmt.Sprintf("s/report-%dd", d))
-		b.Logf("%d GPUs x %d days: median %s of %d runs (%s to %s)", gpus, d, wall[d].Round(time.Millisecond), len(ws), ws[0].Round(time.Millisecond), ws[len(ws)-1].Round(time.Millisecond))
+		wall[r] = ws[len(ws)/2]
+		b.ReportMetric(wall[r].Seconds(), fmt.Sprintf("s/%sreport-%dd", r.bin, r.d))
+		b.Logf("%s%d GPUs x %d days: median %s of %d runs (%s to %s)", r.bin, gpus, r.d, wall[r].Round(time.Millisecond), len(ws), ws[0].Round(time.Millisecond), ws[len(ws)-1].Round(time.Millisecond))
 	}
-	if lo, hi := days[0], longest; hi > lo {
-		perDay := (wall[hi] - wall[lo]) / time.Duration(hi-lo)
-		b.ReportMetric(perDay.Seconds(), "s/added-day")
-		b.Logf("cost per added day (%d to %d days): %s, %.2f ms per device-day", lo, hi, perDay.Round(time.Millisecond), float64(perDay.Milliseconds())/float64(gpus))
+	for _, bn := range bins {
+		if lo, hi := days[0], longest; hi > lo {
+			perDay := (wall[run{bn.name, hi}] - wall[run{bn.name, lo}]) / time.Duration(hi-lo)
+			b.ReportMetric(perDay.Seconds(), "s/"+bn.name+"added-day")
+			b.Logf("%scost per added day (%d to %d days): %s, %.2f ms per device-day", bn.name, lo, hi, perDay.Round(time.Millisecond), float64(perDay.Microseconds())/1000/float64(gpus))
+		}
 	}
 }
 
