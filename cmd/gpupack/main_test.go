@@ -36,3 +36,17 @@ func TestSetMemoryLimit(t *testing.T) {
 		t.Error("AUTOMEMLIMIT=lots: no error, want one that names it")
 	}
 }
+
+// TestNoCgroupIsNoLimit: outside Linux or any cgroup there is no limit
+// to follow, and no warning to print at every command.
+func TestNoCgroupIsNoLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("AUTOMEMLIMIT", "")
+	os.Unsetenv("AUTOMEMLIMIT")
+	for _, e := range []error{memlimit.ErrNoCgroup, memlimit.ErrCgroupsNotSupported} {
+		if _, err := setMemoryLimit(func() (uint64, error) { return 0, e }); err != nil {
+			t.Errorf("%v: %v, want no error", e, err)
+		}
+	}
+}
