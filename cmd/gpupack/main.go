@@ -32,10 +32,10 @@ func main() {
 // container's cgroup limit) the Go runtime's soft limit, so that a month's
 // report or a long-running serve collects garbage harder near the limit
 // instead of being killed at it. GOMEMLIMIT, or AUTOMEMLIMIT (a ratio, or
-// "off"), overrides it. Where p reports no limit (no cgroup limit, or not
-// Linux, or in no cgroup) the runtime keeps its default of none; an error says why no
-// limit could be set (an AUTOMEMLIMIT that is not a ratio, an unreadable
-// cgroup).
+// "off"), overrides it. Where p reports no limit (no cgroup limit, not
+// Linux, in no cgroup) the runtime keeps its default of none; an error
+// says why no limit could be set (an AUTOMEMLIMIT that is not a ratio, an
+// unreadable cgroup).
 func setMemoryLimit(p memlimit.Provider) (int64, error) {
 	limit, err := memlimit.Set(memlimit.WithProvider(p), memlimit.WithRatio(0.9))
 	if errors.Is(err, memlimit.ErrCgroupsNotSupported) || errors.Is(err, memlimit.ErrNoCgroup) {
