@@ -479,7 +479,11 @@ type deviceInput struct {
 }
 
 type podState struct {
-	usage PodUsage
+	// usage holds the few figures of the pod's PodUsage known before
+	// assemble, which builds the rest in the report itself: a month of a
+	// fleet's pods is many, and a whole PodUsage in each state doubled
+	// them at the report's peak.
+	usage podHead
 	acc   acc
 	// devices and sources are sets, kept as short lists: a pod holds a
 	// few devices at most, and a month of a fleet's pods is many.
@@ -512,6 +516,22 @@ type podState struct {
 	// claims are the DRA claims of its series; sharedWith the pods it
 	// shared a GPU with (PodUsage.SharedWith).
 	claims, sharedWith map[string]bool
+}
+
+// podHead is what a pod's state knows of its PodUsage before assemble:
+// the same fields, by the same names.
+type podHead struct {
+	Namespace, Pod, Node   string
+	VRAMUsedMiB, Activity  Percentiles
+	DRAMActive, PowerWatts Amount
+}
+
+// Key is "namespace/pod", as PodUsage.Key.
+func (h *podHead) Key() string { return h.Namespace + "/" + h.Pod }
+
+// podUsage is the PodUsage that h begins.
+func (h *podHead) podUsage() PodUsage {
+	return PodUsage{Namespace: h.Namespace, Pod: h.Pod, Node: h.Node, VRAMUsedMiB: h.VRAMUsedMiB, Activity: h.Activity, DRAMActive: h.DRAMActive, PowerWatts: h.PowerWatts}
 }
 
 // Account integrates the series over the window. It never fails on bad
@@ -1025,7 +1045,8 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 	nsPods := map[string]int{}
 	for _, key := range podKeys {
 		ps := pods[key]
-		u := &ps.usage
+		r.Pods = append(r.Pods, ps.usage.podUsage())
+		u := &r.Pods[len(r.Pods)-1]
 		slices.Sort(ps.devices)
 		slices.Sort(ps.sources)
 		u.Devices, u.ActivitySources = slices.Clip(ps.devices), slices.Clip(ps.sources)
@@ -1100,9 +1121,9 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 		return out
 	}
 
-	for _, key := range podKeys {
+	for i, key := range podKeys {
 		ps := pods[key]
-		u := &ps.usage
+		u := &r.Pods[len(r.Pods)-len(podKeys)+i]
 		u.App = appUsage(podApps[key], u.Cost)
 		in := startupInput{events: events[key], attached: ps.attached, firstUse: ps.firstUseAt, step: time.Duration(r.StepSecond * Seconds(time.Second)), heldGPUs: ps.heldAtStart(r.End)}
 		if first, ok := appFirst[key]; ok {
@@ -1112,7 +1133,6 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 			in.pricePerGPUSecond = Known(u.Cost.Value / float64(u.AllocatedGPUSeconds))
 		}
 		u.Startup = startupOf(in, u.Pod)
-		r.Pods = append(r.Pods, *u)
 		// The pod is in the report: release its state, so that a month
 		// of a fleet's pods is not held twice at the report's peak.
 		delete(pods, key)
@@ -1181,7 +1201,7 @@ func resolveOwner(pods map[string]*podState, o Owner, d Device, source string, k
 	ps := pods[o.PodKey()]
 	if ps == nil {
 		ps = &podState{
-			usage:     PodUsage{Namespace: o.Namespace, Pod: o.Pod, Node: d.Node},
+			usage:     podHead{Namespace: o.Namespace, Pod: o.Pod, Node: d.Node},
 			firstSlot: k,
 			firstUse:  -1,
 			vram:      make([]float64, 0, slots),
