@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/internal/testcluster"
@@ -102,11 +101,7 @@ func TestAlertsReadBack(t *testing.T) {
 			var got alertFile
 			switch {
 			case d.Kind == "ConfigMap":
-				var cm corev1.ConfigMap
-				if err := yaml.UnmarshalStrict([]byte(d.YAML), &cm); err != nil {
-					t.Fatal(err)
-				}
-				text, ok := cm.Data["gpupack-alerts.yaml"]
+				text, ok := configMapFile(t, d, "gpupack-alerts.yaml")
 				if !ok {
 					continue
 				}

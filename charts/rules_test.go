@@ -39,11 +39,7 @@ func TestRulesReadBack(t *testing.T) {
 		var got promsource.RuleFile
 		switch d.Kind {
 		case "ConfigMap":
-			var cm corev1.ConfigMap
-			if err := yaml.UnmarshalStrict([]byte(d.YAML), &cm); err != nil {
-				t.Fatal(err)
-			}
-			text, ok := cm.Data["gpupack-rules.yaml"]
+			text, ok := configMapFile(t, d, "gpupack-rules.yaml")
 			if !ok {
 				continue
 			}
@@ -81,4 +77,16 @@ func ruleSpec[T any](t *testing.T, d Doc) T {
 		t.Fatalf("%s: %v", d.Name, err)
 	}
 	return pr.Spec
+}
+
+// configMapFile is the file name of a rendered ConfigMap, read strictly;
+// false when the ConfigMap holds no such file.
+func configMapFile(t *testing.T, d Doc, name string) (string, bool) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict([]byte(d.YAML), &cm); err != nil {
+		t.Fatalf("%s: %v", d.Name, err)
+	}
+	text, ok := cm.Data[name]
+	return text, ok
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -18,34 +19,25 @@ import (
 // taint gpupack.io/xid=<XID>; a GPU that DRA does not offer (the device
 // plugin's, or one the snapshot lacks) gets a warning, no rule.
 func TestTaintUnhealthy(t *testing.T) {
-	s, err := cluster.ParseFile([]byte(`apiVersion: gpupack.io/v1alpha2
-kind: ClusterSnapshot
-nodes:
-- name: dra-a
-  cpu: "64"
-  memory: 512Gi
-  gpus:
-  - {model: H100-80GB, count: 1, uuid: GPU-a-0, dra: {driver: gpu.nvidia.com, pool: dra-a, device: gpu-0, classes: [gpu.nvidia.com]}}
-  - {model: H100-80GB, count: 1, uuid: GPU-a-1, dra: {driver: gpu.nvidia.com, pool: dra-a, device: gpu-1, classes: [gpu.nvidia.com]}}
-  - {model: H100-80GB, count: 1, uuid: GPU-a-2, sharing: mig, mig: [3g.40gb, 3g.40gb], dra: {driver: gpu.nvidia.com, pool: dra-a, sliceDevices: [gpu-2-mig-3g40gb-9-0, gpu-2-mig-3g40gb-9-4], classes: [mig.nvidia.com]}}
-- name: plugin
-  cpu: "64"
-  memory: 512Gi
-  gpus: [{model: H100-80GB, count: 1}]
-`), "s.yaml", gpu.Default())
+	const file = "testdata/dra-taint-snapshot.yaml" // shared with internal/planout's and serve's taint tests
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cluster.ParseFile(b, file, gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := &usage.Facts{Window: 24 * 3600e9, Pods: map[string]usage.PodFacts{}, Unhealthy: []usage.UnhealthyGPU{
-		{Node: "dra-a", UUID: "GPU-a-0", XID: 79}, {Node: "dra-a", UUID: "GPU-a-2", XID: 48}, {Node: "plugin", UUID: "GPU-p-0", XID: 79}, {Node: "dra-a", UUID: "GPU-gone", XID: 94},
+		{Node: "dra-a", UUID: "GPU-dra-a-0", XID: 79}, {Node: "dra-a", UUID: "GPU-dra-a-2", XID: 48}, {Node: "plugin", UUID: "GPU-p-0", XID: 79}, {Node: "dra-a", UUID: "GPU-gone", XID: 94},
 	}}
 	pl, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []TaintedGPU{
-		{Node: "dra-a", UUID: "GPU-a-0", XID: 79, Devices: []string{"gpu.nvidia.com/dra-a/gpu-0"}, Rules: []string{"gpupack-unhealthy-dra-a-gpu-0"}},
-		{Node: "dra-a", UUID: "GPU-a-2", XID: 48, Devices: []string{"gpu.nvidia.com/dra-a/gpu-2-mig-3g40gb-9-0", "gpu.nvidia.com/dra-a/gpu-2-mig-3g40gb-9-4"},
+		{Node: "dra-a", UUID: "GPU-dra-a-0", XID: 79, Devices: []string{"gpu.nvidia.com/dra-a/gpu-0"}, Rules: []string{"gpupack-unhealthy-dra-a-gpu-0"}},
+		{Node: "dra-a", UUID: "GPU-dra-a-2", XID: 48, Devices: []string{"gpu.nvidia.com/dra-a/gpu-2-mig-3g40gb-9-0", "gpu.nvidia.com/dra-a/gpu-2-mig-3g40gb-9-4"},
 			Rules: []string{"gpupack-unhealthy-dra-a-gpu-2-mig-3g40gb-9-0", "gpupack-unhealthy-dra-a-gpu-2-mig-3g40gb-9-4"}},
 	}
 	if diff := cmp.Diff(want, pl.Tainted); diff != "" {

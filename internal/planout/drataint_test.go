@@ -36,7 +36,7 @@ func TestDeviceTaintRulesAccepted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real kube-apiserver")
 	}
-	const file = "testdata/dra-taint-snapshot.yaml" // shared with the other taint test
+	const file = "../../plan/testdata/dra-taint-snapshot.yaml" // shared with plan's and serve's taint tests
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)

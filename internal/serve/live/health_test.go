@@ -208,7 +208,7 @@ func (f fixedSource) LoadHealth(context.Context, usage.Window) ([]usage.DeviceHe
 // dra-device-taint-rules.yaml among the plan's files, which the view's
 // health names as its fix.
 func TestEngineTaintsUnhealthyDRAGPUs(t *testing.T) {
-	const file = "../../planout/testdata/dra-taint-snapshot.yaml" // shared with the other taint test
+	const file = "../../../plan/testdata/dra-taint-snapshot.yaml" // shared with plan's and planout's taint tests
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
