@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -53,32 +52,5 @@ func TestUnallocatedOf(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestUnallocatedOnOpenb checks that the parts add up on openb default and
-// that the CPU-stranded part is what the README says of gpupack's run.
-func TestUnallocatedOnOpenb(t *testing.T) {
-	if testing.Short() {
-		t.Skip("full trace run")
-	}
-	c := gpu.Default()
-	nodes, pods := loadOpenb(t, c, "default")
-	w, err := Inflate(pods, capacityOf(nodes), DefaultInflation, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Run(context.Background(), nodes, w, c, Config{Policy: placement.DefaultPolicy, Seed: 1, Inflation: DefaultInflation, Typical: pods})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkInvariants(t, r)
-	u := r.Unallocated
-	t.Logf("free GPUs: CPU-stranded %.1f, idle %.1f, slivers %.1f, other %.1f",
-		float64(u.CPUStrandedGPUMilli)/1000, float64(u.IdleGPUMilli)/1000, float64(u.SliverGPUMilli)/1000, float64(u.OtherGPUMilli)/1000)
-	// Seed 1 with gpupack: 14.8 GPUs stranded by CPU, 236.6 in slivers
-	// below the smallest failed share (220 milli), no idle GPU.
-	if u.SliverGPUMilli < 10*u.CPUStrandedGPUMilli || u.IdleGPUMilli != 0 {
-		t.Errorf("want slivers to dominate and no idle GPU, got %+v", u)
 	}
 }
