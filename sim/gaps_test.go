@@ -46,7 +46,16 @@ func TestGapBoundHoldsOnOpenb(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: GPU allocation %.2f%%, bound of its large pods %.2f%%", p, 100*r.GPUAllocRatio, 100*r.GPUAllocBound)
+		u := r.Unallocated
+		t.Logf("%s: GPU allocation %.2f%%, bound of its large pods %.2f%%; free GPUs: CPU-stranded %.1f, idle %.1f, slivers %.1f, other %.1f",
+			p, 100*r.GPUAllocRatio, 100*r.GPUAllocBound, float64(u.CPUStrandedGPUMilli)/1000, float64(u.IdleGPUMilli)/1000,
+			float64(u.SliverGPUMilli)/1000, float64(u.OtherGPUMilli)/1000)
+		checkInvariants(t, r)
+		// gpupack, seed 1: 14.8 GPUs stranded by CPU, no idle GPU, 236 in
+		// slivers below the smallest failed share (README).
+		if p == placement.DefaultPolicy && (u.SliverGPUMilli < 10*u.CPUStrandedGPUMilli || u.IdleGPUMilli != 0) {
+			t.Errorf("%s: want slivers to dominate and no idle GPU, got %+v", p, u)
+		}
 		if r.GPUAllocRatio > r.GPUAllocBound || r.GPUAllocBound > 1 {
 			t.Errorf("%s: allocation %.4f above its bound %.4f (or the bound above 1)", p, r.GPUAllocRatio, r.GPUAllocBound)
 		}

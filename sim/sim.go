@@ -107,8 +107,11 @@ type Result struct {
 	// GPUAllocBound bounds the GPU allocation of any run that places the
 	// pods of more than half a GPU that this run placed (gaps.go).
 	GPUAllocBound float64 `json:"gpu_alloc_bound"`
-	WallSeconds   float64 `json:"wall_seconds"`
-	Curve         []Point `json:"-"`
+	// Unallocated splits the capacity left free at the end by cause
+	// (unallocated.go).
+	Unallocated Unallocated `json:"unallocated"`
+	WallSeconds float64     `json:"wall_seconds"`
+	Curve       []Point     `json:"-"`
 }
 
 // Run places the workload's pods in order on the nodes with the policy. It
@@ -150,6 +153,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 
 	var arrived, allocated gpu.Milli
 	var gaps gapTally
+	var failed failedTally
 	nextPercent := 0
 	record := func() {
 		for float64(arrived) >= float64(nextPercent)/100*float64(capacity) {
@@ -175,6 +179,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 			if d.Devices > 0 {
 				res.GPUPodsFailed++
 			}
+			failed.add(d)
 		} else {
 			for _, dev := range a.Devices {
 				allocated += dev.Milli
@@ -198,6 +203,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	res.GPUMilliAllocated = int64(allocated)
 	res.GPUAllocRatio = float64(allocated) / float64(capacity)
 	res.GPUAllocBound = 1 - float64(gaps.floor())/float64(capacity)
+	res.Unallocated = unallocatedOf(states, &failed)
 	for _, s := range states {
 		res.FragGPUMilli += placement.Fragmentation(s, &typical)
 	}

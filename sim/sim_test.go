@@ -83,6 +83,10 @@ func checkInvariants(t *testing.T, r Result) {
 	if r.GPUMilliAllocated > r.GPUMilliCapacity || r.GPUMilliAllocated > r.GPUMilliArrived {
 		t.Errorf("%s: allocated %d exceeds capacity %d or arrived %d", r.Policy, r.GPUMilliAllocated, r.GPUMilliCapacity, r.GPUMilliArrived)
 	}
+	u := r.Unallocated
+	if sum := u.CPUStrandedGPUMilli + u.IdleGPUMilli + u.SliverGPUMilli + u.OtherGPUMilli; sum != r.GPUMilliCapacity-r.GPUMilliAllocated {
+		t.Errorf("%s: unallocated parts %+v add up to %d, want capacity - allocated = %d", r.Policy, u, sum, r.GPUMilliCapacity-r.GPUMilliAllocated)
+	}
 	for i := 1; i < len(r.Curve); i++ {
 		if r.Curve[i].AllocRatio < r.Curve[i-1].AllocRatio {
 			t.Errorf("%s: allocation curve decreases at %v", r.Policy, r.Curve[i].ArrivedRatio)
