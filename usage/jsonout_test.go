@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"testing"
@@ -89,3 +90,33 @@ func BenchmarkWriteJSON(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// FuzzWriteIndented: writeIndented indents any valid JSON, once compact,
+// byte for byte as json.Indent does.
+func FuzzWriteIndented(f *testing.F) {
+	for _, seed := range []string{`{}`, `[]`, `{"a":[]}`, `[{},[],{"b":{}}]`, `"x"`, `1.5e-7`, `null`,
+		`{"k\\\"":"v,:{}[]\\\\","n":[1,-2,true,false,null,{"x":"\u2028"}]}`, ` [ 1 , { "a" : "b" } ] `} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !json.Valid(in) {
+			return
+		}
+		var compact, want bytes.Buffer
+		if err := json.Compact(&compact, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Indent(&want, compact.Bytes(), "    ", "  "); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		w := bufio.NewWriter(&got)
+		writeIndented(w, compact.Bytes(), "    ", "  ")
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want.String(), got.String()); d != "" {
+			t.Errorf("writeIndented(%q) differs from json.Indent (-Indent +writeIndented):\n%s", compact.Bytes(), d)
+		}
+	})
+}
