@@ -295,6 +295,19 @@ func writeTable(w io.Writer, results []sim.Result, ceiling sim.Ceiling) {
 	fmt.Fprintf(tw, "%s (offline, hindsight)\t-\t%.2f%%\t-\t-\t%d GPU pods\t%d\t-\t%.2f\t\n", ceiling.Policy, 100*ceiling.GPUAllocRatio,
 		ceiling.GPUPodsPlaced, ceiling.GPUPodsFailed, ceiling.WallSeconds)
 	tw.Flush()
+
+	// Where each policy's free GPU is at the end (sim.Unallocated): the
+	// parts add up to the capacity it left unallocated.
+	fmt.Fprintf(w, "\nfree GPUs at the end, by what kept the failed GPU pods from them\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tfree\tCPU or memory short\tidle GPUs\tslivers\tother\t")
+	gpus := func(milli int64) string { return fmt.Sprintf("%.1f", float64(milli)/float64(gpu.WholeGPU)) }
+	for _, r := range results {
+		u := r.Unallocated
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Policy, gpus(r.GPUMilliCapacity-r.GPUMilliAllocated),
+			gpus(u.CPUStrandedGPUMilli), gpus(u.IdleGPUMilli), gpus(u.SliverGPUMilli), gpus(u.OtherGPUMilli))
+	}
+	tw.Flush()
 }
 
 func writeFile(path string, write func(io.Writer) error) error {
