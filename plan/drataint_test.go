@@ -2,14 +2,12 @@ package plan
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/fixture"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -19,15 +17,7 @@ import (
 // taint gpupack.io/xid=<XID>; a GPU that DRA does not offer (the device
 // plugin's, or one the snapshot lacks) gets a warning, no rule.
 func TestTaintUnhealthy(t *testing.T) {
-	const file = "testdata/dra-taint-snapshot.yaml" // shared with internal/planout's and serve's taint tests
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cluster.ParseFile(b, file, gpu.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fixture.DRATaintSnapshot(t)
 	u := &usage.Facts{Window: 24 * 3600e9, Pods: map[string]usage.PodFacts{}, Unhealthy: []usage.UnhealthyGPU{
 		{Node: "dra-a", UUID: "GPU-dra-a-0", XID: 79}, {Node: "dra-a", UUID: "GPU-dra-a-2", XID: 48}, {Node: "plugin", UUID: "GPU-p-0", XID: 79}, {Node: "dra-a", UUID: "GPU-gone", XID: 94},
 	}}

@@ -2,7 +2,6 @@ package planout_test
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,8 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/fixture"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/testcluster"
 	"github.com/gpupack/gpupack/plan"
@@ -36,15 +34,7 @@ func TestDeviceTaintRulesAccepted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real kube-apiserver")
 	}
-	const file = "../../plan/testdata/dra-taint-snapshot.yaml" // shared with plan's and serve's taint tests
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cluster.ParseFile(b, file, gpu.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fixture.DRATaintSnapshot(t)
 	u := &usage.Facts{Window: 24 * time.Hour, Pods: map[string]usage.PodFacts{}, Unhealthy: []usage.UnhealthyGPU{{Node: "dra-a", UUID: "GPU-dra-a-0", XID: 79}}}
 	p, err := plan.Make(context.Background(), s, u, plan.DefaultOptions())
 	if err != nil {

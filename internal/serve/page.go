@@ -94,7 +94,7 @@ func newPage() *page {
 	}
 	// healthRead tells a view that read GPU health and found no XID
 	// (empty) from one that did not read it (nil).
-	funcs["healthRead"] = func(hs []GPUHealth) bool { return hs != nil }
+	funcs["healthRead"] = func(hs []planout.GPUHealth) bool { return hs != nil }
 	return &page{tmpl: template.Must(template.New("index").Funcs(funcs).Parse(indexTemplate))}
 }
 

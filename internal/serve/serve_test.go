@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/sim"
 	"github.com/gpupack/gpupack/usage"
@@ -58,7 +59,7 @@ func testView(text string) *View {
 	p := &plan.Plan{Window: 2 * time.Hour, Decisions: []*plan.Decision{{Workload: "ns-" + text + "/w", Pods: 1, Before: "1 GPU", Action: plan.Reclaim,
 		Reason: plan.Reason{Code: "idle-held", Detail: text}}}, Warnings: []string{"plan " + text},
 		Tainted: []plan.TaintedGPU{{Node: "xidnode-" + text, UUID: "GPU-" + text, XID: 79, Devices: []string{"gpu.nvidia.com/p/gpu-0"}, Rules: []string{"rule-" + text}}}}
-	health := HealthOf([]usage.DeviceHealth{
+	health := planout.HealthOf([]usage.DeviceHealth{
 		{Node: "xidnode-" + text, UUID: "GPU-" + text, GPU: "gpu-" + text, XIDs: []int{13, 79}},
 		{Node: "n2", UUID: "GPU-n2-1", GPU: "1", XIDs: []int{31}},
 	}, p)
@@ -213,9 +214,9 @@ func TestNotReady(t *testing.T) {
 		"no queue wait":                  {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/queuewait", 404, "no queue wait in this view"},
 		"empty lists are []":             {&provider{v: &View{}}, "/api/v1/pending", 200, "[]"},
 		"health not read":                {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/health", 404, "no GPU health in this view: Prometheus p has not read"},
-		"no GPU with XIDs":               {&provider{v: &View{Health: []GPUHealth{}}}, "/api/v1/health", 200, "[]"},
+		"no GPU with XIDs":               {&provider{v: &View{Health: []planout.GPUHealth{}}}, "/api/v1/health", 200, "[]"},
 		"page: health not read":          {&provider{v: &View{}}, "/", 200, "GPU health not read in this view."},
-		"page: no GPU with XIDs":         {&provider{v: &View{Health: []GPUHealth{}}}, "/", 200, "No XID errors in the window."},
+		"page: no GPU with XIDs":         {&provider{v: &View{Health: []planout.GPUHealth{}}}, "/", 200, "No XID errors in the window."},
 		"stale data shows the error":     {&provider{v: testView("x")}, "/", 200, "last refresh failed at 2026-01-04 23:00 UTC: <span id=\"error-text\">Prometheus: x</span>"},
 		"nil provider is never ready":    {nil, "/readyz", 503, "no data provider is configured"},
 		"nil provider: page says so too": {nil, "/", 200, "no data provider is configured"},
@@ -392,66 +393,19 @@ func TestPendingRemedies(t *testing.T) {
 	}
 }
 
-// TestHealthOf: each GPU with XIDs gets its kind and fix: the plan's
-// DeviceTaintRules for a DRA GPU, cordoning its node for another, nothing
-// for application XIDs only; the page shows them in that order.
-func TestHealthOf(t *testing.T) {
+// TestHealthTable: the page shows each GPU's state and its XIDs as
+// planout.HealthOf words them.
+func TestHealthTable(t *testing.T) {
 	p := &plan.Plan{Tainted: []plan.TaintedGPU{{Node: "dra-a", UUID: "GPU-a0", XID: 79, Rules: []string{"gpupack-unhealthy-dra-a-gpu-0"}}}}
-	got := HealthOf([]usage.DeviceHealth{
+	got := planout.HealthOf([]usage.DeviceHealth{
 		{Node: "dra-a", UUID: "GPU-a0", GPU: "0", XIDs: []int{79}},
 		{Node: "plugin-b", UUID: "GPU-b1", GPU: "1", XIDs: []int{13, 48}},
 		{Node: "plugin-b", UUID: "GPU-b2", GPU: "2", XIDs: []int{31}},
 	}, p)
-	type row struct {
-		uuid     string
-		critical int
-		rules    []string
-		fix      string
-	}
-	var rows []row
-	for _, g := range got {
-		rows = append(rows, row{g.UUID, g.Critical, g.TaintRules, g.Fix[:strings.IndexAny(g.Fix, "(:")]})
-	}
-	want := []row{
-		{"GPU-a0", 79, []string{"gpupack-unhealthy-dra-a-gpu-0"}, "kubectl apply -f dra-device-taint-rules.yaml "},
-		{"GPU-b1", 48, nil, "kubectl cordon plugin-b, drain its GPU pods, and reset or replace the GPU "},
-		{"GPU-b2", 0, nil, "none needed"},
-	}
-	if d := cmp.Diff(want, rows, cmp.AllowUnexported(row{})); d != "" {
-		t.Errorf("health (-want +got):\n%s", d)
-	}
-	if got := HealthOf(nil, nil); got == nil || len(got) != 0 {
-		t.Errorf("HealthOf(nil) = %#v, want empty and not nil (read, none reported)", got)
-	}
 	page := body(t, get(t, Handler(Options{Provider: &provider{v: &View{Health: got}}}), http.MethodGet, "/"))
 	for _, want := range []string{"critical (XID 79)", "critical (XID 48)", ">application<", ">13, 48<"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the health table lacks %q", want)
 		}
-	}
-}
-
-// TestReportHealth: without a plan, a DRA GPU of the report is pointed at
-// the DeviceTaintRule that gpupack plan writes, a device plugin GPU at
-// cordoning its node, and application XIDs at nothing.
-func TestReportHealth(t *testing.T) {
-	r := &usage.Report{
-		Devices: []usage.DeviceUsage{
-			{Device: usage.Device{Node: "dra-a", UUID: "GPU-a0", GPU: "0"}, DRADevice: "gpu.nvidia.com/dra-a/gpu-0"},
-			{Device: usage.Device{Node: "plugin-b", UUID: "GPU-b1", GPU: "1"}},
-		},
-		Health: []usage.DeviceHealth{
-			{Node: "dra-a", UUID: "GPU-a0", GPU: "0", XIDs: []int{79}},
-			{Node: "plugin-b", UUID: "GPU-b1", GPU: "1", XIDs: []int{48}},
-			{Node: "plugin-b", UUID: "GPU-b2", GPU: "2", XIDs: []int{31}},
-		},
-	}
-	var fixes []string
-	for _, g := range ReportHealth(r) {
-		fixes = append(fixes, g.Fix[:strings.IndexAny(g.Fix, "(:")])
-	}
-	want := []string{"gpupack plan writes a DeviceTaintRule for DRA device gpu.nvidia.com/dra-a/gpu-0 ", "kubectl cordon plugin-b, drain its GPU pods, and reset or replace the GPU ", "none needed"}
-	if d := cmp.Diff(want, fixes); d != "" {
-		t.Errorf("fixes (-want +got):\n%s", d)
 	}
 }

@@ -176,13 +176,17 @@ func orEmpty[T any](xs []T) []T {
 	return xs
 }
 
+// streamer is a value that writes its own indented JSON, the bytes
+// json.Encoder with a two-space indent would, as it goes (usage.Report).
+type streamer interface{ WriteJSON(io.Writer) error }
+
 // writeJSON writes v as the CLI's --format json does: indented by two
 // spaces, one trailing newline.
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	if r, ok := v.(*usage.Report); ok {
+	if sw, ok := v.(streamer); ok {
 		// The same bytes, without the whole text in memory.
-		if err := r.WriteJSON(w); err != nil {
+		if err := sw.WriteJSON(w); err != nil {
 			_, _ = fmt.Fprintf(w, "\n{\"error\": %q}\n", err.Error())
 		}
 		return

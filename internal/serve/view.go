@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/sim"
 	"github.com/gpupack/gpupack/usage"
@@ -50,7 +51,7 @@ type View struct {
 	// Health is, per GPU that reported XID errors in the window, its XIDs
 	// and the fix: nil when the view has not read GPU health, empty when
 	// no GPU reported an XID.
-	Health []GPUHealth `json:"health"`
+	Health []planout.GPUHealth `json:"health"`
 	// Plan is the sharing plan, as `gpupack plan --format json` prints it,
 	// and PlanFiles the files `gpupack plan --out` writes for it.
 	Plan      *plan.Plan `json:"plan"`

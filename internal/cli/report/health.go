@@ -5,16 +5,16 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/usage"
 )
 
 // writeHealth writes the GPUs that reported XID errors in the window, what
 // the XIDs mean (critical, or application XIDs that leave the GPU
-// healthy) and the fix (serve.ReportHealth, as serve's page words
+// healthy) and the fix (planout.ReportHealth, as serve's page words
 // them); nothing when none did.
 func writeHealth(b *strings.Builder, r *usage.Report) {
-	hs := serve.ReportHealth(r)
+	hs := planout.ReportHealth(r)
 	if len(hs) == 0 {
 		return
 	}

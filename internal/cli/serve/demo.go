@@ -56,7 +56,7 @@ func DemoView(ctx context.Context) (*serve.View, error) {
 	v := &serve.View{
 		Source: "demo (embedded)", AsOf: r.End, Start: r.Start, End: r.End,
 		Report: r, Hours: hours, Nodes: diag.Nodes, GPUs: diag.GPUs, Plan: p, QueueWait: r.QueueWait,
-		Health:   serve.HealthOf(r.Health, p),
+		Health:   planout.HealthOf(r.Health, p),
 		Warnings: append(append([]string(nil), diag.Warnings...), p.Warnings...),
 	}
 	if w := bytes.TrimSpace(warnings.Bytes()); len(w) > 0 {

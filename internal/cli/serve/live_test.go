@@ -19,6 +19,7 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/testcluster"
 )
@@ -149,7 +150,7 @@ func TestServeLive(t *testing.T) {
 	}
 
 	_, body = get(t, base+"/api/v1/health")
-	var health []serve.GPUHealth
+	var health []planout.GPUHealth
 	if err := json.Unmarshal([]byte(body), &health); err != nil {
 		t.Fatalf("/api/v1/health: %v\n%s", err, body)
 	}

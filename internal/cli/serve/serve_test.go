@@ -159,7 +159,7 @@ func TestDemoHealth(t *testing.T) {
 	if err := json.Unmarshal(cliJSON(t, report.NewCommand(context.Background()), "--demo", "--format", "json"), &r); err != nil {
 		t.Fatal(err)
 	}
-	var got []serve.GPUHealth
+	var got []planout.GPUHealth
 	if err := json.Unmarshal(fetch(t, h, "/api/v1/health"), &got); err != nil {
 		t.Fatal(err)
 	}

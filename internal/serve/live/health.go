@@ -49,7 +49,7 @@ func windowHealth(hours []*hour) []usage.DeviceHealth {
 func (e *Engine) readHealth(ctx context.Context, next *State) error {
 	hours := e.store.sorted()
 	for _, h := range hours {
-		if h.healthRead && h != e.store.partial {
+		if h.healthRead { // never the partial hour: each usage read makes it anew
 			continue
 		}
 		hs, err := e.src.LoadHealth(ctx, usage.Window{Start: h.start, End: h.end, Step: e.o.Step})

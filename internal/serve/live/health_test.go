@@ -15,9 +15,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/fixture"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/internal/serve"
@@ -208,15 +208,7 @@ func (f fixedSource) LoadHealth(context.Context, usage.Window) ([]usage.DeviceHe
 // dra-device-taint-rules.yaml among the plan's files, which the view's
 // health names as its fix.
 func TestEngineTaintsUnhealthyDRAGPUs(t *testing.T) {
-	const file = "../../../plan/testdata/dra-taint-snapshot.yaml" // shared with plan's and planout's taint tests
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cluster.ParseFile(b, file, gpu.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := fixture.DRATaintSnapshot(t)
 	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	src := fixedSource{health: []usage.DeviceHealth{{Node: "dra-a", UUID: "GPU-dra-a-0", GPU: "0", XIDs: []int{79}}}}
 	e, err := New(Options{Window: 2 * time.Hour, Step: step, Now: func() time.Time { return now }}, src, nil)

@@ -281,7 +281,7 @@ func (e *Engine) view(st State, now time.Time) *serve.View {
 	}
 	v.QueueWait = queueWait(st, now)
 	if st.Health != nil {
-		v.Health = serve.HealthOf(st.Health, st.Plan)
+		v.Health = planout.HealthOf(st.Health, st.Plan)
 	}
 	if st.Plan != nil && st.Snapshot != nil {
 		files, err := planout.Files(st.Plan, st.Snapshot)

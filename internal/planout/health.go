@@ -1,10 +1,9 @@
-package serve
+package planout
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/usage"
@@ -19,7 +18,7 @@ type GPUHealth struct {
 	// after which the GPU is still healthy.
 	Critical int `json:"critical,omitempty"`
 	// TaintRules are the DeviceTaintRules the plan writes for the GPU's DRA
-	// devices (planout.FileDRATaintRules); none for a GPU that DRA does not
+	// devices (FileDRATaintRules); none for a GPU that DRA does not
 	// offer.
 	TaintRules []string `json:"taintRules,omitempty"`
 	// Fix is what to do, in words.
@@ -47,7 +46,7 @@ func HealthOf(hs []usage.DeviceHealth, p *plan.Plan) []GPUHealth {
 			}
 			if len(g.TaintRules) > 0 {
 				g.Fix = fmt.Sprintf("kubectl apply -f %s (DeviceTaintRule %s, %s=%d:NoSchedule) keeps new claims off it while the pods holding it run on; drain them, reset or replace the GPU, then delete the rule",
-					planout.FileDRATaintRules, strings.Join(g.TaintRules, ", "), wellknown.TaintXID, g.Critical)
+					FileDRATaintRules, strings.Join(g.TaintRules, ", "), wellknown.TaintXID, g.Critical)
 			} else {
 				g.Fix = fmt.Sprintf("kubectl cordon %s, drain its GPU pods, and reset or replace the GPU (the NVIDIA device plugin stops offering it itself when its health checks are on); uncordon once it is repaired", h.Node)
 			}
@@ -73,7 +72,7 @@ func ReportHealth(r *usage.Report) []GPUHealth {
 		g := &out[i]
 		if dev, ok := dra[[2]string{g.Node, g.UUID}]; ok && g.Critical != 0 {
 			g.Fix = fmt.Sprintf("gpupack plan writes a DeviceTaintRule for DRA device %s (%s, %s=%d:NoSchedule): apply it to keep new claims off the GPU while the pods holding it run on; drain them, reset or replace the GPU, then delete the rule",
-				dev, planout.FileDRATaintRules, wellknown.TaintXID, g.Critical)
+				dev, FileDRATaintRules, wellknown.TaintXID, g.Critical)
 		}
 	}
 	return out
