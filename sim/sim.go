@@ -107,6 +107,15 @@ type Result struct {
 	// GPUAllocBound bounds the GPU allocation of any run that places the
 	// pods of more than half a GPU that this run placed (gaps.go).
 	GPUAllocBound float64 `json:"gpu_alloc_bound"`
+	// GPUAllocShareBound bounds the GPU allocation of any run that places
+	// the shares of a GPU that this run placed while it still had an idle
+	// GPU, which a scheduler that places every pod that fits must place
+	// (sharebound.go); nil when its LP failed, ShareBoundError says why.
+	GPUAllocShareBound *float64 `json:"gpu_alloc_share_bound"`
+	ShareBoundError    string   `json:"share_bound_error,omitempty"`
+	// IdleGPUsUntil is the GPU demand arrived, over the capacity, when
+	// the run's last idle GPU was taken; nil if a GPU stayed idle.
+	IdleGPUsUntil *float64 `json:"idle_gpus_until"`
 	// Unallocated splits the capacity left free at the end by cause
 	// (unallocated.go).
 	Unallocated Unallocated `json:"unallocated"`
@@ -153,6 +162,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 
 	var arrived, allocated gpu.Milli
 	var gaps gapTally
+	shares := newShareTally(states)
 	var failed failedTally
 	nextPercent := 0
 	record := func() {
@@ -173,6 +183,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 		}
 		arrived += gpu.Milli(d.Devices) * d.PerGPUMilli
 		gaps.arrived(d)
+		idle := shares.arrive(d)
 		best, a := Place(d, states, policy, ties)
 		if best < 0 {
 			res.PodsFailed++
@@ -186,6 +197,11 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 			}
 			res.PodsScheduled++
 			gaps.placed(d)
+			shares.placed(d, idle, best, states[best])
+			if idle && shares.idle == 0 {
+				r := float64(arrived) / float64(capacity)
+				res.IdleGPUsUntil = &r
+			}
 			if observer != nil {
 				observer.Placed(d, states[best])
 			}
@@ -203,6 +219,12 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	res.GPUMilliAllocated = int64(allocated)
 	res.GPUAllocRatio = float64(allocated) / float64(capacity)
 	res.GPUAllocBound = 1 - float64(gaps.floor())/float64(capacity)
+	if floor, err := shares.floor(res.GPUs); err != nil {
+		res.ShareBoundError = err.Error()
+	} else {
+		b := 1 - float64(floor)/float64(capacity)
+		res.GPUAllocShareBound = &b
+	}
 	res.Unallocated = unallocatedOf(states, &failed)
 	for _, s := range states {
 		res.FragGPUMilli += placement.Fragmentation(s, &typical)

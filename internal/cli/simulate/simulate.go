@@ -283,18 +283,28 @@ func writeTable(w io.Writer, results []sim.Result, ceiling sim.Ceiling) {
 	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; workload: %d pods, GPU demand %.2fx capacity (seed %d)\n\n",
 		r0.Nodes, r0.GPUs, r0.PodsArrived, float64(r0.GPUMilliArrived)/float64(r0.GPUMilliCapacity), r0.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tGPU alloc at 100%\tGPU alloc at end\tbelow ceiling\tlarge-pod bound\tscheduled\tfailed GPU pods\tfragmented GPUs\tseconds\t")
+	fmt.Fprintln(tw, "policy\tGPU alloc at 100%\tGPU alloc at end\tbelow ceiling\tshare bound\tscheduled\tfailed GPU pods\tfragmented GPUs\tseconds\t")
+	var boundErrs []string
 	for _, r := range results {
 		atFull := "-"
 		if r.GPUAllocRatioAtFull != nil {
 			atFull = fmt.Sprintf("%.2f%%", 100**r.GPUAllocRatioAtFull)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.2f points\t%.2f%%\t%d\t%d\t%.1f\t%.2f\t\n", r.Policy, atFull, 100*r.GPUAllocRatio,
-			100*(ceiling.GPUAllocRatio-r.GPUAllocRatio), 100*r.GPUAllocBound, r.PodsScheduled, r.GPUPodsFailed, r.FragGPUMilli/float64(gpu.WholeGPU), r.WallSeconds)
+		bound := "-"
+		if r.GPUAllocShareBound != nil {
+			bound = fmt.Sprintf("%.2f%%", 100**r.GPUAllocShareBound)
+		} else if r.ShareBoundError != "" {
+			boundErrs = append(boundErrs, fmt.Sprintf("%s: no share bound: %s", r.Policy, r.ShareBoundError))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.2f points\t%s\t%d\t%d\t%.1f\t%.2f\t\n", r.Policy, atFull, 100*r.GPUAllocRatio,
+			100*(ceiling.GPUAllocRatio-r.GPUAllocRatio), bound, r.PodsScheduled, r.GPUPodsFailed, r.FragGPUMilli/float64(gpu.WholeGPU), r.WallSeconds)
 	}
 	fmt.Fprintf(tw, "%s (offline, hindsight)\t-\t%.2f%%\t-\t-\t%d GPU pods\t%d\t-\t%.2f\t\n", ceiling.Policy, 100*ceiling.GPUAllocRatio,
 		ceiling.GPUPodsPlaced, ceiling.GPUPodsFailed, ceiling.WallSeconds)
 	tw.Flush()
+	for _, e := range boundErrs {
+		fmt.Fprintln(w, e)
+	}
 
 	// Where each policy's free GPU is at the end (sim.Unallocated): the
 	// parts add up to the capacity it left unallocated.

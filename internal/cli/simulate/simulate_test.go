@@ -30,7 +30,7 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	}
 	lines = lines[:3]
 	required := []string{"policy", "seed", "inflation", "nodes", "gpus", "pods_arrived", "pods_scheduled", "pods_failed",
-		"gpu_milli_capacity", "gpu_milli_allocated", "gpu_alloc_ratio", "gpu_alloc_ratio_at_full", "frag_gpu_milli", "gpu_alloc_bound", "unallocated", "wall_seconds"}
+		"gpu_milli_capacity", "gpu_milli_allocated", "gpu_alloc_ratio", "gpu_alloc_ratio_at_full", "frag_gpu_milli", "gpu_alloc_bound", "gpu_alloc_share_bound", "unallocated", "wall_seconds"}
 	for i, line := range lines {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(line), &obj); err != nil {
