@@ -63,6 +63,11 @@ and packed largest first, which no online policy can be expected to pass. When t
 more than that (--inflation below the list's demand), listed pods are dropped
 at random until it does not, and simulate says how many.
 
+The "share bound" column bounds what any packing of the shares (pods of less
+than a GPU) that a policy placed while a GPU was still idle could allocate,
+however they were packed: a scheduler that places every pod that fits must
+place those shares, and the GPU they leave beside them stays free.
+
 With --replay it follows the pod list's own clock instead (churn): each pod
 arrives at its creation_time (divided by --replay-speedup), waits in a FIFO
 queue when it fits nowhere and is retried when a pod leaves, and leaves after
