@@ -409,3 +409,19 @@ func TestHealthTable(t *testing.T) {
 		}
 	}
 }
+
+// TestCurveTableShareBound: the simulator's table shows each run's share
+// bound, and a dash where its LP gave none.
+func TestCurveTableShareBound(t *testing.T) {
+	b := 0.96457
+	v := &View{Curve: []CurveRun{
+		{Result: sim.Result{Policy: "gpupack", GPUAllocRatio: 0.9595, GPUAllocShareBound: &b}},
+		{Result: sim.Result{Policy: "fgd", GPUAllocRatio: 0.956, ShareBoundError: "lp: infeasible"}},
+	}}
+	page := body(t, get(t, Handler(Options{Provider: &provider{v: v}}), http.MethodGet, "/"))
+	for _, want := range []string{"<td>gpupack</td><td>0</td><td>0</td><td>95.95%</td><td>96.46%</td>", "<td>fgd</td><td>0</td><td>0</td><td>95.60%</td><td>-</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the simulator's table lacks %q", want)
+		}
+	}
+}
