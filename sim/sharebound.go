@@ -270,7 +270,8 @@ func newShareSequence(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Cat
 }
 
 // bound is the share bound with every share among the first k arrivals
-// placed.
+// placed: 0 when they do not all fit on the cluster's GPUs at all (the
+// LP is infeasible), as on a trace of more shares than GPUs.
 func (q *shareSequence) bound(k int) (float64, error) {
 	forced := map[gpu.Milli]int64{}
 	for _, d := range q.ds[:k] {
@@ -279,6 +280,9 @@ func (q *shareSequence) bound(k int) (float64, error) {
 		}
 	}
 	f, err := (&shareTally{arrived: q.all, forced: forced}).floor(q.gpus)
+	if errors.Is(err, lp.ErrInfeasible) {
+		return 0, nil
+	}
 	return 1 - float64(f)/q.capacity, err
 }
 

@@ -267,6 +267,17 @@ func TestRefusalPoint(t *testing.T) {
 			t.Errorf("target %.2f: %+v, want a refusal among the first %d arrivals (%.3f of capacity arrived), bound below target", c2.target, got, c2.arrivals, c2.ratio)
 		}
 	}
+	// One GPU, three 500-milli shares: two fill it; the third cannot be
+	// placed beside them at all (the LP is infeasible), which forces a
+	// refusal whatever the target.
+	one := &cluster.Node{Name: "one", CPU: 32000, Memory: 131072, GPUs: n.GPUs[:1]}
+	got, err := RefusalPoint([]*cluster.Node{one}, []*cluster.Pod{share("a", 500), share("b", 500), share("c", 500)}, c, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Arrivals != 3 || got.Bound != 0 {
+		t.Errorf("three halves on one GPU: %+v, want a refusal among all 3 arrivals, bound 0", got)
+	}
 }
 
 // TestNinetySevenNeedsARefusal is the README's case that 97.0% mean GPU
