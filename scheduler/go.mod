@@ -8,8 +8,6 @@ require (
 	k8s.io/kubernetes v1.37.2
 )
 
-require gonum.org/v1/gonum v0.17.0 // indirect
-
 require (
 	cel.dev/expr v0.25.1 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect

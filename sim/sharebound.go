@@ -3,10 +3,8 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
-
-	"gonum.org/v1/gonum/mat"
-	"gonum.org/v1/gonum/optimize/convex/lp"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -25,9 +23,9 @@ import (
 // The least free capacity over every packing of at least those shares (and
 // at most every share of each size that arrived) is a bin-packing problem;
 // its configuration LP (Gilmore and Gomory: a variable per way of filling
-// one GPU with shares, a row per size) gives a floor under it, so 1 -
-// floor/capacity bounds the GPU allocation of any placement that places
-// them. Like gapTally it ignores CPU, memory and GPU models, and a share of
+// one GPU with shares, a row per size; lp.go's simplex, its floor certified
+// by the dual) gives a floor under it, so 1 - floor/capacity bounds the GPU
+// allocation of any placement that places them. Like gapTally it ignores CPU, memory and GPU models, and a share of
 // a multi-GPU pod counts as that many single shares: each relaxation only
 // lowers the floor, so the bound stays a bound.
 type shareTally struct {
@@ -110,7 +108,9 @@ func (t *shareTally) floor(gpus int) (gpu.Milli, error) {
 		if err != nil {
 			return 0, fmt.Errorf("the share bound's LP (%d sizes, %d ways to fill a GPU): %w", len(classes), len(pats), err)
 		}
-		return gpu.Milli(max(0, w-float64(fluid))), nil
+		// A real packing leaves whole milli free, at least the LP's
+		// floor: its ceiling (less a hair for the floor's own rounding).
+		return gpu.Milli(max(0, math.Ceil(w-float64(fluid)-1e-6))), nil
 	}
 	return 0, errors.New("the share bound: too many share sizes even on a 250-milli grid")
 }
@@ -189,12 +189,16 @@ func patterns(classes []shareClass, limit int) ([][]int32, bool) {
 // minWaste solves the configuration LP: x_p >= 0 GPUs filled the way p,
 // minimising their free capacity sum_p x_p (1000 - hi(p)), such that each
 // class has at least its forced shares and at most its arrived ones, on at
-// most gpus GPUs. In gonum's standard form (min c'x, Ax = b, x >= 0) each
-// inequality gets a slack column.
+// most gpus GPUs. In standard form (min c'x, Ax = b, x >= 0) each
+// inequality gets a slack column. It returns lpFloor's certified floor
+// under the optimum.
 func minWaste(classes []shareClass, pats [][]int32, gpus int) (float64, error) {
 	m, n := len(classes), len(pats)
 	rows, cols := 2*m+1, n+2*m+1
-	a := mat.NewDense(rows, cols, nil)
+	a := make([][]float64, rows)
+	for i := range a {
+		a[i] = make([]float64, cols)
+	}
 	b := make([]float64, rows)
 	c := make([]float64, cols)
 	for j, p := range pats {
@@ -204,26 +208,30 @@ func minWaste(classes []shareClass, pats [][]int32, gpus int) (float64, error) {
 				continue
 			}
 			hi += gpu.Milli(cnt) * classes[k].hi
-			a.Set(k, j, float64(cnt))
-			a.Set(m+k, j, float64(cnt))
+			a[k][j] = float64(cnt)
+			a[m+k][j] = float64(cnt)
 		}
-		a.Set(2*m, j, 1)
+		a[2*m][j] = 1
 		c[j] = float64(max(0, gpu.WholeGPU-hi))
 	}
+	// Every variable is at most ub: a way of filling at most the GPUs, a
+	// slack or surplus at most a class's arrivals or the GPUs.
+	ub := float64(gpus)
 	for k, cl := range classes {
-		a.Set(k, n+k, -1) // at least the forced: sum - surplus = forced
+		a[k][n+k] = -1 // at least the forced: sum - surplus = forced
 		b[k] = float64(cl.forced)
-		a.Set(m+k, n+m+k, 1) // at most the arrived: sum + slack = arrived
+		a[m+k][n+m+k] = 1 // at most the arrived: sum + slack = arrived
 		b[m+k] = float64(cl.arrived)
+		ub = max(ub, float64(cl.arrived))
 	}
-	a.Set(2*m, n+2*m, 1) // at most the cluster's GPUs
+	a[2*m][n+2*m] = 1 // at most the cluster's GPUs
 	b[2*m] = float64(gpus)
-	opt, _, err := lp.Simplex(c, a, b, 1e-9, nil)
-	if err != nil {
-		return 0, err
-	}
-	return opt, nil
+	return lpFloor(a, b, c, ub, maxPivots)
 }
+
+// maxPivots bounds the simplex's work: the openb LPs take a few hundred
+// pivots.
+const maxPivots = 20000
 
 // ShareRefusal is where a target allocation forces an online policy to
 // refuse a share: placing every share among the first Arrivals pods of
@@ -280,7 +288,7 @@ func (q *shareSequence) bound(k int) (float64, error) {
 		}
 	}
 	f, err := (&shareTally{arrived: q.all, forced: forced}).floor(q.gpus)
-	if errors.Is(err, lp.ErrInfeasible) {
+	if errors.Is(err, errInfeasible) {
 		return 0, nil
 	}
 	return 1 - float64(f)/q.capacity, err

@@ -136,7 +136,7 @@ func TestShareFloorBelowBestPacking(t *testing.T) {
 			if err != nil {
 				t.Fatalf("trial %d grid %d: %v", trial, grid, err)
 			}
-			got := gpu.Milli(max(0, w-float64(fluid)))
+			got := gpu.Milli(max(0, math.Ceil(w-float64(fluid)-1e-6)))
 			if got > want {
 				t.Errorf("trial %d grid %d: forced %v, optional %v: LP floor %d above the best packing's %d", trial, grid, fs, os, got, want)
 			}
