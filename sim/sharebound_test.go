@@ -281,19 +281,19 @@ func TestRefusalPoint(t *testing.T) {
 }
 
 // TestNinetySevenNeedsARefusal is the README's case that 97.0% mean GPU
-// allocation on openb default, seeds 1-5, is out of reach of a policy
-// that places every pod that fits: placing every share (pod of less than
-// a GPU) among the first 82-86% of the GPU demand already bounds the
-// allocation below 97%, so reaching it takes refusing one of those, with
-// at least 14% of the capacity not yet asked for.
+// allocation on openb default, seeds 1-5 (and 6-10, held out), is out of
+// reach of a policy that places every pod that fits: placing every share
+// (pod of less than a GPU) among the first 81-86% of the GPU demand
+// already bounds the allocation below 97%, so reaching it takes refusing
+// one of those, with at least 14% of the capacity not yet asked for.
 func TestNinetySevenNeedsARefusal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full trace runs")
 	}
 	c := gpu.Default()
 	nodes, pods := loadOpenb(t, c, "default")
-	var mean85 float64
-	for seed := uint64(1); seed <= 5; seed++ {
+	var mean85, heldOut85 float64
+	for seed := uint64(1); seed <= 10; seed++ {
 		w, err := Inflate(pods, capacityOf(nodes), DefaultInflation, seed)
 		if err != nil {
 			t.Fatal(err)
@@ -327,8 +327,13 @@ func TestNinetySevenNeedsARefusal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mean85 += at85 / 5
+		if seed <= 5 {
+			mean85 += at85 / 5
+		} else {
+			heldOut85 += at85 / 5
+		}
 	}
+	t.Logf("held-out seeds 6-10: mean bound with the shares of the first 85%% of demand placed: %.3f%%", 100*heldOut85)
 	// The target is a mean: a policy could pass 97% on some seeds and not
 	// others. With every share placed until 85% of the capacity is asked
 	// for, the seeds' bounds average below it (96.94% today).
