@@ -27,7 +27,15 @@ type Ceiling struct {
 	GPUMilliCapacity  int64   `json:"gpu_milli_capacity"`
 	GPUMilliAllocated int64   `json:"gpu_milli_allocated"`
 	GPUAllocRatio     float64 `json:"gpu_alloc_ratio"`
-	WallSeconds       float64 `json:"wall_seconds"`
+	// ShareBoundAtCapacity bounds, beside it, the GPU allocation of any
+	// placement that places every share (pod of less than a GPU) arriving
+	// before the GPU demand reaches the capacity (PrefixShareBound at 1):
+	// what a scheduler that turns no fitting pod away can hope for, where
+	// the ceiling turns pods away with hindsight. Nil when its LP failed,
+	// ShareBoundError says why.
+	ShareBoundAtCapacity *float64 `json:"share_bound_at_capacity"`
+	ShareBoundError      string   `json:"share_bound_error,omitempty"`
+	WallSeconds          float64  `json:"wall_seconds"`
 }
 
 // OfflineCeiling packs the workload's GPU pods with hindsight, all of them
@@ -69,6 +77,11 @@ func OfflineCeiling(ctx context.Context, nodes []*cluster.Node, workload []*clus
 		}
 	}
 	best.Seed = cfg.Seed
+	if b, err := PrefixShareBound(nodes, workload, c, 1); err != nil {
+		best.ShareBoundError = err.Error()
+	} else {
+		best.ShareBoundAtCapacity = &b
+	}
 	best.WallSeconds = time.Since(start).Seconds()
 	return best, nil
 }

@@ -188,6 +188,9 @@ func TestOfflineCeiling(t *testing.T) {
 		t.Errorf("ceiling placed %d + failed %d of %d GPU pods, allocated %d of %d", ceiling.GPUPodsPlaced, ceiling.GPUPodsFailed, gpuPods,
 			ceiling.GPUMilliAllocated, ceiling.GPUMilliCapacity)
 	}
+	if ceiling.ShareBoundAtCapacity == nil || *ceiling.ShareBoundAtCapacity > 1 || *ceiling.ShareBoundAtCapacity <= 0 {
+		t.Errorf("share bound at capacity %v (%s), want a ratio", ceiling.ShareBoundAtCapacity, ceiling.ShareBoundError)
+	}
 	for _, p := range placement.Policies() {
 		cfg.Policy = p
 		r, err := Run(context.Background(), nodes, w, gpu.Default(), cfg)

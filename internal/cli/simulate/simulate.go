@@ -310,6 +310,12 @@ func writeTable(w io.Writer, results []sim.Result, ceiling sim.Ceiling) {
 	for _, e := range boundErrs {
 		fmt.Fprintln(w, e)
 	}
+	switch {
+	case ceiling.ShareBoundAtCapacity != nil:
+		fmt.Fprintf(w, "\nno policy that places every share (pod of less than a GPU) arriving before GPU demand\nreaches capacity can pass %.2f%%; the ceiling passes it by turning such pods away\n", 100**ceiling.ShareBoundAtCapacity)
+	case ceiling.ShareBoundError != "":
+		fmt.Fprintf(w, "\nno share bound at capacity: %s\n", ceiling.ShareBoundError)
+	}
 
 	// Where each policy's free GPU is at the end (sim.Unallocated): the
 	// parts add up to the capacity it left unallocated.

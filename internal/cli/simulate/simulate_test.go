@@ -75,7 +75,7 @@ func TestSimulateTable(t *testing.T) {
 	if err := run(context.Background(), o, &stdout); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd", "below ceiling", "ceiling (offline, hindsight)", "free GPUs at the end", "CPU or memory short"} {
+	for _, want := range []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd", "below ceiling", "ceiling (offline, hindsight)", "free GPUs at the end", "CPU or memory short", "no policy that places every share"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
