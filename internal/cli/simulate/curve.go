@@ -42,9 +42,10 @@ func writeCurveCSV(w io.Writer, results []sim.Result, ceiling sim.Ceiling) error
 var palette = []string{"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
 
 // writeCurveSVG draws allocation against arrived demand, one line per
-// policy, and the offline ceiling as a dashed level: the whole run on the
-// left, and on the right a zoom on the end of the run, where the policies
-// part ways.
+// policy, the offline ceiling as a dashed level and the share bound at
+// capacity (the most a policy that refuses no share before demand reaches
+// capacity can allocate) as a dotted one: the whole run on the left, and
+// on the right a zoom on the end of the run, where the policies part ways.
 func writeCurveSVG(w io.Writer, results []sim.Result, ceiling *sim.Ceiling) error {
 	const width, height = 1040, 460
 	maxX, lowY := 1.0, 1.0
@@ -78,6 +79,10 @@ func writeCurveSVG(w io.Writer, results []sim.Result, ceiling *sim.Ceiling) erro
 		ly := 50 + 20*len(results)
 		add(`<line x1="880" y1="%d" x2="905" y2="%d" stroke="black" stroke-width="2" stroke-dasharray="5,3"/>`+"\n", ly, ly)
 		add(`<text x="911" y="%d">offline ceiling %.1f%%</text>`+"\n", ly+4, 100*ceiling.GPUAllocRatio)
+		if b := ceiling.ShareBoundAtCapacity; b != nil {
+			add(`<line x1="880" y1="%d" x2="905" y2="%d" stroke="black" stroke-width="1" stroke-dasharray="1,3"/>`+"\n", ly+20, ly+20)
+			add(`<text x="911" y="%d">refusing no share %.1f%%</text>`+"\n", ly+24, 100**b)
+		}
 	}
 	add(`<text x="465" y="%d" text-anchor="middle">arrived GPU demand (share of capacity)</text>`+"\n", height-15)
 	add(`<text transform="translate(18,215) rotate(-90)" text-anchor="middle">GPU allocated (share of capacity)</text>` + "\n")
@@ -126,5 +131,11 @@ func panel(add func(string, ...any), results []sim.Result, ceiling *sim.Ceiling,
 	if ceiling != nil {
 		add(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black" stroke-width="2" stroke-dasharray="5,3"/>`+"\n",
 			x(xr[0]), y(ceiling.GPUAllocRatio), x(xr[1]), y(ceiling.GPUAllocRatio))
+		// The share bound at capacity: no policy that turns away no
+		// share before demand reaches capacity passes it.
+		if b := ceiling.ShareBoundAtCapacity; b != nil && *b >= yr[0] {
+			add(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black" stroke-width="1" stroke-dasharray="1,3"/>`+"\n",
+				x(xr[0]), y(*b), x(xr[1]), y(*b))
+		}
 	}
 }

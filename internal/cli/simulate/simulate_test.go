@@ -63,8 +63,11 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	if n := strings.Count(string(svg), "<polyline"); n != 2*3 || !strings.HasSuffix(strings.TrimSpace(string(svg)), "</svg>") {
 		t.Errorf("curve.svg has %d curves, want 3 in each of its 2 panels, and must be complete", n)
 	}
-	if n := strings.Count(string(svg), "stroke-dasharray"); n != 3 || !strings.Contains(string(svg), "offline ceiling") {
+	if n := strings.Count(string(svg), `stroke-dasharray="5,3"`); n != 3 || !strings.Contains(string(svg), "offline ceiling") {
 		t.Errorf("curve.svg has %d dashed lines, want the ceiling's level in each panel and in the legend", n)
+	}
+	if n := strings.Count(string(svg), `stroke-dasharray="1,3"`); n < 2 || n > 3 || !strings.Contains(string(svg), "refusing no share") {
+		t.Errorf("curve.svg has %d dotted lines, want the share bound at capacity in the legend and in the panels it falls in", n)
 	}
 }
 
