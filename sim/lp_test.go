@@ -55,11 +55,7 @@ func TestShareFloorSeedEight(t *testing.T) {
 		t.Skip("full trace")
 	}
 	c := gpu.Default()
-	nodes, pods := loadOpenb(t, c, "default")
-	w, err := Inflate(pods, capacityOf(nodes), DefaultInflation, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, _, w := inflatedOpenb(t, c, "default", 8)
 	q, err := newShareSequence(nodes, w, c)
 	if err != nil {
 		t.Fatal(err)

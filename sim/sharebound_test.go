@@ -209,11 +209,7 @@ func TestShareBoundOnOpenb(t *testing.T) {
 		t.Skip("full trace runs")
 	}
 	c := gpu.Default()
-	nodes, pods := loadOpenb(t, c, "default")
-	w, err := Inflate(pods, capacityOf(nodes), DefaultInflation, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, pods, w := inflatedOpenb(t, c, "default", 1)
 	for _, p := range []string{placement.DefaultPolicy, "fgd", "firstfit", "random"} {
 		r, err := Run(context.Background(), nodes, w, c, Config{Policy: p, Seed: 1, Inflation: DefaultInflation, Typical: pods})
 		if err != nil {

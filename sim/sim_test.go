@@ -237,6 +237,19 @@ func TestFGDIsFaithful(t *testing.T) {
 	}
 }
 
+// inflatedOpenb loads an openb trace and inflates it as the paper does
+// (DefaultInflation) with the seed: the nodes, the listed pods (the
+// typical workload) and the arrivals.
+func inflatedOpenb(t testing.TB, c *gpu.Catalogue, trace string, seed uint64) (nodes []*cluster.Node, pods, arrivals []*cluster.Pod) {
+	t.Helper()
+	nodes, pods = loadOpenb(t, c, trace)
+	arrivals, err := Inflate(pods, capacityOf(nodes), DefaultInflation, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes, pods, arrivals
+}
+
 func loadOpenb(t testing.TB, c *gpu.Catalogue, trace string) ([]*cluster.Node, []*cluster.Pod) {
 	t.Helper()
 	nf, src, err := openb.Open(openb.Nodes)
