@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -64,4 +65,125 @@ func TestShareFloorSeedEight(t *testing.T) {
 	if err != nil || b < 0.96 || b > 0.98 {
 		t.Errorf("bound %v (%v), want one near 97%%", b, err)
 	}
+}
+
+// TestLPFloorAgainstVertices: on random small LPs with bounded feasible
+// sets, lpFloor's floor matches the optimum found by trying every basis
+// (every choice of m columns, solved, kept if non-negative), and it says
+// infeasible exactly when no basis is feasible.
+func TestLPFloorAgainstVertices(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	solved, infeasible := 0, 0
+	for trial := range 400 {
+		m := 1 + rng.IntN(3)
+		n := m + 1 + rng.IntN(4)
+		a := make([][]float64, m+1)
+		b := make([]float64, m+1)
+		for i := range m {
+			a[i] = make([]float64, n+1)
+			for j := range n {
+				a[i][j] = float64(rng.IntN(7) - 2)
+			}
+			b[i] = float64(rng.IntN(6))
+		}
+		// A last row sum x_j + s = 10 bounds every variable by 10.
+		a[m] = make([]float64, n+1)
+		for j := range n + 1 {
+			a[m][j] = 1
+		}
+		b[m] = 10
+		c := make([]float64, n+1)
+		for j := range n {
+			c[j] = float64(rng.IntN(11) - 5)
+		}
+		want, ok := vertexOptimum(a, b, c)
+		got, err := lpFloor(a, b, c, 10, 10000)
+		switch {
+		case !ok:
+			infeasible++
+			if !errors.Is(err, errInfeasible) {
+				t.Errorf("trial %d: no feasible basis, lpFloor %v (%v)", trial, got, err)
+			}
+		case err != nil:
+			t.Errorf("trial %d: optimum %v, lpFloor failed: %v", trial, want, err)
+		default:
+			solved++
+			if math.Abs(got-want) > 1e-6 || got > want+1e-9 {
+				t.Errorf("trial %d: lpFloor %v, optimum %v (a %v, b %v, c %v)", trial, got, want, a, b, c)
+			}
+		}
+	}
+	if solved < 100 || infeasible < 20 {
+		t.Errorf("%d solved, %d infeasible of 400: want both kinds in number", solved, infeasible)
+	}
+}
+
+// vertexOptimum is min c·x over Ax = b, x >= 0 by trying every basis.
+func vertexOptimum(a [][]float64, b, c []float64) (float64, bool) {
+	m, n := len(a), len(c)
+	best, found := math.Inf(1), false
+	cols := make([]int, m)
+	var choose func(k, from int)
+	choose = func(k, from int) {
+		if k == m {
+			x, ok := solveSquare(a, b, cols)
+			if !ok {
+				return
+			}
+			v := 0.0
+			for i, j := range cols {
+				if x[i] < -1e-9 {
+					return
+				}
+				v += c[j] * x[i]
+			}
+			best, found = min(best, v), true
+			return
+		}
+		for j := from; j < n; j++ {
+			cols[k] = j
+			choose(k+1, j+1)
+		}
+	}
+	choose(0, 0)
+	return best, found
+}
+
+// solveSquare solves the columns cols of a against b by Gaussian
+// elimination with partial pivoting; false if they are singular.
+func solveSquare(a [][]float64, b []float64, cols []int) ([]float64, bool) {
+	m := len(cols)
+	t := make([][]float64, m)
+	for i := range m {
+		t[i] = make([]float64, m+1)
+		for k, j := range cols {
+			t[i][k] = a[i][j]
+		}
+		t[i][m] = b[i]
+	}
+	for k := range m {
+		p := k
+		for i := k + 1; i < m; i++ {
+			if math.Abs(t[i][k]) > math.Abs(t[p][k]) {
+				p = i
+			}
+		}
+		if math.Abs(t[p][k]) < 1e-9 {
+			return nil, false
+		}
+		t[k], t[p] = t[p], t[k]
+		for i := range m {
+			if i != k {
+				f := t[i][k] / t[k][k]
+				for j := k; j <= m; j++ {
+					t[i][j] -= f * t[k][j]
+				}
+			}
+		}
+	}
+	x := make([]float64, m)
+	for i := range m {
+		x[i] = t[i][m] / t[i][i]
+	}
+	return x, true
 }
