@@ -14,6 +14,7 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/internal/planout"
 	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/sim"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -120,7 +121,7 @@ func (p *page) serve(w http.ResponseWriter, prov Provider) {
 			d.Startup = startupChart(r)
 		}
 		d.Charts = hourCharts(d.V.Hours, d.Currency)
-		d.Curve = curveChart(d.V.Curve)
+		d.Curve = curveChart(d.V.Curve, d.V.Ceiling)
 	}
 	var b bytes.Buffer
 	if err := p.tmpl.Execute(&b, d); err != nil {
@@ -241,8 +242,9 @@ func startupChart(r *usage.Report) *chart {
 }
 
 // curveChart draws the simulator's allocation against arrived demand, one
-// line per policy.
-func curveChart(runs []CurveRun) *chart {
+// line per policy, and where the view has them the offline ceiling and the
+// share bound at capacity as levels.
+func curveChart(runs []CurveRun, ceiling *sim.Ceiling) *chart {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -265,6 +267,16 @@ func curveChart(runs []CurveRun) *chart {
 				Title: fmt.Sprintf("%s: %s allocated at %s arrived", r.Policy, percent(p.AllocRatio), percent(p.ArrivedRatio))}
 		}
 		c.addLine(r.Policy, fmt.Sprintf("s-policy%d", i%6), pts, x, y)
+	}
+	level := func(name, class string, v float64, what string) {
+		title := fmt.Sprintf("%s: %s (%s)", name, percent(v), what)
+		c.addLine(name, class, []xy{{X: 0, Y: v, Known: true, Title: title}, {X: maxX, Y: v, Known: true, Title: title}}, x, y)
+	}
+	if ceiling != nil {
+		level("offline ceiling", "s-ceiling", ceiling.GPUAllocRatio, "the same arrivals packed with hindsight")
+		if b := ceiling.ShareBoundAtCapacity; b != nil {
+			level("refusing no share", "s-bound", *b, "the most a policy can allocate that refuses no pod of less than a GPU before demand reaches capacity")
+		}
 	}
 	return c
 }

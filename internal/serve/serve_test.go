@@ -353,8 +353,18 @@ func TestCharts(t *testing.T) {
 	if d := cmp.Diff(map[string]int{"scheduling": 3, "image pull": 3, "init": 3, "to first GPU use": 3, "first use to ready": 3}, marks(startupChart(v.Report))); d != "" {
 		t.Errorf("start-up chart marks (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(map[string]int{"policy-x": 2}, marks(curveChart(v.Curve))); d != "" {
+	if d := cmp.Diff(map[string]int{"policy-x": 2}, marks(curveChart(v.Curve, nil))); d != "" {
 		t.Errorf("curve chart marks (-want +got):\n%s", d)
+	}
+	// With the ceiling: its level and the share bound's, two marks each
+	// (the chart's ends), the bound below the ceiling on the page.
+	bound := 0.96
+	withCeiling := curveChart(v.Curve, &sim.Ceiling{GPUAllocRatio: 0.98, ShareBoundAtCapacity: &bound})
+	if d := cmp.Diff(map[string]int{"policy-x": 2, "offline ceiling": 2, "refusing no share": 2}, marks(withCeiling)); d != "" {
+		t.Errorf("curve chart marks with the ceiling (-want +got):\n%s", d)
+	}
+	if c, b := withCeiling.Series[1], withCeiling.Series[2]; c.Points[0].Y >= b.Points[0].Y {
+		t.Errorf("the ceiling's level (y %.1f) is not above the share bound's (y %.1f)", c.Points[0].Y, b.Points[0].Y)
 	}
 	// The allocated line is higher on the page (smaller y) in the second
 	// hour, which holds more.
@@ -422,6 +432,17 @@ func TestCurveTableShareBound(t *testing.T) {
 	for _, want := range []string{"<td>gpupack</td><td>0</td><td>0</td><td>95.95%</td><td>96.46%</td>", "<td>fgd</td><td>0</td><td>0</td><td>95.60%</td><td>-</td>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the simulator's table lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `id="curve-ceiling"`) {
+		t.Error("a view without a ceiling shows one")
+	}
+	atCapacity := 0.9628
+	v.Ceiling = &sim.Ceiling{GPUAllocRatio: 0.9861, ShareBoundAtCapacity: &atCapacity}
+	page = body(t, get(t, Handler(Options{Provider: &provider{v: v}}), http.MethodGet, "/"))
+	for _, want := range []string{"(the offline ceiling) reach 98.61%.", "allocates at most 96.28%"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the simulator's section lacks %q", want)
 		}
 	}
 }

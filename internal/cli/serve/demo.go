@@ -49,7 +49,7 @@ func DemoView(ctx context.Context) (*serve.View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan files: %w", err)
 	}
-	results, err := simulate.Demo(ctx)
+	results, ceiling, err := simulate.Demo(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
@@ -76,6 +76,7 @@ func DemoView(ctx context.Context) (*serve.View, error) {
 	for _, res := range results {
 		v.Curve = append(v.Curve, serve.CurveRun{Result: res, Points: res.Curve})
 	}
+	v.Ceiling = &ceiling
 	return v, nil
 }
 

@@ -130,10 +130,9 @@ func defaults() *options {
 }
 
 // Demo is the run that `gpupack simulate` makes with no flags, one result
-// per policy, each with its allocation curve.
-func Demo(ctx context.Context) ([]sim.Result, error) {
-	results, _, err := defaults().simulate(ctx, io.Discard, nil)
-	return results, err
+// per policy, each with its allocation curve, and the offline ceiling.
+func Demo(ctx context.Context) ([]sim.Result, sim.Ceiling, error) {
+	return defaults().simulate(ctx, io.Discard, nil)
 }
 
 func embeddedNames() []string {
