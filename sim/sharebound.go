@@ -12,21 +12,23 @@ import (
 )
 
 // shareTally bounds what a run could have allocated, given the GPU shares
-// (pods of less than a GPU) that it placed while it still had an idle GPU.
-// A scheduler that places every pod that fits must place those: while a
-// GPU is idle, a share fits on it wherever the node's CPU and memory allow.
-// Each leaves its GPU's rest to other shares only, so the shares' sizes
-// decide how much of their GPUs stays free: two 470-milli pods leave 60
-// milli that no pod of the trace fits, an 810-milli pod leaves 190 that
-// only the trace's few pods of 50-160 milli fit.
+// (pods of less than a GPU) that it placed while it still had an idle GPU:
+// the shares that a scheduler which places every pod that fits is least
+// free to turn away, since while a GPU is idle a share fits on it unless
+// the node's CPU, memory or GPU model rules it out. Each share leaves its
+// GPU's rest to other shares only, so the shares' sizes decide how much of
+// their GPUs stays free: two 470-milli pods leave 60 milli that no pod of
+// the trace fits, an 810-milli pod leaves 190 that only the trace's few
+// pods of 50-160 milli fit.
 //
 // The least free capacity over every packing of at least those shares (and
 // at most every share of each size that arrived) is a bin-packing problem;
 // its configuration LP (Gilmore and Gomory: a variable per way of filling
-// one GPU with shares, a row per size; lp.go's simplex, its floor certified
-// by the dual) gives a floor under it, so 1 - floor/capacity bounds the GPU
-// allocation of any placement that places them. Like gapTally it ignores CPU, memory and GPU models, and a share of
-// a multi-GPU pod counts as that many single shares: each relaxation only
+// one GPU with shares, a row per size; lp.go's simplex, its floor
+// certified by the dual) gives a floor under it, so 1 - floor/capacity
+// bounds the GPU allocation of any placement that places them. Like
+// gapTally it ignores CPU, memory and GPU models, and a share of a
+// multi-GPU pod counts as that many single shares: each relaxation only
 // lowers the floor, so the bound stays a bound.
 type shareTally struct {
 	// arrived counts the arrived shares by size in milli; forced the
