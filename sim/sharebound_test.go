@@ -338,3 +338,28 @@ func TestNinetySevenNeedsARefusal(t *testing.T) {
 		t.Errorf("mean bound at 85%% of demand %.4f, want below 0.97 (README)", mean85)
 	}
 }
+
+// BenchmarkShareBound is the LP alone on openb default, seed 1: the share
+// bound at capacity (every share placed until GPU demand reaches it, the
+// ceiling's line) and the refusal point for 97% (a search of about 14
+// LPs).
+func BenchmarkShareBound(b *testing.B) {
+	c := gpu.Default()
+	nodes, _, w := inflatedOpenb(b, c, "default", 1)
+	b.Run("at-capacity", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := PrefixShareBound(nodes, w, c, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("refusal-point", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := RefusalPoint(nodes, w, c, 0.97); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
