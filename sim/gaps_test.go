@@ -29,15 +29,18 @@ func TestGapFloor(t *testing.T) {
 	}
 }
 
-// TestGapBoundHoldsOnOpenb checks on openb default that every policy's
-// allocation is within the bound of its own large pods, and says how far.
-func TestGapBoundHoldsOnOpenb(t *testing.T) {
+// TestBoundsHoldOnOpenb checks on openb default that every policy's
+// allocation is within the bound of its own large pods and within its
+// share bound (sharebound.go: the run is one of the packings it bounds),
+// says how far, and that for gpupack and fgd the share bound is below 97%
+// (README: what 97% would take). One run per policy serves both bounds.
+func TestBoundsHoldOnOpenb(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full trace runs")
 	}
 	c := gpu.Default()
 	nodes, pods, w := inflatedOpenb(t, c, "default", 1)
-	for _, p := range []string{placement.DefaultPolicy, "fgd", "bestfit", "random"} {
+	for _, p := range []string{placement.DefaultPolicy, "fgd", "bestfit", "firstfit", "random"} {
 		r, err := Run(context.Background(), nodes, w, c, Config{Policy: p, Seed: 1, Inflation: DefaultInflation, Typical: pods})
 		if err != nil {
 			t.Fatal(err)
@@ -57,6 +60,17 @@ func TestGapBoundHoldsOnOpenb(t *testing.T) {
 		}
 		if r.GPUAllocBound == 1 {
 			t.Errorf("%s: bound 1: no gap counted on a trace full of 0.81-GPU pods", p)
+		}
+		if r.GPUAllocShareBound == nil {
+			t.Fatalf("%s: no share bound: %s", p, r.ShareBoundError)
+		}
+		b := *r.GPUAllocShareBound
+		t.Logf("%s: share bound %.2f%%", p, 100*b)
+		if r.GPUAllocRatio > b || b > 1 {
+			t.Errorf("%s: allocation %.4f above its share bound %.4f (or the bound above 1)", p, r.GPUAllocRatio, b)
+		}
+		if (p == placement.DefaultPolicy || p == "fgd") && b >= 0.97 {
+			t.Errorf("%s: share bound %.4f, want below 0.97 on seed 1 (README)", p, b)
 		}
 	}
 }

@@ -200,35 +200,6 @@ func classesOfGrid(arrived, forced map[gpu.Milli]int64, grid gpu.Milli) []shareC
 	return c
 }
 
-// TestShareBoundOnOpenb: on openb default, every policy's allocation is
-// within its share bound (the run is one of the packings it bounds) and,
-// for gpupack and fgd, the bound is below 97% (README: what 97% would
-// take).
-func TestShareBoundOnOpenb(t *testing.T) {
-	if testing.Short() {
-		t.Skip("full trace runs")
-	}
-	c := gpu.Default()
-	nodes, pods, w := inflatedOpenb(t, c, "default", 1)
-	for _, p := range []string{placement.DefaultPolicy, "fgd", "firstfit", "random"} {
-		r, err := Run(context.Background(), nodes, w, c, Config{Policy: p, Seed: 1, Inflation: DefaultInflation, Typical: pods})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.GPUAllocShareBound == nil {
-			t.Fatalf("%s: no share bound: %s", p, r.ShareBoundError)
-		}
-		b := *r.GPUAllocShareBound
-		t.Logf("%s: GPU allocation %.2f%%, share bound %.2f%%, large-pod bound %.2f%%", p, 100*r.GPUAllocRatio, 100*b, 100*r.GPUAllocBound)
-		if r.GPUAllocRatio > b || b > 1 {
-			t.Errorf("%s: allocation %.4f above its share bound %.4f (or the bound above 1)", p, r.GPUAllocRatio, b)
-		}
-		if (p == placement.DefaultPolicy || p == "fgd") && b >= 0.97 {
-			t.Errorf("%s: share bound %.4f, want below 0.97 on seed 1 (README)", p, b)
-		}
-	}
-}
-
 // TestRefusalPoint: two GPUs and two 810-milli shares. Placing the first
 // leaves 190 of 2,000 milli free (bound 90.5%), both 380 (81%): a target
 // of 95% is out of reach once the first is placed, 85% once both are, and
