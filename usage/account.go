@@ -485,16 +485,21 @@ type podState struct {
 	// them at the report's peak.
 	usage podHead
 	acc   acc
-	// devices and sources are sets, kept as short lists: a pod holds a
-	// few devices at most, and a month of a fleet's pods is many.
-	devices    []string
-	sources    []string
+	// devices, sources and nodes are sets, kept as short lists: a pod
+	// holds a few devices at most, and a month of a fleet's pods is many.
+	devices []string
+	sources []string
+	nodes   []string
+	// vram and activity are the raw path's samples; vramQ and activityQ
+	// the hourly path's percentile lists.
 	vram       []float64
 	activity   []float64
+	vramQ      quantileSet
+	activityQ  quantileSet
 	dramSum    float64
-	dramN      int
+	dramN      float64
 	powerSum   float64
-	powerN     int
+	powerN     float64
 	firstSlot  int
 	firstUse   int
 	containers []podContainer
@@ -567,7 +572,7 @@ func Account(in Input) (*Report, error) {
 	a.flushUninstantiated()
 	a.finish()
 	r.Health = health(in.Series, w)
-	assemble(r, a.pods, a.nodes, a.nodePods, in.App, in.Pods, func(tMs int64) float64 { return a.slotSeconds(a.slotOf(tMs)) })
+	assemble(r, a.pods, a.nodes, in.App, in.Pods, func(tMs int64) float64 { return a.slotSeconds(a.slotOf(tMs)) })
 	return r, nil
 }
 
@@ -610,9 +615,8 @@ type rawAccount struct {
 	pricing                Pricing
 	r                      *Report
 	q                      *Quality
-	pods                   map[string]*podState
+	pods                   map[podRef]*podState
 	nodes                  map[string]*acc
-	nodePods               map[string]map[string]bool
 	cluster                acc
 	coveredDeviceSeconds   float64
 	windowDeviceSeconds    float64
@@ -631,7 +635,7 @@ func newRawAccount(w Window, pricing Pricing, r *Report) *rawAccount {
 	slots := w.Slots()
 	a := &rawAccount{w: w, slots: slots, startMs: w.Start.UnixMilli(), stepMs: w.Step.Milliseconds(), endMs: w.End.UnixMilli(),
 		pricing: pricing, r: r, q: &r.Quality,
-		pods: map[string]*podState{}, nodes: map[string]*acc{}, nodePods: map[string]map[string]bool{},
+		pods: map[podRef]*podState{}, nodes: map[string]*acc{},
 		vals: make([][]float64, nMetrics), sampled: make([]bool, slots), present: make([]*ownerSeries, 0, 4),
 		hasMetric: make([]bool, nMetrics), mig: migGPU{sampled: make([]bool, slots)},
 		hours: hoursOf(w.Start, w.End), levels: modelLevels{}}
@@ -924,14 +928,10 @@ func (a *rawAccount) slotEnergy(k int, power, sec, lastEnergy float64) float64 {
 // unknown), and the slot's framebuffer, DRAM and power samples.
 func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, gs, activity, price, energy, fb, power float64) {
 	if o.pod == nil {
-		o.pod, o.container = resolveOwner(a.pods, o.owner, device, source, k, a.slots)
+		o.pod, o.container = resolveOwner(a.pods, nil, o.owner, device, device.Key(), source, k, a.slots)
 		if c := o.dra.Claim(); c != "" {
 			o.pod.claim(c)
 		}
-		if a.nodePods[device.Node] == nil {
-			a.nodePods[device.Node] = map[string]bool{}
-		}
-		a.nodePods[device.Node][o.owner.PodKey()] = true
 	}
 	ps, ca := o.pod, o.container
 	ps.acc.hold(gs, activity, price)
@@ -975,10 +975,10 @@ func (a *rawAccount) finish() {
 		ps.usage.VRAMUsedMiB = percentiles(ps.vram)
 		ps.usage.Activity = percentiles(ps.activity)
 		if ps.dramN > 0 {
-			ps.usage.DRAMActive = Known(ps.dramSum / float64(ps.dramN))
+			ps.usage.DRAMActive = Known(ps.dramSum / ps.dramN)
 		}
 		if ps.powerN > 0 {
-			ps.usage.PowerWatts = Known(ps.powerSum / float64(ps.powerN))
+			ps.usage.PowerWatts = Known(ps.powerSum / ps.powerN)
 		}
 		ps.stats = activityStats(ps.activity)
 		ps.attached = a.slotTime(ps.firstSlot)
@@ -1017,68 +1017,52 @@ func (ps *podState) heldAtStart(windowEnd time.Time) Amount {
 	return Known(round4(ps.firstHourGS / sec))
 }
 
-// assemble completes a report from the pods' and nodes' accumulators,
+// assembler completes a report from the pods' and nodes' accumulators,
 // whichever path filled them: pod, container, namespace and node usage,
-// patterns, application metrics (each sample standing for appSeconds of
-// its time) and start-up phases.
-//
-// assemble consumes pods: each pod's state is released once the pod is in
-// the report.
-func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodePods map[string]map[string]bool, apps []AppSeries, podEvents []PodEvents, appSeconds func(tMs int64) float64) {
-	startMs, endMs := r.Start.UnixMilli(), r.End.UnixMilli()
-	q := &r.Quality
-	events := map[string]PodEvents{}
-	for _, e := range podEvents {
-		events[e.Namespace+"/"+e.Pod] = e
-	}
-	appFirst := map[string]int64{}
-	podKeys := slices.Sorted(maps.Keys(pods))
-	// A month of a fleet's pods is a large slice of large structs: grown
-	// by appends, copying it took a fifth of the report's time.
-	r.Pods = slices.Grow(r.Pods, len(podKeys))
-	nc := 0
-	for _, ps := range pods {
-		nc += len(ps.containers)
-	}
-	r.Containers = slices.Grow(r.Containers, nc)
-	namespaces := map[string]*acc{}
-	nsPods := map[string]int{}
-	for _, key := range podKeys {
-		ps := pods[key]
-		r.Pods = append(r.Pods, ps.usage.podUsage())
-		u := &r.Pods[len(r.Pods)-1]
-		slices.Sort(ps.devices)
-		slices.Sort(ps.sources)
-		u.Devices, u.ActivitySources = slices.Clip(ps.devices), slices.Clip(ps.sources)
-		u.Totals = ps.acc.totals()
-		u.Pattern = classify(ps.stats, u.DRAMActive, u.VRAMUsedMiB)
-		u.HourlyActivity, u.FirstHour = ps.hours.activity()
-		u.Claims = sortedKeys(ps.claims)
-		u.SharedWith = sortedKeys(ps.sharedWith)
-		slices.SortFunc(ps.containers, func(a, b podContainer) int { return cmp.Compare(a.name, b.name) })
-		for _, c := range ps.containers {
-			r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c.name}, Totals: c.acc.totals()})
-		}
-		na := namespaces[u.Namespace]
-		if na == nil {
-			na = &acc{}
-			namespaces[u.Namespace] = na
-		}
-		na.add(&ps.acc)
-		nsPods[u.Namespace]++
-	}
+// patterns, application metrics and start-up phases. It takes each pod as
+// soon as its state is final (add), so that a month of a fleet's pods is
+// never held twice, as states and as the report; finish then puts the pods
+// in order and totals the namespaces and nodes.
+type assembler struct {
+	r      *Report
+	events map[string]PodEvents
+	// podApps and nsApps are the application metrics beside the pod
+	// ("namespace/pod") or namespace they name, by metric; appFirst each
+	// pod's first application sample.
+	podApps, nsApps map[string]map[string]*appAgg
+	appFirst        map[string]int64
+	namespaces      map[string]*acc
+	nsPods          map[string]int
+	nodePods        map[string]int
+	// containersAt is where each pod's containers begin in r.Containers,
+	// in the order the pods were added.
+	containersAt []int32
+}
 
-	// Application metrics, beside the pod or namespace they name.
-	type appAgg struct {
-		sum, total float64
-		n          int
+// appAgg sums one application metric of a pod or namespace.
+type appAgg struct {
+	sum, total float64
+	n          int
+}
+
+// newAssembler starts assembling r, whose pods and containers number
+// pods and containers (the report's slices are made that large at once:
+// grown by appends, a month of a fleet's pods was copied over and over).
+// Application samples each stand for appSeconds of their time.
+func newAssembler(r *Report, pods, containers int, apps []AppSeries, podEvents []PodEvents, appSeconds func(tMs int64) float64) *assembler {
+	as := &assembler{r: r, events: map[string]PodEvents{}, podApps: map[string]map[string]*appAgg{}, nsApps: map[string]map[string]*appAgg{},
+		appFirst: map[string]int64{}, namespaces: map[string]*acc{}, nsPods: map[string]int{}, nodePods: map[string]int{},
+		containersAt: make([]int32, 0, pods)}
+	r.Pods = slices.Grow(r.Pods, pods)
+	r.Containers = slices.Grow(r.Containers, containers)
+	for _, e := range podEvents {
+		as.events[e.Namespace+"/"+e.Pod] = e
 	}
-	podApps := map[string]map[string]*appAgg{}
-	nsApps := map[string]map[string]*appAgg{}
+	startMs, endMs := r.Start.UnixMilli(), r.End.UnixMilli()
 	for _, a := range apps {
-		target, key := podApps, a.Namespace+"/"+a.Pod
+		target, key := as.podApps, a.Namespace+"/"+a.Pod
 		if a.Pod == "" {
-			target, key = nsApps, a.Namespace
+			target, key = as.nsApps, a.Namespace
 		}
 		if target[key] == nil {
 			target[key] = map[string]*appAgg{}
@@ -1093,58 +1077,158 @@ func assemble(r *Report, pods map[string]*podState, nodes map[string]*acc, nodeP
 				continue
 			}
 			if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
-				q.NaNSamples++
+				r.Quality.NaNSamples++
 				continue
 			}
 			ag.sum += s.Value
 			ag.n++
 			ag.total += s.Value * appSeconds(s.TimeMs)
-			if first, ok := appFirst[key]; a.Pod != "" && (!ok || s.TimeMs < first) {
-				appFirst[key] = s.TimeMs
+			if first, ok := as.appFirst[key]; a.Pod != "" && (!ok || s.TimeMs < first) {
+				as.appFirst[key] = s.TimeMs
 			}
 		}
 	}
-	appUsage := func(aggs map[string]*appAgg, cost Amount) []AppUsage {
-		var out []AppUsage
-		for _, name := range slices.Sorted(maps.Keys(aggs)) {
-			ag := aggs[name]
-			au := AppUsage{Name: name}
-			if ag.n > 0 {
-				au.Mean = Known(ag.sum / float64(ag.n))
-				au.Total = Known(ag.total)
-				if cost.Known && ag.total > 0 {
-					au.CostPerMillion = Known(cost.Value / (ag.total / 1e6))
-				}
-			}
-			out = append(out, au)
-		}
-		return out
-	}
+	return as
+}
 
-	for i, key := range podKeys {
-		ps := pods[key]
-		u := &r.Pods[len(r.Pods)-len(podKeys)+i]
-		u.App = appUsage(podApps[key], u.Cost)
-		in := startupInput{events: events[key], attached: ps.attached, firstUse: ps.firstUseAt, step: time.Duration(r.StepSecond * Seconds(time.Second)), heldGPUs: ps.heldAtStart(r.End)}
-		if first, ok := appFirst[key]; ok {
-			in.appFirst = time.UnixMilli(first).UTC()
-		}
-		if u.Cost.Known && u.AllocatedGPUSeconds > 0 {
-			in.pricePerGPUSecond = Known(u.Cost.Value / float64(u.AllocatedGPUSeconds))
-		}
-		u.Startup = startupOf(in, u.Pod)
-		// The pod is in the report: release its state, so that a month
-		// of a fleet's pods is not held twice at the report's peak.
-		delete(pods, key)
+// appUsage lists the application metrics of aggs by name, each with its
+// cost per million where cost is known.
+func appUsage(aggs map[string]*appAgg, cost Amount) []AppUsage {
+	if len(aggs) == 0 {
+		return nil
 	}
-	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
-		t := namespaces[ns].totals()
-		r.Namespaces = append(r.Namespaces, GroupUsage{Name: ns, Pods: nsPods[ns], Totals: t, App: appUsage(nsApps[ns], t.Cost)})
+	var out []AppUsage
+	for _, name := range slices.Sorted(maps.Keys(aggs)) {
+		ag := aggs[name]
+		au := AppUsage{Name: name}
+		if ag.n > 0 {
+			au.Mean = Known(ag.sum / float64(ag.n))
+			au.Total = Known(ag.total)
+			if cost.Known && ag.total > 0 {
+				au.CostPerMillion = Known(cost.Value / (ag.total / 1e6))
+			}
+		}
+		out = append(out, au)
+	}
+	return out
+}
+
+// add puts a pod whose state is final into the report, with its
+// containers; the caller releases the state.
+func (as *assembler) add(ps *podState) {
+	r := as.r
+	key := ps.usage.Key()
+	r.Pods = append(r.Pods, ps.usage.podUsage())
+	u := &r.Pods[len(r.Pods)-1]
+	slices.Sort(ps.devices)
+	slices.Sort(ps.sources)
+	u.Devices, u.ActivitySources = slices.Clip(ps.devices), slices.Clip(ps.sources)
+	u.Totals = ps.acc.totals()
+	u.Pattern = classify(ps.stats, u.DRAMActive, u.VRAMUsedMiB)
+	u.HourlyActivity, u.FirstHour = ps.hours.activity()
+	u.Claims = sortedKeys(ps.claims)
+	u.SharedWith = sortedKeys(ps.sharedWith)
+	u.App = appUsage(as.podApps[key], u.Cost)
+	in := startupInput{events: as.events[key], attached: ps.attached, firstUse: ps.firstUseAt, step: time.Duration(r.StepSecond * Seconds(time.Second)), heldGPUs: ps.heldAtStart(r.End)}
+	if first, ok := as.appFirst[key]; ok {
+		in.appFirst = time.UnixMilli(first).UTC()
+	}
+	if u.Cost.Known && u.AllocatedGPUSeconds > 0 {
+		in.pricePerGPUSecond = Known(u.Cost.Value / float64(u.AllocatedGPUSeconds))
+	}
+	u.Startup = startupOf(in, u.Pod)
+
+	as.containersAt = append(as.containersAt, int32(len(r.Containers)))
+	slices.SortFunc(ps.containers, func(a, b podContainer) int { return cmp.Compare(a.name, b.name) })
+	for _, c := range ps.containers {
+		r.Containers = append(r.Containers, ContainerUsage{Owner: Owner{Namespace: u.Namespace, Pod: u.Pod, Container: c.name}, Totals: c.acc.totals()})
+	}
+	na := as.namespaces[u.Namespace]
+	if na == nil {
+		na = &acc{}
+		as.namespaces[u.Namespace] = na
+	}
+	na.add(&ps.acc)
+	as.nsPods[u.Namespace]++
+	for _, n := range ps.nodes {
+		as.nodePods[n]++
+	}
+}
+
+// finish puts the pods in the order of their keys and their containers
+// with them, and adds the namespaces, the nodes (from their
+// accumulators) and the start-up summary.
+func (as *assembler) finish(nodes map[string]*acc) {
+	r := as.r
+	order := make([]int32, len(r.Pods))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		return comparePodRefs(podRef{r.Pods[i].Namespace, r.Pods[i].Pod}, podRef{r.Pods[j].Namespace, r.Pods[j].Pod})
+	})
+	corder := make([]int32, 0, len(r.Containers))
+	for _, i := range order {
+		end := int32(len(r.Containers))
+		if int(i)+1 < len(as.containersAt) {
+			end = as.containersAt[i+1]
+		}
+		for c := as.containersAt[i]; c < end; c++ {
+			corder = append(corder, c)
+		}
+	}
+	permute(r.Pods, order)
+	permute(r.Containers, corder)
+
+	for _, ns := range slices.Sorted(maps.Keys(as.namespaces)) {
+		t := as.namespaces[ns].totals()
+		r.Namespaces = append(r.Namespaces, GroupUsage{Name: ns, Pods: as.nsPods[ns], Totals: t, App: appUsage(as.nsApps[ns], t.Cost)})
 	}
 	for _, n := range slices.Sorted(maps.Keys(nodes)) {
-		r.Nodes = append(r.Nodes, NodeUsage{GroupUsage: GroupUsage{Name: n, Pods: len(nodePods[n]), Totals: nodes[n].totals()}, Capacity: nodes[n].capacityTotals()})
+		r.Nodes = append(r.Nodes, NodeUsage{GroupUsage: GroupUsage{Name: n, Pods: as.nodePods[n], Totals: nodes[n].totals()}, Capacity: nodes[n].capacityTotals()})
 	}
 	r.Startup = SummarizeStartup(r.Pods, r.Start, r.End, time.Duration(r.StepSecond*Seconds(time.Second)))
+}
+
+// permute puts s[order[i]] at i for every i, in place, moving each element
+// once: the report's slices are large, and sorting them would move their
+// large elements many times.
+func permute[T any](s []T, order []int32) {
+	done := make([]bool, len(s))
+	for i := range s {
+		if done[i] {
+			continue
+		}
+		first := s[i]
+		j := i
+		for {
+			done[j] = true
+			k := int(order[j])
+			if k == i {
+				s[j] = first
+				break
+			}
+			s[j] = s[k]
+			j = k
+		}
+	}
+}
+
+// assemble completes a report from the states of all its pods at once
+// (the raw path's), releasing each state once its pod is in the report.
+func assemble(r *Report, pods map[podRef]*podState, nodes map[string]*acc, apps []AppSeries, podEvents []PodEvents, appSeconds func(tMs int64) float64) {
+	containers := 0
+	for _, ps := range pods {
+		containers += len(ps.containers)
+	}
+	as := newAssembler(r, len(pods), containers, apps, podEvents, appSeconds)
+	// In the order of the keys, as finish puts them: the namespaces' sums
+	// then do not depend on the map's.
+	for _, key := range slices.SortedFunc(maps.Keys(pods), comparePodRefs) {
+		as.add(pods[key])
+		delete(pods, key)
+	}
+	as.finish(nodes)
 }
 
 // migGPU collects the instances of one MIG GPU: their shares and the
@@ -1195,23 +1279,63 @@ func (ps *podState) sharedWithPod(key string) {
 	ps.sharedWith[key] = true
 }
 
-// resolveOwner finds or makes the pod state and container accumulator of
-// an owner first seen holding device d at slot k.
-func resolveOwner(pods map[string]*podState, o Owner, d Device, source string, k, slots int) (*podState, *acc) {
-	ps := pods[o.PodKey()]
+// podRef names a pod, as its key "namespace/pod" does, without building
+// the key.
+type podRef struct{ namespace, pod string }
+
+func (o Owner) podRef() podRef { return podRef{o.Namespace, o.Pod} }
+
+// comparePodRefs orders pods as their keys "namespace/pod" order.
+func comparePodRefs(x, y podRef) int {
+	return compareJoined([]string{x.namespace, "/", x.pod}, []string{y.namespace, "/", y.pod})
+}
+
+// podPool keeps the states of pods already in the report for pods yet to
+// come: the hourly path finishes its pods one by one, and a month of a
+// fleet's pods made as many states, all of them garbage, at the
+// report's peak.
+type podPool struct{ spare []*podState }
+
+// get returns a state for a new pod, reused if there is one.
+func (p *podPool) get() *podState {
+	if p == nil || len(p.spare) == 0 {
+		return &podState{}
+	}
+	ps := p.spare[len(p.spare)-1]
+	p.spare = p.spare[:len(p.spare)-1]
+	return ps
+}
+
+// put takes back the state of a pod that is in the report. The report
+// holds its device and source lists; the rest is kept for reuse.
+func (p *podPool) put(ps *podState) {
+	nodes, containers, hours := ps.nodes[:0], ps.containers[:0], podHours{known: ps.hours.known[:0], active: ps.hours.active[:0]}
+	clear(ps.claims)
+	clear(ps.sharedWith)
+	*ps = podState{nodes: nodes, containers: containers, hours: hours, claims: ps.claims, sharedWith: ps.sharedWith}
+	p.spare = append(p.spare, ps)
+}
+
+// resolveOwner finds or makes (from pool, if not nil) the pod state and
+// container accumulator of an owner first seen holding device d (whose
+// key is dkey) at slot k.
+func resolveOwner(pods map[podRef]*podState, pool *podPool, o Owner, d Device, dkey, source string, k, slots int) (*podState, *acc) {
+	ps := pods[o.podRef()]
 	if ps == nil {
-		ps = &podState{
-			usage:     podHead{Namespace: o.Namespace, Pod: o.Pod, Node: d.Node},
-			firstSlot: k,
-			firstUse:  -1,
-			vram:      make([]float64, 0, slots),
-			activity:  make([]float64, 0, slots),
+		ps = pool.get()
+		ps.usage = podHead{Namespace: o.Namespace, Pod: o.Pod, Node: d.Node}
+		ps.firstSlot, ps.firstUse = k, -1
+		if slots > 0 {
+			ps.vram, ps.activity = make([]float64, 0, slots), make([]float64, 0, slots)
 		}
-		pods[o.PodKey()] = ps
+		pods[o.podRef()] = ps
 	}
 	ps.firstSlot = min(ps.firstSlot, k)
-	if k := d.Key(); !slices.Contains(ps.devices, k) {
-		ps.devices = append(ps.devices, k)
+	if !slices.Contains(ps.devices, dkey) {
+		ps.devices = append(ps.devices, dkey)
+	}
+	if !slices.Contains(ps.nodes, d.Node) {
+		ps.nodes = append(ps.nodes, d.Node)
 	}
 	if source != "" && !slices.Contains(ps.sources, source) {
 		ps.sources = append(ps.sources, source)
@@ -1221,7 +1345,15 @@ func resolveOwner(pods map[string]*podState, o Owner, d Device, source string, k
 			return ps, c.acc
 		}
 	}
-	ca := &acc{}
+	// A reused state keeps its containers' accumulators past its length.
+	var ca *acc
+	if n := len(ps.containers); n < cap(ps.containers) {
+		ca = ps.containers[:n+1][n].acc
+	}
+	if ca == nil {
+		ca = &acc{}
+	}
+	*ca = acc{}
 	ps.containers = append(ps.containers, podContainer{o.Container, ca})
 	return ps, ca
 }

@@ -1,12 +1,12 @@
 package usage
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -446,17 +446,33 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	a.spent = true
 
 	seenMetric := make([]bool, nMetrics)
-	pods := map[string]*podState{}
+	// last is the last device, in the order of keys, that each pod held:
+	// once that device is accounted, the pod's state is final and goes
+	// into the report, so a month of a fleet's pods is never held both as
+	// states and as the report.
+	held := 0
+	for _, d := range a.devices {
+		held += len(d.owners)
+	}
+	// Made as large as every device's owners at once: grown by inserts,
+	// a month of a fleet's pods left as much again of garbage.
+	last := make(map[podRef]int, held)
+	containers := make(map[Owner]bool, held)
+	for i, key := range keys {
+		for o := range a.devices[key].owners {
+			last[o.podRef()] = i
+			containers[o] = true
+		}
+	}
+	if appStep <= 0 {
+		appStep = time.Hour
+	}
+	as := newAssembler(r, len(last), len(containers), apps, podEvents, func(int64) float64 { return appStep.Seconds() })
+	pods := map[podRef]*podState{}
+	var pool podPool
 	nodes := map[string]*acc{}
-	nodePods := map[string]map[string]bool{}
 	var cluster acc
 	var coveredDeviceSeconds, windowDeviceSeconds float64
-	type podAgg struct {
-		vram, activity quantileSet
-		dramSum, dramN float64
-		powSum, powN   float64
-	}
-	podAggs := map[string]*podAgg{}
 
 	addDevice := func(du DeviceUsage, dev *acc) {
 		r.Devices = append(r.Devices, du)
@@ -500,7 +516,8 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	}
 	mig.sampled = map[int64]float64{}
 
-	for _, key := range keys {
+	var owners []Owner // each device's, sorted
+	for i, key := range keys {
 		d := a.devices[key]
 		if d.device.MIGInstance == "" || mig.instances == 0 || mig.device.Node != d.device.Node || mig.device.GPU != d.device.GPU || mig.device.UUID != d.device.UUID {
 			flushUninstantiated()
@@ -540,14 +557,15 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		windowDeviceSeconds += windowSeconds * share
 		coveredDeviceSeconds += d.sampled * sec * share
 
-		owners := slices.SortedFunc(maps.Keys(d.owners), compareOwnerKeys)
+		owners = slices.AppendSeq(owners[:0], maps.Keys(d.owners))
+		slices.SortFunc(owners, compareOwnerKeys)
 		var sh sharers
 		for _, o := range owners {
 			os := d.owners[o]
 			gs := sec * share
 			allocated, known, active := os.heldShare*gs, os.known*gs, os.active*gs
 			dev.holdSums(allocated, known, active, price)
-			ps, ca := resolveOwner(pods, o, d.device, du.ActivitySource, 0, 0)
+			ps, ca := resolveOwner(pods, &pool, o, d.device, key, du.ActivitySource, 0, 0)
 			if c := os.dra.Claim(); c != "" {
 				ps.claim(c)
 			}
@@ -559,10 +577,6 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 					sh.add(h, ps)
 				}
 			}
-			if nodePods[d.device.Node] == nil {
-				nodePods[d.device.Node] = map[string]bool{}
-			}
-			nodePods[d.device.Node][o.PodKey()] = true
 			ps.acc.holdSums(allocated, known, active, price)
 			ca.holdSums(allocated, known, active, price)
 			for i, k := range os.hours.known {
@@ -574,27 +588,17 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 				ca.energy += os.energy
 				ca.energyKnown = true
 			}
-			pg := podAggs[o.PodKey()]
-			if pg == nil {
-				// Most pods hold one device: take its owner's
-				// percentiles as they are rather than copy a month
-				// of them. Merging more appends past their length
-				// only, and the owner's sums are released below.
-				pg = &podAgg{vram: os.vram, activity: os.activity}
-				podAggs[o.PodKey()] = pg
-			} else {
-				pg.vram.merge(&os.vram)
-				pg.activity.merge(&os.activity)
-			}
+			ps.vramQ.merge(&os.vram)
+			ps.activityQ.merge(&os.activity)
 			st := &ps.stats
 			st.Samples += os.stats.Samples
 			st.Sum += os.stats.Sum
 			st.BelowIdle += os.stats.BelowIdle
 			st.AtOrAboveBurst += os.stats.AtOrAboveBurst
-			pg.dramSum += os.dramSum
-			pg.dramN += os.dramN
-			pg.powSum += os.powSum
-			pg.powN += os.powN
+			ps.dramSum += os.dramSum
+			ps.dramN += os.dramN
+			ps.powerSum += os.powSum
+			ps.powerN += os.powN
 			if !os.firstHour.IsZero() {
 				ps.countHeld(os.firstHour, os.firstHourShare*gs)
 			}
@@ -605,12 +609,33 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 				ps.firstUseAt = os.firstUse
 			}
 		}
+		du.SharedSeconds = Seconds(d.shared * sec)
+		du.SharedBy = sh.settle()
+		// The pods whose last device this is are final: into the report.
+		for _, o := range owners {
+			ref := o.podRef()
+			if j, ok := last[ref]; !ok || j != i {
+				continue
+			}
+			delete(last, ref) // the pod's other containers on this device
+			ps := pods[ref]
+			ps.usage.VRAMUsedMiB = ps.vramQ.percentiles()
+			ps.usage.Activity = ps.activityQ.percentiles()
+			ps.stats.P95 = ps.usage.Activity.P95.Value
+			if ps.dramN > 0 {
+				ps.usage.DRAMActive = Known(ps.dramSum / ps.dramN)
+			}
+			if ps.powerN > 0 {
+				ps.usage.PowerWatts = Known(ps.powerSum / ps.powerN)
+			}
+			as.add(ps)
+			delete(pods, ref)
+			pool.put(ps)
+		}
 		// The device's owners are accounted: release their sums (most
 		// of the account's memory) before the next device's pods are
 		// built beside them.
 		d.owners, d.sharedHours = nil, nil
-		du.SharedSeconds = Seconds(d.shared * sec)
-		du.SharedBy = sh.settle()
 		du.Coverage = Known(d.sampled * sec / windowSeconds)
 		du.VRAMUsedMiB = d.vram.percentiles()
 		du.VRAMFreeMiB = d.vramFree.percentiles()
@@ -638,24 +663,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	}
 	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
 	r.Hourly = a.modelHours(pricing, sec)
-
-	for key, ps := range pods {
-		pg := podAggs[key]
-		ps.usage.VRAMUsedMiB = pg.vram.percentiles()
-		ps.usage.Activity = pg.activity.percentiles()
-		ps.stats.P95 = ps.usage.Activity.P95.Value
-		if pg.dramN > 0 {
-			ps.usage.DRAMActive = Known(pg.dramSum / pg.dramN)
-		}
-		if pg.powN > 0 {
-			ps.usage.PowerWatts = Known(pg.powSum / pg.powN)
-		}
-	}
-	clear(podAggs) // their percentile lists are read: release them
-	if appStep <= 0 {
-		appStep = time.Hour
-	}
-	assemble(r, pods, nodes, nodePods, apps, podEvents, func(int64) float64 { return appStep.Seconds() })
+	as.finish(nodes)
 	return r, nil
 }
 
@@ -694,12 +702,23 @@ func (s *quantileSet) add(p Percentiles, weight float64) {
 	}
 }
 
+// merge adds o's percentiles to s. An empty list of s takes o's as it is
+// rather than copy it (most pods hold one device: their owner's lists are
+// theirs), so o must not be added to after: merging more appends past its
+// length only, and the report releases the owners' sums as it merges them.
 func (s *quantileSet) merge(o *quantileSet) {
-	s.p50 = append(s.p50, o.p50...)
-	s.p95 = append(s.p95, o.p95...)
+	s.p50 = appendOrTake(s.p50, o.p50)
+	s.p95 = appendOrTake(s.p95, o.p95)
 	if o.max.Known && (!s.max.Known || o.max.Value > s.max.Value) {
 		s.max = o.max
 	}
+}
+
+func appendOrTake(s, o []weighted) []weighted {
+	if len(s) == 0 {
+		return o
+	}
+	return append(s, o...)
 }
 
 func (s *quantileSet) percentiles() Percentiles {
@@ -718,7 +737,7 @@ func weightedQuantile(v []weighted, q float64) Amount {
 	if len(v) == 0 {
 		return Unknown
 	}
-	sort.Slice(v, func(i, j int) bool { return v[i].value < v[j].value })
+	slices.SortFunc(v, func(a, b weighted) int { return cmp.Compare(a.value, b.value) })
 	var total float64
 	for _, x := range v {
 		total += float64(x.weight)

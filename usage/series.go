@@ -83,8 +83,12 @@ func (o Owner) PodKey() string { return o.Namespace + "/" + o.Pod }
 // compareOwnerKeys orders owners as their keys "namespace/pod/container" order,
 // without building them (a report sorts every device's owners).
 func compareOwnerKeys(x, y Owner) int {
-	xs := [...]string{x.Namespace, "/", x.Pod, "/", x.Container}
-	ys := [...]string{y.Namespace, "/", y.Pod, "/", y.Container}
+	return compareJoined([]string{x.Namespace, "/", x.Pod, "/", x.Container}, []string{y.Namespace, "/", y.Pod, "/", y.Container})
+}
+
+// compareJoined compares the strings that xs and ys join into, without
+// joining them.
+func compareJoined(xs, ys []string) int {
 	i, j := 0, 0 // the part of each
 	var a, b string
 	for {

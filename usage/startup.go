@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -303,11 +302,13 @@ const StartupWorkloads = 100
 func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration) StartupSummary {
 	s := StartupSummary{ResolutionSeconds: Seconds(step.Seconds())}
 	// The workloads' held costs first, summed as startupGroup sums them,
-	// to pick the costliest before grouping any pod.
-	var started []int
-	keys := make([]string, len(pods))
-	cost := map[string]float64{}
-	byPath := map[string][]*Startup{}
+	// to pick the costliest before grouping any pod. A month of a
+	// fleet's pods is many: the sets are made at their size, and a
+	// workload's key is built only for those kept apart.
+	type workload struct{ namespace, name string }
+	started := make([]int32, 0, len(pods))
+	cost := make(map[workload]float64, len(pods))
+	paths := map[string]int{}
 	for i := range pods {
 		st := &pods[i].Startup
 		at := st.Created
@@ -322,34 +323,44 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 			// started long before.
 			continue
 		}
-		started = append(started, i)
-		w := pods[i].Namespace + "/" + st.Workload
-		keys[i] = w
+		started = append(started, int32(i))
+		w := workload{pods[i].Namespace, st.Workload}
 		c := cost[w]
 		if st.HeldGPUSeconds.Known && st.HeldCost.Known {
 			c += st.HeldCost.Value
 		}
 		cost[w] = c
-		byPath[st.Storage.Path()] = append(byPath[st.Storage.Path()], st)
+		paths[st.Storage.Path()]++
 	}
-	names := slices.SortedFunc(maps.Keys(cost), func(a, b string) int {
-		return cmp.Or(cmp.Compare(cost[b], cost[a]), strings.Compare(a, b))
+	byKey := func(a, b workload) int { // as their keys "namespace/name" order
+		return compareJoined([]string{a.namespace, "/", a.name}, []string{b.namespace, "/", b.name})
+	}
+	names := slices.AppendSeq(make([]workload, 0, len(cost)), maps.Keys(cost))
+	slices.SortFunc(names, func(a, b workload) int {
+		return cmp.Or(cmp.Compare(cost[b], cost[a]), byKey(a, b))
 	})
-	kept := map[string][]*Startup{}
+	kept := map[workload][]*Startup{}
 	for _, w := range names[:min(len(names), StartupWorkloads)] {
 		kept[w] = nil
 	}
-	var others []*Startup
+	others := make([]*Startup, 0, len(started))
+	byPath := make(map[string][]*Startup, len(paths))
+	for p, n := range paths {
+		byPath[p] = make([]*Startup, 0, n)
+	}
 	for _, i := range started {
 		st := &pods[i].Startup
-		if g, ok := kept[keys[i]]; ok {
-			kept[keys[i]] = append(g, st)
+		w := workload{pods[i].Namespace, st.Workload}
+		if g, ok := kept[w]; ok {
+			kept[w] = append(g, st)
 		} else {
 			others = append(others, st)
 		}
+		p := st.Storage.Path()
+		byPath[p] = append(byPath[p], st)
 	}
-	for _, w := range slices.Sorted(maps.Keys(kept)) {
-		s.Workloads = append(s.Workloads, startupGroup(w, kept[w]))
+	for _, w := range slices.SortedFunc(maps.Keys(kept), byKey) {
+		s.Workloads = append(s.Workloads, startupGroup(w.namespace+"/"+w.name, kept[w]))
 	}
 	if len(others) > 0 {
 		s.OtherWorkloads = len(names) - len(kept)
@@ -395,7 +406,7 @@ func startupGroup(key string, sts []*Startup) StartupGroup {
 	g.Phases = make([]PhaseStats, 0, len(Phases))
 	for _, name := range Phases {
 		ps := PhaseStats{Phase: name, Idle: name != PhaseFirstUseToReady}
-		var secs []float64
+		secs := make([]float64, 0, len(sts))
 		for _, st := range sts {
 			pt := st.Phase(name)
 			if !pt.Seconds.Known {
