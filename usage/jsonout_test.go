@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -117,6 +118,31 @@ func FuzzWriteIndented(f *testing.F) {
 		}
 		if d := cmp.Diff(want.String(), got.String()); d != "" {
 			t.Errorf("writeIndented(%q) differs from json.Indent (-Indent +writeIndented):\n%s", compact.Bytes(), d)
+		}
+	})
+}
+
+// FuzzAmountJSON: a known Amount encodes as encoding/json encodes its
+// float64, byte for byte; NaN, infinities and unknowns as null.
+func FuzzAmountJSON(f *testing.F) {
+	for _, v := range []float64{0, math.Copysign(0, -1), 1, -1, 0.1, 1e-6, 9.99e-7, 1e-7, 1.5e-300, 5e-324, 1e20, 1e21, 123456789e13, math.MaxFloat64, -2.5e-8, 3600, 0.8500000238418579, math.NaN(), math.Inf(1)} {
+		f.Add(math.Float64bits(v), true)
+	}
+	f.Add(uint64(0), false)
+	f.Fuzz(func(t *testing.T, bits uint64, known bool) {
+		v := math.Float64frombits(bits)
+		got, err := Amount{Value: v, Known: known}.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []byte("null")
+		if known && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			if want, err = json.Marshal(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("Amount{%v, %v} encodes as %s, want %s", v, known, got, want)
 		}
 	})
 }
