@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -303,11 +304,15 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 	s := StartupSummary{ResolutionSeconds: Seconds(step.Seconds())}
 	// The workloads' held costs first, summed as startupGroup sums them,
 	// to pick the costliest before grouping any pod. A month of a
-	// fleet's pods is many: the sets are made at their size, and a
-	// workload's key is built only for those kept apart.
+	// fleet's pods is many: the pods are sorted by workload rather than
+	// put in a map, and a workload's key is built only for those kept
+	// apart.
 	type workload struct{ namespace, name string }
+	workloadOf := func(i int32) workload { return workload{pods[i].Namespace, pods[i].Startup.Workload} }
+	byKey := func(a, b workload) int { // as their keys "namespace/name" order
+		return compareJoined([]string{a.namespace, "/", a.name}, []string{b.namespace, "/", b.name})
+	}
 	started := make([]int32, 0, len(pods))
-	cost := make(map[workload]float64, len(pods))
 	paths := map[string]int{}
 	for i := range pods {
 		st := &pods[i].Startup
@@ -324,25 +329,40 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 			continue
 		}
 		started = append(started, int32(i))
-		w := workload{pods[i].Namespace, st.Workload}
-		c := cost[w]
-		if st.HeldGPUSeconds.Known && st.HeldCost.Known {
-			c += st.HeldCost.Value
-		}
-		cost[w] = c
 		paths[st.Storage.Path()]++
 	}
-	byKey := func(a, b workload) int { // as their keys "namespace/name" order
-		return compareJoined([]string{a.namespace, "/", a.name}, []string{b.namespace, "/", b.name})
+	// Each workload's pods in a run, in the order of the pods.
+	byWorkload := slices.Clone(started)
+	slices.SortStableFunc(byWorkload, func(i, j int32) int { return byKey(workloadOf(i), workloadOf(j)) })
+	type run struct {
+		cost     float64
+		from, to int32 // in byWorkload
 	}
-	names := slices.AppendSeq(make([]workload, 0, len(cost)), maps.Keys(cost))
-	slices.SortFunc(names, func(a, b workload) int {
-		return cmp.Or(cmp.Compare(cost[b], cost[a]), byKey(a, b))
-	})
-	kept := map[workload][]*Startup{}
-	for _, w := range names[:min(len(names), StartupWorkloads)] {
-		kept[w] = nil
+	runs := make([]run, 0, len(byWorkload))
+	for k, i := range byWorkload {
+		if k == 0 || workloadOf(i) != workloadOf(byWorkload[k-1]) {
+			runs = append(runs, run{from: int32(k)})
+		}
+		r := &runs[len(runs)-1]
+		r.to = int32(k + 1)
+		if st := &pods[i].Startup; st.HeldGPUSeconds.Known && st.HeldCost.Known {
+			r.cost += st.HeldCost.Value
+		}
 	}
+	// Runs are in the order of their keys: a stable sort by cost keeps
+	// that order among equal costs.
+	slices.SortStableFunc(runs, func(a, b run) int { return cmp.Compare(b.cost, a.cost) })
+	keptPod := make([]bool, len(pods))
+	for _, r := range runs[:min(len(runs), StartupWorkloads)] {
+		sts := make([]*Startup, 0, r.to-r.from)
+		for _, i := range byWorkload[r.from:r.to] {
+			sts = append(sts, &pods[i].Startup)
+			keptPod[i] = true
+		}
+		w := workloadOf(byWorkload[r.from])
+		s.Workloads = append(s.Workloads, startupGroup(w.namespace+"/"+w.name, sts))
+	}
+	kept := len(s.Workloads)
 	others := make([]*Startup, 0, len(started))
 	byPath := make(map[string][]*Startup, len(paths))
 	for p, n := range paths {
@@ -350,20 +370,15 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 	}
 	for _, i := range started {
 		st := &pods[i].Startup
-		w := workload{pods[i].Namespace, st.Workload}
-		if g, ok := kept[w]; ok {
-			kept[w] = append(g, st)
-		} else {
+		if !keptPod[i] {
 			others = append(others, st)
 		}
 		p := st.Storage.Path()
 		byPath[p] = append(byPath[p], st)
 	}
-	for _, w := range slices.SortedFunc(maps.Keys(kept), byKey) {
-		s.Workloads = append(s.Workloads, startupGroup(w.namespace+"/"+w.name, kept[w]))
-	}
+	slices.SortFunc(s.Workloads, func(a, b StartupGroup) int { return strings.Compare(a.Key, b.Key) })
 	if len(others) > 0 {
-		s.OtherWorkloads = len(names) - len(kept)
+		s.OtherWorkloads = len(runs) - kept
 		g := startupGroup(fmt.Sprintf("(%d other workloads)", s.OtherWorkloads), others)
 		s.Others = &g
 	}
