@@ -87,6 +87,8 @@ func BenchmarkHourlyReport(b *testing.B) {
 			prom.BackfillRules(file, start, end.Add(time.Hour))
 			b.Logf("recorded level %d of gpupack's rules over the %d days in %s", i+1, longest, time.Since(began).Round(time.Second))
 		}
+		// As a server that recorded them as it went holds them: merged.
+		prom.WaitCompacted()
 	}
 
 	// GPUPACK_BENCH_BASELINE names another gpupack binary (an earlier

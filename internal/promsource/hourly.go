@@ -240,18 +240,13 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 // in [at - span, at] (at least the one at at), and files them as piece in
 // the report hour start.
 func (s *Source) goCombined(ctx context.Context, g *errgroup.Group, pieces *pieceSet, step time.Duration, at time.Time, span time.Duration, figs []int, name func(string) string, piece int, start time.Time) {
-	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
-	for lo := 0; lo < len(figs); lo += fallbackGroup {
+	queries, err := combinedQueries(step, span, figs, name)
+	if err != nil {
+		g.Go(func() error { return err })
+		return
+	}
+	for _, q := range queries {
 		g.Go(func() error {
-			var parts []string
-			for _, i := range figs[lo:min(lo+fallbackGroup, len(figs))] {
-				q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, rng)
-				if err != nil {
-					return err
-				}
-				parts = append(parts, fmt.Sprintf(`label_replace(%s, "gpupack_figure", "%d", "", "")`, q, i))
-			}
-			q := strings.Join(parts, " or ")
 			m, err := s.queryRange(ctx, q, v1.Range{Start: at, End: at, Step: HourWindow})
 			if err != nil {
 				return fmt.Errorf("bucket figures from gpupack's recording rules at %s: %w", at.Format(time.RFC3339), err)
@@ -266,6 +261,26 @@ func (s *Source) goCombined(ctx context.Context, g *errgroup.Group, pieces *piec
 			return nil
 		})
 	}
+}
+
+// combinedQueries combine, for goCombined, the figures figs over the
+// recorded series that name gives them in the last span, fallbackGroup
+// figures to a query, each labelled with its index.
+func combinedQueries(step, span time.Duration, figs []int, name func(string) string) ([]string, error) {
+	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
+	var out []string
+	for lo := 0; lo < len(figs); lo += fallbackGroup {
+		var parts []string
+		for _, i := range figs[lo:min(lo+fallbackGroup, len(figs))] {
+			q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, rng)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, fmt.Sprintf(`label_replace(%s, "gpupack_figure", "%d", "", "")`, q, i))
+		}
+		out = append(out, strings.Join(parts, " or "))
+	}
+	return out, nil
 }
 
 // perHourFigures are the figures whose hour matters to a report: an

@@ -236,10 +236,16 @@ func combineSeries(fig bucketFigure, name string, step time.Duration, rng string
 // the window that ends next after the middle holds every one of those, so
 // a bucket whose recorded devices are fewer was not (wholly) recorded.
 func recordedCheckQuery(step, bucket time.Duration) string {
-	recorded := fmt.Sprintf(`count(last_over_time(%s{%s=%q}[%dms]))`, RecordedName("sampled steps"), StepLabel, stepValue(step), (bucket - time.Millisecond).Milliseconds())
-	raw := fmt.Sprintf(`count(group by ($dev) ({__name__=~%q} offset %dms))`, strings.Join(usage.Metrics, "|"), (bucket/2 - time.Millisecond).Milliseconds())
-	return fmt.Sprintf(`label_replace(%s, "gpupack_count", "recorded", "", "") or label_replace(%s, "gpupack_count", "raw", "", "")`,
-		recorded, expand(raw, step, bucket, ""))
+	recorded, raw := checkCounts(step, bucket)
+	return fmt.Sprintf(`label_replace(%s, "gpupack_count", "recorded", "", "") or label_replace(%s, "gpupack_count", "raw", "", "")`, recorded, raw)
+}
+
+// checkCounts are recordedCheckQuery's two counts: the devices recorded,
+// and those sampled at the bucket's middle.
+func checkCounts(step, bucket time.Duration) (recorded, raw string) {
+	recorded = fmt.Sprintf(`count(last_over_time(%s{%s=%q}[%dms]))`, RecordedName("sampled steps"), StepLabel, stepValue(step), (bucket - time.Millisecond).Milliseconds())
+	raw = fmt.Sprintf(`count(group by ($dev) ({__name__=~%q} offset %dms))`, strings.Join(usage.Metrics, "|"), (bucket/2 - time.Millisecond).Milliseconds())
+	return recorded, expand(raw, step, bucket, "")
 }
 
 // recordedCovers says whether every bucket of the chunk r was recorded

@@ -229,6 +229,8 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		took := time.Since(t0)
 		b.Logf("recorded level %d of the rules over %d GPUs x %d days in %.1f s: %.2f s per device-day", i+1, gpus, days, took.Seconds(), took.Seconds()/float64(gpus*days))
 	}
+	// As a server that recorded them as it went holds them: merged.
+	prom.WaitCompacted()
 
 	s, err := New(prom.URL)
 	if err != nil {
@@ -329,6 +331,24 @@ func BenchmarkRecordedQueries(b *testing.B) {
 			b.Fatalf("the hourly rules do not hold the day: %v", err)
 		}
 		profile("the hourly figures over the day", hourlyQueries(scrape), v1.Range{Start: plan.ends[0].Add(hourLag), End: plan.ends[len(plan.ends)-1].Add(hourLag), Step: time.Hour})
+		// The rest of the hourly path's day, query by query: the check's
+		// two counts, and the figures combined over the day's windows
+		// (and over an end's 5-minute windows, which a window's first
+		// and last day read too).
+		recordedCount, rawCount := checkCounts(scrape, time.Hour)
+		profile("the check's recorded count over the day", []string{recordedCount}, r)
+		profile("the check's raw count over the day", []string{rawCount}, r)
+		last := plan.ends[len(plan.ends)-1]
+		daily, err := combinedQueries(scrape, last.Sub(plan.ends[0]), dailyFigures(), RecordedHourName)
+		if err != nil {
+			b.Fatal(err)
+		}
+		profile("the daily figures combined over the day's windows", daily, v1.Range{Start: last.Add(hourLag), End: last.Add(hourLag), Step: time.Hour})
+		edge, err := combinedQueries(scrape, 50*time.Minute, allFigures(), RecordedName)
+		if err != nil {
+			b.Fatal(err)
+		}
+		profile("every figure combined over an end's 5-minute windows", edge, v1.Range{Start: day.End.Add(-time.Millisecond), End: day.End.Add(-time.Millisecond), Step: time.Hour})
 		both := usage.Window{Start: start, End: day.End, Step: scrape}
 		src := *s
 		src.provenance = &provenanceCounts{}

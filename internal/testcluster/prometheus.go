@@ -1,13 +1,16 @@
 package testcluster
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,6 +189,75 @@ func (p *Prometheus) BackfillRules(rulesFile string, start, end time.Time) {
 		}
 	}
 	p.Restart()
+}
+
+// WaitCompacted waits until no two of the server's blocks overlap in
+// time, and says how long that took. promtool writes a block per
+// recording rule and two hours, which Prometheus merges (its vertical
+// compaction, about once a minute) into the few blocks a server that
+// recorded the rules as it went would hold. A query opens every block its
+// range overlaps, so a benchmark that reads the rules before then
+// measures hundreds of blocks a day that no real server has.
+func (p *Prometheus) WaitCompacted() time.Duration {
+	p.t.Helper()
+	t0 := time.Now()
+	for {
+		n, overlap, err := blockOverlap(p.DataDir())
+		if err != nil {
+			p.t.Fatalf("testcluster: reading the blocks of %s: %v", p.DataDir(), err)
+		}
+		if !overlap {
+			p.t.Logf("testcluster: %d blocks, none overlapping, after %.0f s", n, time.Since(t0).Seconds())
+			return time.Since(t0)
+		}
+		if err := p.proc.exitedEarly(); err != nil {
+			p.t.Fatalf("testcluster: %v\n%s", err, p.proc.logTail())
+		}
+		select {
+		case <-p.t.Context().Done():
+			p.t.Fatalf("testcluster: %d blocks of %s still overlap: %v", n, p.DataDir(), context.Cause(p.t.Context()))
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// blockOverlap counts the blocks in a TSDB directory (those with a
+// meta.json: complete, not being written) and says whether two of them
+// overlap in time.
+func blockOverlap(dataDir string) (int, bool, error) {
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		return 0, false, err
+	}
+	type span struct{ min, max int64 }
+	var spans []span
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dataDir, e.Name(), "meta.json"))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		var meta struct {
+			MinTime int64 `json:"minTime"`
+			MaxTime int64 `json:"maxTime"`
+		}
+		if err := json.Unmarshal(b, &meta); err != nil {
+			return 0, false, fmt.Errorf("block %s: meta.json: %w", e.Name(), err)
+		}
+		spans = append(spans, span{meta.MinTime, meta.MaxTime})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.min, b.min) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].min < spans[i-1].max {
+			return len(spans), true, nil
+		}
+	}
+	return len(spans), false, nil
 }
 
 // FleetHistory backfills fleet's whole history from start, scraped every
