@@ -1117,7 +1117,10 @@ func appUsage(aggs map[string]*appAgg, cost Amount) []AppUsage {
 // containers; the caller releases the state.
 func (as *assembler) add(ps *podState) {
 	r := as.r
-	key := ps.usage.Key()
+	var key string // "namespace/pod", built only where events or application metrics may name the pod
+	if len(as.events) > 0 || len(as.podApps) > 0 {
+		key = ps.usage.Key()
+	}
 	r.Pods = append(r.Pods, ps.usage.podUsage())
 	u := &r.Pods[len(r.Pods)-1]
 	slices.Sort(ps.devices)
