@@ -313,7 +313,6 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 		return compareJoined([]string{a.namespace, "/", a.name}, []string{b.namespace, "/", b.name})
 	}
 	started := make([]int32, 0, len(pods))
-	paths := map[string]int{}
 	for i := range pods {
 		st := &pods[i].Startup
 		at := st.Created
@@ -329,7 +328,6 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 			continue
 		}
 		started = append(started, int32(i))
-		paths[st.Storage.Path()]++
 	}
 	// Each workload's pods in a run, in the order of the pods.
 	byWorkload := slices.Clone(started)
@@ -364,10 +362,7 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 	}
 	kept := len(s.Workloads)
 	others := make([]*Startup, 0, len(started))
-	byPath := make(map[string][]*Startup, len(paths))
-	for p, n := range paths {
-		byPath[p] = make([]*Startup, 0, n)
-	}
+	byPath := map[string][]*Startup{}
 	for _, i := range started {
 		st := &pods[i].Startup
 		if !keptPod[i] {
