@@ -3,9 +3,11 @@ package promsource
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -19,20 +21,34 @@ const gpuLabels = "Hostname, hostname, node, kubernetes_node, gpu, UUID, uuid"
 
 // LoadHealth reads, for the hourly path, the XIDs each GPU reported in the
 // window from dcgm-exporter's XID gauge, as the raw path's usage.Account
-// does (Report.Health): one instant query at the window's end, whose
+// does (Report.Health): an instant query at the window's end, whose
 // subquery at the window's step sees the gauge's distinct non-zero values
 // (a value held for less than a step may be missed).
+//
+// A subquery over a month evaluates the gauge of every GPU at every step,
+// which costs Prometheus more than the rest of a month's report; so a
+// first query finds, with plain range functions, the GPUs whose gauge was
+// ever non-zero (few: most GPUs never report an XID), and the subquery
+// runs on their series alone. It finds what the subquery over every GPU
+// finds: a GPU left out had only zeros (or NaN, which names no XID).
 func (s *Source) LoadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error) {
-	step := max(int(w.Step.Seconds()), 1)
-	query := fmt.Sprintf(`count by (%s, xid) (count_over_time((count_values by (%s) ("xid", %s != 0))[%ds:%ds]))`,
-		gpuLabels, gpuLabels, usage.XIDErrors, int(w.End.Sub(w.Start).Seconds()), step)
-	v, _, _, err := s.api.Query(ctx, query, w.End.Add(-time.Millisecond))
+	at := w.End.Add(-time.Millisecond)
+	// The subquery's first step looks back up to the lookback delta
+	// (5 minutes unless Prometheus was told otherwise) before the window:
+	// an hour's margin finds every sample it may see.
+	find := fmt.Sprintf(`group by (%[1]s) (max_over_time(%[2]s[%[3]ds]) > 0 or min_over_time(%[2]s[%[3]ds]) < 0)`,
+		gpuLabels, usage.XIDErrors, int((w.End.Sub(w.Start) + time.Hour).Seconds()))
+	found, err := s.queryVector(ctx, find, at)
 	if err != nil {
-		return nil, s.fail(query, err)
+		return nil, err
 	}
-	vec, ok := v.(model.Vector)
-	if !ok {
-		return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want an instant vector", s.url, query, v.Type())
+	var vec model.Vector
+	for _, sel := range xidSelectors(found) {
+		got, err := s.xidsSeen(ctx, w, sel, at)
+		if err != nil {
+			return nil, err
+		}
+		vec = append(vec, got...)
 	}
 	byGPU := map[string]*usage.DeviceHealth{}
 	for _, smp := range vec {
@@ -58,4 +74,44 @@ func (s *Source) LoadHealth(ctx context.Context, w usage.Window) ([]usage.Device
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node+"/"+out[i].UUID < out[j].Node+"/"+out[j].UUID })
 	return out, nil
+}
+
+// xidSelectorChunk is how many GPUs one subquery of LoadHealth names.
+const xidSelectorChunk = 200
+
+// xidSelectors are the matchers that select the XID series of the GPUs in
+// found, by UUID (or dcgm-exporter's older uuid label), a chunk of GPUs
+// per matcher; a GPU named by neither makes one matcher that selects every
+// series, as the subquery did before.
+func xidSelectors(found model.Vector) []string {
+	byLabel := map[string][]string{}
+	for _, smp := range found {
+		switch {
+		case smp.Metric["UUID"] != "":
+			byLabel["UUID"] = append(byLabel["UUID"], regexp.QuoteMeta(string(smp.Metric["UUID"])))
+		case smp.Metric["uuid"] != "":
+			byLabel["uuid"] = append(byLabel["uuid"], regexp.QuoteMeta(string(smp.Metric["uuid"])))
+		default:
+			return []string{""}
+		}
+	}
+	var out []string
+	for _, name := range []string{"UUID", "uuid"} {
+		ids := byLabel[name]
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		for lo := 0; lo < len(ids); lo += xidSelectorChunk {
+			out = append(out, fmt.Sprintf("%s=~%q", name, strings.Join(ids[lo:min(lo+xidSelectorChunk, len(ids))], "|")))
+		}
+	}
+	return out
+}
+
+// xidsSeen is LoadHealth's subquery over the XID series that sel selects:
+// each distinct non-zero value a GPU's gauge held at a step of the window.
+func (s *Source) xidsSeen(ctx context.Context, w usage.Window, sel string, at time.Time) (model.Vector, error) {
+	step := max(int(w.Step.Seconds()), 1)
+	query := fmt.Sprintf(`count by (%s, xid) (count_over_time((count_values by (%s) ("xid", %s{%s} != 0))[%ds:%ds]))`,
+		gpuLabels, gpuLabels, usage.XIDErrors, sel, int(w.End.Sub(w.Start).Seconds()), step)
+	return s.queryVector(ctx, query, at)
 }

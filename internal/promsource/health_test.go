@@ -2,10 +2,13 @@ package promsource
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/fakedcgm"
@@ -53,5 +56,37 @@ func TestHealthAgreesWithRaw(t *testing.T) {
 	}
 	if diff := cmp.Diff(r.Health, hourly); diff != "" {
 		t.Errorf("hourly health differs from raw (-raw +hourly):\n%s", diff)
+	}
+}
+
+// TestXIDSelectors checks the matchers LoadHealth's subquery runs with: the
+// GPUs found by UUID (or uuid), quoted, in chunks, and every series where a
+// GPU has neither label.
+func TestXIDSelectors(t *testing.T) {
+	gpuWith := func(labels ...string) *model.Sample {
+		m := model.Metric{"Hostname": "n1"}
+		for i := 0; i < len(labels); i += 2 {
+			m[model.LabelName(labels[i])] = model.LabelValue(labels[i+1])
+		}
+		return &model.Sample{Metric: m}
+	}
+	if got := xidSelectors(nil); len(got) != 0 {
+		t.Errorf("no GPU found: selectors %q, want none (no subquery)", got)
+	}
+	got := xidSelectors(model.Vector{gpuWith("UUID", "GPU-b"), gpuWith("UUID", "GPU-a"), gpuWith("uuid", "GPU-(c)"), gpuWith("UUID", "GPU-a")})
+	want := []string{`UUID=~"GPU-a|GPU-b"`, `uuid=~"GPU-\\(c\\)"`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("selectors (-want +got):\n%s", diff)
+	}
+	if got := xidSelectors(model.Vector{gpuWith("UUID", "GPU-a"), gpuWith("gpu", "0")}); !cmp.Equal(got, []string{""}) {
+		t.Errorf("a GPU without a UUID: selectors %q, want one that selects every series", got)
+	}
+	var many model.Vector
+	for i := range 2*xidSelectorChunk + 1 {
+		many = append(many, gpuWith("UUID", fmt.Sprintf("GPU-%04d", i)))
+	}
+	got = xidSelectors(many)
+	if len(got) != 3 || strings.Count(got[0], "|") != xidSelectorChunk-1 || strings.Count(got[2], "|") != 0 {
+		t.Errorf("%d GPUs: %d selectors, want 3 chunks of at most %d", len(many), len(got), xidSelectorChunk)
 	}
 }

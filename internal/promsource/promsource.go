@@ -145,11 +145,10 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	events := map[string]*usage.PodEvents{}
 	for _, ev := range podTimeFamilies {
 		query := fmt.Sprintf("max by (namespace, pod) (%s_over_time(%s[%ds]))", ev.over, ev.metric, int(w.End.Sub(w.Start).Seconds())+1)
-		v, _, _, err := s.api.Query(ctx, query, w.End)
+		vec, err := s.queryVector(ctx, query, w.End)
 		if err != nil {
-			return s.fail(query, err)
+			return err
 		}
-		vec, _ := v.(model.Vector)
 		for _, smp := range vec {
 			key := string(smp.Metric["namespace"]) + "/" + string(smp.Metric["pod"])
 			e := events[key]
@@ -163,11 +162,10 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	// The owner names the workload: a ReplicaSet's name less its
 	// pod-template-hash is its Deployment's.
 	owners := fmt.Sprintf(`max by (namespace, pod, owner_kind, owner_name) (last_over_time(%s[%ds]))`, podOwners, int(w.End.Sub(w.Start).Seconds())+1)
-	v, _, _, err := s.api.Query(ctx, owners, w.End)
+	vec, err := s.queryVector(ctx, owners, w.End)
 	if err != nil {
-		return s.fail(owners, err)
+		return err
 	}
-	vec, _ := v.(model.Vector)
 	for _, smp := range vec {
 		if e := events[string(smp.Metric["namespace"])+"/"+string(smp.Metric["pod"])]; e != nil {
 			e.Workload = Workload(string(smp.Metric["owner_kind"]), string(smp.Metric["owner_name"]))
@@ -177,11 +175,9 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 		d.Pods = append(d.Pods, *e)
 	}
 	const nodeLabels = "kube_node_labels"
-	v, _, _, err = s.api.Query(ctx, nodeLabels, w.End)
-	if err != nil {
-		return s.fail(nodeLabels, err)
+	if vec, err = s.queryVector(ctx, nodeLabels, w.End); err != nil {
+		return err
 	}
-	vec, _ = v.(model.Vector)
 	for _, smp := range vec {
 		node := string(smp.Metric["node"])
 		if d.NodeLabels == nil {
@@ -260,6 +256,20 @@ func (s *Source) queryRange(ctx context.Context, query string, r v1.Range) (mode
 // there is one.
 func formatTime(t time.Time) string {
 	return strconv.FormatFloat(float64(t.Unix())+float64(t.Nanosecond())/1e9, 'f', -1, 64)
+}
+
+// queryVector runs an instant query at t whose answer must be an instant
+// vector.
+func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (model.Vector, error) {
+	v, _, _, err := s.api.Query(ctx, query, t)
+	if err != nil {
+		return nil, s.fail(query, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want an instant vector", s.url, query, v.Type())
+	}
+	return vec, nil
 }
 
 func (s *Source) fail(query string, err error) error {
