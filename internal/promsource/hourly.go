@@ -1,12 +1,12 @@
 package promsource
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +14,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/gpupack/gpupack/usage"
 )
@@ -130,8 +131,14 @@ func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.T
 }
 
 // emit hands add the pieces that hold a step, as StreamBuckets hands its
-// buckets.
+// buckets, in the order of their keys: queries answer in any order, and
+// the report's sums, added in the order of the pieces, should not change
+// in their last digits from one run to the next.
 func (p *pieceSet) emit(add func(*usage.Bucket) error) error {
+	slices.SortFunc(p.order, func(a, b pieceKey) int {
+		return cmp.Or(cmp.Compare(a.piece, b.piece), cmp.Compare(a.start, b.start), strings.Compare(a.device, b.device),
+			strings.Compare(a.owner.Namespace, b.owner.Namespace), strings.Compare(a.owner.Pod, b.owner.Pod), strings.Compare(a.owner.Container, b.owner.Container))
+	})
 	for _, k := range p.order {
 		b := p.buckets[k]
 		if (b.Owner.IsZero() && b.SampledSteps == 0) || (!b.Owner.IsZero() && b.HeldSteps == 0) {
@@ -174,15 +181,8 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	if err != nil || plan == nil {
 		return false, err
 	}
-	for from := w.Start; from.Before(w.End); from = from.Add(bucketChunk) {
-		to := from.Add(bucketChunk)
-		if to.After(w.End) {
-			to = w.End
-		}
-		r := v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket}
-		if ok, err := s.recordedCoverage(ctx, r, w.Step, bucket, true); err != nil || !ok {
-			return false, err
-		}
+	if ok, err := s.coversDays(ctx, w, bucket); err != nil || !ok {
+		return false, err
 	}
 	s.countBuckets(true, int(w.End.Sub(w.Start)/bucket))
 	s.countHourlyWindows(len(plan.ends))
@@ -192,28 +192,48 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	}
 	first, last := plan.ends[0], plan.ends[len(plan.ends)-1]
 	perChunk := int(bucketChunk / HourWindow)
-	for lo := 0; lo < len(plan.ends); lo += perChunk {
+	// A day's queries share bucketParallel slots with the next day's,
+	// which start as soon as the day's are under way: Prometheus answers
+	// the next day while gpupack files and hands on this one, and no day
+	// waits on the slowest query of the one before. Two days' pieces are
+	// held at most.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := semaphore.NewWeighted(bucketParallel)
+	type dayRead struct {
+		pieces *pieceSet
+		g      *errgroup.Group
+	}
+	read := func(lo int) dayRead {
 		chunk := plan.ends[lo:min(lo+perChunk, len(plan.ends))]
 		pieces := newPieceSet(w.Step)
 		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(bucketParallel)
+		goSlot := func(f func() error) {
+			g.Go(func() error {
+				if err := slots.Acquire(gctx, 1); err != nil {
+					return err
+				}
+				defer slots.Release(1)
+				return f()
+			})
+		}
 		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
 			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
 			edge := first.Add(-HourWindow)
-			s.goCombined(gctx, g, pieces, w.Step, edge, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, w.Start)
+			s.goCombined(gctx, goSlot, pieces, w.Step, edge, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, w.Start)
 		}
 		if lo+perChunk >= len(plan.ends) && last.Before(w.End.Add(-time.Millisecond)) {
 			// The tail: those that ended in (last, w.End - 1ms].
 			edge := w.End.Add(-time.Millisecond)
-			s.goCombined(gctx, g, pieces, w.Step, edge, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, w.End.Add(-HourWindow))
+			s.goCombined(gctx, goSlot, pieces, w.Step, edge, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, w.End.Add(-HourWindow))
 		}
 		// The figures that only add to totals: the chunk's hourly windows
 		// combined into one piece, counted in the hour the first starts in.
 		at, span := chunk[len(chunk)-1].Add(hourLag), chunk[len(chunk)-1].Sub(chunk[0])
-		s.goCombined(gctx, g, pieces, w.Step, at, span, dailyFigures(), RecordedHourName, pieceDaily, hourStart(w, chunk[0].Add(time.Millisecond-HourWindow)))
+		s.goCombined(gctx, goSlot, pieces, w.Step, at, span, dailyFigures(), RecordedHourName, pieceDaily, hourStart(w, chunk[0].Add(time.Millisecond-HourWindow)))
 		r := v1.Range{Start: chunk[0].Add(hourLag), End: chunk[len(chunk)-1].Add(hourLag), Step: HourWindow}
 		for _, q := range hourlyQueries(w.Step) {
-			g.Go(func() error {
+			goSlot(func() error {
 				m, err := s.queryRange(gctx, q, r)
 				if err != nil {
 					return fmt.Errorf("bucket figures from gpupack's hourly recording rules: %w", err)
@@ -225,60 +245,92 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 				return nil
 			})
 		}
-		if err := g.Wait(); err != nil {
-			return true, err
+		return dayRead{pieces, g}
+	}
+	next := read(0)
+	for lo := 0; lo < len(plan.ends); lo += perChunk {
+		cur := next
+		if lo+perChunk < len(plan.ends) {
+			next = read(lo + perChunk)
 		}
-		if err := pieces.emit(add); err != nil {
+		err := cur.g.Wait()
+		if err == nil {
+			err = cur.pieces.emit(add)
+		}
+		if err != nil {
+			cancel()
+			next.g.Wait() // its queries stop with the context
 			return true, err
 		}
 	}
 	return true, nil
 }
 
-// goCombined reads, in g, the figures figs (indexes into bucketFigures)
+// coversDays says whether the first level of the rules covers every hour
+// of w (recordedCoverage, a day at a time), the days checked at once.
+func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Duration) (bool, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(bucketParallel)
+	var mu sync.Mutex
+	covered := true
+	for from := w.Start; from.Before(w.End); from = from.Add(bucketChunk) {
+		to := from.Add(bucketChunk)
+		if to.After(w.End) {
+			to = w.End
+		}
+		r := v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket}
+		g.Go(func() error {
+			ok, err := s.recordedCoverage(gctx, r, w.Step, bucket, true)
+			mu.Lock()
+			defer mu.Unlock()
+			covered = covered && ok
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return false, err
+	}
+	return covered, nil
+}
+
+// goCombined reads, with goSlot, the figures figs (indexes into bucketFigures)
 // combined over the recorded series that name gives them, those recorded
 // in [at - span, at] (at least the one at at), and files them as piece in
 // the report hour start.
-func (s *Source) goCombined(ctx context.Context, g *errgroup.Group, pieces *pieceSet, step time.Duration, at time.Time, span time.Duration, figs []int, name func(string) string, piece int, start time.Time) {
+func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), pieces *pieceSet, step time.Duration, at time.Time, span time.Duration, figs []int, name func(string) string, piece int, start time.Time) {
 	queries, err := combinedQueries(step, span, figs, name)
 	if err != nil {
-		g.Go(func() error { return err })
+		goSlot(func() error { return err })
 		return
 	}
-	for _, q := range queries {
-		g.Go(func() error {
+	for k, q := range queries {
+		fig := &bucketFigures[figs[k]]
+		goSlot(func() error {
 			m, err := s.queryRange(ctx, q, v1.Range{Start: at, End: at, Step: HourWindow})
 			if err != nil {
-				return fmt.Errorf("bucket figures from gpupack's recording rules at %s: %w", at.Format(time.RFC3339), err)
+				return fmt.Errorf("bucket figure %q from gpupack's recording rules at %s: %w", fig.name, at.Format(time.RFC3339), err)
 			}
-			pieces.file(m, func(ss *model.SampleStream, _ time.Time) (int, time.Time, *bucketFigure) {
-				i, err := strconv.Atoi(string(ss.Metric["gpupack_figure"]))
-				if err != nil || i < 0 || i >= len(bucketFigures) {
-					return 0, time.Time{}, nil
-				}
-				return piece, start, &bucketFigures[i]
-			})
+			pieces.file(m, func(*model.SampleStream, time.Time) (int, time.Time, *bucketFigure) { return piece, start, fig })
 			return nil
 		})
 	}
 }
 
-// combinedQueries combine, for goCombined, the figures figs over the
-// recorded series that name gives them in the last span, fallbackGroup
-// figures to a query, each labelled with its index.
+// combinedQueries combine, for goCombined, each of the figures figs over
+// the recorded series that name gives it in the last span: a query per
+// figure. Joining several in one query (each series labelled with its
+// figure, joined by "or") cost Prometheus a third more for the same
+// series: each "or" hashes every series of both sides, and each label
+// added is one more to encode.
 func combinedQueries(step, span time.Duration, figs []int, name func(string) string) ([]string, error) {
 	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
 	var out []string
-	for lo := 0; lo < len(figs); lo += fallbackGroup {
-		var parts []string
-		for _, i := range figs[lo:min(lo+fallbackGroup, len(figs))] {
-			q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, rng)
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, fmt.Sprintf(`label_replace(%s, "gpupack_figure", "%d", "", "")`, q, i))
+	for _, i := range figs {
+		q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, rng)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, strings.Join(parts, " or "))
+		out = append(out, q)
 	}
 	return out, nil
 }

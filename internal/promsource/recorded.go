@@ -231,26 +231,42 @@ func combineSeries(fig bucketFigure, name string, step time.Duration, rng string
 }
 
 // recordedCheckQuery counts, at each evaluation time, the devices that the
-// recorded windows of the bucket hold (label gpupack_count="recorded") and
-// the devices with a sample at the bucket's middle (gpupack_count="raw"):
+// recorded windows of the bucket hold (label gpupack_count="recorded"),
+// those of them recorded with samples of checkMetric ("recorded_checked"),
+// and the devices with a checkMetric sample at the bucket's middle ("raw"):
 // the window that ends next after the middle holds every one of those, so
-// a bucket whose recorded devices are fewer was not (wholly) recorded.
+// a bucket with fewer recorded was not (wholly) recorded.
 func recordedCheckQuery(step, bucket time.Duration) string {
-	recorded, raw := checkCounts(step, bucket)
-	return fmt.Sprintf(`label_replace(%s, "gpupack_count", "recorded", "", "") or label_replace(%s, "gpupack_count", "raw", "", "")`, recorded, raw)
+	recorded, checked, raw := checkCounts(step, bucket)
+	return fmt.Sprintf(`label_replace(%s, "gpupack_count", "recorded", "", "") or label_replace(%s, "gpupack_count", "recorded_checked", "", "") or label_replace(%s, "gpupack_count", "raw", "", "")`, recorded, checked, raw)
 }
 
-// checkCounts are recordedCheckQuery's two counts: the devices recorded,
-// and those sampled at the bucket's middle.
-func checkCounts(step, bucket time.Duration) (recorded, raw string) {
-	recorded = fmt.Sprintf(`count(last_over_time(%s{%s=%q}[%dms]))`, RecordedName("sampled steps"), StepLabel, stepValue(step), (bucket - time.Millisecond).Milliseconds())
-	raw = fmt.Sprintf(`count(group by ($dev) ({__name__=~%q} offset %dms))`, strings.Join(usage.Metrics, "|"), (bucket/2 - time.Millisecond).Milliseconds())
-	return recorded, expand(raw, step, bucket, "")
+// checkMetric is the series whose devices the check counts in the raw
+// data. Counting the devices of every DCGM series at each hour's middle
+// cost Prometheus a quarter of a month's report (eight series per device
+// and pod, looked up and read 24 times a day); one metric finds a device
+// the rules missed as well, for rules that record a device record all its
+// series. It is the framebuffer in use, which dcgm-exporter's default
+// counters export for every GPU and MIG instance. A fleet that does not
+// export it has no device to count, and its check is that of something
+// recorded in every hour.
+const checkMetric = usage.FBUsed
+
+// checkCounts are recordedCheckQuery's three counts: the devices recorded,
+// those recorded with checkMetric samples, and those with a checkMetric
+// sample at the bucket's middle.
+func checkCounts(step, bucket time.Duration) (recorded, checked, raw string) {
+	rng := fmt.Sprintf("[%dms]", (bucket - time.Millisecond).Milliseconds())
+	recorded = fmt.Sprintf(`count(last_over_time(%s{%s=%q}%s))`, RecordedName("sampled steps"), StepLabel, stepValue(step), rng)
+	checked = fmt.Sprintf(`count(last_over_time(%s{%s=%q, metric=%q}%s))`, RecordedName("samples"), StepLabel, stepValue(step), checkMetric, rng)
+	raw = fmt.Sprintf(`count(group by ($dev) (%s offset %dms))`, checkMetric, (bucket/2 - time.Millisecond).Milliseconds())
+	return recorded, checked, expand(raw, step, bucket, "")
 }
 
 // recordedCovers says whether every bucket of the chunk r was recorded
 // by gpupack's rules at step: some devices recorded in each, and no fewer
-// than had samples at its middle. Only whole hours are read from
+// recorded with checkMetric's samples than had one at its middle. Only
+// whole hours are read from
 // the rules: serve's current partial hour is computed from the series, so
 // that it does not lag by up to a window.
 func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket time.Duration) (bool, error) {
@@ -281,11 +297,13 @@ func (s *Source) recordedCoverage(ctx context.Context, r v1.Range, step, bucket 
 		}
 	}
 	for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
-		rec, ok := counts["recorded"][t.UnixMilli()]
-		if raw, sampled := counts["raw"][t.UnixMilli()]; emptyOK && rec == 0 && (!sampled || raw == 0) {
+		at := t.UnixMilli()
+		rec, ok := counts["recorded"][at]
+		raw := counts["raw"][at] // 0 where no device had a sample
+		if emptyOK && rec == 0 && raw == 0 {
 			continue
 		}
-		if !ok || rec == 0 || math.IsNaN(rec) || rec < counts["raw"][t.UnixMilli()] {
+		if !ok || rec == 0 || math.IsNaN(rec) || !(counts["recorded_checked"][at] >= raw) {
 			return false, nil
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -335,8 +338,8 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		// two counts, and the figures combined over the day's windows
 		// (and over an end's 5-minute windows, which a window's first
 		// and last day read too).
-		recordedCount, rawCount := checkCounts(scrape, time.Hour)
-		profile("the check's recorded count over the day", []string{recordedCount}, r)
+		recordedCount, checkedCount, rawCount := checkCounts(scrape, time.Hour)
+		profile("the check's recorded counts over the day", []string{recordedCount, checkedCount}, r)
 		profile("the check's raw count over the day", []string{rawCount}, r)
 		last := plan.ends[len(plan.ends)-1]
 		daily, err := combinedQueries(scrape, last.Sub(plan.ends[0]), dailyFigures(), RecordedHourName)
@@ -465,9 +468,12 @@ func timedQueryRange(ctx context.Context, url, query string, r v1.Range) (fetch,
 func TestRecordedCovers(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	cases := map[string]struct {
-		recorded, raw []string // per hour, "" for no point
-		bucket        time.Duration
-		want          bool
+		// Per hour, "" for no point: the devices recorded, those recorded
+		// with checkMetric, and those with it at the hour's middle. Where
+		// checked is nil, it is recorded.
+		recorded, checked, raw []string
+		bucket                 time.Duration
+		want                   bool
 	}{
 		"every hour recorded":           {recorded: []string{"4", "4", "5"}, raw: []string{"4", "4", "5"}, want: true},
 		"more recorded than sampled":    {recorded: []string{"4", "4", "4"}, raw: []string{"3", "", "4"}, want: true},
@@ -476,6 +482,10 @@ func TestRecordedCovers(t *testing.T) {
 		"an hour with nothing recorded": {recorded: []string{"4", "0", "4"}, raw: []string{"4", "", "4"}},
 		"no rules":                      {raw: []string{"4", "4", "4"}},
 		"a partial hour is never read":  {recorded: []string{"4", "4", "4"}, raw: []string{"4", "4", "4"}, bucket: 30 * time.Minute},
+		// A device recorded without its framebuffer series, while another
+		// that has one was missed: as many devices, but not the same.
+		"the checked metric's device missed": {recorded: []string{"4", "4", "4"}, checked: []string{"4", "3", "4"}, raw: []string{"4", "4", "4"}},
+		"a fleet without the checked metric": {recorded: []string{"4", "4", "4"}, checked: []string{"", "", ""}, raw: []string{"", "", ""}, want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -499,7 +509,11 @@ func TestRecordedCovers(t *testing.T) {
 					return fmt.Sprintf(`{"metric":{"gpupack_count":%q},"values":[%s]}`, kind, strings.Join(pts, ","))
 				}
 				var result []string
-				for _, s := range []string{series("recorded", tc.recorded), series("raw", tc.raw)} {
+				checked := tc.checked
+				if checked == nil {
+					checked = tc.recorded
+				}
+				for _, s := range []string{series("recorded", tc.recorded), series("recorded_checked", checked), series("raw", tc.raw)} {
 					if s != "" {
 						result = append(result, s)
 					}
@@ -653,4 +667,316 @@ func hourlyReport(ctx context.Context, b *testing.B, s *Source, w usage.Window, 
 	err = enc.Encode(r)
 	step(3)
 	return err
+}
+
+// TestRecordedCoversMissedDevice records the rules over a day of a real
+// Prometheus, then loads a node's day that the rules never saw (as when
+// remote-written samples arrive after the rules ran), and checks that the
+// check's real queries read the day from the rules before and refuse it
+// after.
+func TestRecordedCoversMissedDevice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backfills and starts a real Prometheus")
+	}
+	const scrape = time.Minute
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fleet, err := fakedcgm.Fleet(4, 1, 3, gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom := testcluster.FleetHistory(t, fleet, start, scrape, fakedcgm.Faults{})
+	day := fleet.Duration.D()
+	file := rulesFile(t, scrape)
+	prom.BackfillRules(file, start, start.Add(day+time.Hour))
+	s, err := New(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := v1.Range{Start: start.Add(time.Hour - time.Millisecond), End: start.Add(day - time.Millisecond), Step: time.Hour}
+	if ok, err := s.recordedCovers(t.Context(), r, scrape, time.Hour); err != nil || !ok {
+		t.Fatalf("the recorded day: covered %v (%v), want true", ok, err)
+	}
+
+	late, err := fakedcgm.Parse([]byte(fmt.Sprintf("duration: 24h\nnodes: [{name: late-node, model: %q, gpus: 1}]\n", fleet.Nodes[0].Model)), "late node", gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	om := filepath.Join(t.TempDir(), "late.om")
+	f, err := os.Create(om)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := late.WriteOpenMetrics(f, start, 0, day, scrape, fakedcgm.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	prom.Stop()
+	testcluster.Backfill(t, prom.DataDir(), om, day)
+	prom.Restart()
+	if ok, err := s.recordedCovers(t.Context(), r, scrape, time.Hour); err != nil || ok {
+		t.Errorf("a node the rules never saw: covered %v (%v), want false", ok, err)
+	}
+}
+
+// TestPieceSetEmitsInKeyOrder files the same points in two orders, as
+// queries that answer in any order do, and checks that the pieces are
+// handed on in one order, that of their keys, so that a report's sums are
+// the same from one run to the next.
+func TestPieceSetEmitsInKeyOrder(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	fig := func(name string) *bucketFigure {
+		for i := range bucketFigures {
+			if bucketFigures[i].name == name {
+				return &bucketFigures[i]
+			}
+		}
+		t.Fatalf("no figure %q", name)
+		return nil
+	}
+	held, sampled := fig("held steps"), fig("sampled steps")
+	series := func(node, pod string, at time.Time) *model.SampleStream {
+		m := model.Metric{"Hostname": model.LabelValue(node), "gpu": "0", "UUID": model.LabelValue("GPU-" + node)}
+		if pod != "" {
+			m["namespace"], m["pod"], m["container"] = "ns", model.LabelValue(pod), "main"
+		}
+		return &model.SampleStream{Metric: m, Values: []model.SamplePair{{Timestamp: model.TimeFromUnixNano(at.UnixNano()), Value: 10}}}
+	}
+	type point struct {
+		node, pod string
+		piece     int
+		hour      int
+	}
+	points := []point{
+		{"n2", "b", pieceHourly, 1}, {"n1", "a", pieceHourly, 0}, {"n1", "", pieceHourly, 0}, {"n2", "b", pieceDaily, 0},
+		{"n1", "a", pieceHourly, 1}, {"n2", "", pieceHead, 0}, {"n1", "c", pieceHourly, 0}, {"n2", "", pieceTail, 2},
+	}
+	emitted := func(order []int) []string {
+		p := newPieceSet(30 * time.Second)
+		for _, i := range order {
+			pt := points[i]
+			f := held
+			if pt.pod == "" {
+				f = sampled
+			}
+			at := start.Add(time.Duration(pt.hour) * time.Hour)
+			p.file(model.Matrix{series(pt.node, pt.pod, at)}, func(*model.SampleStream, time.Time) (int, time.Time, *bucketFigure) {
+				return pt.piece, at, f
+			})
+		}
+		var out []string
+		if err := p.emit(func(b *usage.Bucket) error {
+			out = append(out, fmt.Sprintf("%s %s %s", b.Start.Format("15h"), b.Device.Node, b.Owner.Pod))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := emitted([]int{0, 1, 2, 3, 4, 5, 6, 7})
+	if len(first) != len(points) {
+		t.Fatalf("%d pieces handed on, want %d: %q", len(first), len(points), first)
+	}
+	for _, order := range [][]int{{7, 6, 5, 4, 3, 2, 1, 0}, {3, 0, 6, 1, 7, 2, 5, 4}} {
+		if got := emitted(order); !slices.Equal(got, first) {
+			t.Errorf("filed in the order %v, handed on %q; filed in key order, %q", order, got, first)
+		}
+	}
+	want := []string{"00h n2 ", "00h n1 ", "00h n1 a", "00h n1 c", "01h n1 a", "01h n2 b", "00h n2 b", "02h n2 "}
+	if !slices.Equal(first, want) {
+		t.Errorf("handed on %q, want by piece, then hour, device and owner: %q", first, want)
+	}
+}
+
+// TestStreamHourlyStopsAtAFailedDay answers the hourly path's queries over
+// three days and fails those of the second day: StreamBuckets must return
+// the failure, having handed on the first day's pieces and nothing of the
+// second's or third's (whose queries had begun beside the second's).
+func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	w := usage.Window{Start: start, End: start.Add(72 * time.Hour), Step: 30 * time.Second}
+	secondDay := start.Add(25 * time.Hour) // the second chunk's windows are evaluated from 25:17
+	var mu sync.Mutex
+	failed := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			t.Error(err)
+		}
+		q := r.Form.Get("query")
+		at := func(name string) time.Time {
+			f, err := strconv.ParseFloat(r.Form.Get(name), 64)
+			if err != nil {
+				t.Errorf("query %s: %s %q: %v", q, name, r.Form.Get(name), err)
+			}
+			return time.UnixMilli(int64(f * 1000)).UTC()
+		}
+		var result []string
+		points := func(from, to time.Time, step time.Duration, v string) string {
+			var pts []string
+			for t := from; !t.After(to); t = t.Add(step) {
+				pts = append(pts, fmt.Sprintf(`[%.3f,%q]`, float64(t.UnixMilli())/1000, v))
+			}
+			return strings.Join(pts, ",")
+		}
+		switch {
+		case strings.Contains(q, hourlyDevices):
+			result = append(result, fmt.Sprintf(`{"metric":{"__name__":%q},"values":[%s]}`, hourlyDevices, points(start.Add(-43*time.Minute), start.Add(74*time.Hour), time.Hour, "1")))
+		case strings.Contains(q, "gpupack_count"):
+			from, to := at("start"), at("end")
+			for _, kind := range []string{"recorded", "recorded_checked", "raw"} {
+				result = append(result, fmt.Sprintf(`{"metric":{"gpupack_count":%q},"values":[%s]}`, kind, points(from, to, time.Hour, "1")))
+			}
+		case !at("end").Before(secondDay) && at("start").Before(secondDay.Add(24*time.Hour)):
+			mu.Lock()
+			failed++
+			mu.Unlock()
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(rw, `{"status":"error","errorType":"unavailable","error":"the second day is not there"}`)
+			return
+		default:
+			result = append(result, fmt.Sprintf(`{"metric":{"Hostname":"n1","gpu":"0","UUID":"GPU-1","namespace":"ns","pod":"p","container":"main"},"values":[%s]}`, points(at("start"), at("end"), time.Hour, "10")))
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(rw, `{"status":"success","data":{"resultType":"matrix","result":[%s]}}`, strings.Join(result, ","))
+	}))
+	defer srv.Close()
+	s, err := New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handed []*usage.Bucket
+	err = s.StreamBuckets(t.Context(), w, time.Hour, func(b *usage.Bucket) error {
+		handed = append(handed, b)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "the second day is not there") {
+		t.Fatalf("StreamBuckets: %v; want the second day's failure", err)
+	}
+	if failed == 0 {
+		t.Fatal("no query of the second day was sent")
+	}
+	if p := s.BucketProvenance(); p.HourlyWindows == 0 {
+		t.Fatalf("provenance %+v: the hourly rules were not read", p)
+	}
+	if len(handed) == 0 {
+		t.Error("nothing handed on; want the first day's pieces")
+	}
+	for _, b := range handed {
+		if !b.Start.Before(start.Add(24 * time.Hour)) {
+			t.Errorf("a piece of %s handed on after the second day failed", b.Start)
+		}
+	}
+}
+
+// BenchmarkHoldFleet builds the fleet BenchmarkRecordedQueries reads
+// (GPUPACK_BENCH_GPUS GPUs, GPUPACK_BENCH_HOLD_DAYS days, default 2, at
+// 30 s scrapes, both levels of the rules recorded, the blocks merged) and
+// holds its Prometheus open for runs of the real command against it,
+// such as two builds alternating on the same history:
+//
+//	gpupack report --prometheus URL --end END --window 48h --accounting hourly --format json
+//
+// It writes "URL GPUS START END DATADIR" to the file GPUPACK_BENCH_HOLD
+// names and returns once FILE.stop exists (or after 3 hours).
+func BenchmarkHoldFleet(b *testing.B) {
+	file := os.Getenv("GPUPACK_BENCH_HOLD")
+	if file == "" || os.Getenv("GPUPACK_E2E") == "" {
+		b.Skip("set GPUPACK_E2E=1 and GPUPACK_BENCH_HOLD=file: holds a backfilled Prometheus open")
+	}
+	days := 2
+	if v := os.Getenv("GPUPACK_BENCH_HOLD_DAYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("GPUPACK_BENCH_HOLD_DAYS=%q: want a positive whole number", v)
+		}
+		days = n
+	}
+	const scrape = 30 * time.Second
+	gpus, start, prom := benchFleet(b, scrape, days)
+	levels, err := RulesYAMLByLevel(scrape)
+	if err != nil {
+		b.Fatal(err)
+	}
+	end := start.Add(time.Duration(days) * 24 * time.Hour)
+	for i, rules := range levels {
+		rf := filepath.Join(b.TempDir(), fmt.Sprintf("gpupack-rules-%d.yaml", i))
+		if err := os.WriteFile(rf, rules, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		prom.BackfillRules(rf, start, end.Add(time.Hour))
+	}
+	prom.WaitCompacted()
+	if err := os.WriteFile(file, fmt.Appendf(nil, "%s %d %s %s %s\n", prom.URL, gpus, start.Format(time.RFC3339), end.Format(time.RFC3339), prom.DataDir()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("Prometheus at %s holds %d GPUs x %d days from %s; create %s.stop to end", prom.URL, gpus, days, start.Format(time.RFC3339), file)
+	for deadline := time.Now().Add(3 * time.Hour); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if _, err := os.Stat(file + ".stop"); err == nil {
+			break
+		}
+	}
+	for b.Loop() {
+	}
+}
+
+// TestBackfillRulesInSlices records the rules over the same day in one go
+// and in 13-hour slices (as testcluster records a month, 4 days at a
+// time), and checks that the buckets read from them are the same.
+func TestBackfillRulesInSlices(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backfills and starts two real Prometheus servers")
+	}
+	const scrape = time.Minute
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fleet, err := fakedcgm.Fleet(4, 1, 5, gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := rulesFile(t, scrape)
+	day := usage.Window{Start: start, End: start.Add(fleet.Duration.D()), Step: scrape}
+	read := func(slice time.Duration) []usage.Bucket {
+		prom := testcluster.FleetHistory(t, fleet, start, scrape, fakedcgm.Faults{})
+		prom.RuleSlice = slice
+		prom.BackfillRules(file, day.Start, day.End.Add(time.Hour))
+		s, err := New(prom.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []usage.Bucket
+		if err := s.StreamBuckets(t.Context(), day, time.Hour, func(b *usage.Bucket) error {
+			out = append(out, *b)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if p := s.BucketProvenance(); p.ComputedHours != 0 || p.RecordedHours == 0 {
+			t.Fatalf("rules recorded in slices of %s: provenance %+v, want every hour read from the rules", slice, p)
+		}
+		return out
+	}
+	whole, sliced := read(0), read(13*time.Hour)
+	if len(whole) == 0 || len(whole) != len(sliced) {
+		t.Fatalf("%d buckets from the rules recorded at once, %d from 13-hour slices", len(whole), len(sliced))
+	}
+	for i := range whole {
+		if d := bucketDiff(sliced[i], whole[i]); d != "" {
+			t.Errorf("bucket %s %s %s:%s", whole[i].Start.Format(time.TimeOnly), whole[i].Device.Key(), whole[i].Owner.Pod, d)
+		}
+	}
+}
+
+// rulesFile writes gpupack's rules for step (both levels, one file) into
+// a file of the test's and returns its path.
+func rulesFile(t *testing.T, step time.Duration) string {
+	t.Helper()
+	rules, err := RulesYAML(step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "gpupack-rules.yaml")
+	if err := os.WriteFile(file, rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -51,11 +53,22 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 		return nil, err
 	}
 	// A day of buckets at a time: a month of a fleet is never held at once.
-	if err := src.StreamBuckets(ctx, w, Bucket, acct.Add); err != nil {
-		return nil, err
-	}
-	d, err := src.LoadMeta(ctx, w, apps, Bucket)
-	if err != nil {
+	// The pods' times, application metrics and GPU health are read
+	// meanwhile: each is its own few queries, and Prometheus answers them
+	// beside the buckets' instead of after them.
+	var d *promsource.Data
+	var health []usage.DeviceHealth
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return src.StreamBuckets(gctx, w, Bucket, acct.Add) })
+	g.Go(func() (err error) {
+		d, err = src.LoadMeta(gctx, w, apps, Bucket)
+		return err
+	})
+	g.Go(func() (err error) {
+		health, err = src.LoadHealth(gctx, w)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	if pricing.NodeLabels == nil {
@@ -75,9 +88,7 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 				p.HourlyWindows, promsource.RecordWindow, promsource.RecordWindow))
 		}
 	}
-	if r.Health, err = src.LoadHealth(ctx, w); err != nil {
-		return nil, err
-	}
+	r.Health = health
 	return r, nil
 }
 
