@@ -164,9 +164,10 @@ const (
 // time): each hourly window wholly inside w is read, for the per-hour
 // figures as recorded (two range queries at a 1 h step per day, nothing
 // computed) and counted in the report hour its window starts in, for the
-// others combined over each day of windows (a few instant queries per
-// day: one point per series and day, not 24) and counted in the hour the
-// day's first window starts in; the head before the first and
+// others combined over each day of windows (a query per figure at a
+// one-day step for a group of days, dailyDays: one point per series and
+// day, not 24) and counted in the hour the day's first window starts in;
+// the head before the first and
 // the tail after the last (each under an hour) are read from the 5-minute
 // windows, as recordedQuery reads an hour, and counted in w's first and
 // last hours. Totals are those of the 5-minute windows that ended in w,
@@ -192,23 +193,20 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	}
 	first, last := plan.ends[0], plan.ends[len(plan.ends)-1]
 	perChunk := int(bucketChunk / HourWindow)
+	nDays := (len(plan.ends) + perChunk - 1) / perChunk
+	dayEnds := func(day int) []time.Time { return plan.ends[day*perChunk : min((day+1)*perChunk, len(plan.ends))] }
+	group := cmp.Or(s.dailyGroup, dailyDays)
 	// A day's queries share bucketParallel slots with the next day's,
 	// which start as soon as the day's are under way: Prometheus answers
 	// the next day while gpupack files and hands on this one, and no day
 	// waits on the slowest query of the one before. Two days' pieces are
-	// held at most.
+	// held at most, and the daily pieces of the days of a group (a few
+	// thousand buckets a day for 1,000 GPUs).
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := semaphore.NewWeighted(bucketParallel)
-	type dayRead struct {
-		pieces *pieceSet
-		g      *errgroup.Group
-	}
-	read := func(lo int) dayRead {
-		chunk := plan.ends[lo:min(lo+perChunk, len(plan.ends))]
-		pieces := newPieceSet(w.Step)
-		g, gctx := errgroup.WithContext(ctx)
-		goSlot := func(f func() error) {
+	slotted := func(g *errgroup.Group, gctx context.Context) func(func() error) {
+		return func(f func() error) {
 			g.Go(func() error {
 				if err := slots.Acquire(gctx, 1); err != nil {
 					return err
@@ -217,20 +215,41 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 				return f()
 			})
 		}
-		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
+	}
+	type dayRead struct {
+		pieces *pieceSet
+		g      *errgroup.Group
+		daily  *errgroup.Group // its group's daily figures
+	}
+	days := make([]*pieceSet, nDays)
+	var daily *errgroup.Group
+	read := func(day int) dayRead {
+		if day%group == 0 {
+			// The figures that only add to totals, a group of days at a
+			// time: each day's hourly windows combined into one piece,
+			// counted in the hour the first starts in.
+			hi := min(day+group, nDays)
+			for k := day; k < hi; k++ {
+				days[k] = newPieceSet(w.Step)
+			}
+			var gctx context.Context
+			daily, gctx = errgroup.WithContext(ctx)
+			s.goDaily(gctx, slotted(daily, gctx), w, days, dayEnds, day, hi)
+		}
+		chunk := dayEnds(day)
+		pieces := days[day]
+		g, gctx := errgroup.WithContext(ctx)
+		goSlot := slotted(g, gctx)
+		if day == 0 && !first.Add(-HourWindow).Before(w.Start) {
 			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
 			edge := first.Add(-HourWindow)
-			s.goCombined(gctx, goSlot, pieces, w.Step, edge, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, w.Start)
+			s.goCombined(gctx, goSlot, []*pieceSet{pieces}, w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
 		}
-		if lo+perChunk >= len(plan.ends) && last.Before(w.End.Add(-time.Millisecond)) {
+		if day == nDays-1 && last.Before(w.End.Add(-time.Millisecond)) {
 			// The tail: those that ended in (last, w.End - 1ms].
 			edge := w.End.Add(-time.Millisecond)
-			s.goCombined(gctx, goSlot, pieces, w.Step, edge, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, w.End.Add(-HourWindow))
+			s.goCombined(gctx, goSlot, []*pieceSet{pieces}, w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, func(int) time.Time { return w.End.Add(-HourWindow) })
 		}
-		// The figures that only add to totals: the chunk's hourly windows
-		// combined into one piece, counted in the hour the first starts in.
-		at, span := chunk[len(chunk)-1].Add(hourLag), chunk[len(chunk)-1].Sub(chunk[0])
-		s.goCombined(gctx, goSlot, pieces, w.Step, at, span, dailyFigures(), RecordedHourName, pieceDaily, hourStart(w, chunk[0].Add(time.Millisecond-HourWindow)))
 		r := v1.Range{Start: chunk[0].Add(hourLag), End: chunk[len(chunk)-1].Add(hourLag), Step: HourWindow}
 		for _, q := range hourlyQueries(w.Step) {
 			goSlot(func() error {
@@ -245,36 +264,78 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 				return nil
 			})
 		}
-		return dayRead{pieces, g}
+		return dayRead{pieces, g, daily}
 	}
 	next := read(0)
-	for lo := 0; lo < len(plan.ends); lo += perChunk {
+	for day := range nDays {
 		cur := next
-		if lo+perChunk < len(plan.ends) {
-			next = read(lo + perChunk)
+		if day+1 < nDays {
+			next = read(day + 1)
 		}
 		err := cur.g.Wait()
 		if err == nil {
+			err = cur.daily.Wait()
+		}
+		if err == nil {
 			err = cur.pieces.emit(add)
+			days[day] = nil
 		}
 		if err != nil {
 			cancel()
 			next.g.Wait() // its queries stop with the context
+			next.daily.Wait()
 			return true, err
 		}
 	}
 	return true, nil
 }
 
+// dailyDays is how many days of the hourly rules' daily figures one query
+// reads (a range query at a one-day step). Prometheus finds a query's
+// series in every block that overlaps its range, and reads the index
+// entry of each series there, in the range or not: on blocks that span
+// weeks (a long retention merges up to 31 days into one), a query per
+// day would read a month of pods' entries for one day's. A week at a time
+// reads them a few times a month, and holds a week's daily pieces (a few
+// thousand buckets a day for 1,000 GPUs).
+const dailyDays = 7
+
+// goDaily reads, with goSlot, the daily figures of days [lo, hi): a range
+// query at a one-day step per figure for the days of a whole day of
+// hourly windows, another for a last day of fewer, each day's points
+// filed into its own pieces.
+func (s *Source) goDaily(ctx context.Context, goSlot func(func() error), w usage.Window, days []*pieceSet, dayEnds func(int) []time.Time, lo, hi int) {
+	read := func(from, to int) { // days [from, to), their windows equally long
+		first, last := dayEnds(from), dayEnds(to-1)
+		r := v1.Range{Start: first[len(first)-1].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: bucketChunk}
+		s.goCombined(ctx, goSlot, days[from:to], w.Step, r, first[len(first)-1].Sub(first[0]), dailyFigures(), RecordedHourName, pieceDaily, func(k int) time.Time {
+			return hourStart(w, dayEnds(from + k)[0].Add(time.Millisecond-HourWindow))
+		})
+	}
+	whole := int(bucketChunk / HourWindow)
+	full := lo
+	for full < hi && len(dayEnds(full)) == whole {
+		full++
+	}
+	if full > lo {
+		read(lo, full)
+	}
+	for k := full; k < hi; k++ {
+		read(k, k+1)
+	}
+}
+
 // coversDays says whether the first level of the rules covers every hour
-// of w (recordedCoverage, a day at a time), the days checked at once.
+// of w (recordedCoverage), a group of days (dailyDays) to a query, the
+// groups checked at once.
 func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Duration) (bool, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(bucketParallel)
 	var mu sync.Mutex
 	covered := true
-	for from := w.Start; from.Before(w.End); from = from.Add(bucketChunk) {
-		to := from.Add(bucketChunk)
+	span := time.Duration(cmp.Or(s.dailyGroup, dailyDays)) * bucketChunk
+	for from := w.Start; from.Before(w.End); from = from.Add(span) {
+		to := from.Add(span)
 		if to.After(w.End) {
 			to = w.End
 		}
@@ -293,11 +354,12 @@ func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Dur
 	return covered, nil
 }
 
-// goCombined reads, with goSlot, the figures figs (indexes into bucketFigures)
-// combined over the recorded series that name gives them, those recorded
-// in [at - span, at] (at least the one at at), and files them as piece in
-// the report hour start.
-func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), pieces *pieceSet, step time.Duration, at time.Time, span time.Duration, figs []int, name func(string) string, piece int, start time.Time) {
+// goCombined reads, with goSlot, the figures figs (indexes into
+// bucketFigures) combined over the recorded series that name gives them:
+// at each time of r, those recorded in the span before it (at least the
+// one at that time). The points of r's k-th time are filed into sets[k],
+// as piece, in the report hour start(k).
+func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), sets []*pieceSet, step time.Duration, r v1.Range, span time.Duration, figs []int, name func(string) string, piece int, start func(k int) time.Time) {
 	queries, err := combinedQueries(step, span, figs, name)
 	if err != nil {
 		goSlot(func() error { return err })
@@ -306,11 +368,19 @@ func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), piec
 	for k, q := range queries {
 		fig := &bucketFigures[figs[k]]
 		goSlot(func() error {
-			m, err := s.queryRange(ctx, q, v1.Range{Start: at, End: at, Step: HourWindow})
+			m, err := s.queryRange(ctx, q, r)
 			if err != nil {
-				return fmt.Errorf("bucket figure %q from gpupack's recording rules at %s: %w", fig.name, at.Format(time.RFC3339), err)
+				return fmt.Errorf("bucket figure %q from gpupack's recording rules at %s: %w", fig.name, r.End.Format(time.RFC3339), err)
 			}
-			pieces.file(m, func(*model.SampleStream, time.Time) (int, time.Time, *bucketFigure) { return piece, start, fig })
+			for i, set := range sets {
+				at := r.Start.Add(time.Duration(i) * r.Step).UnixMilli()
+				set.file(m, func(_ *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
+					if t.UnixMilli() != at {
+						return 0, time.Time{}, nil
+					}
+					return piece, start(i), fig
+				})
+			}
 			return nil
 		})
 	}

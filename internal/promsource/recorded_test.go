@@ -790,20 +790,28 @@ func TestPieceSetEmitsInKeyOrder(t *testing.T) {
 }
 
 // TestStreamHourlyStopsAtAFailedDay answers the hourly path's queries over
-// three days and fails those of the second day: StreamBuckets must return
-// the failure, having handed on the first day's pieces and nothing of the
-// second's or third's (whose queries had begun beside the second's).
+// three days and fails those of the second day (the queries that start
+// in it; the daily figures of all three, read in one query from the
+// first, are answered): StreamBuckets must return the failure, having
+// handed on the first day's pieces and nothing of the second's or third's
+// (whose queries had begun beside the second's, and whose daily pieces
+// had been read with the first's).
 func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	w := usage.Window{Start: start, End: start.Add(72 * time.Hour), Step: 30 * time.Second}
 	secondDay := start.Add(25 * time.Hour) // the second chunk's windows are evaluated from 25:17
 	var mu sync.Mutex
-	failed := 0
+	failed, multiDay := 0, 0
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if err := r.ParseForm(); err != nil {
 			t.Error(err)
 		}
 		q := r.Form.Get("query")
+		if r.Form.Get("step") == "86400" && r.Form.Get("end") != r.Form.Get("start") {
+			mu.Lock()
+			multiDay++
+			mu.Unlock()
+		}
 		at := func(name string) time.Time {
 			f, err := strconv.ParseFloat(r.Form.Get(name), 64)
 			if err != nil {
@@ -827,7 +835,7 @@ func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 			for _, kind := range []string{"recorded", "recorded_checked", "raw"} {
 				result = append(result, fmt.Sprintf(`{"metric":{"gpupack_count":%q},"values":[%s]}`, kind, points(from, to, time.Hour, "1")))
 			}
-		case !at("end").Before(secondDay) && at("start").Before(secondDay.Add(24*time.Hour)):
+		case !at("start").Before(secondDay) && at("start").Before(secondDay.Add(24*time.Hour)):
 			mu.Lock()
 			failed++
 			mu.Unlock()
@@ -855,6 +863,9 @@ func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 	}
 	if failed == 0 {
 		t.Fatal("no query of the second day was sent")
+	}
+	if want := len(dailyFigures()); multiDay != want {
+		t.Errorf("%d queries of several days at a one-day step; want the %d daily figures of the first two (whole) days, a query each", multiDay, want)
 	}
 	if p := s.BucketProvenance(); p.HourlyWindows == 0 {
 		t.Fatalf("provenance %+v: the hourly rules were not read", p)
@@ -963,6 +974,72 @@ func TestBackfillRulesInSlices(t *testing.T) {
 		if d := bucketDiff(sliced[i], whole[i]); d != "" {
 			t.Errorf("bucket %s %s %s:%s", whole[i].Start.Format(time.TimeOnly), whole[i].Device.Key(), whole[i].Owner.Pod, d)
 		}
+	}
+}
+
+// TestHourlyDailyGroups reads three days of a fleet from the hourly
+// rules with the daily figures read a day to a query and a group of days
+// to a query (a range query at a one-day step for the whole days of
+// hourly windows, two or three of them, another for a last day of
+// fewer): the buckets must be the same.
+func TestHourlyDailyGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("backfills and starts a real Prometheus")
+	}
+	const scrape = time.Minute
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fleet, err := fakedcgm.Fleet(4, 3, 5, gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := usage.Window{Start: start, End: start.Add(fleet.Duration.D()), Step: scrape}
+	prom := testcluster.FleetHistory(t, fleet, start, scrape, fakedcgm.Faults{})
+	levels, err := RulesYAMLByLevel(scrape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rules := range levels { // the hourly level is recorded from the first
+		file := filepath.Join(t.TempDir(), fmt.Sprintf("gpupack-rules-%d.yaml", i))
+		if err := os.WriteFile(file, rules, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prom.BackfillRules(file, w.Start, w.End.Add(time.Hour))
+	}
+	s, err := New(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(group int) []usage.Bucket {
+		g := *s
+		g.dailyGroup = group
+		g.provenance = &provenanceCounts{}
+		var out []usage.Bucket
+		if err := g.StreamBuckets(t.Context(), w, time.Hour, func(b *usage.Bucket) error {
+			out = append(out, *b)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if p := g.BucketProvenance(); p.ComputedHours != 0 || p.HourlyWindows < 71 {
+			t.Fatalf("daily figures %d days to a query: provenance %+v, want every hour read from the rules, 71 hourly windows or more", group, p)
+		}
+		return out
+	}
+	byDay, grouped := read(1), read(0)
+	if len(byDay) == 0 || len(byDay) != len(grouped) {
+		t.Fatalf("%d buckets with a query a day, %d with the days grouped", len(byDay), len(grouped))
+	}
+	daily := 0
+	for i := range byDay {
+		if d := bucketDiff(grouped[i], byDay[i]); d != "" {
+			t.Errorf("bucket %s %s %s:%s", byDay[i].Start.Format(time.DateTime), byDay[i].Device.Key(), byDay[i].Owner.Pod, d)
+		}
+		if byDay[i].VRAMUsedMiB.Max.Known {
+			daily++
+		}
+	}
+	if daily == 0 {
+		t.Error("no bucket holds a daily figure (VRAM max)")
 	}
 }
 
