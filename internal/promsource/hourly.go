@@ -25,6 +25,8 @@ import (
 // read from the 5-minute windows.
 type hourlyPlan struct {
 	ends []time.Time
+	// devices is the most devices an hourly window held.
+	devices int
 }
 
 // planHourly finds the hourly windows wholly inside w (those whose
@@ -47,7 +49,11 @@ func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, e
 		return nil, nil // none, or more than one group recording them
 	}
 	var ends []time.Time
+	devices := 0
 	for _, p := range m[0].Values {
+		if v := float64(p.Value); v > float64(devices) && v < math.MaxInt32 {
+			devices = int(v)
+		}
 		end := p.Timestamp.Time().Add(-hourLag).UTC()
 		if !end.Add(time.Millisecond-HourWindow).Before(w.Start) && end.Before(w.End) {
 			ends = append(ends, end)
@@ -61,7 +67,7 @@ func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, e
 			return nil, nil
 		}
 	}
-	return &hourlyPlan{ends: ends}, nil
+	return &hourlyPlan{ends: ends, devices: devices}, nil
 }
 
 // hourStart is the start of w's hour (bucket) that holds t.
@@ -160,20 +166,19 @@ const (
 )
 
 // streamHourly reads w from the second level of rules where it holds w
-// and the first level covers every hour of it (recordedCovers, a day at a
-// time): each hourly window wholly inside w is read, for the per-hour
-// figures as recorded (two range queries at a 1 h step per day, nothing
-// computed) and counted in the report hour its window starts in, for the
-// others combined over each day of windows (a query per figure at a
-// one-day step for a group of days, dailyDays: one point per series and
-// day, not 24) and counted in the hour the day's first window starts in;
-// the head before the first and
-// the tail after the last (each under an hour) are read from the 5-minute
-// windows, as recordedQuery reads an hour, and counted in w's first and
-// last hours. Totals are those of the 5-minute windows that ended in w,
-// as the first level alone gives them; an hour's figures are shifted by
-// up to an hour. It says false, having read nothing, where the rules do
-// not hold w.
+// and the first level covers every hour of it (recordedCovers, a week at
+// a time): each hourly window wholly inside w is read, for the per-hour
+// figures as recorded (two range queries at a 1 h step, nothing computed)
+// and counted in the report hour its window starts in, for the others
+// combined over each day of windows (a query per figure at a one-day
+// step: one point per series and day, not 24) and counted in the hour the
+// day's first window starts in, the queries a week of days at a time
+// (daysPerQuery); the head before the first and the tail after the last
+// (each under an hour) are read from the 5-minute windows, as
+// recordedQuery reads an hour, and counted in w's first and last hours.
+// Totals are those of the 5-minute windows that ended in w, as the first
+// level alone gives them; an hour's figures are shifted by up to an hour.
+// It says false, having read nothing, where the rules do not hold w.
 func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.Duration, add func(*usage.Bucket) error) (bool, error) {
 	if s.ignoreRecorded || s.ignoreHourly || s.subqueriesOnly || bucket != HourWindow {
 		return false, nil
@@ -182,7 +187,8 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	if err != nil || plan == nil {
 		return false, err
 	}
-	if ok, err := s.coversDays(ctx, w, bucket); err != nil || !ok {
+	groupDays := s.groupDays(plan.devices)
+	if ok, err := s.coversDays(ctx, w, bucket, groupDays); err != nil || !ok {
 		return false, err
 	}
 	s.countBuckets(true, int(w.End.Sub(w.Start)/bucket))
@@ -195,18 +201,21 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	perChunk := int(bucketChunk / HourWindow)
 	nDays := (len(plan.ends) + perChunk - 1) / perChunk
 	dayEnds := func(day int) []time.Time { return plan.ends[day*perChunk : min((day+1)*perChunk, len(plan.ends))] }
-	group := cmp.Or(s.dailyGroup, dailyDays)
-	// A day's queries share bucketParallel slots with the next day's,
-	// which start as soon as the day's are under way: Prometheus answers
-	// the next day while gpupack files and hands on this one, and no day
-	// waits on the slowest query of the one before. Two days' pieces are
-	// held at most, and the daily pieces of the days of a group (a few
-	// thousand buckets a day for 1,000 GPUs).
+	// A group's queries share bucketParallel slots with the next group's,
+	// which start as soon as the group's days are being handed on:
+	// Prometheus answers the next group while gpupack files and hands on
+	// this one. Two groups' answers are held at most.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := semaphore.NewWeighted(bucketParallel)
-	slotted := func(g *errgroup.Group, gctx context.Context) func(func() error) {
-		return func(f func() error) {
+	read := func(lo int) *groupRead {
+		hi := min(lo+groupDays, nDays)
+		g, gctx := errgroup.WithContext(ctx)
+		group := &groupRead{lo: lo, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]model.Matrix, hi-lo)}
+		for k := range group.days {
+			group.days[k] = newPieceSet(w.Step)
+		}
+		goSlot := func(f func() error) {
 			g.Go(func() error {
 				if err := slots.Acquire(gctx, 1); err != nil {
 					return err
@@ -215,110 +224,147 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 				return f()
 			})
 		}
-	}
-	type dayRead struct {
-		pieces *pieceSet
-		g      *errgroup.Group
-		daily  *errgroup.Group // its group's daily figures
-	}
-	days := make([]*pieceSet, nDays)
-	var daily *errgroup.Group
-	read := func(day int) dayRead {
-		if day%group == 0 {
-			// The figures that only add to totals, a group of days at a
-			// time: each day's hourly windows combined into one piece,
-			// counted in the hour the first starts in.
-			hi := min(day+group, nDays)
-			for k := day; k < hi; k++ {
-				days[k] = newPieceSet(w.Step)
-			}
-			var gctx context.Context
-			daily, gctx = errgroup.WithContext(ctx)
-			s.goDaily(gctx, slotted(daily, gctx), w, days, dayEnds, day, hi)
-		}
-		chunk := dayEnds(day)
-		pieces := days[day]
-		g, gctx := errgroup.WithContext(ctx)
-		goSlot := slotted(g, gctx)
-		if day == 0 && !first.Add(-HourWindow).Before(w.Start) {
+		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
 			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
 			edge := first.Add(-HourWindow)
-			s.goCombined(gctx, goSlot, []*pieceSet{pieces}, w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
+			s.goCombined(gctx, goSlot, group.days[:1], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
 		}
-		if day == nDays-1 && last.Before(w.End.Add(-time.Millisecond)) {
+		if hi == nDays && last.Before(w.End.Add(-time.Millisecond)) {
 			// The tail: those that ended in (last, w.End - 1ms].
 			edge := w.End.Add(-time.Millisecond)
-			s.goCombined(gctx, goSlot, []*pieceSet{pieces}, w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, func(int) time.Time { return w.End.Add(-HourWindow) })
+			s.goCombined(gctx, goSlot, group.days[hi-lo-1:], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, func(int) time.Time { return w.End.Add(-HourWindow) })
 		}
-		r := v1.Range{Start: chunk[0].Add(hourLag), End: chunk[len(chunk)-1].Add(hourLag), Step: HourWindow}
-		for _, q := range hourlyQueries(w.Step) {
-			goSlot(func() error {
-				m, err := s.queryRange(gctx, q, r)
-				if err != nil {
-					return fmt.Errorf("bucket figures from gpupack's hourly recording rules: %w", err)
-				}
-				pieces.file(m, func(ss *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
-					end := t.Add(-hourLag)
-					return pieceHourly, hourStart(w, end.Add(time.Millisecond-HourWindow)), names[string(ss.Metric[model.MetricNameLabel])]
-				})
-				return nil
-			})
-		}
-		return dayRead{pieces, g, daily}
+		// The figures that only add to totals, each day's hourly windows
+		// combined into one piece, counted in the hour the first starts
+		// in, filed into the days' pieces as they come; the per-hour
+		// figures, kept as Prometheus sent them until their day is handed
+		// on.
+		s.goDaily(gctx, goSlot, w, group, dayEnds, hi)
+		s.goHourly(gctx, goSlot, group, w.Step, dayEnds, hi)
+		return group
+	}
+	hourlyAt := func(ss *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
+		end := t.Add(-hourLag)
+		return pieceHourly, hourStart(w, end.Add(time.Millisecond-HourWindow)), names[string(ss.Metric[model.MetricNameLabel])]
 	}
 	next := read(0)
-	for day := range nDays {
+	for lo := 0; lo < nDays; lo += groupDays {
 		cur := next
-		if day+1 < nDays {
-			next = read(day + 1)
+		if lo+groupDays < nDays {
+			next = read(lo + groupDays)
 		}
 		err := cur.g.Wait()
-		if err == nil {
-			err = cur.daily.Wait()
-		}
-		if err == nil {
-			err = cur.pieces.emit(add)
-			days[day] = nil
+		for k := 0; err == nil && k < len(cur.days); k++ {
+			for _, m := range cur.hourly[k] {
+				cur.days[k].file(m, hourlyAt)
+			}
+			err = cur.days[k].emit(add)
+			cur.days[k], cur.hourly[k] = nil, nil
 		}
 		if err != nil {
 			cancel()
 			next.g.Wait() // its queries stop with the context
-			next.daily.Wait()
 			return true, err
 		}
 	}
 	return true, nil
 }
 
-// dailyDays is how many days of the hourly rules' daily figures one query
-// reads (a range query at a one-day step). Prometheus finds a query's
-// series in every block that overlaps its range, and reads the index
-// entry of each series there, in the range or not: on blocks that span
-// weeks (a long retention merges up to 31 days into one), a query per
-// day would read a month of pods' entries for one day's. A week at a time
-// reads them a few times a month, and holds a week's daily pieces (a few
-// thousand buckets a day for 1,000 GPUs).
-const dailyDays = 7
+// groupRead is the queries of a group of days (daysPerQuery) in flight:
+// the pieces of each day of the group, and the per-hour figures read for
+// it, kept until the day is handed on.
+type groupRead struct {
+	lo     int // the group's first day
+	g      *errgroup.Group
+	days   []*pieceSet
+	mu     sync.Mutex
+	hourly [][]model.Matrix
+}
 
-// goDaily reads, with goSlot, the daily figures of days [lo, hi): a range
-// query at a one-day step per figure for the days of a whole day of
-// hourly windows, another for a last day of fewer, each day's points
-// filed into its own pieces.
-func (s *Source) goDaily(ctx context.Context, goSlot func(func() error), w usage.Window, days []*pieceSet, dayEnds func(int) []time.Time, lo, hi int) {
+// goHourly reads, with goSlot, the per-hour figures of the days
+// [group.lo, hi) as recorded, in range queries at a 1 h step over the
+// days (hourlyQueries), and keeps each day's points in group.hourly.
+func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group *groupRead, step time.Duration, dayEnds func(int) []time.Time, hi int) {
+	first, last := dayEnds(group.lo), dayEnds(hi-1)
+	r := v1.Range{Start: first[0].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: HourWindow}
+	for _, q := range hourlyQueries(step) {
+		goSlot(func() error {
+			m, err := s.queryRange(ctx, q, r)
+			if err != nil {
+				return fmt.Errorf("bucket figures from gpupack's hourly recording rules: %w", err)
+			}
+			// A day's windows are 24 consecutive hours from the group's first.
+			byDay := make([]model.Matrix, len(group.hourly))
+			for _, ss := range m {
+				vals := ss.Values
+				for len(vals) > 0 {
+					k := int(vals[0].Timestamp.Time().Sub(r.Start) / bucketChunk)
+					n := 1
+					for n < len(vals) && int(vals[n].Timestamp.Time().Sub(r.Start)/bucketChunk) == k {
+						n++
+					}
+					if k >= 0 && k < len(byDay) {
+						byDay[k] = append(byDay[k], &model.SampleStream{Metric: ss.Metric, Values: vals[:n]})
+					}
+					vals = vals[n:]
+				}
+			}
+			group.mu.Lock()
+			defer group.mu.Unlock()
+			for k := range byDay {
+				if len(byDay[k]) > 0 {
+					group.hourly[k] = append(group.hourly[k], byDay[k])
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// daysPerQuery is the most days of hourly windows one query of the
+// hourly path reads. Prometheus finds a query's series in every block
+// that overlaps its range, and reads the index entry of each series
+// there, in the range or not: on blocks that span weeks (a long retention
+// merges up to 31 days into one), a query per day would read a month of
+// pods' entries for one day's. A week at a time reads them a few times a
+// month. gpupack holds up to two groups' answers (the daily figures filed
+// as they come, the per-hour ones as Prometheus sent them, filed a day at
+// a time as the days are handed on), so a group is shortened to hold no
+// more than groupDeviceDays.
+const daysPerQuery = 7
+
+// groupDeviceDays bounds a group's days times its devices: two groups
+// then hold about what two days of 1,000 GPUs a day at a time did.
+const groupDeviceDays = 1000
+
+// groupDays is how many days of hourly windows a query of the hourly path
+// reads for a fleet of devices (the most an hourly window held).
+func (s *Source) groupDays(devices int) int {
+	if s.daysPerGroup > 0 {
+		return s.daysPerGroup
+	}
+	return min(max(groupDeviceDays/max(devices, 1), 1), daysPerQuery)
+}
+
+// goDaily reads, with goSlot, the daily figures of the days [group.lo,
+// hi): a range query at a one-day step per figure for the days of a whole
+// day of hourly windows, another for a last day of fewer, each day's
+// points filed into its own pieces.
+func (s *Source) goDaily(ctx context.Context, goSlot func(func() error), w usage.Window, group *groupRead, dayEnds func(int) []time.Time, hi int) {
 	read := func(from, to int) { // days [from, to), their windows equally long
 		first, last := dayEnds(from), dayEnds(to-1)
 		r := v1.Range{Start: first[len(first)-1].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: bucketChunk}
-		s.goCombined(ctx, goSlot, days[from:to], w.Step, r, first[len(first)-1].Sub(first[0]), dailyFigures(), RecordedHourName, pieceDaily, func(k int) time.Time {
+		s.goCombined(ctx, goSlot, group.days[from-group.lo:to-group.lo], w.Step, r, first[len(first)-1].Sub(first[0]), dailyFigures(), RecordedHourName, pieceDaily, func(k int) time.Time {
 			return hourStart(w, dayEnds(from + k)[0].Add(time.Millisecond-HourWindow))
 		})
 	}
 	whole := int(bucketChunk / HourWindow)
-	full := lo
+	full := group.lo
 	for full < hi && len(dayEnds(full)) == whole {
 		full++
 	}
-	if full > lo {
-		read(lo, full)
+	if full > group.lo {
+		read(group.lo, full)
 	}
 	for k := full; k < hi; k++ {
 		read(k, k+1)
@@ -326,14 +372,13 @@ func (s *Source) goDaily(ctx context.Context, goSlot func(func() error), w usage
 }
 
 // coversDays says whether the first level of the rules covers every hour
-// of w (recordedCoverage), a group of days (dailyDays) to a query, the
-// groups checked at once.
-func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Duration) (bool, error) {
+// of w (recordedCoverage), days days to a query, the queries sent at once.
+func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Duration, days int) (bool, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(bucketParallel)
 	var mu sync.Mutex
 	covered := true
-	span := time.Duration(cmp.Or(s.dailyGroup, dailyDays)) * bucketChunk
+	span := time.Duration(days) * bucketChunk
 	for from := w.Start; from.Before(w.End); from = from.Add(span) {
 		to := from.Add(span)
 		if to.After(w.End) {

@@ -44,10 +44,10 @@ type Source struct {
 	// 5-minute rules alone, as before the hourly ones: what benchmarks
 	// compare the hourly rules with.
 	ignoreHourly bool
-	// dailyGroup, where set, is how many days of the hourly rules' daily
-	// figures one query reads (dailyDays otherwise): what tests compare
-	// the grouping with.
-	dailyGroup int
+	// daysPerGroup, where set, is how many days of hourly windows one
+	// query of the hourly path reads (daysPerQuery otherwise): what tests
+	// compare the grouping with.
+	daysPerGroup int
 	// provenance counts how the buckets read so far were computed.
 	provenance *provenanceCounts
 }

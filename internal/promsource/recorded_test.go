@@ -104,31 +104,15 @@ func TestRecordedAgreesWithBuckets(t *testing.T) {
 func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 	const scrape = time.Minute
 	prom, day := faultyFleetDay(t, scrape)
-	files := [][]byte{}
-	if byLevel {
-		var err error
-		if files, err = RulesYAMLByLevel(scrape); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		rules, err := RulesYAML(scrape)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, rules)
-	}
 	// One hour past the history, so that the windows holding its last
 	// steps are read too; the rules are recorded an hour further, so that
 	// the hourly window that ends in that hour is recorded whatever the
 	// group's evaluation offset.
 	w := usage.Window{Start: day.Start, End: day.End.Add(time.Hour), Step: scrape}
-	dir := t.TempDir()
-	for i, rules := range files {
-		file := filepath.Join(dir, fmt.Sprintf("gpupack-rules-%d.yaml", i))
-		if err := os.WriteFile(file, rules, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		prom.BackfillRules(file, w.Start, w.End.Add(time.Hour))
+	if byLevel {
+		recordLevels(t, prom, scrape, w.Start, w.End.Add(time.Hour))
+	} else {
+		prom.BackfillRules(rulesFile(t, scrape), w.Start, w.End.Add(time.Hour))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -217,19 +201,7 @@ func BenchmarkRecordedQueries(b *testing.B) {
 	}
 	const scrape, days = 30 * time.Second, 2
 	gpus, start, prom := benchFleet(b, scrape, days)
-	levels, err := RulesYAMLByLevel(scrape)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir := b.TempDir()
-	for i, rules := range levels {
-		file := filepath.Join(dir, fmt.Sprintf("gpupack-rules-%d.yaml", i))
-		if err := os.WriteFile(file, rules, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		t0 := time.Now()
-		prom.BackfillRules(file, start, start.Add(days*24*time.Hour+time.Hour))
-		took := time.Since(t0)
+	for i, took := range recordLevels(b, prom, scrape, start, start.Add(days*24*time.Hour+time.Hour)) {
 		b.Logf("recorded level %d of the rules over %d GPUs x %d days in %.1f s: %.2f s per device-day", i+1, gpus, days, took.Seconds(), took.Seconds()/float64(gpus*days))
 	}
 	// As a server that recorded them as it went holds them: merged.
@@ -790,16 +762,15 @@ func TestPieceSetEmitsInKeyOrder(t *testing.T) {
 }
 
 // TestStreamHourlyStopsAtAFailedDay answers the hourly path's queries over
-// three days and fails those of the second day (the queries that start
-// in it; the daily figures of all three, read in one query from the
-// first, are answered): StreamBuckets must return the failure, having
-// handed on the first day's pieces and nothing of the second's or third's
-// (whose queries had begun beside the second's, and whose daily pieces
-// had been read with the first's).
+// three days, read two days to a group, and fails those of the third day
+// (its group's): StreamBuckets must return the failure, having handed on
+// the first two days' pieces (the daily figures of both read in one range
+// query at a one-day step) and nothing of the third's (whose queries had
+// begun beside the second day's).
 func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	w := usage.Window{Start: start, End: start.Add(72 * time.Hour), Step: 30 * time.Second}
-	secondDay := start.Add(25 * time.Hour) // the second chunk's windows are evaluated from 25:17
+	thirdDay := start.Add(49 * time.Hour) // the third chunk's windows are evaluated from 49:17
 	var mu sync.Mutex
 	failed, multiDay := 0, 0
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -835,12 +806,12 @@ func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 			for _, kind := range []string{"recorded", "recorded_checked", "raw"} {
 				result = append(result, fmt.Sprintf(`{"metric":{"gpupack_count":%q},"values":[%s]}`, kind, points(from, to, time.Hour, "1")))
 			}
-		case !at("start").Before(secondDay) && at("start").Before(secondDay.Add(24*time.Hour)):
+		case !at("start").Before(thirdDay) && at("start").Before(thirdDay.Add(24*time.Hour)):
 			mu.Lock()
 			failed++
 			mu.Unlock()
 			rw.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprint(rw, `{"status":"error","errorType":"unavailable","error":"the second day is not there"}`)
+			fmt.Fprint(rw, `{"status":"error","errorType":"unavailable","error":"the third day is not there"}`)
 			return
 		default:
 			result = append(result, fmt.Sprintf(`{"metric":{"Hostname":"n1","gpu":"0","UUID":"GPU-1","namespace":"ns","pod":"p","container":"main"},"values":[%s]}`, points(at("start"), at("end"), time.Hour, "10")))
@@ -853,16 +824,17 @@ func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.daysPerGroup = 2
 	var handed []*usage.Bucket
 	err = s.StreamBuckets(t.Context(), w, time.Hour, func(b *usage.Bucket) error {
 		handed = append(handed, b)
 		return nil
 	})
-	if err == nil || !strings.Contains(err.Error(), "the second day is not there") {
-		t.Fatalf("StreamBuckets: %v; want the second day's failure", err)
+	if err == nil || !strings.Contains(err.Error(), "the third day is not there") {
+		t.Fatalf("StreamBuckets: %v; want the third day's failure", err)
 	}
 	if failed == 0 {
-		t.Fatal("no query of the second day was sent")
+		t.Fatal("no query of the third day was sent")
 	}
 	if want := len(dailyFigures()); multiDay != want {
 		t.Errorf("%d queries of several days at a one-day step; want the %d daily figures of the first two (whole) days, a query each", multiDay, want)
@@ -870,13 +842,17 @@ func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 	if p := s.BucketProvenance(); p.HourlyWindows == 0 {
 		t.Fatalf("provenance %+v: the hourly rules were not read", p)
 	}
-	if len(handed) == 0 {
-		t.Error("nothing handed on; want the first day's pieces")
-	}
+	secondDay := 0
 	for _, b := range handed {
-		if !b.Start.Before(start.Add(24 * time.Hour)) {
-			t.Errorf("a piece of %s handed on after the second day failed", b.Start)
+		if !b.Start.Before(start.Add(48 * time.Hour)) {
+			t.Errorf("a piece of %s handed on after the third day failed", b.Start)
 		}
+		if !b.Start.Before(start.Add(24 * time.Hour)) {
+			secondDay++
+		}
+	}
+	if len(handed) == 0 || secondDay == 0 {
+		t.Errorf("%d pieces handed on, %d of the second day; want the first two days'", len(handed), secondDay)
 	}
 }
 
@@ -905,18 +881,8 @@ func BenchmarkHoldFleet(b *testing.B) {
 	}
 	const scrape = 30 * time.Second
 	gpus, start, prom := benchFleet(b, scrape, days)
-	levels, err := RulesYAMLByLevel(scrape)
-	if err != nil {
-		b.Fatal(err)
-	}
 	end := start.Add(time.Duration(days) * 24 * time.Hour)
-	for i, rules := range levels {
-		rf := filepath.Join(b.TempDir(), fmt.Sprintf("gpupack-rules-%d.yaml", i))
-		if err := os.WriteFile(rf, rules, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		prom.BackfillRules(rf, start, end.Add(time.Hour))
-	}
+	recordLevels(b, prom, scrape, start, end.Add(time.Hour))
 	prom.WaitCompacted()
 	if err := os.WriteFile(file, fmt.Appendf(nil, "%s %d %s %s %s\n", prom.URL, gpus, start.Format(time.RFC3339), end.Format(time.RFC3339), prom.DataDir()), 0o644); err != nil {
 		b.Fatal(err)
@@ -994,24 +960,14 @@ func TestHourlyDailyGroups(t *testing.T) {
 	}
 	w := usage.Window{Start: start, End: start.Add(fleet.Duration.D()), Step: scrape}
 	prom := testcluster.FleetHistory(t, fleet, start, scrape, fakedcgm.Faults{})
-	levels, err := RulesYAMLByLevel(scrape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, rules := range levels { // the hourly level is recorded from the first
-		file := filepath.Join(t.TempDir(), fmt.Sprintf("gpupack-rules-%d.yaml", i))
-		if err := os.WriteFile(file, rules, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		prom.BackfillRules(file, w.Start, w.End.Add(time.Hour))
-	}
+	recordLevels(t, prom, scrape, w.Start, w.End.Add(time.Hour))
 	s, err := New(prom.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := func(group int) []usage.Bucket {
 		g := *s
-		g.dailyGroup = group
+		g.daysPerGroup = group
 		g.provenance = &provenanceCounts{}
 		var out []usage.Bucket
 		if err := g.StreamBuckets(t.Context(), w, time.Hour, func(b *usage.Bucket) error {
@@ -1041,6 +997,47 @@ func TestHourlyDailyGroups(t *testing.T) {
 	if daily == 0 {
 		t.Error("no bucket holds a daily figure (VRAM max)")
 	}
+}
+
+// TestGroupDays checks how many days a query of the hourly path reads:
+// a week for a small fleet, fewer as the fleet grows, so that a group
+// holds no more than groupDeviceDays, and never none.
+func TestGroupDays(t *testing.T) {
+	var s Source
+	for _, c := range []struct{ devices, want int }{{0, daysPerQuery}, {1, daysPerQuery}, {32, daysPerQuery}, {250, 4}, {400, 2}, {1000, 1}, {100000, 1}} {
+		if got := s.groupDays(c.devices); got != c.want {
+			t.Errorf("groupDays(%d devices) = %d, want %d", c.devices, got, c.want)
+		}
+		if got := s.groupDays(c.devices); got*c.devices > groupDeviceDays && got > 1 {
+			t.Errorf("groupDays(%d devices) = %d: %d device-days, over %d", c.devices, got, got*c.devices, groupDeviceDays)
+		}
+	}
+	s.daysPerGroup = 3
+	if got := s.groupDays(1000); got != 3 {
+		t.Errorf("groupDays with daysPerGroup 3 = %d, want 3", got)
+	}
+}
+
+// recordLevels records gpupack's rules for step over [from, to) into
+// prom level by level (the hourly level is recorded from the first), as
+// an operator backfills them, and returns how long each level took.
+func recordLevels(tb testing.TB, prom *testcluster.Prometheus, step time.Duration, from, to time.Time) []time.Duration {
+	tb.Helper()
+	levels, err := RulesYAMLByLevel(step)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var took []time.Duration
+	for i, rules := range levels {
+		file := filepath.Join(tb.TempDir(), fmt.Sprintf("gpupack-rules-%d.yaml", i))
+		if err := os.WriteFile(file, rules, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		t0 := time.Now()
+		prom.BackfillRules(file, from, to)
+		took = append(took, time.Since(t0))
+	}
+	return took
 }
 
 // rulesFile writes gpupack's rules for step (both levels, one file) into
