@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
@@ -136,14 +135,7 @@ func BenchmarkBucketQueries(b *testing.B) {
 // Prometheus.
 func benchFleet(b *testing.B, scrape time.Duration, days int) (int, time.Time, *testcluster.Prometheus) {
 	b.Helper()
-	gpus := 48
-	if v := os.Getenv("GPUPACK_BENCH_GPUS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("GPUPACK_BENCH_GPUS=%q: want a positive whole number", v)
-		}
-		gpus = n
-	}
+	gpus := benchInt(b, "GPUPACK_BENCH_GPUS", 48)
 	fleet, err := fakedcgm.Fleet(gpus, days, 1, gpu.Default())
 	if err != nil {
 		b.Fatal(err)
