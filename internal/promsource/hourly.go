@@ -166,14 +166,14 @@ const (
 )
 
 // streamHourly reads w from the second level of rules where it holds w
-// and the first level covers every hour of it (recordedCovers, a week at
-// a time): each hourly window wholly inside w is read, for the per-hour
+// and the first level covers every hour of it (recordedCovers, a group of
+// days at a time): each hourly window wholly inside w is read, for the per-hour
 // figures as recorded (two range queries at a 1 h step, nothing computed)
 // and counted in the report hour its window starts in, for the others
 // combined over each day of windows (a query per figure at a one-day
 // step: one point per series and day, not 24) and counted in the hour the
-// day's first window starts in, the queries a week of days at a time
-// (daysPerQuery); the head before the first and the tail after the last
+// day's first window starts in, the queries a group of days at a time
+// (groupDays: a week, fewer for a large fleet); the head before the first and the tail after the last
 // (each under an hour) are read from the 5-minute windows, as
 // recordedQuery reads an hour, and counted in w's first and last hours.
 // Totals are those of the 5-minute windows that ended in w, as the first
