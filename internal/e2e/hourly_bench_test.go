@@ -36,7 +36,7 @@ import (
 //
 //	GPUPACK_E2E=1 go test ./internal/e2e -run XXX -bench HourlyReport -benchtime 1x -timeout 24h
 func BenchmarkHourlyReport(b *testing.B) {
-	gpus := envInt(b, "GPUPACK_BENCH_GPUS", 1000)
+	gpus := testcluster.EnvInt(b, "GPUPACK_BENCH_GPUS", 1000)
 	var days []int
 	for _, d := range strings.Split(envString("GPUPACK_BENCH_DAYS", "7,30"), ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(d))
@@ -147,18 +147,6 @@ func envString(name, def string) string {
 		return v
 	}
 	return def
-}
-
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive whole number", name, v)
-	}
-	return n
 }
 
 func tail(b []byte) []byte {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -31,7 +30,7 @@ func BenchmarkBlockSpan(b *testing.B) {
 	if os.Getenv("GPUPACK_E2E") == "" {
 		b.Skip("set GPUPACK_E2E=1: backfills and starts two real Prometheus servers")
 	}
-	pods, runs := benchInt(b, "GPUPACK_BENCH_PODS", 2000), benchInt(b, "GPUPACK_BENCH_RUNS", 7)
+	pods, runs := testcluster.EnvInt(b, "GPUPACK_BENCH_PODS", 2000), testcluster.EnvInt(b, "GPUPACK_BENCH_RUNS", 7)
 	const days, step = 30, 30 * time.Second
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	fig := bucketFigures[slices.IndexFunc(bucketFigures, func(f bucketFigure) bool { return f.name == "owner VRAM max" })]
@@ -119,18 +118,4 @@ func BenchmarkBlockSpan(b *testing.B) {
 		pods, days, runs, median(onLong), median(onDaily), median(byDay), median(grouped))
 	for b.Loop() {
 	}
-}
-
-// benchInt is the positive whole number the environment variable name
-// holds, or def where it is unset.
-func benchInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive whole number", name, v)
-	}
-	return n
 }

@@ -135,7 +135,7 @@ func BenchmarkBucketQueries(b *testing.B) {
 // Prometheus.
 func benchFleet(b *testing.B, scrape time.Duration, days int) (int, time.Time, *testcluster.Prometheus) {
 	b.Helper()
-	gpus := benchInt(b, "GPUPACK_BENCH_GPUS", 48)
+	gpus := testcluster.EnvInt(b, "GPUPACK_BENCH_GPUS", 48)
 	fleet, err := fakedcgm.Fleet(gpus, days, 1, gpu.Default())
 	if err != nil {
 		b.Fatal(err)

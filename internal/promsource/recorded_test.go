@@ -871,7 +871,7 @@ func BenchmarkHoldFleet(b *testing.B) {
 	if file == "" || os.Getenv("GPUPACK_E2E") == "" {
 		b.Skip("set GPUPACK_E2E=1 and GPUPACK_BENCH_HOLD=file: holds a backfilled Prometheus open")
 	}
-	days := benchInt(b, "GPUPACK_BENCH_HOLD_DAYS", 2)
+	days := testcluster.EnvInt(b, "GPUPACK_BENCH_HOLD_DAYS", 2)
 	const scrape = 30 * time.Second
 	gpus, start, prom := benchFleet(b, scrape, days)
 	end := start.Add(time.Duration(days) * 24 * time.Hour)

@@ -34,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -601,4 +602,20 @@ func Parallel(t testing.TB, n int, create func(i int) error) {
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// EnvInt is the positive whole number the environment variable name
+// holds (a benchmark's size, such as GPUPACK_BENCH_GPUS), or def where it
+// is unset; anything else fails tb.
+func EnvInt(tb testing.TB, name string, def int) int {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("%s=%q: want a positive whole number", name, v)
+	}
+	return n
 }
