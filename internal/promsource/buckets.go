@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -428,38 +427,22 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 	if read, err := s.streamHourly(ctx, w, bucket, add); read || err != nil {
 		return err
 	}
-	type key struct {
-		start  int64
-		device string
-		owner  usage.Owner
-	}
 	chunk := max(bucket, bucketChunk.Truncate(bucket))
 	for from := w.Start; from.Before(w.End); from = from.Add(chunk) {
 		to := from.Add(chunk)
 		if to.After(w.End) {
 			to = w.End
 		}
-		buckets := map[key]*usage.Bucket{}
-		var order []key
-		var mu sync.Mutex
+		set := newPieceSet(w.Step, bucket)
 		get := func(start time.Time, d usage.Device, o usage.Owner) *usage.Bucket {
-			k := key{start.UnixMilli(), d.Key(), o}
-			b := buckets[k]
-			if b == nil {
-				b = &usage.Bucket{Start: start, Length: bucket, Step: w.Step, Device: d, Owner: o}
-				buckets[k] = b
-				order = append(order, k)
-			}
-			if b.Device.Model == "" {
-				b.Device.Model = d.Model
-			}
-			return b
+			return set.bucket(0, start, d, d.Key(), o)
 		}
 		// each calls f for every finite point of m, at its bucket's start,
-		// for the device-hours that keep says are this query's, under mu.
+		// for the device-hours that keep says are this query's, under the
+		// set's lock.
 		each := func(m model.Matrix, keep func(hourKey) bool, f func(start time.Time, d usage.Device, v float64, labels model.Metric)) {
-			mu.Lock()
-			defer mu.Unlock()
+			set.mu.Lock()
+			defer set.mu.Unlock()
 			for _, ss := range m {
 				d := device(ss.Metric)
 				for _, p := range ss.Values {
@@ -583,14 +566,8 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 		if err := g.Wait(); err != nil {
 			return err
 		}
-		for _, k := range order {
-			b := buckets[k]
-			if (b.Owner.IsZero() && b.SampledSteps == 0) || (!b.Owner.IsZero() && b.HeldSteps == 0) {
-				continue // a figure of a step the bucket does not have
-			}
-			if err := add(b); err != nil {
-				return err
-			}
+		if err := set.emit(add); err != nil {
+			return err
 		}
 	}
 	return nil

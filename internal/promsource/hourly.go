@@ -84,16 +84,33 @@ type pieceKey struct {
 	owner  usage.Owner
 }
 
-// pieceSet holds the pieces read for one chunk, in the order first read.
+// pieceSet holds the buckets read for one chunk (of StreamBuckets' day,
+// or of a day of the hourly path, in pieces), in the order first read.
 type pieceSet struct {
-	mu      sync.Mutex
-	step    time.Duration
-	buckets map[pieceKey]*usage.Bucket
-	order   []pieceKey
+	mu           sync.Mutex
+	step, length time.Duration
+	buckets      map[pieceKey]*usage.Bucket
+	order        []pieceKey
 }
 
-func newPieceSet(step time.Duration) *pieceSet {
-	return &pieceSet{step: step, buckets: map[pieceKey]*usage.Bucket{}}
+func newPieceSet(step, length time.Duration) *pieceSet {
+	return &pieceSet{step: step, length: length, buckets: map[pieceKey]*usage.Bucket{}}
+}
+
+// bucket is the bucket of piece that starts at start, of d (whose Key is
+// deviceKey) and o, made on first use; the caller holds p.mu.
+func (p *pieceSet) bucket(piece int, start time.Time, d usage.Device, deviceKey string, o usage.Owner) *usage.Bucket {
+	k := pieceKey{piece, start.UnixMilli(), deviceKey, o}
+	b := p.buckets[k]
+	if b == nil {
+		b = &usage.Bucket{Start: start, Length: p.length, Step: p.step, Device: d, Owner: o}
+		p.buckets[k] = b
+		p.order = append(p.order, k)
+	}
+	if b.Device.Model == "" {
+		b.Device.Model = d.Model
+	}
+	return b
 }
 
 // file calls set for every finite point of m, on the bucket of the piece
@@ -102,23 +119,12 @@ func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.T
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var piece int
-	var dev usage.Device
 	var deviceKey string // dev's, once per series: get files every bucket on dev
 	get := func(start time.Time, d usage.Device, o usage.Owner) *usage.Bucket {
-		k := pieceKey{piece, start.UnixMilli(), deviceKey, o}
-		b := p.buckets[k]
-		if b == nil {
-			b = &usage.Bucket{Start: start, Length: HourWindow, Step: p.step, Device: d, Owner: o}
-			p.buckets[k] = b
-			p.order = append(p.order, k)
-		}
-		if b.Device.Model == "" {
-			b.Device.Model = d.Model
-		}
-		return b
+		return p.bucket(piece, start, d, deviceKey, o)
 	}
 	for _, ss := range m {
-		dev = device(ss.Metric)
+		dev := device(ss.Metric)
 		deviceKey = dev.Key()
 		for _, pt := range ss.Values {
 			v := float64(pt.Value)
@@ -136,8 +142,8 @@ func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.T
 	}
 }
 
-// emit hands add the pieces that hold a step, as StreamBuckets hands its
-// buckets, in the order of their keys: queries answer in any order, and
+// emit hands add the buckets that hold a step, in the order of their
+// keys: queries answer in any order, and
 // the report's sums, added in the order of the pieces, should not change
 // in their last digits from one run to the next.
 func (p *pieceSet) emit(add func(*usage.Bucket) error) error {
@@ -213,7 +219,7 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 		g, gctx := errgroup.WithContext(ctx)
 		group := &groupRead{lo: lo, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]model.Matrix, hi-lo)}
 		for k := range group.days {
-			group.days[k] = newPieceSet(w.Step)
+			group.days[k] = newPieceSet(w.Step, HourWindow)
 		}
 		goSlot := func(f func() error) {
 			g.Go(func() error {

@@ -725,7 +725,7 @@ func TestPieceSetEmitsInKeyOrder(t *testing.T) {
 		{"n1", "a", pieceHourly, 1}, {"n2", "", pieceHead, 0}, {"n1", "c", pieceHourly, 0}, {"n2", "", pieceTail, 2},
 	}
 	emitted := func(order []int) []string {
-		p := newPieceSet(30 * time.Second)
+		p := newPieceSet(30*time.Second, HourWindow)
 		for _, i := range order {
 			pt := points[i]
 			f := held
@@ -925,15 +925,9 @@ func TestBackfillRulesInSlices(t *testing.T) {
 		}
 		return out
 	}
-	// The path of the 5-minute rules hands buckets on in the order their
-	// queries answered: compare them in the order of their keys.
-	byKey := func(a, b usage.Bucket) int {
-		return cmp.Or(a.Start.Compare(b.Start), strings.Compare(a.Device.Key(), b.Device.Key()),
-			strings.Compare(a.Owner.Namespace, b.Owner.Namespace), strings.Compare(a.Owner.Pod, b.Owner.Pod), strings.Compare(a.Owner.Container, b.Owner.Container))
-	}
+	// Buckets are handed on in the order of their keys, whatever order
+	// the queries answered in: compared index by index.
 	whole, sliced := read(0), read(13*time.Hour)
-	slices.SortFunc(whole, byKey)
-	slices.SortFunc(sliced, byKey)
 	if len(whole) == 0 || len(whole) != len(sliced) {
 		t.Fatalf("%d buckets from the rules recorded at once, %d from 13-hour slices", len(whole), len(sliced))
 	}
