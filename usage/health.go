@@ -8,7 +8,8 @@ import (
 
 // XIDErrors is dcgm-exporter's gauge of the last XID error a GPU reported
 // (DCGM_FI_DEV_XID_ERRORS, "Value of the last XID error encountered.", in
-// its default counters, etc/default-counters.csv); 0 when none.
+// its default counters, etc/default-counters.csv); 0 when none. XIDs are
+// positive codes: a value that is not a positive integer names none.
 const XIDErrors = "DCGM_FI_DEV_XID_ERRORS"
 
 // HealthMetrics are the metrics of GPU health that usage reads beside
@@ -29,7 +30,8 @@ var applicationXIDs = []int{13, 31, 43, 45, 68, 109}
 func CriticalXID(xid int) bool { return xid != 0 && !slices.Contains(applicationXIDs, xid) }
 
 // DeviceHealth is what the XID gauge says of one GPU that reported XIDs in
-// the window: the distinct XIDs (non-zero values, in order of value).
+// the window: the distinct XIDs (positive integer values, in order of
+// value).
 type DeviceHealth struct {
 	Node string `json:"node"`
 	UUID string `json:"uuid"`
@@ -75,7 +77,7 @@ func health(series []Series, w Window) []DeviceHealth {
 		}
 		for _, smp := range s.Samples {
 			x := int(smp.Value)
-			if smp.TimeMs < startMs || smp.TimeMs >= endMs || smp.Value != float64(x) || x == 0 || slices.Contains(h.XIDs, x) {
+			if smp.TimeMs < startMs || smp.TimeMs >= endMs || smp.Value != float64(x) || x <= 0 || slices.Contains(h.XIDs, x) {
 				continue
 			}
 			h.XIDs = append(h.XIDs, x)

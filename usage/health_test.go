@@ -3,6 +3,7 @@ package usage
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -38,5 +39,31 @@ unhealthyGPUs: [{node: dra-1, uuid: GPU-1, xid: 79}]
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHealthReadsPositiveXIDs: the XIDs of a GPU are the distinct positive
+// integers its gauge held in the window; 0, negative and fractional values
+// and samples outside the window name none, and a GPU with none is left
+// out.
+func TestHealthReadsPositiveXIDs(t *testing.T) {
+	w := Window{Start: time.Unix(0, 0), End: time.Unix(600, 0), Step: time.Minute}
+	gauge := func(uuid string, values ...float64) Series {
+		s := Series{Metric: XIDErrors, Device: Device{Node: "n1", UUID: uuid, GPU: uuid[len(uuid)-1:]}}
+		for i, v := range values {
+			s.Samples = append(s.Samples, Sample{TimeMs: int64(i) * 60_000, Value: v})
+		}
+		return s
+	}
+	late := gauge("GPU-2", 0)
+	late.Samples = append(late.Samples, Sample{TimeMs: 600_000, Value: 79})
+	got := health([]Series{
+		gauge("GPU-1", 0, 79, 79, 13, 0, 79),
+		late,
+		gauge("GPU-3", 0, -1, -79, 0.5, 0),
+	}, w)
+	want := []DeviceHealth{{Node: "n1", UUID: "GPU-1", GPU: "1", XIDs: []int{13, 79}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("health (-want +got):\n%s", diff)
 	}
 }
