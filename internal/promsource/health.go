@@ -27,20 +27,16 @@ const gpuLabels = "Hostname, hostname, node, kubernetes_node, gpu, UUID, uuid"
 //
 // A subquery over a month evaluates the gauge of every GPU at every step,
 // which costs Prometheus more than the rest of a month's report; so a
-// first query finds, with a plain range function, the GPUs whose gauge was
-// ever positive (few: most GPUs never report an XID), and the subquery
-// runs on their series alone. It finds what the subquery over every GPU
-// finds: a GPU left out had no positive value. The first query reads
-// every sample of every GPU's gauge in the window (a sixth of a 250-GPU
-// fleet's Prometheus time per added day of a report), so it reads them
-// once: one range function, not a maximum and a minimum.
+// first query (xidFind) finds the GPUs whose gauge was ever positive (few:
+// most GPUs never report an XID), and the subquery runs on their series
+// alone. It finds what the subquery over every GPU finds: a GPU left out
+// had no positive value.
 func (s *Source) LoadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error) {
 	at := w.End.Add(-time.Millisecond)
-	// The subquery's first step looks back up to the lookback delta
-	// (5 minutes unless Prometheus was told otherwise) before the window:
-	// an hour's margin finds every sample it may see.
-	find := fmt.Sprintf(`group by (%s) (max_over_time(%s[%ds]) > 0)`,
-		gpuLabels, usage.XIDErrors, int((w.End.Sub(w.Start) + time.Hour).Seconds()))
+	find, err := s.xidFind(ctx, w, at)
+	if err != nil {
+		return nil, err
+	}
 	found, err := s.queryVector(ctx, find, at)
 	if err != nil {
 		return nil, err
@@ -77,6 +73,44 @@ func (s *Source) LoadHealth(ctx context.Context, w usage.Window) ([]usage.Device
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node+"/"+out[i].UUID < out[j].Node+"/"+out[j].UUID })
 	return out, nil
+}
+
+// xidMargin is how far before the window LoadHealth's first query looks:
+// the subquery's first step looks back up to the lookback delta (5
+// minutes unless Prometheus was told otherwise) before the window, and an
+// hour's margin finds every sample it may see.
+const xidMargin = time.Hour
+
+// xidFind is LoadHealth's first query, evaluated at at: the GPUs whose XID
+// gauge held a positive value from xidMargin before w to at. Where
+// gpupack's rules recorded recordedXID (at w's step) by the start of that
+// span, it reads their 5-minute windows (twelve numbers per GPU-hour), and
+// the raw gauge over the last two windows only, which the rules may not
+// have evaluated yet; elsewhere, one pass of a plain range function over
+// every raw sample (a sixth of a 250-GPU fleet's Prometheus time per
+// added day of a report).
+func (s *Source) xidFind(ctx context.Context, w usage.Window, at time.Time) (string, error) {
+	span := w.End.Sub(w.Start) + xidMargin
+	raw := func(d time.Duration) string {
+		return fmt.Sprintf(`group by (%s) (max_over_time(%s[%dms]) > 0)`, gpuLabels, usage.XIDErrors, d.Milliseconds())
+	}
+	if s.ignoreRecorded {
+		return raw(span), nil
+	}
+	sel := fmt.Sprintf("%s{%s=%q}", recordedXID, StepLabel, stepValue(w.Step))
+	// A window recorded in the span's first two windows: the rule was
+	// loaded by then, and Prometheus evaluates it with the buckets' rules
+	// every 5 minutes from then on (what it may miss is in the margin's
+	// first minutes, which only a lookback delta of most of an hour sees).
+	probe := fmt.Sprintf("count(last_over_time(%s[%dms]))", sel, (2 * RecordWindow).Milliseconds())
+	v, err := s.queryVector(ctx, probe, at.Add(-span).Add(2*RecordWindow))
+	if err != nil {
+		return "", err
+	}
+	if len(v) == 0 {
+		return raw(span), nil
+	}
+	return fmt.Sprintf(`group by (%s) (max_over_time(%s[%dms]) > 0) or %s`, gpuLabels, sel, span.Milliseconds(), raw(2*RecordWindow)), nil
 }
 
 // xidSelectorChunk is how many GPUs one subquery of LoadHealth names.

@@ -3,6 +3,8 @@ package promsource
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,54 @@ func TestHealthAgreesWithRaw(t *testing.T) {
 	}
 	if diff := cmp.Diff(r.Health, hourly); diff != "" {
 		t.Errorf("hourly health differs from raw (-raw +hourly):\n%s", diff)
+	}
+
+	// With gpupack's rules recorded over the history, a window that starts
+	// two hours into it (the rules' XID maxima cover its hour of margin)
+	// is found from the recorded maxima, and finds what the raw gauge does;
+	// it ends half an hour after the history, so that the raw gauge's last
+	// minutes, which the find also reads, hold nothing. The whole day,
+	// whose margin precedes the rules, still reads the raw gauge.
+	levels, err := RulesYAMLByLevel(scrape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "gpupack-rules-5m.yaml")
+	if err := os.WriteFile(file, levels[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prom.BackfillRules(file, start, w.End.Add(time.Hour))
+	later := usage.Window{Start: start.Add(2 * time.Hour), End: w.End.Add(30 * time.Minute), Step: scrape}
+	for _, tc := range []struct {
+		w        usage.Window
+		recorded bool
+	}{{later, true}, {w, false}} {
+		find, err := s.xidFind(ctx, tc.w, tc.w.End.Add(-time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(find, recordedXID) != tc.recorded {
+			t.Errorf("window from %s: first query %s; want it to read %s: %t", tc.w.Start.Format(time.TimeOnly), find, recordedXID, tc.recorded)
+		}
+	}
+	fromRules, err := s.LoadHealth(ctx, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawSource, err := New(prom.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawSource.ignoreRecorded = true
+	fromRaw, err := rawSource.LoadHealth(ctx, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fromRaw) != 2 {
+		t.Errorf("raw gauge's health from 02:00 to 00:30 %+v; want GPUs 1 and 3", fromRaw)
+	}
+	if diff := cmp.Diff(fromRaw, fromRules); diff != "" {
+		t.Errorf("health found from the recorded XID maxima differs from the raw gauge's (-raw +recorded):\n%s", diff)
 	}
 }
 

@@ -55,6 +55,13 @@ const hourlyGroup = "gpupack-buckets-1h"
 // past at once (the second must be recorded after the first is loaded).
 const hourlyDevices = "gpupack:devices:1h"
 
+// recordedXID is the first level's XID rule: the largest value each
+// physical GPU's XID gauge held in the 5-minute window, one series per
+// GPU, 0 for a healthy one. LoadHealth's first query reads it instead of
+// every raw sample of the gauge, so that its cost follows GPU-hours, not
+// the scrape interval.
+const recordedXID = "gpupack:xid_max:5m"
+
 // RuleFile is a Prometheus rules file (rule_files: in prometheus.yml, or
 // a PrometheusRule's spec).
 type RuleFile struct {
@@ -115,6 +122,8 @@ func RecordingRules(step time.Duration) (RuleFile, error) {
 			Labels: map[string]string{StepLabel: stepValue(step)},
 		})
 	}
+	g.Rules = append(g.Rules, Rule{Record: recordedXID, Labels: map[string]string{StepLabel: stepValue(step)},
+		Expr: fmt.Sprintf("max by (%s) (max_over_time(%s[%dms]))", gpuLabels, usage.XIDErrors, (RecordWindow - time.Millisecond).Milliseconds())})
 	// The second level: every hour, the hour of 5-minute windows that
 	// ended hourLag before, combined as a report combines them.
 	h := RuleGroup{Name: hourlyGroup, Interval: model.Duration(HourWindow).String()}
@@ -170,8 +179,9 @@ func RulesYAML(step time.Duration) ([]byte, error) {
 # same figures over the hour of those windows that ended %s before each
 # hourly evaluation (gpupack:<figure>:1h). With them loaded, report and
 # serve read a long window from the hourly ones and its ends from the
-# %s ones.
-`, stepValue(step), stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow), stepValue(hourLag), stepValue(RecordWindow))
+# %s ones, and the GPUs with XIDs from %s (each GPU's largest XID
+# in the window).
+`, stepValue(step), stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow), stepValue(hourLag), stepValue(RecordWindow), recordedXID)
 	return append([]byte(head), body.Bytes()...), nil
 }
 

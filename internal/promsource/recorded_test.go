@@ -50,6 +50,9 @@ func TestRecordingRules(t *testing.T) {
 		{regexp.MustCompile(`^gpupack:[a-z0-9_]+:5m$`), "299999ms"},
 		{regexp.MustCompile(`^gpupack:[a-z0-9_]+:1h$`), "[3599999ms] offset 5m"},
 	}
+	if r := f.Groups[0].Rules[len(f.Groups[0].Rules)-1]; r.Record != recordedXID || !strings.HasPrefix(r.Expr, "max by (") {
+		t.Errorf("last 5-minute rule %s = %s; want %s, the XID gauge's maximum per GPU", r.Record, r.Expr, recordedXID)
+	}
 	seen := map[string]bool{}
 	for i, l := range levels {
 		n := 0
@@ -66,7 +69,7 @@ func TestRecordingRules(t *testing.T) {
 			}
 			n++
 		}
-		if want := len(bucketFigures) + i; n != want { // and the hourly devices
+		if want := len(bucketFigures) + 1; n != want { // and the XID maximum, or the hourly devices
 			t.Errorf("group %s: %d rules for %d bucket figures", f.Groups[i].Name, n, len(bucketFigures))
 		}
 	}
