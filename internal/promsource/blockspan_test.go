@@ -33,7 +33,8 @@ func BenchmarkBlockSpan(b *testing.B) {
 	pods, runs := testcluster.EnvInt(b, "GPUPACK_BENCH_PODS", 2000), testcluster.EnvInt(b, "GPUPACK_BENCH_RUNS", 7)
 	const days, step = 30, 30 * time.Second
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fig := bucketFigures[slices.IndexFunc(bucketFigures, func(f bucketFigure) bool { return f.name == "owner VRAM max" })]
+	figure := slices.IndexFunc(bucketFigures, func(f bucketFigure) bool { return f.name == "owner VRAM max" })
+	fig := bucketFigures[figure]
 	name := RecordedHourName(fig.name)
 
 	file := filepath.Join(b.TempDir(), "recorded.om")
@@ -71,7 +72,7 @@ func BenchmarkBlockSpan(b *testing.B) {
 	}
 	long, daily := serve(31*24*time.Hour), serve(24*time.Hour)
 
-	queries, err := combinedQueries(step, 24*time.Hour-time.Millisecond, []int{slices.IndexFunc(bucketFigures, func(f bucketFigure) bool { return f.name == fig.name })}, RecordedHourName)
+	queries, err := combinedQueries(step, 24*time.Hour-time.Millisecond, []int{figure}, RecordedHourName)
 	if err != nil {
 		b.Fatal(err)
 	}

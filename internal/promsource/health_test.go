@@ -3,8 +3,6 @@ package promsource
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,15 +64,7 @@ func TestHealthAgreesWithRaw(t *testing.T) {
 	// it ends half an hour after the history, so that the raw gauge's last
 	// minutes, which the find also reads, hold nothing. The whole day,
 	// whose margin precedes the rules, still reads the raw gauge.
-	levels, err := RulesYAMLByLevel(scrape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "gpupack-rules-5m.yaml")
-	if err := os.WriteFile(file, levels[0], 0o644); err != nil {
-		t.Fatal(err)
-	}
-	prom.BackfillRules(file, start, w.End.Add(time.Hour))
+	recordLevels(t, prom, scrape, start, w.End.Add(time.Hour))
 	later := usage.Window{Start: start.Add(2 * time.Hour), End: w.End.Add(30 * time.Minute), Step: scrape}
 	for _, tc := range []struct {
 		w        usage.Window

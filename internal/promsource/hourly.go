@@ -143,9 +143,9 @@ func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.T
 }
 
 // emit hands add the buckets that hold a step, in the order of their
-// keys: queries answer in any order, and
-// the report's sums, added in the order of the pieces, should not change
-// in their last digits from one run to the next.
+// keys: queries answer in any order, and the report's sums, added in the
+// order of the pieces, should not change in their last digits from one
+// run to the next.
 func (p *pieceSet) emit(add func(*usage.Bucket) error) error {
 	slices.SortFunc(p.order, func(a, b pieceKey) int {
 		return cmp.Or(cmp.Compare(a.piece, b.piece), cmp.Compare(a.start, b.start), strings.Compare(a.device, b.device),
@@ -171,20 +171,21 @@ const (
 	pieceTail
 )
 
-// streamHourly reads w from the second level of rules where it holds w
-// and the first level covers every hour of it (recordedCovers, a group of
-// days at a time): each hourly window wholly inside w is read, for the per-hour
+// streamHourly reads w from the second level of rules where it holds w and
+// the first level covers every hour of it (recordedCovers, a group of days
+// at a time): each hourly window wholly inside w is read, for the per-hour
 // figures as recorded (two range queries at a 1 h step, nothing computed)
 // and counted in the report hour its window starts in, for the others
-// combined over each day of windows (a query per figure at a one-day
-// step: one point per series and day, not 24) and counted in the hour the
-// day's first window starts in, the queries a group of days at a time
-// (groupDays: a week, fewer for a large fleet); the head before the first and the tail after the last
-// (each under an hour) are read from the 5-minute windows, as
-// recordedQuery reads an hour, and counted in w's first and last hours.
-// Totals are those of the 5-minute windows that ended in w, as the first
-// level alone gives them; an hour's figures are shifted by up to an hour.
-// It says false, having read nothing, where the rules do not hold w.
+// combined over each day of windows (a query per figure at a one-day step:
+// one point per series and day, not 24) and counted in the hour the day's
+// first window starts in, the queries a group of days at a time
+// (groupDays: a week, fewer for a large fleet); the head before the first
+// and the tail after the last (each under an hour) are read from the
+// 5-minute windows, as recordedQuery reads an hour, and counted in w's
+// first and last hours. Totals are those of the 5-minute windows that
+// ended in w, as the first level alone gives them; an hour's figures are
+// shifted by up to an hour. It says false, having read nothing, where the
+// rules do not hold w.
 func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.Duration, add func(*usage.Bucket) error) (bool, error) {
 	if s.ignoreRecorded || s.ignoreHourly || s.subqueriesOnly || bucket != HourWindow {
 		return false, nil

@@ -108,6 +108,7 @@ func RecordingRules(step time.Duration) (RuleFile, error) {
 	if step <= 0 || RecordWindow%step != 0 || step%time.Second != 0 {
 		return RuleFile{}, fmt.Errorf("step %s: want whole seconds that divide %s, such as 30s (the scrape interval of dcgm-exporter)", step, stepValue(RecordWindow))
 	}
+	labels := map[string]string{StepLabel: stepValue(step)}
 	g := RuleGroup{Name: recordedGroup, Interval: model.Duration(RecordWindow).String()}
 	for _, fig := range bucketFigures {
 		if _, err := recordedCombine(fig); err != nil {
@@ -119,15 +120,14 @@ func RecordingRules(step time.Duration) (RuleFile, error) {
 		g.Rules = append(g.Rules, Rule{
 			Record: RecordedName(fig.name),
 			Expr:   expand(fig.query, step, RecordWindow-time.Millisecond, ""),
-			Labels: map[string]string{StepLabel: stepValue(step)},
+			Labels: labels,
 		})
 	}
-	g.Rules = append(g.Rules, Rule{Record: recordedXID, Labels: map[string]string{StepLabel: stepValue(step)},
+	g.Rules = append(g.Rules, Rule{Record: recordedXID, Labels: labels,
 		Expr: fmt.Sprintf("max by (%s) (max_over_time(%s[%dms]))", gpuLabels, usage.XIDErrors, (RecordWindow - time.Millisecond).Milliseconds())})
 	// The second level: every hour, the hour of 5-minute windows that
 	// ended hourLag before, combined as a report combines them.
 	h := RuleGroup{Name: hourlyGroup, Interval: model.Duration(HourWindow).String()}
-	labels := map[string]string{StepLabel: stepValue(step)}
 	for _, fig := range bucketFigures {
 		expr, err := combineRecorded(fig, step, fmt.Sprintf("[%dms] offset %s", (HourWindow-time.Millisecond).Milliseconds(), stepValue(hourLag)))
 		if err != nil {
