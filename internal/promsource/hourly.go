@@ -86,26 +86,65 @@ type pieceKey struct {
 
 // pieceSet holds the buckets read for one chunk (of StreamBuckets' day,
 // or of a day of the hourly path, in pieces), in the order first read.
+// They are found by device and owner first, then by piece and start: an
+// answered series' labels are read and hashed once, not once a point.
 type pieceSet struct {
 	mu           sync.Mutex
 	step, length time.Duration
-	buckets      map[pieceKey]*usage.Bucket
-	order        []pieceKey
+	series       map[seriesKey]*seriesPieces
+	order        []pieceEntry
+}
+
+// seriesKey names a device (Key), or an owner on it.
+type seriesKey struct {
+	device string
+	owner  usage.Owner
+}
+
+// seriesPieces are the buckets of one device, or one owner on it, by
+// piece and start (Unix milliseconds).
+type seriesPieces struct {
+	key     seriesKey
+	buckets map[[2]int64]*usage.Bucket
+}
+
+// pieceEntry is a bucket and its key, as emit orders them.
+type pieceEntry struct {
+	key pieceKey
+	b   *usage.Bucket
 }
 
 func newPieceSet(step, length time.Duration) *pieceSet {
-	return &pieceSet{step: step, length: length, buckets: map[pieceKey]*usage.Bucket{}}
+	return &pieceSet{step: step, length: length, series: map[seriesKey]*seriesPieces{}}
+}
+
+// of is the buckets of the device whose Key is deviceKey and o, made on
+// first use; the caller holds p.mu.
+func (p *pieceSet) of(deviceKey string, o usage.Owner) *seriesPieces {
+	k := seriesKey{deviceKey, o}
+	s := p.series[k]
+	if s == nil {
+		s = &seriesPieces{key: k, buckets: map[[2]int64]*usage.Bucket{}}
+		p.series[k] = s
+	}
+	return s
 }
 
 // bucket is the bucket of piece that starts at start, of d (whose Key is
 // deviceKey) and o, made on first use; the caller holds p.mu.
 func (p *pieceSet) bucket(piece int, start time.Time, d usage.Device, deviceKey string, o usage.Owner) *usage.Bucket {
-	k := pieceKey{piece, start.UnixMilli(), deviceKey, o}
-	b := p.buckets[k]
+	return p.of(deviceKey, o).bucket(p, piece, start, d)
+}
+
+// bucket is s's bucket of piece that starts at start, made on first use
+// (of device d); the caller holds p.mu.
+func (s *seriesPieces) bucket(p *pieceSet, piece int, start time.Time, d usage.Device) *usage.Bucket {
+	k := [2]int64{int64(piece), start.UnixMilli()}
+	b := s.buckets[k]
 	if b == nil {
-		b = &usage.Bucket{Start: start, Length: p.length, Step: p.step, Device: d, Owner: o}
-		p.buckets[k] = b
-		p.order = append(p.order, k)
+		b = &usage.Bucket{Start: start, Length: p.length, Step: p.step, Device: d, Owner: s.key.owner}
+		s.buckets[k] = b
+		p.order = append(p.order, pieceEntry{pieceKey{piece, k[1], s.key.device, s.key.owner}, b})
 	}
 	if b.Device.Model == "" {
 		b.Device.Model = d.Model
@@ -114,30 +153,46 @@ func (p *pieceSet) bucket(piece int, start time.Time, d usage.Device, deviceKey 
 }
 
 // file calls set for every finite point of m, on the bucket of the piece
-// and the report hour that at says, under the set's lock.
+// and the report hour that at says, under the set's lock. A series' device
+// and owner are read from its labels once, at its first point filed.
 func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.Time) (piece int, start time.Time, fig *bucketFigure)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var piece int
-	var deviceKey string // dev's, once per series: get files every bucket on dev
-	get := func(start time.Time, d usage.Device, o usage.Owner) *usage.Bucket {
-		return p.bucket(piece, start, d, deviceKey, o)
-	}
 	for _, ss := range m {
-		dev := device(ss.Metric)
-		deviceKey = dev.Key()
+		var (
+			read   bool
+			dev    usage.Device
+			pieces [2]*seriesPieces // the device's, the owner's
+			dra    usage.DRAHold
+		)
 		for _, pt := range ss.Values {
 			v := float64(pt.Value)
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
-			var start time.Time
-			var fig *bucketFigure
-			piece, start, fig = at(ss, pt.Timestamp.Time())
+			piece, start, fig := at(ss, pt.Timestamp.Time())
 			if fig == nil {
 				continue
 			}
-			fig.set(ownersBucket(get, start, dev, fig.owner, ss.Metric), v, ss.Metric)
+			if !read {
+				dev, read = device(ss.Metric), true
+			}
+			i := 0
+			if fig.owner {
+				i = 1
+			}
+			if pieces[i] == nil {
+				o := usage.Owner{}
+				if fig.owner {
+					o, dra = owner(ss.Metric), draHold(ss.Metric)
+				}
+				pieces[i] = p.of(dev.Key(), o)
+			}
+			b := pieces[i].bucket(p, piece, start, dev)
+			if fig.owner && b.DRA.IsZero() {
+				b.DRA = dra
+			}
+			fig.set(b, v, ss.Metric)
 		}
 	}
 }
@@ -147,12 +202,13 @@ func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.T
 // order of the pieces, should not change in their last digits from one
 // run to the next.
 func (p *pieceSet) emit(add func(*usage.Bucket) error) error {
-	slices.SortFunc(p.order, func(a, b pieceKey) int {
+	slices.SortFunc(p.order, func(x, y pieceEntry) int {
+		a, b := x.key, y.key
 		return cmp.Or(cmp.Compare(a.piece, b.piece), cmp.Compare(a.start, b.start), strings.Compare(a.device, b.device),
 			strings.Compare(a.owner.Namespace, b.owner.Namespace), strings.Compare(a.owner.Pod, b.owner.Pod), strings.Compare(a.owner.Container, b.owner.Container))
 	})
-	for _, k := range p.order {
-		b := p.buckets[k]
+	for _, e := range p.order {
+		b := e.b
 		if (b.Owner.IsZero() && b.SampledSteps == 0) || (!b.Owner.IsZero() && b.HeldSteps == 0) {
 			continue
 		}
