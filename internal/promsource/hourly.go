@@ -274,7 +274,7 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	read := func(lo int) *groupRead {
 		hi := min(lo+groupDays, nDays)
 		g, gctx := errgroup.WithContext(ctx)
-		group := &groupRead{lo: lo, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]model.Matrix, hi-lo)}
+		group := &groupRead{lo: lo, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]model.Matrix, hi-lo), labels: newLabelSets()}
 		for k := range group.days {
 			group.days[k] = newPieceSet(w.Step, HourWindow)
 		}
@@ -290,12 +290,12 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
 			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
 			edge := first.Add(-HourWindow)
-			s.goCombined(gctx, goSlot, group.days[:1], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
+			s.goCombined(gctx, goSlot, group.labels, group.days[:1], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
 		}
 		if hi == nDays && last.Before(w.End.Add(-time.Millisecond)) {
 			// The tail: those that ended in (last, w.End - 1ms].
 			edge := w.End.Add(-time.Millisecond)
-			s.goCombined(gctx, goSlot, group.days[hi-lo-1:], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, func(int) time.Time { return w.End.Add(-HourWindow) })
+			s.goCombined(gctx, goSlot, group.labels, group.days[hi-lo-1:], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, func(int) time.Time { return w.End.Add(-HourWindow) })
 		}
 		// The figures that only add to totals, each day's hourly windows
 		// combined into one piece, counted in the hour the first starts
@@ -340,6 +340,7 @@ type groupRead struct {
 	lo     int // the group's first day
 	g      *errgroup.Group
 	days   []*pieceSet
+	labels *labelSets // the label sets of the group's answers
 	mu     sync.Mutex
 	hourly [][]model.Matrix
 }
@@ -352,7 +353,7 @@ func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group 
 	r := v1.Range{Start: first[0].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: HourWindow}
 	for _, q := range hourlyQueries(step) {
 		goSlot(func() error {
-			m, err := s.queryRange(ctx, q, r)
+			m, err := s.queryRangeSharing(ctx, q, r, group.labels)
 			if err != nil {
 				return fmt.Errorf("bucket figures from gpupack's hourly recording rules: %w", err)
 			}
@@ -417,7 +418,7 @@ func (s *Source) goDaily(ctx context.Context, goSlot func(func() error), w usage
 	read := func(from, to int) { // days [from, to), their windows equally long
 		first, last := dayEnds(from), dayEnds(to-1)
 		r := v1.Range{Start: first[len(first)-1].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: bucketChunk}
-		s.goCombined(ctx, goSlot, group.days[from-group.lo:to-group.lo], w.Step, r, first[len(first)-1].Sub(first[0]), dailyFigures(), RecordedHourName, pieceDaily, func(k int) time.Time {
+		s.goCombined(ctx, goSlot, group.labels, group.days[from-group.lo:to-group.lo], w.Step, r, first[len(first)-1].Sub(first[0]), dailyFigures(), RecordedHourName, pieceDaily, func(k int) time.Time {
 			return hourStart(w, dayEnds(from + k)[0].Add(time.Millisecond-HourWindow))
 		})
 	}
@@ -466,8 +467,9 @@ func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Dur
 // bucketFigures) combined over the recorded series that name gives them:
 // at each time of r, those recorded in the span before it (at least the
 // one at that time). The points of r's k-th time are filed into sets[k],
-// as piece, in the report hour start(k).
-func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), sets []*pieceSet, step time.Duration, r v1.Range, span time.Duration, figs []int, name func(string) string, piece int, start func(k int) time.Time) {
+// as piece, in the report hour start(k). The answers share their label
+// sets through labels.
+func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), labels *labelSets, sets []*pieceSet, step time.Duration, r v1.Range, span time.Duration, figs []int, name func(string) string, piece int, start func(k int) time.Time) {
 	queries, err := combinedQueries(step, span, figs, name)
 	if err != nil {
 		goSlot(func() error { return err })
@@ -476,7 +478,7 @@ func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), sets
 	for k, q := range queries {
 		fig := &bucketFigures[figs[k]]
 		goSlot(func() error {
-			m, err := s.queryRange(ctx, q, r)
+			m, err := s.queryRangeSharing(ctx, q, r, labels)
 			if err != nil {
 				return fmt.Errorf("bucket figure %q from gpupack's recording rules at %s: %w", fig.name, r.End.Format(time.RFC3339), err)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
@@ -27,7 +28,57 @@ import (
 // answer with status "error" is returned as that error; anything that is
 // not such an answer, as an error that says what was found where.
 func decodeMatrix(body []byte) (model.Matrix, error) {
-	d := matrixDecoder{scanner: scanner{b: body}, strings: map[string]string{}}
+	return decodeMatrixSharing(body, nil)
+}
+
+// decodeMatrixSharing is decodeMatrix, where labels (if not nil) gives
+// the series whose label set it holds (the same bytes in the answer) its
+// map, and keeps those of the others: the hourly path reads an owner's
+// label set in each of its figures' answers, and makes one map of it, not
+// one per answer. The maps are shared: nothing may change them.
+func decodeMatrixSharing(body []byte, labels *labelSets) (model.Matrix, error) {
+	d := matrixDecoder{scanner: scanner{b: body, api: "query_range"}, strings: map[string]string{}, want: matrixType, sets: labels}
+	if err := d.answer(); err != nil {
+		return nil, err
+	}
+	return d.matrix, nil
+}
+
+// labelSets are the label sets decoded from a group of answers, by their
+// text in the answer.
+type labelSets struct {
+	mu   sync.Mutex
+	sets map[string]model.Metric
+}
+
+func newLabelSets() *labelSets { return &labelSets{sets: map[string]model.Metric{}} }
+
+// decodeVector reads the body of an instant query's answer whose result
+// is an instant vector,
+//
+//	{"status": "success", "data": {"resultType": "vector", "result": [
+//	  {"metric": {"<label>": "<value>", ...}, "value": [<unix seconds>, "<value>"]}, ...]}}
+//
+// as decodeMatrix reads a range query's, into the model.Vector that
+// client_golang's decoding gives, less the samples that hold a native
+// histogram and no float (gpupack reads floats only). kube-state-metrics'
+// pod times of a month of a fleet are a vector of a sample per pod.
+func decodeVector(body []byte) (model.Vector, error) {
+	d := matrixDecoder{scanner: scanner{b: body, api: "query"}, strings: map[string]string{}, want: vectorType}
+	if err := d.answer(); err != nil {
+		return nil, err
+	}
+	return d.vector, nil
+}
+
+// eachVectorSample reads the body as decodeVector does and calls f with
+// each sample as it is read, before the rest of the answer is checked:
+// one sample and one metric map, reused, and label values allocated for
+// each sample rather than interned (each of a vector of pods' names is
+// seen once). An answer found malformed after some samples were handed on
+// is an error all the same.
+func eachVectorSample(body []byte, f func(*model.Sample)) error {
+	d := matrixDecoder{scanner: scanner{b: body, api: "query"}, want: vectorType, each: f}
 	return d.answer()
 }
 
@@ -41,7 +92,8 @@ func (e *answerError) Error() string { return e.kind + ": " + e.msg }
 type scanner struct {
 	b     []byte
 	i     int
-	depth int // of the arrays and objects skip is in
+	depth int    // of the arrays and objects skip is in
+	api   string // the endpoint that answered: query_range or query
 }
 
 // maxDepth is encoding/json's limit on nesting.
@@ -55,7 +107,7 @@ func (s *scanner) syntaxError(want string) error {
 		end := min(s.i+20, len(s.b))
 		found = strconv.Quote(string(s.b[s.i:end]))
 	}
-	return fmt.Errorf("malformed query_range answer at byte %d of %d: want %s, found %s; the URL may not be Prometheus' API (a proxy's page?), or the answer was cut short", s.i, len(s.b), want, found)
+	return fmt.Errorf("malformed %s answer at byte %d of %d: want %s, found %s; the URL may not be Prometheus' API (a proxy's page?), or the answer was cut short", s.api, s.i, len(s.b), want, found)
 }
 
 func (s *scanner) space() {
@@ -263,11 +315,23 @@ func (s *scanner) sequence(open, end byte, what string, elem func() error) error
 	}
 }
 
-// matrixType is the resultType of a range query's answer.
-var matrixType = model.ValMatrix.String()
+// matrixType is the resultType of a range query's answer, vectorType
+// that of an instant query's over an instant vector.
+var (
+	matrixType = model.ValMatrix.String()
+	vectorType = model.ValVector.String()
+)
 
 type matrixDecoder struct {
 	scanner
+	want   string // the resultType: matrixType or vectorType
+	matrix model.Matrix
+	vector model.Vector
+	// each, where set, takes each sample of a vector instead of vector,
+	// and strings is nil: nothing is interned.
+	each func(*model.Sample)
+	// sets, where set, shares label sets between answers.
+	sets *labelSets
 	// strings interns the answer's label names and values.
 	strings map[string]string
 	// labels is the series being read, reused.
@@ -287,6 +351,9 @@ func (d *matrixDecoder) other(key []byte, known ...string) error {
 }
 
 func (d *matrixDecoder) intern(b []byte) string {
+	if d.strings == nil {
+		return string(b)
+	}
 	if v, ok := d.strings[string(b)]; ok {
 		return v
 	}
@@ -295,9 +362,8 @@ func (d *matrixDecoder) intern(b []byte) string {
 	return v
 }
 
-func (d *matrixDecoder) answer() (model.Matrix, error) {
+func (d *matrixDecoder) answer() error {
 	var status, kind, msg string
-	var m model.Matrix
 	var resultType string
 	sawResult := false
 	err := d.object("the answer (a JSON object)", func(key []byte) error {
@@ -322,12 +388,13 @@ func (d *matrixDecoder) answer() (model.Matrix, error) {
 					return err
 				case "result":
 					sawResult = true
-					if resultType != "" && resultType != matrixType {
+					switch {
+					case resultType != "" && resultType != d.want:
 						return d.skip()
+					case d.want == vectorType:
+						return d.vectorResult()
 					}
-					var err error
-					m, err = d.result()
-					return err
+					return d.result()
 				}
 				return d.other(key, "resultType", "result")
 			})
@@ -335,28 +402,30 @@ func (d *matrixDecoder) answer() (model.Matrix, error) {
 		return d.other(key, "status", "errorType", "error", "data", "warnings", "infos")
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if d.space(); d.i < len(d.b) {
-		return nil, d.syntaxError("the end of the answer")
+		return d.syntaxError("the end of the answer")
 	}
 	switch {
 	case status == "error":
-		return nil, &answerError{kind, msg}
+		return &answerError{kind, msg}
 	case status != "success":
-		return nil, fmt.Errorf("query_range answer with status %q, want \"success\" or \"error\"; the URL may not be Prometheus' API", status)
-	case resultType != matrixType:
-		return nil, fmt.Errorf("query_range answered a %q, want a range vector (matrix)", resultType)
+		return fmt.Errorf("%s answer with status %q, want \"success\" or \"error\"; the URL may not be Prometheus' API", d.api, status)
+	case resultType != d.want && d.want == vectorType:
+		return fmt.Errorf("%s answered a %q, want an instant vector", d.api, resultType)
+	case resultType != d.want:
+		return fmt.Errorf("%s answered a %q, want a range vector (matrix)", d.api, resultType)
 	case !sawResult:
-		return nil, fmt.Errorf("query_range answer without a result; the URL may not be Prometheus' API")
+		return fmt.Errorf("%s answer without a result; the URL may not be Prometheus' API", d.api)
 	}
-	return m, nil
+	return nil
 }
 
 // result reads the matrix.
-func (d *matrixDecoder) result() (model.Matrix, error) {
-	var m model.Matrix
-	err := d.array(`"result" (an array of series)`, func() error {
+func (d *matrixDecoder) result() error {
+	d.matrix = nil // a repeated "result" replaces the first
+	return d.array(`"result" (an array of series)`, func() error {
 		ss := &model.SampleStream{}
 		sawMetric := false
 		err := d.object("a series (an object)", func(key []byte) error {
@@ -372,10 +441,55 @@ func (d *matrixDecoder) result() (model.Matrix, error) {
 		if err == nil && !sawMetric {
 			return d.syntaxError(`a series with its "metric"`)
 		}
-		m = append(m, ss)
+		d.matrix = append(d.matrix, ss)
 		return err
 	})
-	return m, err
+}
+
+// vectorResult reads the instant vector; a sample without a float value
+// (a native histogram's) is left out.
+func (d *matrixDecoder) vectorResult() error {
+	d.vector = nil // a repeated "result" replaces the first
+	var ss model.SampleStream
+	var each model.Sample
+	return d.array(`"result" (an array of samples)`, func() error {
+		if d.each != nil {
+			clear(ss.Metric) // reused
+		} else {
+			ss.Metric = nil
+		}
+		ss.Values = ss.Values[:0]
+		sawMetric, sawValue, sawHistogram := false, false, false
+		err := d.object("a sample (an object)", func(key []byte) error {
+			switch string(key) {
+			case "metric":
+				sawMetric = true
+				return d.metric(&ss)
+			case "value":
+				sawValue = true
+				ss.Values = ss.Values[:0] // a repeated "value" replaces the first
+				return d.pair(&ss)
+			case "histogram":
+				sawHistogram = true
+			}
+			return d.other(key, "metric", "value", "histogram")
+		})
+		switch {
+		case err != nil:
+			return err
+		case !sawMetric:
+			return d.syntaxError(`a sample with its "metric"`)
+		case !sawValue && !sawHistogram:
+			return d.syntaxError(`a sample with its "value"`)
+		case !sawValue:
+		case d.each != nil:
+			each = model.Sample{Metric: ss.Metric, Value: ss.Values[0].Value, Timestamp: ss.Values[0].Timestamp}
+			d.each(&each)
+		default:
+			d.vector = append(d.vector, &model.Sample{Metric: ss.Metric, Value: ss.Values[0].Value, Timestamp: ss.Values[0].Timestamp})
+		}
+		return nil
+	})
 }
 
 func (d *matrixDecoder) metric(ss *model.SampleStream) error {
@@ -383,6 +497,26 @@ func (d *matrixDecoder) metric(ss *model.SampleStream) error {
 		ss.Metric = nil
 		return nil
 	}
+	var raw []byte // the label set's text, where it is to be shared
+	if d.sets != nil && ss.Metric == nil {
+		// A label set seen before, as the same text, is the same set.
+		d.space()
+		end, ok := labelsEnd(d.b, d.i)
+		if !ok {
+			goto parse // not as Prometheus writes labels: read it alone
+		}
+		raw = d.b[d.i:end]
+		d.sets.mu.Lock()
+		m, ok := d.sets.sets[string(raw)]
+		d.sets.mu.Unlock()
+		if ok {
+			ss.Metric, d.i = m, end
+			return nil
+		}
+	} else if d.sets != nil && ss.Metric != nil {
+		ss.Metric = ss.Metric.Clone() // the first may be shared
+	}
+parse:
 	d.labels = d.labels[:0]
 	err := d.object(`"metric" (an object of labels)`, func(key []byte) error {
 		name := d.intern(key)
@@ -402,7 +536,56 @@ func (d *matrixDecoder) metric(ss *model.SampleStream) error {
 	for i := 0; i < len(d.labels); i += 2 {
 		ss.Metric[model.LabelName(d.labels[i])] = model.LabelValue(d.labels[i+1])
 	}
+	if raw != nil {
+		d.sets.mu.Lock()
+		d.sets.sets[string(raw)] = ss.Metric
+		d.sets.mu.Unlock()
+	}
 	return nil
+}
+
+// labelsEnd finds the end of the object of labels that starts at b[i],
+// where it is as Prometheus writes one, {"name":"value",...} without
+// white space: the offset just past its '}', and true. It does not check
+// the strings' escapes and characters: the object's first reading does
+// (and a later one of the same text needs not). Anything else says false.
+func labelsEnd(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i++
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		for k := 0; k < 2; k++ { // the name, then the value
+			if i >= len(b) || b[i] != '"' {
+				return 0, false
+			}
+			i++
+			for {
+				j := bytes.IndexByte(b[i:], '"')
+				if j < 0 {
+					return 0, false
+				}
+				i += j + 1
+				backslashes := 0
+				for p := i - 2; p >= 0 && b[p] == '\\'; p-- {
+					backslashes++
+				}
+				if backslashes%2 == 0 {
+					break // not escaped
+				}
+			}
+			if i >= len(b) || b[i] != ":,"[k] {
+				if k == 1 && i < len(b) && b[i] == '}' {
+					return i + 1, true
+				}
+				return 0, false
+			}
+			i++
+		}
+	}
 }
 
 func (d *matrixDecoder) values(ss *model.SampleStream) error {
@@ -410,44 +593,47 @@ func (d *matrixDecoder) values(ss *model.SampleStream) error {
 	if d.null() {
 		return nil
 	}
-	return d.array(`"values" (an array of [time, "value"])`, func() error {
-		if err := d.consume('[', `a sample ([time, "value"])`); err != nil {
-			return err
-		}
-		at := d.i
-		num, err := d.number("a sample's time (seconds since the epoch)")
-		if err != nil {
-			return err
-		}
-		t, ok := unixMillis(num)
-		if !ok {
-			d.i = at
-			return d.syntaxError("a sample's time in seconds with at most 3 decimals, within int64 milliseconds")
-		}
-		if err := d.consume(',', "',' after a sample's time"); err != nil {
-			return err
-		}
-		// The value's text as it is, escapes and all, as model.SampleValue
-		// reads it.
-		at = d.i
-		raw, plain, err := d.rawString(`a sample's value (a string such as "1.5" or "NaN")`)
-		if err != nil {
-			return err
-		}
-		v, err := strconv.ParseFloat(string(raw[1:len(raw)-1]), 64)
-		if err == nil && !plain {
-			_, err = d.validString(raw)
-		}
-		if err != nil {
-			d.i = at
-			return d.syntaxError(`a sample's value (a string such as "1.5" or "NaN")`)
-		}
-		if err := d.consume(']', "']' after a sample's value"); err != nil {
-			return err
-		}
-		ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(t), Value: model.SampleValue(v)})
-		return nil
-	})
+	return d.array(`"values" (an array of [time, "value"])`, func() error { return d.pair(ss) })
+}
+
+// pair reads a sample, [time, "value"], and appends it to ss.Values.
+func (d *matrixDecoder) pair(ss *model.SampleStream) error {
+	if err := d.consume('[', `a sample ([time, "value"])`); err != nil {
+		return err
+	}
+	at := d.i
+	num, err := d.number("a sample's time (seconds since the epoch)")
+	if err != nil {
+		return err
+	}
+	t, ok := unixMillis(num)
+	if !ok {
+		d.i = at
+		return d.syntaxError("a sample's time in seconds with at most 3 decimals, within int64 milliseconds")
+	}
+	if err := d.consume(',', "',' after a sample's time"); err != nil {
+		return err
+	}
+	// The value's text as it is, escapes and all, as model.SampleValue
+	// reads it.
+	at = d.i
+	raw, plain, err := d.rawString(`a sample's value (a string such as "1.5" or "NaN")`)
+	if err != nil {
+		return err
+	}
+	v, err := strconv.ParseFloat(string(raw[1:len(raw)-1]), 64)
+	if err == nil && !plain {
+		_, err = d.validString(raw)
+	}
+	if err != nil {
+		d.i = at
+		return d.syntaxError(`a sample's value (a string such as "1.5" or "NaN")`)
+	}
+	if err := d.consume(']', "']' after a sample's value"); err != nil {
+		return err
+	}
+	ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(t), Value: model.SampleValue(v)})
+	return nil
 }
 
 // unixMillis reads a JSON number of seconds as model.Time does: the

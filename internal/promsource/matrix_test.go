@@ -135,6 +135,7 @@ func TestDecodeMatrix(t *testing.T) {
 // real answers in TestDecodeMatrixAgreesWithClient).
 func FuzzDecodeMatrix(f *testing.F) {
 	for _, seed := range []string{
+		`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]]},{"metric":{"a":"b"},"metric":{"c":"d"},"values":[[1,"2"]]},{"metric":{"a":"b"},"values":[[1,"3"]]}]}}`,
 		`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"gpu":"0","UUID":"GPU-a"},"values":[[1735689599.999,"1"],[1735693199.999,"NaN"]]}]}}`,
 		`{"status":"success","warnings":["w"],"data":{"result":[{"values":[[-1.5,"+Inf"]],"metric":{"a":"\u00e9\""}}],"resultType":"matrix"}}`,
 		`{"status":"error","errorType":"bad_data","error":"x"}`,
@@ -156,6 +157,18 @@ func FuzzDecodeMatrix(f *testing.F) {
 		}
 		if diff := sameMatrix(got, want); diff != "" {
 			t.Fatalf("%q: %s", body, diff)
+		}
+		// Sharing label sets reads the same, first seen and seen again,
+		// and leaves the maps it shares as they were.
+		labels := newLabelSets()
+		for range 2 {
+			shared, err := decodeMatrixSharing(body, labels)
+			if err != nil {
+				t.Fatalf("decodeMatrixSharing: %v", err)
+			}
+			if diff := sameMatrix(shared, want); diff != "" {
+				t.Fatalf("%q, label sets shared: %s", body, diff)
+			}
 		}
 	})
 }
@@ -287,5 +300,32 @@ func TestQueryRangeHTTP(t *testing.T) {
 				t.Errorf("matrix %v; want {a=\"b\"} 2 @1.5", m)
 			}
 		})
+	}
+}
+
+func TestLabelsEnd(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		end  int // -1: not found
+	}{
+		{`{}x`, 2},
+		{`{"a":"b"}x`, 9},
+		{`{"a":"b","c":"d"},`, 17},
+		{`{"a":"x\"}y","b":"\\"}]`, 22},
+		{`{"a":"b\\\"c"}`, 14},
+		{`{ "a":"b"}`, -1},
+		{`{"a":1}`, -1},
+		{`{"a":"b"`, -1},
+		{`{"a":"b\"}`, -1},
+		{`{"a":"b",}`, -1},
+		{`["a"]`, -1},
+	} {
+		end, ok := labelsEnd([]byte(tc.text), 0)
+		if !ok {
+			end = -1
+		}
+		if end != tc.end {
+			t.Errorf("labelsEnd(%s) = %d, want %d", tc.text, end, tc.end)
+		}
 	}
 }

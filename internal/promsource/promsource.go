@@ -146,40 +146,40 @@ func (s *Source) loadApp(ctx context.Context, d *Data, app map[string]string, wr
 // loadContext reads kube-state-metrics' pod times over the window and node
 // labels at its end.
 func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error {
-	events := map[string]*usage.PodEvents{}
+	// A month of a fleet is a sample per pod in each answer: each is read
+	// as it is decoded, and a pod's strings are kept once.
+	type podRef struct{ namespace, pod string }
+	index := map[podRef]int{} // into d.Pods
 	for _, ev := range podTimeFamilies {
 		query := fmt.Sprintf("max by (namespace, pod) (%s_over_time(%s[%ds]))", ev.over, ev.metric, int(w.End.Sub(w.Start).Seconds())+1)
-		vec, err := s.queryVector(ctx, query, w.End)
+		err := s.eachSample(ctx, query, w.End, func(m model.Metric, v model.SampleValue) {
+			ref := podRef{string(m["namespace"]), string(m["pod"])}
+			i, ok := index[ref]
+			if !ok {
+				i = len(d.Pods)
+				index[ref] = i
+				d.Pods = append(d.Pods, usage.PodEvents{Namespace: ref.namespace, Pod: ref.pod})
+			}
+			ev.set(&d.Pods[i], unixTime(float64(v)))
+		})
 		if err != nil {
 			return err
-		}
-		for _, smp := range vec {
-			key := string(smp.Metric["namespace"]) + "/" + string(smp.Metric["pod"])
-			e := events[key]
-			if e == nil {
-				e = &usage.PodEvents{Namespace: string(smp.Metric["namespace"]), Pod: string(smp.Metric["pod"])}
-				events[key] = e
-			}
-			ev.set(e, unixTime(float64(smp.Value)))
 		}
 	}
 	// The owner names the workload: a ReplicaSet's name less its
 	// pod-template-hash is its Deployment's.
 	owners := fmt.Sprintf(`max by (namespace, pod, owner_kind, owner_name) (last_over_time(%s[%ds]))`, podOwners, int(w.End.Sub(w.Start).Seconds())+1)
-	vec, err := s.queryVector(ctx, owners, w.End)
+	err := s.eachSample(ctx, owners, w.End, func(m model.Metric, _ model.SampleValue) {
+		if i, ok := index[podRef{string(m["namespace"]), string(m["pod"])}]; ok {
+			d.Pods[i].Workload = Workload(string(m["owner_kind"]), string(m["owner_name"]))
+		}
+	})
 	if err != nil {
 		return err
 	}
-	for _, smp := range vec {
-		if e := events[string(smp.Metric["namespace"])+"/"+string(smp.Metric["pod"])]; e != nil {
-			e.Workload = Workload(string(smp.Metric["owner_kind"]), string(smp.Metric["owner_name"]))
-		}
-	}
-	for _, e := range events {
-		d.Pods = append(d.Pods, *e)
-	}
 	const nodeLabels = "kube_node_labels"
-	if vec, err = s.queryVector(ctx, nodeLabels, w.End); err != nil {
+	vec, err := s.queryVector(ctx, nodeLabels, w.End)
+	if err != nil {
 		return err
 	}
 	for _, smp := range vec {
@@ -214,6 +214,13 @@ func Workload(ownerKind, ownerName string) string {
 // (a form POST, a GET where the server refuses POST), and reads the
 // answer with decodeMatrix.
 func (s *Source) queryRange(ctx context.Context, query string, r v1.Range) (model.Matrix, error) {
+	return s.queryRangeSharing(ctx, query, r, nil)
+}
+
+// queryRangeSharing is queryRange, its answer's series sharing the maps of
+// the label sets that labels holds (and adding theirs), where labels is
+// not nil: the series' maps must not be changed.
+func (s *Source) queryRangeSharing(ctx context.Context, query string, r v1.Range, labels *labelSets) (model.Matrix, error) {
 	if s.viaClient {
 		v, _, _, err := s.api.QueryRange(ctx, query, r)
 		if err != nil {
@@ -227,7 +234,24 @@ func (s *Source) queryRange(ctx context.Context, query string, r v1.Range) (mode
 	}
 	args := neturl.Values{"query": {query}, "start": {formatTime(r.Start)}, "end": {formatTime(r.End)},
 		"step": {strconv.FormatFloat(r.Step.Seconds(), 'f', -1, 64)}}
-	u := s.client.URL("/api/v1/query_range", nil)
+	body, err := s.ask(ctx, "/api/v1/query_range", query, args)
+	if err != nil {
+		return nil, err
+	}
+	m, err := decodeMatrixSharing(body, labels)
+	if err != nil {
+		return nil, s.fail(query, err)
+	}
+	return m, nil
+}
+
+// ask sends args (with the query) to Prometheus' endpoint path as a form
+// POST, and again as a GET where the server refuses POST (as client_golang
+// falls back), and returns the body of a successful answer; where
+// Prometheus answered its own error, or the HTTP status is not a success,
+// the error says so.
+func (s *Source) ask(ctx context.Context, path, query string, args neturl.Values) ([]byte, error) {
+	u := s.client.URL(path, nil)
 	req, err := http.NewRequest(http.MethodPost, u.String(), strings.NewReader(args.Encode()))
 	if err != nil {
 		return nil, s.fail(query, err)
@@ -243,17 +267,15 @@ func (s *Source) queryRange(ctx context.Context, query string, r v1.Range) (mode
 	if err != nil {
 		return nil, s.fail(query, err)
 	}
-	m, err := decodeMatrix(body)
-	var answer *answerError
-	switch {
-	case errors.As(err, &answer):
-		return nil, s.fail(query, err)
-	case resp.StatusCode/100 != 2:
+	if resp.StatusCode/100 != 2 {
+		// Prometheus' own error, where the body is its JSON.
+		var answer *answerError
+		if _, err := decodeMatrix(body); errors.As(err, &answer) {
+			return nil, s.fail(query, err)
+		}
 		return nil, s.fail(query, fmt.Errorf("HTTP %s: %.200s", resp.Status, body))
-	case err != nil:
-		return nil, s.fail(query, err)
 	}
-	return m, nil
+	return body, nil
 }
 
 // formatTime writes t as client_golang does: seconds, a fraction where
@@ -264,14 +286,48 @@ func formatTime(t time.Time) string {
 
 // queryVector runs an instant query at t whose answer must be an instant
 // vector.
+// eachSample runs an instant query and calls f with each sample of the
+// instant vector it answers, in order, as the answer is decoded (with
+// decodeVector's checks): f's metric is reused for the next sample, so
+// that a vector of a sample per pod of a month of a fleet is never held
+// whole; f copies what it keeps (the strings it reads are its own).
+func (s *Source) eachSample(ctx context.Context, query string, t time.Time, f func(m model.Metric, v model.SampleValue)) error {
+	if s.viaClient {
+		vec, err := s.queryVector(ctx, query, t)
+		for _, smp := range vec {
+			f(smp.Metric, smp.Value)
+		}
+		return err
+	}
+	body, err := s.ask(ctx, "/api/v1/query", query, neturl.Values{"query": {query}, "time": {formatTime(t)}})
+	if err != nil {
+		return err
+	}
+	if err := eachVectorSample(body, func(smp *model.Sample) { f(smp.Metric, smp.Value) }); err != nil {
+		return s.fail(query, err)
+	}
+	return nil
+}
+
 func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (model.Vector, error) {
-	v, _, _, err := s.api.Query(ctx, query, t)
+	if s.viaClient {
+		v, _, _, err := s.api.Query(ctx, query, t)
+		if err != nil {
+			return nil, s.fail(query, err)
+		}
+		vec, ok := v.(model.Vector)
+		if !ok {
+			return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want an instant vector", s.url, query, v.Type())
+		}
+		return vec, nil
+	}
+	body, err := s.ask(ctx, "/api/v1/query", query, neturl.Values{"query": {query}, "time": {formatTime(t)}})
+	if err != nil {
+		return nil, err
+	}
+	vec, err := decodeVector(body)
 	if err != nil {
 		return nil, s.fail(query, err)
-	}
-	vec, ok := v.(model.Vector)
-	if !ok {
-		return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want an instant vector", s.url, query, v.Type())
 	}
 	return vec, nil
 }
