@@ -340,7 +340,7 @@ type groupRead struct {
 	lo     int // the group's first day
 	g      *errgroup.Group
 	days   []*pieceSet
-	labels *labelSets // the label sets of the group's answers
+	labels *labelSets // the label sets of the group's combined figures
 	mu     sync.Mutex
 	hourly [][]model.Matrix
 }
@@ -353,7 +353,9 @@ func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group 
 	r := v1.Range{Start: first[0].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: HourWindow}
 	for _, q := range hourlyQueries(step) {
 		goSlot(func() error {
-			m, err := s.queryRangeSharing(ctx, q, r, group.labels)
+			// Each series here carries its figure's name: its label set
+			// is in no other answer, and is not shared.
+			m, err := s.queryRange(ctx, q, r)
 			if err != nil {
 				return fmt.Errorf("bucket figures from gpupack's hourly recording rules: %w", err)
 			}
