@@ -72,6 +72,7 @@ fuzz:
 	$(GO) test ./diagnose -run XXX -fuzz '^FuzzDiagnoseKueue$$' -fuzztime 30s
 	$(GO) test ./internal/fakedcgm -run XXX -fuzz '^FuzzParse$$' -fuzztime 30s
 	$(GO) test ./internal/promsource -run XXX -fuzz '^FuzzDecodeMatrix$$' -fuzztime 30s
+	$(GO) test ./internal/promsource -run XXX -fuzz '^FuzzDecodeVector$$' -fuzztime 30s
 	$(GO) test ./usage -run XXX -fuzz '^FuzzWriteIndented$$' -fuzztime 30s
 	$(GO) test ./usage -run XXX -fuzz '^FuzzAmountJSON$$' -fuzztime 30s
 	$(GO) test ./internal/difftest -run XXX -fuzz '^FuzzDiagnose$$' -fuzztime 30s

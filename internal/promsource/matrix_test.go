@@ -17,10 +17,11 @@ import (
 	"github.com/gpupack/gpupack/usage"
 )
 
-// clientMatrix decodes a query_range answer with encoding/json into
-// common/model's types, as client_golang does: the envelope, then the
-// result by its type.
-func clientMatrix(body []byte) (model.Matrix, error) {
+// clientAnswer decodes an answer with encoding/json into common/model's
+// types, as client_golang does: the envelope, then the result, which must
+// be of resultType kind.
+func clientAnswer[T any](body []byte, kind string) (T, error) {
+	var result T
 	var answer struct {
 		Status    string          `json:"status"`
 		ErrorType string          `json:"errorType"`
@@ -28,22 +29,27 @@ func clientMatrix(body []byte) (model.Matrix, error) {
 		Data      json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &answer); err != nil {
-		return nil, err
+		return result, err
 	}
 	if answer.Status == "error" {
-		return nil, fmt.Errorf("%s: %s", answer.ErrorType, answer.Error)
+		return result, fmt.Errorf("%s: %s", answer.ErrorType, answer.Error)
 	}
 	var data struct {
-		Type   string       `json:"resultType"`
-		Result model.Matrix `json:"result"`
+		Type   string `json:"resultType"`
+		Result T      `json:"result"`
 	}
 	if err := json.Unmarshal(answer.Data, &data); err != nil {
-		return nil, err
+		return result, err
 	}
-	if data.Type != "matrix" {
-		return nil, fmt.Errorf("result type %q", data.Type)
+	if data.Type != kind {
+		return result, fmt.Errorf("result type %q", data.Type)
 	}
 	return data.Result, nil
+}
+
+// clientMatrix decodes a query_range answer as client_golang does.
+func clientMatrix(body []byte) (model.Matrix, error) {
+	return clientAnswer[model.Matrix](body, "matrix")
 }
 
 // sameMatrix says how a differs from b, NaNs equal; "" where they agree.

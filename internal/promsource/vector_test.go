@@ -2,7 +2,6 @@ package promsource
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -12,39 +11,18 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// clientVector decodes an instant query's answer with encoding/json into
-// common/model's types, as client_golang does, less the samples without
-// a float (a native histogram's), which decodeVector leaves out.
+// clientVector decodes an instant query's answer as client_golang does,
+// less the samples without a float (a native histogram's), which
+// decodeVector leaves out.
 func clientVector(body []byte) (model.Vector, error) {
-	var answer struct {
-		Status    string          `json:"status"`
-		ErrorType string          `json:"errorType"`
-		Error     string          `json:"error"`
-		Data      json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(body, &answer); err != nil {
-		return nil, err
-	}
-	if answer.Status == "error" {
-		return nil, fmt.Errorf("%s: %s", answer.ErrorType, answer.Error)
-	}
-	var data struct {
-		Type   string       `json:"resultType"`
-		Result model.Vector `json:"result"`
-	}
-	if err := json.Unmarshal(answer.Data, &data); err != nil {
-		return nil, err
-	}
-	if data.Type != "vector" {
-		return nil, fmt.Errorf("result type %q", data.Type)
-	}
+	vec, err := clientAnswer[model.Vector](body, "vector")
 	var out model.Vector
-	for _, s := range data.Result {
+	for _, s := range vec {
 		if s.Histogram == nil {
 			out = append(out, s)
 		}
 	}
-	return out, nil
+	return out, err
 }
 
 // sameVector says how a differs from b, NaNs equal; "" where they agree.
