@@ -162,6 +162,7 @@ func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.T
 		var (
 			read   bool
 			dev    usage.Device
+			devKey string
 			pieces [2]*seriesPieces // the device's, the owner's
 			dra    usage.DRAHold
 		)
@@ -176,6 +177,7 @@ func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.T
 			}
 			if !read {
 				dev, read = device(ss.Metric), true
+				devKey = dev.Key()
 			}
 			i := 0
 			if fig.owner {
@@ -186,7 +188,7 @@ func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.T
 				if fig.owner {
 					o, dra = owner(ss.Metric), draHold(ss.Metric)
 				}
-				pieces[i] = p.of(dev.Key(), o)
+				pieces[i] = p.of(devKey, o)
 			}
 			b := pieces[i].bucket(p, piece, start, dev)
 			if fig.owner && b.DRA.IsZero() {

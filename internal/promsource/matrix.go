@@ -500,23 +500,21 @@ func (d *matrixDecoder) metric(ss *model.SampleStream) error {
 	var raw []byte // the label set's text, where it is to be shared
 	if d.sets != nil && ss.Metric == nil {
 		// A label set seen before, as the same text, is the same set.
+		// Text not as Prometheus writes labels is read alone.
 		d.space()
-		end, ok := labelsEnd(d.b, d.i)
-		if !ok {
-			goto parse // not as Prometheus writes labels: read it alone
-		}
-		raw = d.b[d.i:end]
-		d.sets.mu.Lock()
-		m, ok := d.sets.sets[string(raw)]
-		d.sets.mu.Unlock()
-		if ok {
-			ss.Metric, d.i = m, end
-			return nil
+		if end, ok := labelsEnd(d.b, d.i); ok {
+			raw = d.b[d.i:end]
+			d.sets.mu.Lock()
+			m, seen := d.sets.sets[string(raw)]
+			d.sets.mu.Unlock()
+			if seen {
+				ss.Metric, d.i = m, end
+				return nil
+			}
 		}
 	} else if d.sets != nil && ss.Metric != nil {
 		ss.Metric = ss.Metric.Clone() // the first may be shared
 	}
-parse:
 	d.labels = d.labels[:0]
 	err := d.object(`"metric" (an object of labels)`, func(key []byte) error {
 		name := d.intern(key)

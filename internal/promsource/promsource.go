@@ -284,8 +284,6 @@ func formatTime(t time.Time) string {
 	return strconv.FormatFloat(float64(t.Unix())+float64(t.Nanosecond())/1e9, 'f', -1, 64)
 }
 
-// queryVector runs an instant query at t whose answer must be an instant
-// vector.
 // eachSample runs an instant query and calls f with each sample of the
 // instant vector it answers, in order, as the answer is decoded (with
 // decodeVector's checks): f's metric is reused for the next sample, so
@@ -299,7 +297,7 @@ func (s *Source) eachSample(ctx context.Context, query string, t time.Time, f fu
 		}
 		return err
 	}
-	body, err := s.ask(ctx, "/api/v1/query", query, neturl.Values{"query": {query}, "time": {formatTime(t)}})
+	body, err := s.askInstant(ctx, query, t)
 	if err != nil {
 		return err
 	}
@@ -309,6 +307,13 @@ func (s *Source) eachSample(ctx context.Context, query string, t time.Time, f fu
 	return nil
 }
 
+// askInstant sends an instant query at t with ask.
+func (s *Source) askInstant(ctx context.Context, query string, t time.Time) ([]byte, error) {
+	return s.ask(ctx, "/api/v1/query", query, neturl.Values{"query": {query}, "time": {formatTime(t)}})
+}
+
+// queryVector runs an instant query at t whose answer must be an instant
+// vector.
 func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (model.Vector, error) {
 	if s.viaClient {
 		v, _, _, err := s.api.Query(ctx, query, t)
@@ -321,7 +326,7 @@ func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (mo
 		}
 		return vec, nil
 	}
-	body, err := s.ask(ctx, "/api/v1/query", query, neturl.Values{"query": {query}, "time": {formatTime(t)}})
+	body, err := s.askInstant(ctx, query, t)
 	if err != nil {
 		return nil, err
 	}
