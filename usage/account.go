@@ -1024,8 +1024,10 @@ func (ps *podState) heldAtStart(windowEnd time.Time) Amount {
 // never held twice, as states and as the report; finish then puts the pods
 // in order and totals the namespaces and nodes.
 type assembler struct {
-	r      *Report
-	events map[string]PodEvents
+	r *Report
+	// events are the pods' events by pod, pointing into the caller's
+	// slice: a month of a fleet's pods is not copied into the map.
+	events map[podRef]*PodEvents
 	// podApps and nsApps are the application metrics beside the pod
 	// ("namespace/pod") or namespace they name, by metric; appFirst each
 	// pod's first application sample.
@@ -1050,13 +1052,14 @@ type appAgg struct {
 // grown by appends, a month of a fleet's pods was copied over and over).
 // Application samples each stand for appSeconds of their time.
 func newAssembler(r *Report, pods, containers int, apps []AppSeries, podEvents []PodEvents, appSeconds func(tMs int64) float64) *assembler {
-	as := &assembler{r: r, events: map[string]PodEvents{}, podApps: map[string]map[string]*appAgg{}, nsApps: map[string]map[string]*appAgg{},
+	as := &assembler{r: r, events: make(map[podRef]*PodEvents, len(podEvents)), podApps: map[string]map[string]*appAgg{}, nsApps: map[string]map[string]*appAgg{},
 		appFirst: map[string]int64{}, namespaces: map[string]*acc{}, nsPods: map[string]int{}, nodePods: map[string]int{},
 		containersAt: make([]int32, 0, pods)}
 	r.Pods = slices.Grow(r.Pods, pods)
 	r.Containers = slices.Grow(r.Containers, containers)
-	for _, e := range podEvents {
-		as.events[e.Namespace+"/"+e.Pod] = e
+	for i := range podEvents {
+		e := &podEvents[i]
+		as.events[podRef{e.Namespace, e.Pod}] = e
 	}
 	startMs, endMs := r.Start.UnixMilli(), r.End.UnixMilli()
 	for _, a := range apps {
@@ -1117,8 +1120,8 @@ func appUsage(aggs map[string]*appAgg, cost Amount) []AppUsage {
 // containers; the caller releases the state.
 func (as *assembler) add(ps *podState) {
 	r := as.r
-	var key string // "namespace/pod", built only where events or application metrics may name the pod
-	if len(as.events) > 0 || len(as.podApps) > 0 {
+	var key string // "namespace/pod", built only where application metrics may name the pod
+	if len(as.podApps) > 0 || len(as.appFirst) > 0 {
 		key = ps.usage.Key()
 	}
 	r.Pods = append(r.Pods, ps.usage.podUsage())
@@ -1132,7 +1135,10 @@ func (as *assembler) add(ps *podState) {
 	u.Claims = sortedKeys(ps.claims)
 	u.SharedWith = sortedKeys(ps.sharedWith)
 	u.App = appUsage(as.podApps[key], u.Cost)
-	in := startupInput{events: as.events[key], attached: ps.attached, firstUse: ps.firstUseAt, step: time.Duration(r.StepSecond * Seconds(time.Second)), heldGPUs: ps.heldAtStart(r.End)}
+	in := startupInput{attached: ps.attached, firstUse: ps.firstUseAt, step: time.Duration(r.StepSecond * Seconds(time.Second)), heldGPUs: ps.heldAtStart(r.End)}
+	if e := as.events[podRef{u.Namespace, u.Pod}]; e != nil {
+		in.events = *e
+	}
 	if first, ok := as.appFirst[key]; ok {
 		in.appFirst = time.UnixMilli(first).UTC()
 	}
