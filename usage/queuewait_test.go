@@ -83,8 +83,8 @@ func TestQueueWaitsFoldsGroups(t *testing.T) {
 func TestScheduledWaits(t *testing.T) {
 	at := func(h int) *time.Time { v := time.Date(2026, 1, 1, h, 0, 0, 0, time.UTC); return &v }
 	r := &Report{Start: *at(10), End: *at(12), Pods: []PodUsage{
-		{Namespace: "a", Pod: "before", Startup: Startup{Created: at(8), Scheduled: at(9), Phases: []PhaseTime{{Phase: PhaseScheduling, Seconds: Known(3600)}}}},
-		{Namespace: "a", Pod: "in", Startup: Startup{Created: at(9), Scheduled: at(11), Phases: []PhaseTime{{Phase: PhaseScheduling, Seconds: Known(7200)}}}},
+		{Namespace: "a", Pod: "before", Startup: Startup{Created: at(8), Scheduled: at(9), Phases: phaseTimes(t, PhaseTime{Phase: PhaseScheduling, Seconds: Known(3600)})}},
+		{Namespace: "a", Pod: "in", Startup: Startup{Created: at(9), Scheduled: at(11), Phases: phaseTimes(t, PhaseTime{Phase: PhaseScheduling, Seconds: Known(7200)})}},
 		{Namespace: "a", Pod: "untimed"},
 	}}
 	got := ScheduledWaits(r, map[string]string{"a/in": "1 GPU"})

@@ -1,8 +1,11 @@
 package usage
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +31,16 @@ func startAccount(t *testing.T, events []PodEvents, series ...Series) *Report {
 }
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// phaseTimes holds list, or fails t.
+func phaseTimes(t testing.TB, list ...PhaseTime) PhaseTimes {
+	t.Helper()
+	p, err := NewPhaseTimes(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 func TestStartupPhasesAddUp(t *testing.T) {
 	// Created at 0:30, scheduled 1:00, image pulled in 60 s (its event at
@@ -67,11 +80,11 @@ func TestStartupPhasesAddUp(t *testing.T) {
 		phase(PhaseFirstUseToReady, 120, false),
 	}
 	approx := cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-6 })
-	if d := cmp.Diff(want, st.Phases, approx); d != "" {
+	if d := cmp.Diff(want, st.Phases.All(), approx); d != "" {
 		t.Errorf("phases (-want +got):\n%s", d)
 	}
 	var sum float64
-	for _, ph := range st.Phases {
+	for _, ph := range st.Phases.All() {
 		sum += ph.Seconds.Value
 	}
 	if sum != st.TotalSeconds.Value || st.TotalSeconds != Known(330) {
@@ -108,7 +121,7 @@ func TestStartupUnknownStaysUnknown(t *testing.T) {
 	r := startAccount(t, nil, makeSeries(GREngineActive).pod("a", "p").at(6, append(repeat(0, 3), repeat(0.9, 20)...)...).obj())
 	p, _ := r.Pod("a", "p")
 	st := p.Startup
-	for _, ph := range st.Phases {
+	for _, ph := range st.Phases.All() {
 		want := ph.Phase == PhaseToFirstUse
 		if ph.Seconds.Known != want {
 			t.Errorf("phase %s known %v, want %v", ph.Phase, ph.Seconds.Known, want)
@@ -145,10 +158,12 @@ func TestSummarizeStartup(t *testing.T) {
 	pod := func(ns, workload, path string, created time.Duration, load float64) PodUsage {
 		c := at(created)
 		st := Startup{Workload: workload, Created: &c, Storage: ModelStorage{Kind: path}, LoadSeconds: Known(load), HeldGPUSeconds: Known(load), HeldCost: Known(load / 10)}
+		var list []PhaseTime
 		for _, name := range Phases {
-			st.Phases = append(st.Phases, PhaseTime{Phase: name})
+			list = append(list, PhaseTime{Phase: name})
 		}
-		st.Phases[3] = PhaseTime{Phase: PhaseToFirstUse, Seconds: Known(load), HeldGPUSeconds: Known(load), HeldCost: Known(load / 10)}
+		list[3] = PhaseTime{Phase: PhaseToFirstUse, Seconds: Known(load), HeldGPUSeconds: Known(load), HeldCost: Known(load / 10)}
+		st.Phases = phaseTimes(t, list...)
 		return PodUsage{Namespace: ns, Pod: workload + "-x", Startup: st}
 	}
 	pods := []PodUsage{
@@ -338,5 +353,60 @@ func TestMergePodEvents(t *testing.T) {
 	}
 	if d := cmp.Diff(want, MergePodEvents(history, live)); d != "" {
 		t.Errorf("merged (-want +got):\n%s", d)
+	}
+}
+
+// TestPhaseTimesAsList: PhaseTimes is written byte for byte as the list
+// of PhaseTime it holds (null for none, with unknown figures as null),
+// reads back to itself, and refuses a list whose phases are not named in
+// the order of Phases.
+func TestPhaseTimesAsList(t *testing.T) {
+	full := []PhaseTime{
+		{Phase: PhaseScheduling, Seconds: Known(12.5), HeldGPUSeconds: Known(0), HeldCost: Known(0), Idle: true},
+		{Phase: PhaseImagePull, Seconds: Known(0.1), HeldGPUSeconds: Known(0.2), HeldCost: Known(1e-7), Idle: true},
+		{Phase: PhaseInit, Idle: true},
+		{Phase: PhaseToFirstUse, Seconds: Known(60), HeldGPUSeconds: Known(120)},
+		{Phase: PhaseFirstUseToReady, Seconds: Known(-0.0), HeldGPUSeconds: Known(3e21), HeldCost: Unknown},
+	}
+	for name, list := range map[string][]PhaseTime{"none": nil, "one": full[:1], "all": full} {
+		p := phaseTimes(t, list...)
+		if p.Len() != len(list) {
+			t.Errorf("%s: Len %d, want %d", name, p.Len(), len(list))
+		}
+		if d := cmp.Diff(list, p.All()); d != "" {
+			t.Errorf("%s: All (-want +got):\n%s", name, d)
+		}
+		want, err := json.Marshal(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Inside a Startup, as the report writes it.
+		got, err := json.Marshal(Startup{Phases: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(got, append([]byte(`"phases":`), want...)) {
+			t.Errorf("%s: written as\n%s\nwant the list\n%s", name, got, want)
+		}
+		var back Startup
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !back.Phases.Equal(p) {
+			t.Errorf("%s: read back as %+v, want %+v", name, back.Phases.All(), list)
+		}
+	}
+	if _, err := NewPhaseTimes([]PhaseTime{{Phase: PhaseImagePull}}); err == nil || !strings.Contains(err.Error(), `"image pull", want "scheduling"`) {
+		t.Errorf("a list starting at image pull: %v, want it refused", err)
+	}
+	var p PhaseTimes
+	if err := json.Unmarshal([]byte(`[{"phase":"scheduling"},{"phase":"bogus"}]`), &p); err == nil {
+		t.Error("a list naming an unknown phase was read")
+	}
+	if err := json.Unmarshal([]byte(`[`+strings.Repeat(`{"phase":"scheduling"},`, 5)+`{"phase":"scheduling"}]`), &p); err == nil || !strings.Contains(err.Error(), "6 start-up phases") {
+		t.Errorf("six phases: %v, want them refused", err)
+	}
+	if st := (Startup{Phases: phaseTimes(t, full[:2]...)}); st.Phase(PhaseInit) != (PhaseTime{Phase: PhaseInit}) || st.Phase(PhaseImagePull) != full[1] {
+		t.Errorf("Phase: init %+v (not held), image pull %+v, want unknown and %+v", st.Phase(PhaseInit), st.Phase(PhaseImagePull), full[1])
 	}
 }

@@ -42,8 +42,13 @@ func testView(text string) *View {
 		created, ready := start.Add(time.Minute), start.Add(3*time.Minute)
 		p.Startup = usage.Startup{Workload: "w-" + name, Created: &created, AppReady: &ready, LoadSeconds: usage.Known(80),
 			Storage: usage.ModelStorage{Kind: usage.StorageCSI, Detail: "csi-" + text}}
+		var phases []usage.PhaseTime
 		for k, sec := range []float64{5, 10, 20, 60, 20} {
-			p.Startup.Phases = append(p.Startup.Phases, usage.PhaseTime{Phase: usage.Phases[k], Seconds: usage.Known(sec)})
+			phases = append(phases, usage.PhaseTime{Phase: usage.Phases[k], Seconds: usage.Known(sec)})
+		}
+		var err error
+		if p.Startup.Phases, err = usage.NewPhaseTimes(phases); err != nil {
+			panic(err) // the phases above are named in order
 		}
 		return p
 	}
