@@ -228,7 +228,7 @@ var Unknown = Amount{}
 // Fixed prints the amount times scale with prec decimals and suffix, or
 // "unknown": the one way every table and page prints an Amount.
 func (a Amount) Fixed(scale float64, prec int, suffix string) string {
-	if !a.Known || math.IsNaN(a.Value) || math.IsInf(a.Value, 0) {
+	if !a.finite() {
 		return "unknown"
 	}
 	return strconv.FormatFloat(a.Value*scale, 'f', prec, 64) + suffix
@@ -243,12 +243,25 @@ var jsonNull = []byte("null")[:4:4]
 // encodes a float64, byte for byte, in one allocation of its length
 // rather than json.Marshal's two.
 func (a Amount) MarshalJSON() ([]byte, error) {
-	if !a.Known || math.IsNaN(a.Value) || math.IsInf(a.Value, 0) {
+	if !a.finite() {
 		return jsonNull, nil
 	}
 	var buf [32]byte
-	b := appendJSONFloat(buf[:0], a.Value)
+	b := a.appendJSON(buf[:0])
 	return append(make([]byte, 0, len(b)), b...), nil // no larger than it is: most are a few bytes, which the runtime packs together
+}
+
+// appendJSON appends a as MarshalJSON writes it.
+func (a Amount) appendJSON(b []byte) []byte {
+	if !a.finite() {
+		return append(b, jsonNull...)
+	}
+	return appendJSONFloat(b, a.Value)
+}
+
+// finite says a is known and a finite number: what JSON can hold.
+func (a Amount) finite() bool {
+	return a.Known && !math.IsNaN(a.Value) && !math.IsInf(a.Value, 0)
 }
 
 // appendJSONFloat appends f as encoding/json writes a float64: the

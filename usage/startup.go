@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -141,9 +142,35 @@ func (p PhaseTimes) Equal(o PhaseTimes) bool {
 	return true
 }
 
-// MarshalJSON writes the list of PhaseTime (null for none), as
-// encoding/json writes a []PhaseTime.
-func (p PhaseTimes) MarshalJSON() ([]byte, error) { return json.Marshal(p.All()) }
+// MarshalJSON writes the list of PhaseTime (null for none) byte for byte
+// as encoding/json writes a []PhaseTime, in one allocation: a month of a
+// fleet's report writes 180,000 of them, and through encoding/json each
+// cost 15 (100 MB of garbage, which the JSON phase's peak grew by).
+func (p PhaseTimes) MarshalJSON() ([]byte, error) {
+	if p.n == 0 {
+		return jsonNull, nil
+	}
+	b := make([]byte, 0, 96*int(p.n))
+	b = append(b, '[')
+	for i := range int(p.n) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		pt := p.At(i)
+		b = append(b, `{"phase":`...)
+		b = strconv.AppendQuote(b, pt.Phase) // the names are plain ASCII, as encoding/json quotes them
+		for _, f := range [...]struct {
+			key string
+			a   Amount
+		}{{`,"seconds":`, pt.Seconds}, {`,"heldGPUSeconds":`, pt.HeldGPUSeconds}, {`,"heldCost":`, pt.HeldCost}} {
+			b = f.a.appendJSON(append(b, f.key...))
+		}
+		b = append(b, `,"idle":`...)
+		b = strconv.AppendBool(b, pt.Idle)
+		b = append(b, '}')
+	}
+	return append(b, ']'), nil
+}
 
 // UnmarshalJSON reads that list (or null); it must name the phases in the
 // order of Phases.
