@@ -6,13 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 )
-
-// collectBeforeWriting is how many pods make a report large enough for
-// WriteJSON to collect garbage before it writes (a few MB of heap and less
-// are not worth a collection).
-const collectBeforeWriting = 10_000
 
 // WriteJSON writes r as a json.Encoder indenting by two spaces writes it,
 // byte for byte (one trailing newline), but marshals its devices,
@@ -20,14 +14,6 @@ const collectBeforeWriting = 10_000
 // fleet's report is hundreds of MB of text, which the encoder would hold
 // whole, twice (compact, then indented).
 func (r *Report) WriteJSON(w io.Writer) error {
-	if len(r.Pods) >= collectBeforeWriting {
-		// The accounting before left most of the heap garbage, and the
-		// collector's goal was set while it was live (about twice a
-		// month of a fleet's report): collected now, the encoder's own
-		// garbage (about a seventh of the text) reuses that memory
-		// instead of growing the process past it.
-		runtime.GC()
-	}
 	cp := *r
 	type streamed struct {
 		key  string
