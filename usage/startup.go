@@ -325,15 +325,16 @@ func startupOf(in startupInput, pod string) Startup {
 		pullPhase = Known(min(st.ImagePullSeconds.Value, start.Value))
 		initPhase = Known(start.Value - pullPhase.Value)
 	}
-	seconds := map[string]Amount{
-		PhaseScheduling:      between(st.Created, st.Scheduled),
-		PhaseImagePull:       pullPhase,
-		PhaseInit:            initPhase,
-		PhaseToFirstUse:      between(st.ContainersStarted, st.FirstGPUUse),
-		PhaseFirstUseToReady: between(st.FirstGPUUse, st.AppReady),
+	// In the order of Phases: a map of them was an allocation per pod.
+	seconds := [len(phaseNames)]Amount{
+		between(st.Created, st.Scheduled),
+		pullPhase,
+		initPhase,
+		between(st.ContainersStarted, st.FirstGPUUse),
+		between(st.FirstGPUUse, st.AppReady),
 	}
 	for i, name := range Phases {
-		pt := PhaseTime{Phase: name, Seconds: seconds[name], Idle: name != PhaseFirstUseToReady}
+		pt := PhaseTime{Phase: name, Seconds: seconds[i], Idle: name != PhaseFirstUseToReady}
 		switch {
 		case name == PhaseScheduling:
 			pt.HeldGPUSeconds, pt.HeldCost = Known(0), Known(0)
