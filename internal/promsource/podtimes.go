@@ -19,7 +19,8 @@ import (
 // and LoadPodTimes read, each with the _over_time function that reads it
 // over a window: the last value, or for a container's start the first (a
 // restart moves it later).
-var podTimeFamilies = []struct {
+// An array: its length sizes the records loadContext gathers them in.
+var podTimeFamilies = [...]struct {
 	metric string
 	over   string
 	set    func(e *usage.PodEvents, t time.Time)
