@@ -276,7 +276,7 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	read := func(lo int) *groupRead {
 		hi := min(lo+groupDays, nDays)
 		g, gctx := errgroup.WithContext(ctx)
-		group := &groupRead{lo: lo, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]model.Matrix, hi-lo), labels: newLabelSets()}
+		group := &groupRead{lo: lo, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]figurePoints, hi-lo), labels: newLabelSets(), hourlySets: map[model.Fingerprint]model.Metric{}}
 		for k := range group.days {
 			group.days[k] = newPieceSet(w.Step, HourWindow)
 		}
@@ -305,12 +305,8 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 		// figures, kept as Prometheus sent them until their day is handed
 		// on.
 		s.goDaily(gctx, goSlot, w, group, dayEnds, hi)
-		s.goHourly(gctx, goSlot, group, w.Step, dayEnds, hi)
+		s.goHourly(gctx, goSlot, group, names, w.Step, dayEnds, hi)
 		return group
-	}
-	hourlyAt := func(ss *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
-		end := t.Add(-hourLag)
-		return pieceHourly, hourStart(w, end.Add(time.Millisecond-HourWindow)), names[string(ss.Metric[model.MetricNameLabel])]
 	}
 	next := read(0)
 	for lo := 0; lo < nDays; lo += groupDays {
@@ -320,8 +316,11 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 		}
 		err := cur.g.Wait()
 		for k := 0; err == nil && k < len(cur.days); k++ {
-			for _, m := range cur.hourly[k] {
-				cur.days[k].file(m, hourlyAt)
+			for _, fp := range cur.hourly[k] {
+				cur.days[k].file(fp.m, func(_ *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
+					end := t.Add(-hourLag)
+					return pieceHourly, hourStart(w, end.Add(time.Millisecond-HourWindow)), fp.fig
+				})
 			}
 			err = cur.days[k].emit(add)
 			cur.days[k], cur.hourly[k] = nil, nil
@@ -344,26 +343,48 @@ type groupRead struct {
 	days   []*pieceSet
 	labels *labelSets // the label sets of the group's combined figures
 	mu     sync.Mutex
-	hourly [][]model.Matrix
+	hourly [][]figurePoints
+	// hourlySets are the label sets of the per-hour figures' series, less
+	// their figure's name, by fast fingerprint: an owner's are one set for
+	// all its figures, not one each.
+	hourlySets map[model.Fingerprint]model.Metric
+}
+
+// figurePoints are the points of one per-hour figure in one day.
+type figurePoints struct {
+	fig *bucketFigure
+	m   model.Matrix
 }
 
 // goHourly reads, with goSlot, the per-hour figures of the days
 // [group.lo, hi) as recorded, in range queries at a 1 h step over the
-// days (hourlyQueries), and keeps each day's points in group.hourly.
-func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group *groupRead, step time.Duration, dayEnds func(int) []time.Time, hi int) {
+// days (hourlyQueries), and keeps each day's points in group.hourly by
+// figure, the figure found by its recorded name in names. A series
+// whose name is none of them is left out.
+func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group *groupRead, names map[string]*bucketFigure, step time.Duration, dayEnds func(int) []time.Time, hi int) {
 	first, last := dayEnds(group.lo), dayEnds(hi-1)
 	r := v1.Range{Start: first[0].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: HourWindow}
 	for _, q := range hourlyQueries(step) {
 		goSlot(func() error {
-			// Each series here carries its figure's name: its label set
-			// is in no other answer, and is not shared.
 			m, err := s.queryRange(ctx, q, r)
 			if err != nil {
 				return fmt.Errorf("bucket figures from gpupack's hourly recording rules: %w", err)
 			}
+			group.mu.Lock()
+			defer group.mu.Unlock()
 			// A day's windows are 24 consecutive hours from the group's first.
-			byDay := make([]model.Matrix, len(group.hourly))
+			byDay := make([]map[*bucketFigure]model.Matrix, len(group.hourly))
 			for _, ss := range m {
+				fig := names[string(ss.Metric[model.MetricNameLabel])]
+				if fig == nil {
+					continue
+				}
+				// Each series carries its figure's name, so its label
+				// set is in no other series; without the name it is the
+				// set of the owner's (or device's) other figures, and
+				// the group holds it once, not once a figure.
+				delete(ss.Metric, model.MetricNameLabel)
+				metric := group.hourlySet(ss.Metric)
 				vals := ss.Values
 				for len(vals) > 0 {
 					k := int(vals[0].Timestamp.Time().Sub(r.Start) / bucketChunk)
@@ -372,21 +393,36 @@ func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group 
 						n++
 					}
 					if k >= 0 && k < len(byDay) {
-						byDay[k] = append(byDay[k], &model.SampleStream{Metric: ss.Metric, Values: vals[:n]})
+						if byDay[k] == nil {
+							byDay[k] = map[*bucketFigure]model.Matrix{}
+						}
+						byDay[k][fig] = append(byDay[k][fig], &model.SampleStream{Metric: metric, Values: vals[:n]})
 					}
 					vals = vals[n:]
 				}
 			}
-			group.mu.Lock()
-			defer group.mu.Unlock()
 			for k := range byDay {
-				if len(byDay[k]) > 0 {
-					group.hourly[k] = append(group.hourly[k], byDay[k])
+				for fig, m := range byDay[k] {
+					group.hourly[k] = append(group.hourly[k], figurePoints{fig, m})
 				}
 			}
 			return nil
 		})
 	}
+}
+
+// hourlySet is the group's label set equal to m, m itself the first
+// time; the caller holds g.mu.
+func (g *groupRead) hourlySet(m model.Metric) model.Metric {
+	fp := m.FastFingerprint() // no sorting, no allocation: a collision is checked below
+	if seen, ok := g.hourlySets[fp]; ok {
+		if seen.Equal(m) {
+			return seen
+		}
+		return m // another set with the same fingerprint: kept apart
+	}
+	g.hourlySets[fp] = m
+	return m
 }
 
 // daysPerQuery is the most days of hourly windows one query of the
