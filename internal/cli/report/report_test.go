@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +175,66 @@ func TestPriceFileCurrency(t *testing.T) {
 	// Type errors are placed.
 	if _, err := loadPricing(write("bad.yaml", "prices:\n  T4: 0.3\nnodeRules:\n  - labels: {a: b}\n    perHour: \"1\"\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:5: nodeRules[0].perHour") {
 		t.Errorf("err = %v, want it placed at bad.yaml:5: nodeRules[0].perHour", err)
+	}
+}
+
+// gcPercentWriter records the collector's GC percent at each write.
+type gcPercentWriter struct {
+	bytes.Buffer
+	seen map[int]bool
+}
+
+func (w *gcPercentWriter) Write(p []byte) (int, error) {
+	cur := debug.SetGCPercent(-1)
+	debug.SetGCPercent(cur)
+	w.seen[cur] = true
+	return w.Buffer.Write(p)
+}
+
+// TestLargeReportJSONGCPercent: a large report's JSON is written with the
+// collector's margin at writingGCPercent, unless GOGC asked for less or
+// for none, and the margin is given back after; a small report's is
+// written as it was. The bytes are WriteJSON's.
+func TestLargeReportJSONGCPercent(t *testing.T) {
+	orig := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(orig) })
+	report := func(pods int) *usage.Report {
+		r := &usage.Report{Pods: make([]usage.PodUsage, pods)}
+		for i := range r.Pods {
+			r.Pods[i].Namespace, r.Pods[i].Pod = "ml", fmt.Sprintf("p%d", i)
+		}
+		return r
+	}
+	for _, c := range []struct {
+		pods          int
+		before, while int
+	}{
+		{collectBeforeWriting, 100, writingGCPercent},
+		{collectBeforeWriting, 400, writingGCPercent},
+		{collectBeforeWriting, 10, 10},       // GOGC asked for less
+		{collectBeforeWriting, -1, -1},       // GOGC=off
+		{collectBeforeWriting - 1, 100, 100}, // small: as it was
+	} {
+		r := report(c.pods)
+		var want bytes.Buffer
+		if err := r.WriteJSON(&want); err != nil {
+			t.Fatal(err)
+		}
+		debug.SetGCPercent(c.before)
+		w := &gcPercentWriter{seen: map[int]bool{}}
+		err := write(w, r, "json", "test", 10)
+		after := debug.SetGCPercent(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.seen) != 1 || !w.seen[c.while] {
+			t.Errorf("%d pods, GC percent %d before: %v while writing, want only %d", c.pods, c.before, slices.Sorted(maps.Keys(w.seen)), c.while)
+		}
+		if after != c.before {
+			t.Errorf("%d pods, GC percent %d before: %d after writing, want it given back", c.pods, c.before, after)
+		}
+		if !bytes.Equal(w.Bytes(), want.Bytes()) {
+			t.Errorf("%d pods: write's JSON differs from WriteJSON's", c.pods)
+		}
 	}
 }
