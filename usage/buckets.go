@@ -7,11 +7,12 @@ import (
 	"maps"
 	"math"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpupack/gpupack/internal/mempolicy"
 )
 
 // Bucket is the pushed-down accounting of one device held by one owner (or
@@ -161,6 +162,11 @@ type BucketAccount struct {
 	// spent says Report has run: it releases the owners' sums as it
 	// accounts them, so the account cannot be added to or reported again.
 	spent bool
+	// Memory says whether Report hands memory back to the operating
+	// system before it makes the report and after: a one-shot command's
+	// (mempolicy.OneShot) does for a large report; the zero value, serve's,
+	// does not.
+	Memory mempolicy.Policy
 }
 
 // levelKey names the devices whose hour levels add up before pricing.
@@ -228,8 +234,9 @@ func (i instant) time() time.Time {
 	return time.Unix(0, int64(i)).UTC()
 }
 
-// reportCollectOwners is how many owners' sums Report releases between
-// the collections it asks for (about 14 MB of them): at 50,000 a month of
+// reportCollectOwners is how many owners' sums a one-shot command's large
+// Report releases between the collections it asks for (about 14 MB of
+// them): at 50,000 a month of
 // 1,000 GPUs' report let the heap reach twice what was live, and its RSS
 // 760 MiB, against about 650 MiB at this.
 const reportCollectOwners = 15_000
@@ -243,6 +250,17 @@ func NewBucketAccount(start, end time.Time) (*BucketAccount, error) {
 		return nil, fmt.Errorf("bucket window %s..%s is empty; give an end after the start", start.Format(time.RFC3339), end.Format(time.RFC3339))
 	}
 	return &BucketAccount{start: start, end: end, devices: map[string]*deviceSums{}, hours: hoursOf(start, end), levels: map[levelKey]*hourLevels{}}, nil
+}
+
+// Owners is how many owners (pods' containers, and pods where the
+// container is not known) hold each device, summed over the devices: about
+// the pods of the window.
+func (a *BucketAccount) Owners() int {
+	n := 0
+	for _, d := range a.devices {
+		n += len(d.owners)
+	}
+	return n
 }
 
 // Clone returns a deep copy of the account over the window [start, end),
@@ -260,7 +278,7 @@ func (a *BucketAccount) Clone(end time.Time) (*BucketAccount, error) {
 	case a.step != 0 && end.Sub(a.start)%a.step != 0:
 		return nil, fmt.Errorf("the window %s..%s is not a whole number of steps of %s; give a window of whole buckets", a.start.Format(time.RFC3339), end.Format(time.RFC3339), a.step)
 	}
-	c := &BucketAccount{start: a.start, end: end, step: a.step, hours: hoursOf(a.start, end),
+	c := &BucketAccount{start: a.start, end: end, step: a.step, hours: hoursOf(a.start, end), Memory: a.Memory,
 		devices: make(map[string]*deviceSums, len(a.devices)), levels: make(map[levelKey]*hourLevels, len(a.levels))}
 	for k, d := range a.devices {
 		c.devices[k] = d.clone()
@@ -485,20 +503,14 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	// once that device is accounted, the pod's state is final and goes
 	// into the report, so a month of a fleet's pods is never held both as
 	// states and as the report.
-	held := 0
-	for _, d := range a.devices {
-		held += len(d.owners)
-	}
-	large := held >= reportCollectOwners
-	if large {
-		// The report's maps and slices are made whole next (a month of
-		// a fleet's pods is about 200 MB in two allocations), where the
-		// reading before left memory free but resident in pieces too
-		// small to hold them: handed back to the OS first, the process
-		// does not hold both (at 1,000 GPUs x 30 days this kept RSS from
-		// jumping by their size).
-		debug.FreeOSMemory()
-	}
+	held := a.Owners()
+	collect := a.Memory.HandsBack(held) // now and then, below
+	// The report's maps and slices are made whole next (a month of a
+	// fleet's pods is about 200 MB in two allocations), where the reading
+	// before left memory free but resident in pieces too small to hold
+	// them: handed back to the OS first, the process does not hold both
+	// (at 1,000 GPUs x 30 days this kept RSS from jumping by their size).
+	a.Memory.HandBack(held)
 	// Made as large as every device's owners at once: grown by inserts,
 	// a month of a fleet's pods left as much again of garbage.
 	last := make(map[podRef]int, held)
@@ -684,15 +696,18 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		// of the account's memory) before the next device's pods are
 		// built beside them.
 		d.owners, d.sharedHours = nil, nil
-		// And have them collected now and then. The collector paces
-		// itself by what was live at its last cycle: the whole account
-		// and the report's slices, made at their size at the start. It
-		// would let the heap grow to twice that before it collects
-		// again, and the report would be laid beside the sums it
-		// replaces rather than in their memory. A month of a fleet's
-		// report (180,000 pods) collects twelve times, serve's week of
-		// 1,000 GPUs (42,000) twice.
-		if released += len(owners); released >= reportCollectOwners {
+		// And, in a one-shot command's large report, have them
+		// collected now and then. The collector paces itself by what
+		// was live at its last cycle: the whole account and the
+		// report's slices, made at their size at the start. It would
+		// let the heap grow to twice that before it collects again, and
+		// the report would be laid beside the sums it replaces rather
+		// than in their memory. A month of a fleet's report (180,000
+		// pods) collects twelve times. Serve's does not: its week of
+		// 1,000 GPUs (42,000 pods) collected twice at every refresh,
+		// which doubled the report's CPU (BenchmarkRefreshAccount), for
+		// a heap that its memory limit bounds.
+		if released += len(owners); collect && released >= reportCollectOwners {
 			runtime.GC()
 			released = 0
 		}
@@ -724,15 +739,13 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
 	r.Hourly = a.modelHours(pricing, sec)
 	as.finish(nodes)
-	if large {
-		// The account's sums are released now, but the collector's goal
-		// and the process' memory are still those of the sums and the
-		// report together: handed back, what the caller does next (the
-		// queue waits, the JSON) starts from the report's size (at
-		// 1,000 GPUs x 30 days RSS rose to 531 MiB after the report
-		// without this, against the report's 270 MiB live).
-		debug.FreeOSMemory()
-	}
+	// The account's sums are released now, but the collector's goal and
+	// the process' memory are still those of the sums and the report
+	// together: handed back, what the caller does next (the queue waits,
+	// the JSON) starts from the report's size (at 1,000 GPUs x 30 days
+	// RSS rose to 531 MiB after the report without this, against the
+	// report's 270 MiB live).
+	a.Memory.HandBack(held)
 	return r, nil
 }
 

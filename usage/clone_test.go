@@ -1,7 +1,9 @@
 package usage
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/mempolicy"
 )
 
 // incrementalWorld makes the buckets of a random cluster (randomWorld's)
@@ -169,5 +172,55 @@ func TestCloneRefusesWindow(t *testing.T) {
 				t.Fatalf("Clone: error %v, want one saying %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestReportMemoryPolicy: a large report hands memory back (a forced
+// collection before it and after, more as it releases the sums) under a
+// one-shot policy, kept by Clone, and under serve's policy collects
+// nothing itself; the reports are the same.
+func TestReportMemoryPolicy(t *testing.T) {
+	start, cur, _, complete, _ := refreshWorld(mempolicy.Large/2, 1) // two owners a GPU
+	pricing := Pricing{Catalogue: gpu.Default()}
+	var reports []*Report
+	for _, c := range []struct {
+		name     string
+		p        mempolicy.Policy
+		clone    bool
+		minForce uint32
+	}{
+		{"long-running", mempolicy.LongRunning, false, 0},
+		{"one-shot", mempolicy.OneShot, false, 2},
+		{"one-shot, cloned", mempolicy.OneShot, true, 2},
+	} {
+		a, err := NewBucketAccount(start, cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Memory = c.p
+		addAll(t, a, complete)
+		if c.clone {
+			a = mustClone(t, a, cur)
+		}
+		if a.Owners() < mempolicy.Large {
+			t.Fatalf("%s: %d owners, want a large report of %d or more", c.name, a.Owners(), mempolicy.Large)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		r, err := a.Report(pricing, nil, nil, 0)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forced := after.NumForcedGC - before.NumForcedGC
+		if c.minForce == 0 && forced != 0 || forced < c.minForce {
+			t.Errorf("%s: %d forced collections in Report, want %s", c.name, forced, map[bool]string{true: "none", false: fmt.Sprintf("%d or more", c.minForce)}[c.minForce == 0])
+		}
+		reports = append(reports, r)
+	}
+	for _, r := range reports[1:] {
+		if diff := cmp.Diff(reports[0], r); diff != "" {
+			t.Errorf("the report depends on the memory policy (-long-running +one-shot):\n%s", diff)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	neturl "net/url"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/gpupack/gpupack/internal/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -27,6 +27,11 @@ import (
 type Source struct {
 	url string
 	api v1.API
+	// Memory says whether reading hands memory back to the operating
+	// system between its phases: a one-shot command's
+	// (mempolicy.OneShot) does for a large window; the zero value,
+	// serve's, does not.
+	Memory mempolicy.Policy
 	// client sends the range queries, whose answers decodeMatrix reads.
 	client api.Client
 	// viaClient makes queryRange read answers with client_golang's
@@ -144,11 +149,6 @@ func (s *Source) loadApp(ctx context.Context, d *Data, app map[string]string, wr
 	return nil
 }
 
-// handBackPods is how many pods' times make loadContext hand freed memory
-// back to the OS before it makes their events (a few MB and less are not
-// worth a collection).
-const handBackPods = 10_000
-
 // loadContext reads kube-state-metrics' pod times over the window and node
 // labels at its end.
 func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error {
@@ -195,14 +195,11 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	if err != nil {
 		return err
 	}
-	index = nil // the closures above hold both: let them go before the node labels
-	if len(pods) >= handBackPods {
-		// The events are one allocation (49 MB for 180,000 pods), made
-		// after six answers of a sample per pod were read and dropped:
-		// that memory is free but resident, in pieces too small to hold
-		// it, and the heap would grow by its size beside them.
-		debug.FreeOSMemory()
-	}
+	// The events are one allocation (49 MB for 180,000 pods), made after
+	// six answers of a sample per pod were read and dropped: that memory
+	// is free but resident, in pieces too small to hold it, and the heap
+	// would grow by its size beside them.
+	s.Memory.HandBack(len(pods))
 	d.Pods = slices.Grow(d.Pods, len(pods))
 	for _, p := range pods {
 		e := usage.PodEvents{Namespace: p.ref.namespace, Pod: p.ref.pod, Workload: p.workload}
@@ -213,7 +210,6 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 		}
 		d.Pods = append(d.Pods, e)
 	}
-	pods = nil // and the records
 	const nodeLabels = "kube_node_labels"
 	vec, err := s.queryVector(ctx, nodeLabels, w.End)
 	if err != nil {

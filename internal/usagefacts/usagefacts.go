@@ -7,11 +7,11 @@ package usagefacts
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gpupack/gpupack/internal/mempolicy"
 	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -53,6 +53,9 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	if err != nil {
 		return nil, err
 	}
+	// A command that runs once: its phases hand their memory back
+	// between them when large, where serve's would take it again.
+	src.Memory, acct.Memory = mempolicy.OneShot, mempolicy.OneShot
 	// A day of buckets at a time: a month of a fleet is never held at once.
 	// GPU health is read meanwhile: it is its own few queries, and
 	// Prometheus answers them beside the buckets' instead of after them.
@@ -74,7 +77,7 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	// memory that the streaming's answers took is handed back first:
 	// kept, it stays resident, and the pods' answers (tens of MB each
 	// for a month of a fleet) were laid beside it instead of in it.
-	debug.FreeOSMemory()
+	mempolicy.OneShot.HandBack(acct.Owners())
 	d, err := src.LoadMeta(ctx, w, apps, Bucket)
 	if err != nil {
 		return nil, err

@@ -4,8 +4,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,41 +11,17 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupack/gpupack/internal/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
-
-// collectBeforeWriting is how many pods make a report large enough to
-// collect garbage before its JSON is written (a few MB of heap and less
-// are not worth a collection).
-const collectBeforeWriting = 10_000
-
-// writingGCPercent is the garbage collector's margin (GOGC) while such a
-// report's JSON is written: half the live heap, the report. At a month
-// of 1,000 GPUs (a 270 MiB report) a quarter kept the JSON at about
-// 400 MiB of RSS for an estimated six collections of the report instead
-// of one; half keeps it at about 450 MiB, under the reading's peak, for
-// about three.
-const writingGCPercent = 50
 
 func write(out io.Writer, r *usage.Report, format, source string, top int) error {
 	switch format {
 	case "json":
-		if len(r.Pods) >= collectBeforeWriting {
-			// The report is all that stays live; what came before it
-			// (the queue waits) left garbage. Collected now, and with
-			// a margin of half the report instead of GOGC's 100%
-			// while the JSON is written (it adds nothing live,
-			// only its own garbage, about a seventh of the text), a
-			// month of a fleet's heap stays within one and a half
-			// times the report instead of twice it, for a few more
-			// collections of a heap that no longer grows.
-			runtime.GC()
-			if prev := debug.SetGCPercent(writingGCPercent); prev < writingGCPercent {
-				debug.SetGCPercent(prev) // GOGC asked for less, or off
-			} else {
-				defer debug.SetGCPercent(prev)
-			}
-		}
+		// The report is all that stays live; what came before it (the
+		// queue waits) left garbage: a large one's is collected first,
+		// and written with the collector's margin at half the report.
+		defer mempolicy.OneShot.Writing(len(r.Pods))()
 		return r.WriteJSON(out)
 	case "csv":
 		return writeCSV(out, r)

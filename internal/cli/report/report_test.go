@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/internal/golden"
+	"github.com/gpupack/gpupack/internal/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -192,7 +193,7 @@ func (w *gcPercentWriter) Write(p []byte) (int, error) {
 }
 
 // TestLargeReportJSONGCPercent: a large report's JSON is written with the
-// collector's margin at writingGCPercent, unless GOGC asked for less or
+// collector's margin at mempolicy.WritingGCPercent, unless GOGC asked for less or
 // for none, and the margin is given back after; a small report's is
 // written as it was. The bytes are WriteJSON's.
 func TestLargeReportJSONGCPercent(t *testing.T) {
@@ -209,11 +210,11 @@ func TestLargeReportJSONGCPercent(t *testing.T) {
 		pods          int
 		before, while int
 	}{
-		{collectBeforeWriting, 100, writingGCPercent},
-		{collectBeforeWriting, 400, writingGCPercent},
-		{collectBeforeWriting, 10, 10},       // GOGC asked for less
-		{collectBeforeWriting, -1, -1},       // GOGC=off
-		{collectBeforeWriting - 1, 100, 100}, // small: as it was
+		{mempolicy.Large, 100, mempolicy.WritingGCPercent},
+		{mempolicy.Large, 400, mempolicy.WritingGCPercent},
+		{mempolicy.Large, 10, 10},       // GOGC asked for less
+		{mempolicy.Large, -1, -1},       // GOGC=off
+		{mempolicy.Large - 1, 100, 100}, // small: as it was
 	} {
 		r := report(c.pods)
 		var want bytes.Buffer
