@@ -176,9 +176,10 @@ func TestCloneRefusesWindow(t *testing.T) {
 }
 
 // TestReportMemoryPolicy: a large report hands memory back (a forced
-// collection before it and after, more as it releases the sums) under a
-// one-shot policy, kept by Clone, and under serve's policy collects
-// nothing itself; the reports are the same.
+// collection before it and after) under a one-shot policy, kept by Clone,
+// and under serve's policy does not (at 10,000 owners, fewer than
+// reportCollectOwners, it asks for no collection at all); the reports are
+// the same.
 func TestReportMemoryPolicy(t *testing.T) {
 	start, cur, _, complete, _ := refreshWorld(mempolicy.Large/2, 1) // two owners a GPU
 	pricing := Pricing{Catalogue: gpu.Default()}

@@ -2,7 +2,7 @@
 // the operating system between the phases of a run, and for the
 // collector's margin while a large report's JSON is written.
 //
-// A one-shot command (report, diagnose, plan) is measured by its peak
+// A one-shot command (gpupack report) is measured by its peak
 // resident memory: a month of a fleet's report reads answers, accounts,
 // builds the report and writes it, and each phase frees most of what the
 // one before took. Kept, that memory stays resident in pieces too small
