@@ -502,17 +502,17 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	// once that device is accounted, the pod's state is final and goes
 	// into the report, so a month of a fleet's pods is never held both as
 	// states and as the report.
-	held := a.Owners()
+	nOwners := a.Owners()
 	// The report's maps and slices are made whole next (a month of a
 	// fleet's pods is about 200 MB in two allocations), where the reading
 	// before left memory free but resident in pieces too small to hold
 	// them: handed back to the OS first, the process does not hold both
 	// (at 1,000 GPUs x 30 days this kept RSS from jumping by their size).
-	a.Memory.HandBack(held)
+	a.Memory.HandBack(nOwners)
 	// Made as large as every device's owners at once: grown by inserts,
 	// a month of a fleet's pods left as much again of garbage.
-	last := make(map[podRef]int, held)
-	containers := make(map[Owner]bool, held)
+	last := make(map[podRef]int, nOwners)
+	containers := make(map[Owner]bool, nOwners)
 	for i, key := range keys {
 		for o := range a.devices[key].owners {
 			last[o.podRef()] = i
@@ -706,7 +706,9 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		// against 0.44, but its process peaked at 925 MiB of RSS
 		// against 564 (BenchmarkRefreshAccount/incremental).
 		if released += len(owners); released >= reportCollectOwners {
-			runtime.GC()
+			if !a.Memory.HandBack(nOwners) {
+				runtime.GC()
+			}
 			released = 0
 		}
 		du.Coverage = Known(d.sampled * sec / windowSeconds)
@@ -743,7 +745,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	// the JSON) starts from the report's size (at 1,000 GPUs x 30 days
 	// RSS rose to 531 MiB after the report without this, against the
 	// report's 270 MiB live).
-	a.Memory.HandBack(held)
+	a.Memory.HandBack(nOwners)
 	return r, nil
 }
 
