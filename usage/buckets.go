@@ -162,6 +162,8 @@ type BucketAccount struct {
 	// spent says Report has run: it releases the owners' sums as it
 	// accounts them, so the account cannot be added to or reported again.
 	spent bool
+	// key is Add's buffer for a device's key.
+	key []byte
 	// Memory says whether Report hands memory back to the operating
 	// system before it makes the report and after: a one-shot command's
 	// (mempolicy.OneShot) does for a large report; the zero value, serve's,
@@ -364,11 +366,13 @@ func (a *BucketAccount) Add(b *Bucket) error {
 		return fmt.Errorf("%s: the window %s..%s is not a whole number of steps of %s; give a window of whole buckets", where(), a.start.Format(time.RFC3339), a.end.Format(time.RFC3339), b.Step)
 	}
 	a.step = b.Step
-	k := b.Device.Key()
-	d := a.devices[k]
+	// Looked up in a buffer of the account's, its string made once per
+	// device: a month of a fleet is two million buckets.
+	a.key = b.Device.appendKey(a.key[:0])
+	d := a.devices[string(a.key)]
 	if d == nil {
 		d = &deviceSums{device: b.Device, sourceRank: len(ActivitySources), owners: map[Owner]*ownerSums{}}
-		a.devices[k] = d
+		a.devices[string(a.key)] = d
 	}
 	if d.device.Model == "" {
 		d.device.Model = b.Device.Model

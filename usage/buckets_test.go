@@ -428,3 +428,21 @@ func TestAccountBucketsEdgeCases(t *testing.T) {
 		}
 	})
 }
+
+// TestDeviceKey: a device's key, whole or a MIG instance, and one longer
+// than Key's buffer on the stack; the account finds a device by it.
+func TestDeviceKey(t *testing.T) {
+	long := strings.Repeat("n", 200)
+	for _, c := range []struct {
+		d    Device
+		want string
+	}{
+		{Device{Node: "node-1", GPU: "0", UUID: "GPU-a"}, "node-1/0/GPU-a"},
+		{Device{Node: "node-1", GPU: "0", UUID: "GPU-a", MIGProfile: "1g.10gb", MIGInstance: "3"}, "node-1/0/GPU-a/mig3"},
+		{Device{Node: long, GPU: "7", UUID: "GPU-b"}, long + "/7/GPU-b"},
+	} {
+		if got := c.d.Key(); got != c.want {
+			t.Errorf("Key() = %q, want %q", got, c.want)
+		}
+	}
+}

@@ -60,11 +60,18 @@ type Device struct {
 
 // Key identifies the device uniquely within a cluster.
 func (d Device) Key() string {
-	k := d.Node + "/" + d.GPU + "/" + d.UUID
+	var buf [128]byte
+	return string(d.appendKey(buf[:0]))
+}
+
+// appendKey appends the device's Key to b: where a key is only looked up,
+// a map index with string(b) allocates nothing.
+func (d Device) appendKey(b []byte) []byte {
+	b = append(append(append(append(append(b, d.Node...), '/'), d.GPU...), '/'), d.UUID...)
 	if d.MIGInstance != "" {
-		k += "/mig" + d.MIGInstance
+		b = append(append(b, "/mig"...), d.MIGInstance...)
 	}
-	return k
+	return b
 }
 
 // Owner is the container that holds a device; the zero Owner is nobody.
