@@ -37,7 +37,25 @@ const (
 // Phases lists the phase names in order.
 var Phases = phaseNames[:]
 
-var phaseNames = [...]string{PhaseScheduling, PhaseImagePull, PhaseInit, PhaseToFirstUse, PhaseFirstUseToReady}
+// The phases' positions in Phases, in PhaseTimes and wherever a pod's
+// phases are held by position: each is named where it is used, so no list
+// depends on another's order.
+const (
+	phaseScheduling = iota
+	phaseImagePull
+	phaseInit
+	phaseToFirstUse
+	phaseFirstUseToReady
+	nPhases
+)
+
+var phaseNames = [nPhases]string{
+	phaseScheduling:      PhaseScheduling,
+	phaseImagePull:       PhaseImagePull,
+	phaseInit:            PhaseInit,
+	phaseToFirstUse:      PhaseToFirstUse,
+	phaseFirstUseToReady: PhaseFirstUseToReady,
+}
 
 // PhaseTime is one phase of one pod's start.
 type PhaseTime struct {
@@ -63,7 +81,7 @@ type PhaseTimes struct {
 	n      uint8  // phases held, from the first
 	known  uint16 // bit 3*i+j: figure j of phase i is known (seconds, held GPU-seconds, held cost)
 	idle   uint8  // bit i: phase i is Idle
-	values [len(phaseNames)][3]float64
+	values [nPhases][3]float64
 }
 
 // NewPhaseTimes holds list, which must name the first len(list) phases of
@@ -325,18 +343,18 @@ func startupOf(in startupInput, pod string) Startup {
 		pullPhase = Known(min(st.ImagePullSeconds.Value, start.Value))
 		initPhase = Known(start.Value - pullPhase.Value)
 	}
-	// In the order of Phases: a map of them was an allocation per pod.
-	seconds := [len(phaseNames)]Amount{
-		between(st.Created, st.Scheduled),
-		pullPhase,
-		initPhase,
-		between(st.ContainersStarted, st.FirstGPUUse),
-		between(st.FirstGPUUse, st.AppReady),
+	// By position: a map of them was an allocation per pod.
+	seconds := [nPhases]Amount{
+		phaseScheduling:      between(st.Created, st.Scheduled),
+		phaseImagePull:       pullPhase,
+		phaseInit:            initPhase,
+		phaseToFirstUse:      between(st.ContainersStarted, st.FirstGPUUse),
+		phaseFirstUseToReady: between(st.FirstGPUUse, st.AppReady),
 	}
-	for i, name := range Phases {
-		pt := PhaseTime{Phase: name, Seconds: seconds[i], Idle: name != PhaseFirstUseToReady}
+	for i, name := range phaseNames {
+		pt := PhaseTime{Phase: name, Seconds: seconds[i], Idle: i != phaseFirstUseToReady}
 		switch {
-		case name == PhaseScheduling:
+		case i == phaseScheduling:
 			pt.HeldGPUSeconds, pt.HeldCost = Known(0), Known(0)
 		case pt.Seconds.Known && in.heldGPUs.Known:
 			pt.HeldGPUSeconds = Known(pt.Seconds.Value * in.heldGPUs.Value)
