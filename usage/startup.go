@@ -565,11 +565,14 @@ func startupGroup(key string, sts []*Startup) StartupGroup {
 	// garbage a group at the end of the report, where its memory peaks.
 	buf := make([]float64, 0, len(sts))
 	g.Phases = make([]PhaseStats, 0, len(Phases))
-	for _, name := range Phases {
-		ps := PhaseStats{Phase: name, Idle: name != PhaseFirstUseToReady}
+	for i, name := range phaseNames {
+		ps := PhaseStats{Phase: name, Idle: i != phaseFirstUseToReady}
 		buf = buf[:0]
 		for _, st := range sts {
-			pt := st.Phase(name)
+			if i >= st.Phases.Len() {
+				continue // not held: unknown
+			}
+			pt := st.Phases.At(i) // by position: Phase(name) searched the names per pod
 			if !pt.Seconds.Known {
 				continue
 			}

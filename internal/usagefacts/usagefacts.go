@@ -77,7 +77,7 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	// memory that the streaming's answers took is handed back first:
 	// kept, it stays resident, and the pods' answers (tens of MB each
 	// for a month of a fleet) were laid beside it instead of in it.
-	mempolicy.OneShot.HandBack(acct.Owners())
+	acct.Memory.HandBack(acct.Owners())
 	d, err := src.LoadMeta(ctx, w, apps, Bucket)
 	if err != nil {
 		return nil, err
