@@ -684,8 +684,8 @@ func (a *rawAccount) flushUninstantiated() {
 		return
 	}
 	price := math.NaN()
-	if mig.price.Known {
-		price = mig.price.Value
+	if mig.price.Known() {
+		price = mig.price.Value()
 	}
 	var dev acc
 	var covered float64
@@ -714,8 +714,8 @@ func (a *rawAccount) device(d *deviceInput) {
 	}
 	price := math.NaN()
 	pa := a.pricing.PerHour(d.device)
-	if pa.Known {
-		price = pa.Value
+	if pa.Known() {
+		price = pa.Value()
 	}
 	source := a.activitySource()
 	du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
@@ -1107,8 +1107,8 @@ func appUsage(aggs map[string]*appAgg, cost Amount) []AppUsage {
 		if ag.n > 0 {
 			au.Mean = Known(ag.sum / float64(ag.n))
 			au.Total = Known(ag.total)
-			if cost.Known && ag.total > 0 {
-				au.CostPerMillion = Known(cost.Value / (ag.total / 1e6))
+			if cost.Known() && ag.total > 0 {
+				au.CostPerMillion = Known(cost.Value() / (ag.total / 1e6))
 			}
 		}
 		out = append(out, au)
@@ -1142,8 +1142,8 @@ func (as *assembler) add(ps *podState) {
 	if first, ok := as.appFirst[key]; ok {
 		in.appFirst = time.UnixMilli(first).UTC()
 	}
-	if u.Cost.Known && u.AllocatedGPUSeconds > 0 {
-		in.pricePerGPUSecond = Known(u.Cost.Value / float64(u.AllocatedGPUSeconds))
+	if u.Cost.Known() && u.AllocatedGPUSeconds > 0 {
+		in.pricePerGPUSecond = Known(u.Cost.Value() / float64(u.AllocatedGPUSeconds))
 	}
 	u.Startup = startupOf(in, u.Pod)
 

@@ -414,8 +414,8 @@ func (a *BucketAccount) Add(b *Bucket) error {
 		}
 		l.add(h, b.HeldShareSteps, b.ActivityKnownShareSteps, b.ActiveShareSteps)
 		o.hours.add(h, b.ActivityKnownShareSteps, b.ActiveShareSteps)
-		if b.EnergyJoules.Known {
-			o.energy += b.EnergyJoules.Value
+		if b.EnergyJoules.Known() {
+			o.energy += b.EnergyJoules.Value()
 			o.energyKnown = true
 		}
 		o.vram.add(b.VRAMUsedMiB, b.HeldSteps)
@@ -443,8 +443,8 @@ func (a *BucketAccount) Add(b *Bucket) error {
 	d.powN += b.PowerSteps
 	d.vram.add(b.VRAMUsedMiB, b.SampledSteps)
 	d.vramFree.add(b.VRAMFreeMiB, b.SampledSteps)
-	if b.EnergyJoules.Known {
-		d.energy += b.EnergyJoules.Value
+	if b.EnergyJoules.Known() {
+		d.energy += b.EnergyJoules.Value()
 		d.energyKnown = true
 	}
 	if i := slices.Index(ActivitySources, b.ActivitySource); i >= 0 && i < d.sourceRank {
@@ -556,8 +556,8 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		rest := 1 - mig.shares
 		if mig.instances > 0 && rest > 1e-9 {
 			price := math.NaN()
-			if mig.price.Known {
-				price = mig.price.Value
+			if mig.price.Known() {
+				price = mig.price.Value()
 			}
 			var sampled float64
 			for _, s := range mig.sampled {
@@ -588,8 +588,8 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		}
 		price := math.NaN()
 		pa := pricing.PerHour(d.device)
-		if pa.Known {
-			price = pa.Value
+		if pa.Known() {
+			price = pa.Value()
 		}
 		du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
 		if d.sourceRank < len(ActivitySources) {
@@ -683,7 +683,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 			ps := pods[ref]
 			ps.usage.VRAMUsedMiB = ps.vramQ.percentiles()
 			ps.usage.Activity = ps.activityQ.percentiles()
-			ps.stats.P95 = ps.usage.Activity.P95.Value
+			ps.stats.P95 = ps.usage.Activity.P95.Value()
 			if ps.dramN > 0 {
 				ps.usage.DRAMActive = Known(ps.dramSum / ps.dramN)
 			}
@@ -777,13 +777,13 @@ func (s *quantileSet) add(p Percentiles, weight float64) {
 	if weight <= 0 {
 		return
 	}
-	if p.P50.Known {
-		s.p50 = append(s.p50, weighted{float32(p.P50.Value), float32(weight)})
+	if p.P50.Known() {
+		s.p50 = append(s.p50, weighted{float32(p.P50.Value()), float32(weight)})
 	}
-	if p.P95.Known {
-		s.p95 = append(s.p95, weighted{float32(p.P95.Value), float32(weight)})
+	if p.P95.Known() {
+		s.p95 = append(s.p95, weighted{float32(p.P95.Value()), float32(weight)})
 	}
-	if p.Max.Known && (!s.max.Known || p.Max.Value > s.max.Value) {
+	if p.Max.Known() && (!s.max.Known() || p.Max.Value() > s.max.Value()) {
 		s.max = p.Max
 	}
 }
@@ -795,7 +795,7 @@ func (s *quantileSet) add(p Percentiles, weight float64) {
 func (s *quantileSet) merge(o *quantileSet) {
 	s.p50 = appendOrTake(s.p50, o.p50)
 	s.p95 = appendOrTake(s.p95, o.p95)
-	if o.max.Known && (!s.max.Known || o.max.Value > s.max.Value) {
+	if o.max.Known() && (!s.max.Known() || o.max.Value() > s.max.Value()) {
 		s.max = o.max
 	}
 }

@@ -150,7 +150,7 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 					own.PowerSteps++
 				}
 				if e := energy(k); !math.IsNaN(e) {
-					own.EnergyJoules = Known(own.EnergyJoules.Value + e)
+					own.EnergyJoules = Known(own.EnergyJoules.Value() + e)
 				}
 				if k > 0 && d.vals[mEnergy][k] < d.vals[mEnergy][k-1] {
 					own.CounterResets++
@@ -212,7 +212,7 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 						b.PowerSteps++
 					}
 					if e := energy(k); !math.IsNaN(e) {
-						b.EnergyJoules = Known(b.EnergyJoules.Value + e/n)
+						b.EnergyJoules = Known(b.EnergyJoules.Value() + e/n)
 					}
 				}
 				if b.HeldSteps == 0 {
@@ -311,7 +311,7 @@ func TestAccountBucketsAgreesWithAccount(t *testing.T) {
 		if want.pod == "c" {
 			ns = "web"
 		}
-		if h := mustPod(t, got, ns, want.pod).Startup.HeldGPUs; !h.Known || math.Abs(h.Value-want.gpus) > 1e-4 {
+		if h := mustPod(t, got, ns, want.pod).Startup.HeldGPUs; !h.Known() || math.Abs(h.Value()-want.gpus) > 1e-4 {
 			t.Errorf("%s: GPUs held at start %+v, want %v", want.pod, h, want.gpus)
 		}
 	}
@@ -368,7 +368,7 @@ func TestAccountBucketsEdgeCases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(r.Devices) != 0 || r.Cluster.CapacityGPUSeconds != 0 || r.Quality.Coverage.Known || len(r.Quality.MissingMetrics) == 0 {
+		if len(r.Devices) != 0 || r.Cluster.CapacityGPUSeconds != 0 || r.Quality.Coverage.Known() || len(r.Quality.MissingMetrics) == 0 {
 			t.Errorf("empty input gave devices %v, capacity %v, coverage %+v, missing %v; want none, 0, unknown, every metric missing", r.Devices, r.Cluster.CapacityGPUSeconds, r.Quality.Coverage, r.Quality.MissingMetrics)
 		}
 	})
@@ -381,14 +381,14 @@ func TestAccountBucketsEdgeCases(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := mustPod(t, r, "ml", "p")
-		if p.AllocatedGPUSeconds != 3600 || p.ActiveGPUSeconds.Known || p.IdleCost.Known || p.ActivityUnknownGPUSeconds != 3600 || p.Pattern.Name != UnknownPattern {
+		if p.AllocatedGPUSeconds != 3600 || p.ActiveGPUSeconds.Known() || p.IdleCost.Known() || p.ActivityUnknownGPUSeconds != 3600 || p.Pattern.Name != UnknownPattern {
 			t.Errorf("pod %+v; want 3600 allocated, active and idle cost unknown, all of it activity-unknown, unknown pattern", p.Totals)
 		}
 		d := r.Devices[0]
-		if d.UnsampledGPUSeconds != 3600 || d.UnallocatedGPUSeconds != 0 || d.Coverage.Value != 0.5 {
+		if d.UnsampledGPUSeconds != 3600 || d.UnallocatedGPUSeconds != 0 || d.Coverage.Value() != 0.5 {
 			t.Errorf("device capacity %+v coverage %v; want the second hour unsampled, nothing unallocated, coverage 0.5", d.Capacity, d.Coverage)
 		}
-		if d.EnergyJoules.Known || p.EnergyJoules.Known {
+		if d.EnergyJoules.Known() || p.EnergyJoules.Known() {
 			t.Errorf("energy %+v / %+v without power or counter; want unknown", d.EnergyJoules, p.EnergyJoules)
 		}
 	})
@@ -403,7 +403,7 @@ func TestAccountBucketsEdgeCases(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := mustPod(t, r, "ml", "p")
-		if p.Cost.Known || p.CostPerActiveGPUHour.Known || !p.ActiveGPUSeconds.Known || p.ActiveGPUSeconds.Value != 1800 {
+		if p.Cost.Known() || p.CostPerActiveGPUHour.Known() || !p.ActiveGPUSeconds.Known() || p.ActiveGPUSeconds.Value() != 1800 {
 			t.Errorf("pod %+v; want cost unknown and 1800 active GPU-seconds", p.Totals)
 		}
 	})

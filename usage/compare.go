@@ -22,11 +22,11 @@ import (
 func Disagreements(want, got *Report, rel float64) []string {
 	var out []string
 	differ := func(g, w Amount) bool {
-		if g.Known != w.Known {
+		if g.Known() != w.Known() {
 			return true
 		}
-		d := math.Abs(g.Value - w.Value)
-		return d > 1e-6 && d > rel*math.Abs(w.Value)
+		d := math.Abs(g.Value() - w.Value())
+		return d > 1e-6 && d > rel*math.Abs(w.Value())
 	}
 	totals := func(where string, w, g Totals) {
 		for _, f := range []struct {
@@ -135,10 +135,10 @@ func levelsAgree(want, got []float64, rel float64) bool {
 }
 
 func amountText(a Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return "unknown"
 	}
-	return fmt.Sprint(a.Value)
+	return fmt.Sprint(a.Value())
 }
 
 func sameTime(a, b *time.Time) bool {

@@ -69,14 +69,14 @@ func (r *Report) Facts() *Facts {
 	f := &Facts{Window: r.End.Sub(r.Start), Pods: make(map[string]PodFacts, len(r.Pods)), Hourly: r.Hourly, Unhealthy: unhealthy(r.Health)}
 	for _, p := range r.Pods {
 		var pf PodFacts
-		if m := p.Pattern.MeanActivity; m.Known && p.Pattern.Name != "" && p.Pattern.Name != UnknownPattern {
-			pf.Measured, pf.ActiveRatio, pf.Pattern = true, m.Value, p.Pattern.Name
+		if m := p.Pattern.MeanActivity; m.Known() && p.Pattern.Name != "" && p.Pattern.Name != UnknownPattern {
+			pf.Measured, pf.ActiveRatio, pf.Pattern = true, m.Value(), p.Pattern.Name
 		}
-		if v := p.VRAMUsedMiB.P95; v.Known {
-			pf.VRAMUsedP95, pf.VRAMMeasured = gpu.MiB(v.Value), true
+		if v := p.VRAMUsedMiB.P95; v.Known() {
+			pf.VRAMUsedP95, pf.VRAMMeasured = gpu.MiB(v.Value()), true
 		}
-		if idle := p.Pattern.IdleRatio; idle.Known {
-			pf.IdleHeldRatio, pf.IdleHeldMeasured = round4(min(max(idle.Value, 0), 1)), true
+		if idle := p.Pattern.IdleRatio; idle.Known() {
+			pf.IdleHeldRatio, pf.IdleHeldMeasured = round4(min(max(idle.Value(), 0), 1)), true
 		}
 		pf.HourlyActivity, pf.FirstHour = p.HourlyActivity, p.FirstHour
 		if !pf.Measured && !pf.VRAMMeasured && !pf.IdleHeldMeasured && pf.HourlyActivity == nil {

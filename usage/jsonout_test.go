@@ -7,6 +7,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -131,7 +132,11 @@ func FuzzAmountJSON(f *testing.F) {
 	f.Add(uint64(0), false)
 	f.Fuzz(func(t *testing.T, bits uint64, known bool) {
 		v := math.Float64frombits(bits)
-		got, err := Amount{Value: v, Known: known}.MarshalJSON()
+		a := Unknown
+		if known {
+			a = Known(v)
+		}
+		got, err := a.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,4 +150,53 @@ func FuzzAmountJSON(f *testing.F) {
 			t.Fatalf("Amount{%v, %v} encodes as %s, want %s", v, known, got, want)
 		}
 	})
+}
+
+// FuzzAmount: an Amount holds every value but NaN exactly, sign of zero
+// included; its zero value and every NaN are unknown; == tells Amounts
+// apart by value and knownness alone; JSON reads back what it wrote.
+func FuzzAmount(f *testing.F) {
+	for _, v := range []float64{0, math.Copysign(0, -1), 1, -1, 5e-324, math.MaxFloat64, math.Inf(-1), math.NaN(), math.Float64frombits(unknownBits)} {
+		f.Add(math.Float64bits(v))
+	}
+	f.Fuzz(func(t *testing.T, bits uint64) {
+		v := math.Float64frombits(bits)
+		a := Known(v)
+		if math.IsNaN(v) {
+			if a != Unknown || a.Known() || a.Value() != 0 {
+				t.Fatalf("Known(NaN %#x) = %v (known %v, value %v), want Unknown", bits, a, a.Known(), a.Value())
+			}
+			return
+		}
+		if !a.Known() || math.Float64bits(a.Value()) != bits {
+			t.Fatalf("Known(%v).Value() = %v (known %v), want the same bits", v, a.Value(), a.Known())
+		}
+		if a == Unknown || !a.Equal(Known(v)) || a.Equal(Unknown) {
+			t.Fatalf("Known(%v) compares wrongly with Unknown or itself", v)
+		}
+		b, err := a.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Amount
+		if err := back.UnmarshalJSON(b); err != nil {
+			t.Fatalf("%s does not read back: %v", b, err)
+		}
+		if a.finite() && back.Value() != v || !a.finite() && back != Unknown {
+			t.Fatalf("Known(%v) wrote %s, read back as %v", v, b, back)
+		}
+	})
+}
+
+func TestAmountZero(t *testing.T) {
+	var zero Amount
+	if zero.Known() || zero.Value() != 0 || zero != Unknown || zero.String() != "unknown" {
+		t.Errorf("the zero Amount is %v (known %v, value %v), want Unknown", zero, zero.Known(), zero.Value())
+	}
+	if z := Known(0); !z.Known() || z == Unknown || z.String() != "0" {
+		t.Errorf("Known(0) = %v (known %v), want a known 0 apart from Unknown", z, z.Known())
+	}
+	if s := unsafe.Sizeof(zero); s != 8 {
+		t.Errorf("an Amount takes %d bytes, want 8: a month of a fleet's report holds about 7 million of them", s)
+	}
 }

@@ -100,7 +100,7 @@ func activityStats(activity []float64) ActivityStats {
 			st.AtOrAboveBurst++
 		}
 	}
-	st.P95 = percentiles(activity).P95.Value
+	st.P95 = percentiles(activity).P95.Value()
 	return st
 }
 
@@ -123,7 +123,7 @@ func classify(st ActivityStats, dram Amount, vram Percentiles) Pattern {
 		p.Name = IdleHeld
 	case mean >= busyMeanActivity:
 		p.Name = Busy
-	case dram.Known && dram.Value >= memoryBoundDRAM:
+	case dram.Known() && dram.Value() >= memoryBoundDRAM:
 		p.Name = MemoryBound
 	case idle >= burstyIdleRatio && p95 >= burstyP95Activity:
 		p.Name = Bursty

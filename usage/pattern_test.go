@@ -34,7 +34,7 @@ func TestMeanActivityRange(t *testing.T) {
 		if !ok {
 			t.Fatalf("no range for %s", p.Name)
 		}
-		if m := p.MeanActivity.Value; m < lo-1e-4 || m > hi+1e-4 {
+		if m := p.MeanActivity.Value(); m < lo-1e-4 || m > hi+1e-4 {
 			t.Fatalf("%s with mean %v outside its range %v..%v (samples %v)", p.Name, m, lo, hi, samples)
 		}
 		seen[p.Name]++

@@ -81,7 +81,7 @@ func (p Pricing) checkPriced(devs []Device) error {
 	}
 	node := map[string]string{}
 	for _, d := range devs {
-		if p.PerHour(d).Known {
+		if p.PerHour(d).Known() {
 			continue
 		}
 		if m := p.model(d); m != nil {

@@ -136,16 +136,16 @@ func TestTotalsAddUp(t *testing.T) {
 		activity := func(level string, tt Totals) {
 			t.Helper()
 			alloc, unknown := float64(tt.AllocatedGPUSeconds), float64(tt.ActivityUnknownGPUSeconds)
-			if !tt.ActiveGPUSeconds.Known || !tt.IdleAllocatedGPUSeconds.Known {
+			if !tt.ActiveGPUSeconds.Known() || !tt.IdleAllocatedGPUSeconds.Known() {
 				if !near(unknown, alloc) {
 					fail("%s: activity unknown, yet %v of %v allocated GPU-seconds are said to have activity", level, alloc-unknown, alloc)
 				}
 				return
 			}
-			if sum := tt.ActiveGPUSeconds.Value + tt.IdleAllocatedGPUSeconds.Value + unknown; !near(sum, alloc) {
-				fail("%s: active %v + idle %v + unknown %v = %v, allocated %v", level, tt.ActiveGPUSeconds.Value, tt.IdleAllocatedGPUSeconds.Value, unknown, sum, alloc)
+			if sum := tt.ActiveGPUSeconds.Value() + tt.IdleAllocatedGPUSeconds.Value() + unknown; !near(sum, alloc) {
+				fail("%s: active %v + idle %v + unknown %v = %v, allocated %v", level, tt.ActiveGPUSeconds.Value(), tt.IdleAllocatedGPUSeconds.Value(), unknown, sum, alloc)
 			}
-			if tt.ActiveGPUSeconds.Value < -eps || tt.IdleAllocatedGPUSeconds.Value < -eps || unknown < -eps {
+			if tt.ActiveGPUSeconds.Value() < -eps || tt.IdleAllocatedGPUSeconds.Value() < -eps || unknown < -eps {
 				fail("%s: negative figure in %+v", level, tt)
 			}
 		}
@@ -174,7 +174,7 @@ func TestTotalsAddUp(t *testing.T) {
 			}
 			perGPU[d.Node+"/"+d.GPU] += float64(d.CapacityGPUSeconds)
 			devices.alloc += float64(d.AllocatedGPUSeconds)
-			devices.active += d.ActiveGPUSeconds.Value
+			devices.active += d.ActiveGPUSeconds.Value()
 			devices.capacity += float64(d.CapacityGPUSeconds)
 			devices.unalloc += float64(d.UnallocatedGPUSeconds)
 		}
@@ -190,24 +190,24 @@ func TestTotalsAddUp(t *testing.T) {
 			activity("node "+n.Name, n.Totals)
 			capacity("node "+n.Name, n.Totals, n.Capacity)
 			nodes.alloc += float64(n.AllocatedGPUSeconds)
-			nodes.active += n.ActiveGPUSeconds.Value
+			nodes.active += n.ActiveGPUSeconds.Value()
 			nodes.capacity += float64(n.CapacityGPUSeconds)
 			nodes.unalloc += float64(n.UnallocatedGPUSeconds)
 		}
 		for _, p := range r.Pods {
 			activity("pod "+p.Key(), p.Totals)
 			pods.alloc += float64(p.AllocatedGPUSeconds)
-			pods.active += p.ActiveGPUSeconds.Value
+			pods.active += p.ActiveGPUSeconds.Value()
 		}
 		for _, ns := range r.Namespaces {
 			activity("namespace "+ns.Name, ns.Totals)
 			namespaces.alloc += float64(ns.AllocatedGPUSeconds)
-			namespaces.active += ns.ActiveGPUSeconds.Value
+			namespaces.active += ns.ActiveGPUSeconds.Value()
 		}
 		for _, c := range r.Containers {
 			activity("container "+c.PodKey()+"/"+c.Container, c.Totals)
 			containers.alloc += float64(c.AllocatedGPUSeconds)
-			containers.active += c.ActiveGPUSeconds.Value
+			containers.active += c.ActiveGPUSeconds.Value()
 		}
 		c := r.Cluster
 		activity("cluster", c.Totals)
@@ -216,8 +216,8 @@ func TestTotalsAddUp(t *testing.T) {
 			fail("cluster capacity %v, want %d GPUs x %v s", c.CapacityGPUSeconds, gpus, windowSeconds)
 		}
 		for level, s := range map[string]sums{"devices": devices, "nodes": nodes, "pods": pods, "namespaces": namespaces, "containers": containers} {
-			if !near(s.alloc, float64(c.AllocatedGPUSeconds)) || !near(s.active, c.ActiveGPUSeconds.Value) {
-				fail("%s sum to allocated %v active %v, the cluster has %v and %v", level, s.alloc, s.active, c.AllocatedGPUSeconds, c.ActiveGPUSeconds.Value)
+			if !near(s.alloc, float64(c.AllocatedGPUSeconds)) || !near(s.active, c.ActiveGPUSeconds.Value()) {
+				fail("%s sum to allocated %v active %v, the cluster has %v and %v", level, s.alloc, s.active, c.AllocatedGPUSeconds, c.ActiveGPUSeconds.Value())
 			}
 			if (level == "devices" || level == "nodes") && (!near(s.capacity, float64(c.CapacityGPUSeconds)) || !near(s.unalloc, float64(c.UnallocatedGPUSeconds))) {
 				fail("%s sum to capacity %v unallocated %v, the cluster has %v and %v", level, s.capacity, s.unalloc, c.CapacityGPUSeconds, c.UnallocatedGPUSeconds)
@@ -272,8 +272,8 @@ func TestHourlyLevelsAddUp(t *testing.T) {
 		}
 		near("allocated", alloc, float64(r.Cluster.AllocatedGPUSeconds))
 		near("activity-unknown", unknown, float64(r.Cluster.ActivityUnknownGPUSeconds))
-		if r.Cluster.ActiveGPUSeconds.Known {
-			near("active", active, r.Cluster.ActiveGPUSeconds.Value)
+		if r.Cluster.ActiveGPUSeconds.Known() {
+			near("active", active, r.Cluster.ActiveGPUSeconds.Value())
 		}
 		for _, p := range r.Pods {
 			if p.FirstHour < 0 || p.FirstHour+len(p.HourlyActivity) > hours {

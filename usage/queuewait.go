@@ -123,8 +123,8 @@ type waitGroup struct {
 
 func (g *waitGroup) add(s Amount) {
 	g.pods++
-	if s.Known {
-		g.known = append(g.known, s.Value)
+	if s.Known() {
+		g.known = append(g.known, s.Value())
 	}
 }
 

@@ -52,7 +52,7 @@ func TestQueueWaits(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("QueueWaits (-want +got):\n%s", d)
 	}
-	if got := QueueWaits([]PodWait{unknown}, true, nil).Pending.All; got.Seconds.P50.Known || got.UnknownWait != 1 {
+	if got := QueueWaits([]PodWait{unknown}, true, nil).Pending.All; got.Seconds.P50.Known() || got.UnknownWait != 1 {
 		t.Errorf("only unknown waits: %+v, want unknown percentiles and 1 unknown wait", got)
 	}
 }

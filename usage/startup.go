@@ -107,9 +107,9 @@ func (p *PhaseTimes) put(i int, pt PhaseTime) {
 		bit := uint16(1) << (3*i + j)
 		p.known &^= bit
 		p.values[i][j] = 0
-		if a.Known {
+		if a.Known() {
 			p.known |= bit
-			p.values[i][j] = a.Value
+			p.values[i][j] = a.Value()
 		}
 	}
 	p.idle &^= 1 << i
@@ -337,11 +337,11 @@ func startupOf(in startupInput, pod string) Startup {
 
 	start := between(st.Scheduled, st.ContainersStarted)
 	pullPhase, initPhase := Unknown, Unknown
-	if start.Known && st.ImagePullSeconds.Known {
+	if start.Known() && st.ImagePullSeconds.Known() {
 		// The stated pull times fall inside scheduled -> started; a queue
 		// wait or clock skew that makes them longer is capped there.
-		pullPhase = Known(min(st.ImagePullSeconds.Value, start.Value))
-		initPhase = Known(start.Value - pullPhase.Value)
+		pullPhase = Known(min(st.ImagePullSeconds.Value(), start.Value()))
+		initPhase = Known(start.Value() - pullPhase.Value())
 	}
 	// By position: a map of them was an allocation per pod.
 	seconds := [nPhases]Amount{
@@ -356,10 +356,10 @@ func startupOf(in startupInput, pod string) Startup {
 		switch {
 		case i == phaseScheduling:
 			pt.HeldGPUSeconds, pt.HeldCost = Known(0), Known(0)
-		case pt.Seconds.Known && in.heldGPUs.Known:
-			pt.HeldGPUSeconds = Known(pt.Seconds.Value * in.heldGPUs.Value)
-			if in.pricePerGPUSecond.Known {
-				pt.HeldCost = Known(pt.HeldGPUSeconds.Value * in.pricePerGPUSecond.Value)
+		case pt.Seconds.Known() && in.heldGPUs.Known():
+			pt.HeldGPUSeconds = Known(pt.Seconds.Value() * in.heldGPUs.Value())
+			if in.pricePerGPUSecond.Known() {
+				pt.HeldCost = Known(pt.HeldGPUSeconds.Value() * in.pricePerGPUSecond.Value())
 			}
 		}
 		st.Phases.put(i, pt)
@@ -367,15 +367,15 @@ func startupOf(in startupInput, pod string) Startup {
 	st.LoadSeconds = between(st.ContainersStarted, st.AppReady)
 	st.TotalSeconds = between(st.Created, st.AppReady)
 	held := func(a Amount) Amount {
-		if !a.Known || !in.heldGPUs.Known {
+		if !a.Known() || !in.heldGPUs.Known() {
 			return Unknown
 		}
-		return Known(a.Value * in.heldGPUs.Value)
+		return Known(a.Value() * in.heldGPUs.Value())
 	}
 	st.HeldGPUSeconds = held(between(st.Scheduled, st.AppReady))
 	st.HeldIdleGPUSeconds = held(between(st.Scheduled, st.FirstGPUUse))
-	if st.HeldGPUSeconds.Known && in.pricePerGPUSecond.Known {
-		st.HeldCost = Known(st.HeldGPUSeconds.Value * in.pricePerGPUSecond.Value)
+	if st.HeldGPUSeconds.Known() && in.pricePerGPUSecond.Known() {
+		st.HeldCost = Known(st.HeldGPUSeconds.Value() * in.pricePerGPUSecond.Value())
 	}
 	return st
 }
@@ -497,8 +497,8 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 		}
 		r := &runs[len(runs)-1]
 		r.to = int32(k + 1)
-		if st := &pods[i].Startup; st.HeldGPUSeconds.Known && st.HeldCost.Known {
-			r.cost += st.HeldCost.Value
+		if st := &pods[i].Startup; st.HeldGPUSeconds.Known() && st.HeldCost.Known() {
+			r.cost += st.HeldCost.Value()
 		}
 	}
 	// Runs are in the order of their keys: a stable sort by cost keeps
@@ -537,10 +537,10 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 		s.StoragePaths = append(s.StoragePaths, g)
 	}
 	slices.SortStableFunc(s.Workloads, func(a, b StartupGroup) int {
-		return cmp.Compare(b.HeldCost.Value, a.HeldCost.Value)
+		return cmp.Compare(b.HeldCost.Value(), a.HeldCost.Value())
 	})
 	slices.SortStableFunc(s.StoragePaths, func(a, b StartupGroup) int {
-		return cmp.Compare(b.Load.P50.Value, a.Load.P50.Value)
+		return cmp.Compare(b.Load.P50.Value(), a.Load.P50.Value())
 	})
 	return s
 }
@@ -550,7 +550,7 @@ func startupGroup(key string, sts []*Startup) StartupGroup {
 	paths := map[string]int{}
 	for _, st := range sts {
 		paths[st.Storage.Path()]++
-		if st.HeldGPUSeconds.Known {
+		if st.HeldGPUSeconds.Known() {
 			g.HeldPods++
 			g.HeldGPUSeconds = addKnown(g.HeldGPUSeconds, st.HeldGPUSeconds)
 			g.HeldIdleGPUSeconds = addKnown(g.HeldIdleGPUSeconds, st.HeldIdleGPUSeconds)
@@ -573,10 +573,10 @@ func startupGroup(key string, sts []*Startup) StartupGroup {
 				continue // not held: unknown
 			}
 			pt := st.Phases.At(i) // by position: Phase(name) searched the names per pod
-			if !pt.Seconds.Known {
+			if !pt.Seconds.Known() {
 				continue
 			}
-			buf = append(buf, pt.Seconds.Value)
+			buf = append(buf, pt.Seconds.Value())
 			ps.HeldGPUSeconds = addKnown(ps.HeldGPUSeconds, pt.HeldGPUSeconds)
 			ps.HeldCost = addKnown(ps.HeldCost, pt.HeldCost)
 		}
@@ -587,8 +587,8 @@ func startupGroup(key string, sts []*Startup) StartupGroup {
 	known := func(of func(*Startup) Amount) Percentiles {
 		buf = buf[:0]
 		for _, st := range sts {
-			if a := of(st); a.Known {
-				buf = append(buf, a.Value)
+			if a := of(st); a.Known() {
+				buf = append(buf, a.Value())
 			}
 		}
 		return percentiles(buf)
@@ -603,8 +603,8 @@ func startupGroup(key string, sts []*Startup) StartupGroup {
 // addKnown adds b to a sum where b is known: the sum of the known parts,
 // unknown until one is.
 func addKnown(a, b Amount) Amount {
-	if !b.Known {
+	if !b.Known() {
 		return a
 	}
-	return Known(a.Value + b.Value)
+	return Known(a.Value() + b.Value())
 }

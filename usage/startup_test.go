@@ -70,7 +70,7 @@ func TestStartupPhasesAddUp(t *testing.T) {
 		if name == PhaseScheduling {
 			held = Known(0)
 		}
-		return PhaseTime{Phase: name, Seconds: Known(sec), HeldGPUSeconds: held, HeldCost: Known(held.Value * perSec), Idle: idle}
+		return PhaseTime{Phase: name, Seconds: Known(sec), HeldGPUSeconds: held, HeldCost: Known(held.Value() * perSec), Idle: idle}
 	}
 	want := []PhaseTime{
 		phase(PhaseScheduling, 30, true),
@@ -79,22 +79,22 @@ func TestStartupPhasesAddUp(t *testing.T) {
 		phase(PhaseToFirstUse, 60, true),
 		phase(PhaseFirstUseToReady, 120, false),
 	}
-	approx := cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-6 })
+	approx := cmp.Comparer(func(a, b Amount) bool { return a.Known() == b.Known() && math.Abs(a.Value()-b.Value()) < 1e-6 })
 	if d := cmp.Diff(want, st.Phases.All(), approx); d != "" {
 		t.Errorf("phases (-want +got):\n%s", d)
 	}
 	var sum float64
 	for _, ph := range st.Phases.All() {
-		sum += ph.Seconds.Value
+		sum += ph.Seconds.Value()
 	}
-	if sum != st.TotalSeconds.Value || st.TotalSeconds != Known(330) {
+	if sum != st.TotalSeconds.Value() || st.TotalSeconds != Known(330) {
 		t.Errorf("phases add up to %v s, total %+v; want both 330", sum, st.TotalSeconds)
 	}
 	if st.LoadSeconds != Known(180) || st.HeldGPUs != Known(1) || st.HeldGPUSeconds != Known(300) || st.HeldIdleGPUSeconds != Known(180) {
 		t.Errorf("load %+v held %+v GPUs, %+v GPU-s, idle %+v; want 180, 1, 300, 180", st.LoadSeconds, st.HeldGPUs, st.HeldGPUSeconds, st.HeldIdleGPUSeconds)
 	}
-	if math.Abs(st.HeldCost.Value-300*perSec) > 1e-9 {
-		t.Errorf("held cost %v, want %v", st.HeldCost.Value, 300*perSec)
+	if math.Abs(st.HeldCost.Value()-300*perSec) > 1e-9 {
+		t.Errorf("held cost %v, want %v", st.HeldCost.Value(), 300*perSec)
 	}
 	if st.ImagesPulledCount != 1 || st.ImagesPresentCount != 1 || st.ImagePullSeconds != Known(60) || st.ImageBytes != Known(8e9) || st.ContainersStartedFrom != "kubelet" {
 		t.Errorf("images %d pulled %d present, %+v s, %+v bytes, started from %q", st.ImagesPulledCount, st.ImagesPresentCount, st.ImagePullSeconds, st.ImageBytes, st.ContainersStartedFrom)
@@ -123,18 +123,18 @@ func TestStartupUnknownStaysUnknown(t *testing.T) {
 	st := p.Startup
 	for _, ph := range st.Phases.All() {
 		want := ph.Phase == PhaseToFirstUse
-		if ph.Seconds.Known != want {
-			t.Errorf("phase %s known %v, want %v", ph.Phase, ph.Seconds.Known, want)
+		if ph.Seconds.Known() != want {
+			t.Errorf("phase %s known %v, want %v", ph.Phase, ph.Seconds.Known(), want)
 		}
 	}
 	if got := st.Phase(PhaseToFirstUse).Seconds; got != Known(30) || st.ContainersStartedFrom != "gpu-attached" {
 		t.Errorf("to first use %+v from %q; want 30 s from the GPU attach", got, st.ContainersStartedFrom)
 	}
-	if st.Storage.Kind != StorageUnknown || st.ImagePullSeconds.Known || st.ImageBytes.Known || st.TotalSeconds.Known || st.HeldGPUSeconds.Known {
+	if st.Storage.Kind != StorageUnknown || st.ImagePullSeconds.Known() || st.ImageBytes.Known() || st.TotalSeconds.Known() || st.HeldGPUSeconds.Known() {
 		t.Errorf("unknowns read as known: %+v", st)
 	}
 	// Seen after the window's first step: it started inside the window.
-	if len(r.Startup.Workloads) != 1 || r.Startup.Workloads[0].HeldGPUSeconds.Known || r.Startup.Workloads[0].Key != "a/p" {
+	if len(r.Startup.Workloads) != 1 || r.Startup.Workloads[0].HeldGPUSeconds.Known() || r.Startup.Workloads[0].Key != "a/p" {
 		t.Errorf("summary %+v", r.Startup.Workloads)
 	}
 }
@@ -145,10 +145,10 @@ func TestStartupHeldGPUsShare(t *testing.T) {
 	r := startAccount(t, []PodEvents{{Namespace: "b", Pod: "mig", Scheduled: at(4 * time.Minute), Ready: at(9 * time.Minute)}},
 		makeSeries(GREngineActive).mig("3g.40gb", "1").pod("b", "mig").at(30, repeat(0.5, 30)...).obj())
 	p, _ := r.Pod("b", "mig")
-	if got := p.Startup.HeldGPUs; math.Abs(got.Value-0.4286) > 1e-4 || !got.Known {
+	if got := p.Startup.HeldGPUs; math.Abs(got.Value()-0.4286) > 1e-4 || !got.Known() {
 		t.Errorf("held GPUs %+v, want 3/7", got)
 	}
-	if got := p.Startup.HeldGPUSeconds; math.Abs(got.Value-300*0.4286) > 1e-2 {
+	if got := p.Startup.HeldGPUSeconds; math.Abs(got.Value()-300*0.4286) > 1e-2 {
 		t.Errorf("held GPU-seconds %+v, want 5 min x 3/7", got)
 	}
 }
@@ -183,7 +183,7 @@ func TestSummarizeStartup(t *testing.T) {
 	}
 	var got []row
 	for _, g := range s.Workloads {
-		got = append(got, row{g.Key, g.Storage, g.Pods, g.Load.P50.Value, g.HeldGPUSeconds.Value})
+		got = append(got, row{g.Key, g.Storage, g.Pods, g.Load.P50.Value(), g.HeldGPUSeconds.Value()})
 	}
 	want := []row{{"a/s3", "csi", 3, 240, 700}, {"b/nvme", "hostpath", 1, 50, 50}, {"a/nvme", "hostpath", 1, 40, 40}}
 	if d := cmp.Diff(want, got); d != "" {
@@ -191,7 +191,7 @@ func TestSummarizeStartup(t *testing.T) {
 	}
 	got = nil
 	for _, g := range s.StoragePaths {
-		got = append(got, row{g.Key, g.Storage, g.Pods, g.Load.P50.Value, g.HeldGPUSeconds.Value})
+		got = append(got, row{g.Key, g.Storage, g.Pods, g.Load.P50.Value(), g.HeldGPUSeconds.Value()})
 	}
 	want = []row{{"csi", "csi", 3, 240, 700}, {"hostpath", "hostpath", 2, 40, 90}}
 	if d := cmp.Diff(want, got); d != "" {
@@ -201,7 +201,7 @@ func TestSummarizeStartup(t *testing.T) {
 	if ph.Pods != 3 || ph.Seconds.P95 != Known(260) || ph.HeldCost != Known(70) {
 		t.Errorf("phase %+v", ph)
 	}
-	if ph := s.StoragePaths[0].Phases[0]; ph.Pods != 0 || ph.Seconds.P50.Known || ph.HeldGPUSeconds.Known {
+	if ph := s.StoragePaths[0].Phases[0]; ph.Pods != 0 || ph.Seconds.P50.Known() || ph.HeldGPUSeconds.Known() {
 		t.Errorf("a phase no pod knows reads %+v, want unknown", ph)
 	}
 	if s.ResolutionSeconds != 30 {
@@ -234,10 +234,10 @@ func TestSummarizeStartupKeepsTheCostliest(t *testing.T) {
 	if first, last := s.Workloads[0].Key, s.Workloads[StartupWorkloads-1].Key; first != fmt.Sprintf("ns/w%03d", n-1) || last != "ns/w003" {
 		t.Errorf("kept %s..%s, want the costliest ns/w%03d..ns/w003", first, last, n-1)
 	}
-	pods2, held := s.Others.Pods, s.Others.HeldGPUSeconds.Value
+	pods2, held := s.Others.Pods, s.Others.HeldGPUSeconds.Value()
 	for _, g := range s.Workloads {
 		pods2 += g.Pods
-		held += g.HeldGPUSeconds.Value
+		held += g.HeldGPUSeconds.Value()
 	}
 	if want := n * (n - 1); pods2 != 2*n || held != float64(want) {
 		t.Errorf("groups hold %d pods and %g GPU-seconds, want %d and %d", pods2, held, 2*n, want)

@@ -80,8 +80,8 @@ func figures(r *Report) map[string]podFigures {
 	for _, p := range r.Pods {
 		out[p.Key()] = podFigures{
 			Allocated:   math.Round(float64(p.AllocatedGPUSeconds)*1000) / 1000,
-			Active:      math.Round(p.ActiveGPUSeconds.Value*1000) / 1000,
-			ActiveKnown: p.ActiveGPUSeconds.Known,
+			Active:      math.Round(p.ActiveGPUSeconds.Value()*1000) / 1000,
+			ActiveKnown: p.ActiveGPUSeconds.Known(),
 			Pattern:     p.Pattern.Name,
 		}
 	}
@@ -184,7 +184,7 @@ func TestQualityAndUnallocated(t *testing.T) {
 		}
 	}
 	// Energy: increases of 1, 1, then 0.5 after the reset and 1: 3.5 J.
-	if !gpu1.EnergyJoules.Known || gpu1.EnergyJoules.Value != 3.5 {
+	if !gpu1.EnergyJoules.Known() || gpu1.EnergyJoules.Value() != 3.5 {
 		t.Errorf("GPU 1 energy %+v, want 3.5 J across the reset", gpu1.EnergyJoules)
 	}
 	if len(q.MissingMetrics) == 0 {
@@ -197,8 +197,8 @@ func TestCost(t *testing.T) {
 	p, _ := r.Pod("a", "p")
 	h100 := gpu.Default().MustLookup("H100-80GB").PricePerHour
 	want := h100 * 100 / 3600
-	if math.Abs(p.Cost.Value-want) > 1e-9 || math.Abs(p.IdleCost.Value-0.75*want) > 1e-9 || math.Abs(p.CostPerActiveGPUHour.Value-4*h100) > 1e-9 {
-		t.Errorf("cost %v idle %v per active hour %v; want %v, %v, %v", p.Cost.Value, p.IdleCost.Value, p.CostPerActiveGPUHour.Value, want, 0.75*want, 4*h100)
+	if math.Abs(p.Cost.Value()-want) > 1e-9 || math.Abs(p.IdleCost.Value()-0.75*want) > 1e-9 || math.Abs(p.CostPerActiveGPUHour.Value()-4*h100) > 1e-9 {
+		t.Errorf("cost %v idle %v per active hour %v; want %v, %v, %v", p.Cost.Value(), p.IdleCost.Value(), p.CostPerActiveGPUHour.Value(), want, 0.75*want, 4*h100)
 	}
 	rule := Pricing{Catalogue: gpu.Default(), NodeLabels: map[string]map[string]string{"n1": {"spot": "true"}}, Rules: []PriceRule{{Labels: map[string]string{"spot": "true"}, PerHour: 1}}}
 	if got := rule.PerHour(Device{Node: "n1", Model: "H100"}); got != Known(1) {
@@ -208,7 +208,7 @@ func TestCost(t *testing.T) {
 	if got := sanitised.PerHour(Device{Node: "n1", Model: "H100"}); got != Known(0.5) {
 		t.Errorf("rule on a kube-state-metrics label = %+v, want 0.5", got)
 	}
-	if got := (Pricing{Catalogue: gpu.Default()}).PerHour(Device{Model: "Mystery GPU"}); got.Known {
+	if got := (Pricing{Catalogue: gpu.Default()}).PerHour(Device{Model: "Mystery GPU"}); got.Known() {
 		t.Errorf("unknown model priced %+v, want unknown", got)
 	}
 }
@@ -258,11 +258,11 @@ func TestUninstantiatedMIGSlices(t *testing.T) {
 	var got []row
 	for _, d := range r.Devices {
 		got = append(got, row{d.Uninstantiated, round(d.Share), round(float64(d.CapacityGPUSeconds)), round(float64(d.AllocatedGPUSeconds)),
-			round(float64(d.UnallocatedGPUSeconds)), round(float64(d.UnsampledGPUSeconds)), round(d.UnallocatedCost.Value)})
+			round(float64(d.UnallocatedGPUSeconds)), round(float64(d.UnsampledGPUSeconds)), round(d.UnallocatedCost.Value())})
 	}
 	c := r.Cluster
 	got = append(got, row{false, 1, round(float64(c.CapacityGPUSeconds)), round(float64(c.AllocatedGPUSeconds)),
-		round(float64(c.UnallocatedGPUSeconds)), round(float64(c.UnsampledGPUSeconds)), round(c.UnallocatedCost.Value)})
+		round(float64(c.UnallocatedGPUSeconds)), round(float64(c.UnsampledGPUSeconds)), round(c.UnallocatedCost.Value())})
 	sev := 100.0 / 7
 	want := []row{
 		{false, round(3.0 / 7), round(3 * sev), round(3 * sev), 0, 0, 0},

@@ -118,8 +118,8 @@ func TestMeasured(t *testing.T) {
 		// gives the pod: active over activity-known GPU-seconds.
 		for h, hr := range m.Hours {
 			want := 0.0
-			if pu, ok := hr.Pod(p.Namespace, p.Name); ok && pu.ActiveGPUSeconds.Known && pu.AllocatedGPUSeconds > pu.ActivityUnknownGPUSeconds {
-				want = pu.ActiveGPUSeconds.Value / float64(pu.AllocatedGPUSeconds-pu.ActivityUnknownGPUSeconds)
+			if pu, ok := hr.Pod(p.Namespace, p.Name); ok && pu.ActiveGPUSeconds.Known() && pu.AllocatedGPUSeconds > pu.ActivityUnknownGPUSeconds {
+				want = pu.ActiveGPUSeconds.Value() / float64(pu.AllocatedGPUSeconds-pu.ActivityUnknownGPUSeconds)
 			}
 			got := 0.0
 			if i := h - f.FirstHour; i >= 0 && i < len(f.HourlyActivity) {

@@ -117,7 +117,7 @@ func TestHourlyAgreesWithRaw(t *testing.T) {
 		checked++
 		for _, r := range []*usage.Report{raw, hourly} {
 			p, _ := r.Pod(pt.Namespace, pt.Pod)
-			if !close(float64(p.AllocatedGPUSeconds), float64(pt.AllocatedGPUSeconds)) || !p.ActiveGPUSeconds.Known || !close(p.ActiveGPUSeconds.Value, float64(pt.ActiveGPUSeconds)) {
+			if !close(float64(p.AllocatedGPUSeconds), float64(pt.AllocatedGPUSeconds)) || !p.ActiveGPUSeconds.Known() || !close(p.ActiveGPUSeconds.Value(), float64(pt.ActiveGPUSeconds)) {
 				t.Errorf("pod %s: allocated %v active %+v GPU-seconds; truth %v, %v", p.Key(), p.AllocatedGPUSeconds, p.ActiveGPUSeconds, pt.AllocatedGPUSeconds, pt.ActiveGPUSeconds)
 			}
 		}

@@ -210,11 +210,11 @@ func TestReportMatchesTruth(t *testing.T) {
 			continue
 		}
 		check(t, pt.Namespace+"/"+pt.Pod+" allocated", float64(got.AllocatedGPUSeconds), float64(pt.AllocatedGPUSeconds))
-		if !got.ActiveGPUSeconds.Known {
+		if !got.ActiveGPUSeconds.Known() {
 			t.Errorf("%s/%s: active GPU-seconds unknown", pt.Namespace, pt.Pod)
 			continue
 		}
-		check(t, pt.Namespace+"/"+pt.Pod+" active", got.ActiveGPUSeconds.Value, float64(pt.ActiveGPUSeconds))
+		check(t, pt.Namespace+"/"+pt.Pod+" active", got.ActiveGPUSeconds.Value(), float64(pt.ActiveGPUSeconds))
 	}
 
 	// Start-up phases from kube-state-metrics' times through Prometheus:
@@ -248,7 +248,7 @@ func TestReportMatchesTruth(t *testing.T) {
 		if st.Workload != ev.Workload || st.ContainersStartedFrom != "kubelet" {
 			t.Errorf("%s: workload %q started from %q, want %q from the kubelet", where, st.Workload, st.ContainersStartedFrom, ev.Workload)
 		}
-		if sched := st.Phase(usage.PhaseScheduling).Seconds; !sched.Known || math.Abs(sched.Value-ev.Scheduled.Sub(ev.Created).Seconds()) > 1 {
+		if sched := st.Phase(usage.PhaseScheduling).Seconds; !sched.Known() || math.Abs(sched.Value()-ev.Scheduled.Sub(ev.Created).Seconds()) > 1 {
 			t.Errorf("%s: scheduling phase %+v, want %v", where, sched, ev.Scheduled.Sub(ev.Created))
 		}
 		// Memory is held from the first step, so first use is the GPU
@@ -299,24 +299,24 @@ func TestReportMatchesTruth(t *testing.T) {
 	}
 	for _, key := range [][2]string{{"lab", "notebook"}, {"serve", "ts-1"}, {"train", "busy"}} {
 		p, ok := priced.Pod(key[0], key[1])
-		if !ok || !p.Cost.Known {
+		if !ok || !p.Cost.Known() {
 			t.Fatalf("%s/%s: no cost in the priced report", key[0], key[1])
 		}
 		perHour := 0.5
 		if p.Node == "e2e-a" {
 			perHour = gpu.Default().MustLookup("H100-80GB").PricePerHour
 		}
-		check(t, key[0]+"/"+key[1]+" cost", p.Cost.Value, float64(p.AllocatedGPUSeconds)/3600*perHour)
+		check(t, key[0]+"/"+key[1]+" cost", p.Cost.Value(), float64(p.AllocatedGPUSeconds)/3600*perHour)
 	}
 	// The live cluster's pending pod: its wait to now is known, with its
 	// shape and diagnosed cause.
-	if q := priced.QueueWait; q == nil || q.Pending == nil || q.Pending.All.Pods != 1 || q.Pending.All.UnknownWait != 0 || !q.Pending.All.Seconds.Max.Known ||
+	if q := priced.QueueWait; q == nil || q.Pending == nil || q.Pending.All.Pods != 1 || q.Pending.All.UnknownWait != 0 || !q.Pending.All.Seconds.Max.Known() ||
 		len(q.Pending.ByShape) != 1 || q.Pending.ByShape[0].Key != "8 GPU" || len(q.Pending.ByCause) != 1 || q.Pending.ByCause[0].Key == usage.UnknownGroup {
 		t.Errorf("queue wait with the live cluster %+v; want lab/waiting pending with a known wait, its shape and a cause", q)
 	}
 	// The live cluster's start-up of lab/notebook: created, scheduled and
 	// ready are known, and the scheduling phase with them.
-	if p, _ := priced.Pod("lab", "notebook"); p.Startup.Created == nil || p.Startup.Scheduled == nil || p.Startup.AppReady == nil || !p.Startup.Phase(usage.PhaseScheduling).Seconds.Known || p.Startup.Storage.Kind != usage.StorageImage {
+	if p, _ := priced.Pod("lab", "notebook"); p.Startup.Created == nil || p.Startup.Scheduled == nil || p.Startup.AppReady == nil || !p.Startup.Phase(usage.PhaseScheduling).Seconds.Known() || p.Startup.Storage.Kind != usage.StorageImage {
 		t.Errorf("lab/notebook start-up = %+v, want the live cluster's created, scheduled and ready times", p.Startup)
 	}
 

@@ -92,9 +92,9 @@ func TestAccountingMatchesTruth(t *testing.T) {
 			t.Errorf("pod %s/%s missing from the report", pt.Namespace, pt.Pod)
 			continue
 		}
-		if !near(float64(got.AllocatedGPUSeconds), float64(pt.AllocatedGPUSeconds)) || !near(got.ActiveGPUSeconds.Value, float64(pt.ActiveGPUSeconds)) {
+		if !near(float64(got.AllocatedGPUSeconds), float64(pt.AllocatedGPUSeconds)) || !near(got.ActiveGPUSeconds.Value(), float64(pt.ActiveGPUSeconds)) {
 			t.Errorf("%s/%s: allocated %.3f active %.3f, truth %.3f and %.3f", pt.Namespace, pt.Pod,
-				got.AllocatedGPUSeconds, got.ActiveGPUSeconds.Value, pt.AllocatedGPUSeconds, pt.ActiveGPUSeconds)
+				got.AllocatedGPUSeconds, got.ActiveGPUSeconds.Value(), pt.AllocatedGPUSeconds, pt.ActiveGPUSeconds)
 		}
 	}
 }

@@ -988,7 +988,7 @@ func TestHourlyDailyGroups(t *testing.T) {
 		if d := bucketDiff(grouped[i], byDay[i]); d != "" {
 			t.Errorf("bucket %s %s %s:%s", byDay[i].Start.Format(time.DateTime), byDay[i].Device.Key(), byDay[i].Owner.Pod, d)
 		}
-		if byDay[i].VRAMUsedMiB.Max.Known {
+		if byDay[i].VRAMUsedMiB.Max.Known() {
 			daily++
 		}
 	}

@@ -54,10 +54,10 @@ func newPage() *page {
 			return t.UTC().Format("2006-01-02 15:04 MST")
 		},
 		"activity": func(t usage.Totals) usage.Amount {
-			if !t.ActiveGPUSeconds.Known || t.AllocatedGPUSeconds == 0 {
+			if !t.ActiveGPUSeconds.Known() || t.AllocatedGPUSeconds == 0 {
 				return usage.Unknown
 			}
-			return usage.Known(t.ActiveGPUSeconds.Value / float64(t.AllocatedGPUSeconds))
+			return usage.Known(t.ActiveGPUSeconds.Value() / float64(t.AllocatedGPUSeconds))
 		},
 		"causes": func(f diagnose.Finding) string {
 			s := string(f.Cause)
@@ -143,12 +143,12 @@ func hourCharts(hours []Hour, currency string) []*chart {
 	top, costTop := 0.0, 0.0
 	for _, h := range hours {
 		for _, a := range []usage.Amount{h.CapacityGPUSeconds, h.AllocatedGPUSeconds, h.ActiveGPUSeconds} {
-			if a.Known {
-				top = max(top, a.Value/3600)
+			if a.Known() {
+				top = max(top, a.Value()/3600)
 			}
 		}
-		if h.IdleCost.Known {
-			costTop = max(costTop, h.IdleCost.Value)
+		if h.IdleCost.Known() {
+			costTop = max(costTop, h.IdleCost.Value())
 		}
 	}
 	n := float64(len(hours))
@@ -171,7 +171,7 @@ func hourCharts(hours []Hour, currency string) []*chart {
 		pts := make([]xy, len(hours))
 		for i, h := range hours {
 			a := get(h)
-			pts[i] = xy{X: float64(i), Y: a.Value / 3600, Known: a.Known,
+			pts[i] = xy{X: float64(i), Y: a.Value() / 3600, Known: a.Known(),
 				Title: fmt.Sprintf("%s %s: %s GPU-hours", h.Start.UTC().Format("Jan 2 15:04"), name, amountHours(a))}
 		}
 		return pts
@@ -181,7 +181,7 @@ func hourCharts(hours []Hour, currency string) []*chart {
 	gpuH.addLine("active", "s-active", line("active", func(h Hour) usage.Amount { return h.ActiveGPUSeconds }), x, y)
 	pts := make([]xy, len(hours))
 	for i, h := range hours {
-		pts[i] = xy{X: float64(i), Y: h.IdleCost.Value, Known: h.IdleCost.Known,
+		pts[i] = xy{X: float64(i), Y: h.IdleCost.Value(), Known: h.IdleCost.Known(),
 			Title: fmt.Sprintf("%s idle cost: %s %s", h.Start.UTC().Format("Jan 2 15:04"), money(h.IdleCost), currency)}
 	}
 	cost.addBars("idle cost", "s-idle", pts, x, cy, slot)
@@ -198,8 +198,8 @@ func startupChart(r *usage.Report) *chart {
 	for _, g := range r.Startup.Workloads {
 		total, known := 0.0, false
 		for _, ph := range g.Phases {
-			if a := ph.Seconds.P50; a.Known {
-				total += a.Value
+			if a := ph.Seconds.P50; a.Known() {
+				total += a.Value()
 				known = true
 			}
 		}
@@ -229,12 +229,12 @@ func startupChart(r *usage.Report) *chart {
 		s := series{Name: name, Class: fmt.Sprintf("s-phase%d", k), Bars: true}
 		for i, g := range rows {
 			a := g.Phases[k].Seconds.P50
-			if !a.Known {
+			if !a.Known() {
 				continue
 			}
-			s.Points = append(s.Points, mark{X: x.at(offset[i]), Y: c.Top + float64(i)*rowH + 3, W: x.at(offset[i]+a.Value) - x.at(offset[i]), H: rowH - 6,
+			s.Points = append(s.Points, mark{X: x.at(offset[i]), Y: c.Top + float64(i)*rowH + 3, W: x.at(offset[i]+a.Value()) - x.at(offset[i]), H: rowH - 6,
 				Title: fmt.Sprintf("%s %s: %s (p50 of %d pods)", g.Key, name, duration(a), g.Phases[k].Pods)})
-			offset[i] += a.Value
+			offset[i] += a.Value()
 		}
 		c.Series = append(c.Series, s)
 	}
@@ -282,10 +282,10 @@ func curveChart(runs []CurveRun, ceiling *sim.Ceiling) *chart {
 }
 
 func amountHours(a usage.Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return "unknown"
 	}
-	return strconv.FormatFloat(a.Value/3600, 'f', 1, 64)
+	return strconv.FormatFloat(a.Value()/3600, 'f', 1, 64)
 }
 
 func money(a usage.Amount) string { return a.Fixed(1, 2, "") }
@@ -295,18 +295,18 @@ func ratio(a usage.Amount) string { return a.Fixed(100, 1, "%") }
 // raw is an Amount for sorting: its value, or empty when unknown (sorted
 // last).
 func raw(a usage.Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return ""
 	}
-	return strconv.FormatFloat(a.Value, 'g', -1, 64)
+	return strconv.FormatFloat(a.Value(), 'g', -1, 64)
 }
 
 // duration words seconds as 45s, 3m20s or 2h05m.
 func duration(a usage.Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return "unknown"
 	}
-	d := time.Duration(a.Value * float64(time.Second)).Round(time.Second)
+	d := time.Duration(a.Value() * float64(time.Second)).Round(time.Second)
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))

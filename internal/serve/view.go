@@ -83,7 +83,7 @@ type Hour struct {
 // hour: unknown throughout when the hour had no sample at all.
 func HourOf(start time.Time, r *usage.Report) Hour {
 	h := Hour{Start: start}
-	if !r.Quality.Coverage.Known || r.Quality.Coverage.Value == 0 {
+	if !r.Quality.Coverage.Known() || r.Quality.Coverage.Value() == 0 {
 		return h
 	}
 	cl := r.Cluster

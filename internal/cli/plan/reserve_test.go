@@ -33,8 +33,8 @@ func TestDemoReserveFollowsFromHourly(t *testing.T) {
 		}
 		v := byModel[name]
 		v[0] += float64(d.AllocatedGPUSeconds)
-		if d.ActiveGPUSeconds.Known {
-			v[1] += d.ActiveGPUSeconds.Value
+		if d.ActiveGPUSeconds.Known() {
+			v[1] += d.ActiveGPUSeconds.Value()
 		}
 		byModel[name] = v
 	}
@@ -65,8 +65,8 @@ func TestDemoReserveFollowsFromHourly(t *testing.T) {
 		clusterActive += active
 	}
 	slack := 0.2 * float64(hours*len(week.Hourly))
-	if math.Abs(clusterAlloc-float64(week.Cluster.AllocatedGPUSeconds)) > slack || math.Abs(clusterActive-week.Cluster.ActiveGPUSeconds.Value) > slack {
-		t.Errorf("hours add up to %.0f allocated and %.0f active GPU-seconds; the cluster's totals are %v and %v", clusterAlloc, clusterActive, week.Cluster.AllocatedGPUSeconds, week.Cluster.ActiveGPUSeconds.Value)
+	if math.Abs(clusterAlloc-float64(week.Cluster.AllocatedGPUSeconds)) > slack || math.Abs(clusterActive-week.Cluster.ActiveGPUSeconds.Value()) > slack {
+		t.Errorf("hours add up to %.0f allocated and %.0f active GPU-seconds; the cluster's totals are %v and %v", clusterAlloc, clusterActive, week.Cluster.AllocatedGPUSeconds, week.Cluster.ActiveGPUSeconds.Value())
 	}
 
 	p, _, err := Demo(context.Background(), io.Discard)

@@ -34,10 +34,10 @@ func write(out io.Writer, r *usage.Report, format, source string, top int) error
 func hours(s usage.Seconds) string { return strconv.FormatFloat(s.Hours(), 'f', 2, 64) }
 
 func amountHours(a usage.Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return "unknown"
 	}
-	return hours(usage.Seconds(a.Value))
+	return hours(usage.Seconds(a.Value()))
 }
 
 func money(a usage.Amount) string { return a.Fixed(1, 2, "") }
@@ -45,17 +45,17 @@ func money(a usage.Amount) string { return a.Fixed(1, 2, "") }
 func ratio(a usage.Amount) string { return a.Fixed(100, 1, "%") }
 
 func mib(a usage.Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return "unknown"
 	}
-	return strconv.FormatFloat(a.Value, 'f', 0, 64)
+	return strconv.FormatFloat(a.Value(), 'f', 0, 64)
 }
 
 func idleOf(t usage.Totals) float64 {
-	if !t.IdleAllocatedGPUSeconds.Known {
+	if !t.IdleAllocatedGPUSeconds.Known() {
 		return -1
 	}
-	return t.IdleAllocatedGPUSeconds.Value
+	return t.IdleAllocatedGPUSeconds.Value()
 }
 
 func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
@@ -156,17 +156,17 @@ func uninstantiated(r *usage.Report) usage.Seconds {
 }
 
 func num(a usage.Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return "unknown"
 	}
-	return strconv.FormatFloat(a.Value, 'f', 0, 64)
+	return strconv.FormatFloat(a.Value(), 'f', 0, 64)
 }
 
 func div(a usage.Amount, by float64) usage.Amount {
-	if !a.Known || by == 0 {
+	if !a.Known() || by == 0 {
 		return usage.Unknown
 	}
-	return usage.Known(a.Value / by)
+	return usage.Known(a.Value() / by)
 }
 
 func sortedSources(m map[string]int) []string {
@@ -182,10 +182,10 @@ func sortedSources(m map[string]int) []string {
 func writeCSV(out io.Writer, r *usage.Report) error {
 	w := csv.NewWriter(out)
 	cell := func(a usage.Amount) string {
-		if !a.Known {
+		if !a.Known() {
 			return ""
 		}
-		return strconv.FormatFloat(a.Value, 'f', -1, 64)
+		return strconv.FormatFloat(a.Value(), 'f', -1, 64)
 	}
 	_ = w.Write([]string{"namespace", "pod", "node", "allocated_gpu_seconds", "active_gpu_seconds", "idle_allocated_gpu_seconds", "activity_coverage_ratio",
 		"cost", "idle_cost", "cost_per_active_gpu_hour", "currency", "vram_used_p50_mib", "vram_used_p95_mib", "vram_used_max_mib", "dram_active_ratio", "power_watts", "energy_joules", "pattern", "activity_sources"})

@@ -58,7 +58,7 @@ func writeStartup(b *strings.Builder, r *usage.Report, top int) {
 func loadLine(paths []usage.StartupGroup) string {
 	var parts []string
 	for _, g := range paths {
-		if g.Load.P50.Known {
+		if g.Load.P50.Known() {
 			parts = append(parts, fmt.Sprintf("from %s %s", g.Key, dur(g.Load.P50)))
 		}
 	}
@@ -79,16 +79,16 @@ func phaseOf(g usage.StartupGroup, name string) usage.PhaseStats {
 
 // dur prints seconds as a duration rounded to the second ("4m0s").
 func dur(a usage.Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return "unknown"
 	}
-	return (time.Duration(a.Value*float64(time.Second)) + time.Second/2).Truncate(time.Second).String()
+	return (time.Duration(a.Value()*float64(time.Second)) + time.Second/2).Truncate(time.Second).String()
 }
 
 // gb prints bytes in GB (10^9), as registries state image sizes.
 func gb(a usage.Amount) string {
-	if !a.Known {
+	if !a.Known() {
 		return "unknown"
 	}
-	return fmt.Sprintf("%.2f GB", a.Value/1e9)
+	return fmt.Sprintf("%.2f GB", a.Value()/1e9)
 }

@@ -141,7 +141,7 @@ func TestServeLive(t *testing.T) {
 	var got []diagnose.Finding
 	for _, p := range pending {
 		got = append(got, p.Finding)
-		if p.Created == nil || !p.WaitedSeconds.Known || p.WaitedSeconds.Value <= 0 {
+		if p.Created == nil || !p.WaitedSeconds.Known() || p.WaitedSeconds.Value() <= 0 {
 			t.Errorf("%s: created %v, waited %v; want its creation time and a wait", p.Pod, p.Created, p.WaitedSeconds)
 		}
 	}

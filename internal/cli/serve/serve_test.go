@@ -114,12 +114,12 @@ func TestDemoHoursAddUp(t *testing.T) {
 	}
 	var capacity, alloc, active float64
 	for _, h := range v.Hours {
-		if !h.AllocatedGPUSeconds.Known || !h.ActiveGPUSeconds.Known {
+		if !h.AllocatedGPUSeconds.Known() || !h.ActiveGPUSeconds.Known() {
 			t.Fatalf("hour %s: unknown figures in a demo with every sample", h.Start)
 		}
-		capacity += h.CapacityGPUSeconds.Value
-		alloc += h.AllocatedGPUSeconds.Value
-		active += h.ActiveGPUSeconds.Value
+		capacity += h.CapacityGPUSeconds.Value()
+		alloc += h.AllocatedGPUSeconds.Value()
+		active += h.ActiveGPUSeconds.Value()
 	}
 	c := v.Report.Cluster
 	for _, x := range []struct {
@@ -128,7 +128,7 @@ func TestDemoHoursAddUp(t *testing.T) {
 	}{
 		{"capacity", capacity, float64(c.CapacityGPUSeconds)},
 		{"allocated", alloc, float64(c.AllocatedGPUSeconds)},
-		{"active", active, c.ActiveGPUSeconds.Value},
+		{"active", active, c.ActiveGPUSeconds.Value()},
 	} {
 		if math.Abs(x.got-x.want) > 1e-6*math.Max(1, x.want) {
 			t.Errorf("%s GPU-seconds: the hours add up to %v, the day's report says %v", x.name, x.got, x.want)

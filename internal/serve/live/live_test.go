@@ -174,7 +174,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	// The window is the 2 complete hours and the minute of the partial one.
 	const partial = 2 * 30
 	near(t, "busy allocated over 2 h", float64(pod(st, "train/busy").AllocatedGPUSeconds), 7200+partial)
-	near(t, "busy active over 2 h", pod(st, "train/busy").ActiveGPUSeconds.Value, 0.9*(7200+partial))
+	near(t, "busy active over 2 h", pod(st, "train/busy").ActiveGPUSeconds.Value(), 0.9*(7200+partial))
 	near(t, "idle allocated over 2 h", float64(pod(st, "serve/idle").AllocatedGPUSeconds), 7200+partial)
 	if len(st.Hours) != 3 {
 		t.Errorf("%d hours in the chart, want the 2 complete ones and the partial one", len(st.Hours))

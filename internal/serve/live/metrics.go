@@ -122,8 +122,8 @@ func collectWaits(ch chan<- prometheus.Metric, d *prometheus.Desc, f *usage.Wait
 				stat string
 				v    usage.Amount
 			}{{"p50", g.Seconds.P50}, {"p95", g.Seconds.P95}, {"max", g.Seconds.Max}} {
-				if q.v.Known {
-					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, q.v.Value, by.name, g.Key, q.stat)
+				if q.v.Known() {
+					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, q.v.Value(), by.name, g.Key, q.stat)
 				}
 			}
 		}

@@ -93,11 +93,11 @@ func fromReport(r *usage.Report) counters {
 	c.currency = r.Currency
 	for _, p := range r.Pods {
 		pc := &podCounter{allocated: float64(p.AllocatedGPUSeconds), last: r.End}
-		if p.ActiveGPUSeconds.Known && p.IdleAllocatedGPUSeconds.Known {
-			pc.active, pc.idle, pc.activityKnown = p.ActiveGPUSeconds.Value, p.IdleAllocatedGPUSeconds.Value, true
+		if p.ActiveGPUSeconds.Known() && p.IdleAllocatedGPUSeconds.Known() {
+			pc.active, pc.idle, pc.activityKnown = p.ActiveGPUSeconds.Value(), p.IdleAllocatedGPUSeconds.Value(), true
 		}
-		if p.Cost.Known {
-			pc.cost, pc.costKnown = p.Cost.Value, true
+		if p.Cost.Known() {
+			pc.cost, pc.costKnown = p.Cost.Value(), true
 		}
 		c.pods[podKey{p.Namespace, p.Pod}] = pc
 	}
