@@ -68,3 +68,36 @@ func TestWriting(t *testing.T) {
 		}
 	}
 }
+
+// TestReading: a one-shot run reads at ReadingGCPercent, whatever its
+// size, unless GOGC asked for less or none; the margin is put back once,
+// so that a second call cannot undo a later change; a long-running one
+// leaves it alone.
+func TestReading(t *testing.T) {
+	orig := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(orig) })
+	for _, c := range []struct {
+		name          string
+		p             Policy
+		before, while int
+	}{
+		{"default GOGC", OneShot, 100, ReadingGCPercent},
+		{"higher GOGC", OneShot, 400, ReadingGCPercent},
+		{"lower GOGC", OneShot, 10, 10},
+		{"GOGC off", OneShot, -1, -1},
+		{"long-running", LongRunning, 100, 100},
+	} {
+		debug.SetGCPercent(c.before)
+		done := c.p.Reading()
+		while := gcPercent()
+		done()
+		if after := gcPercent(); while != c.while || after != c.before {
+			t.Errorf("%s: GC percent %d while reading, %d after; want %d, %d", c.name, while, after, c.while, c.before)
+		}
+		debug.SetGCPercent(33) // what a later phase may set
+		done()
+		if again := gcPercent(); again != 33 {
+			t.Errorf("%s: a second done set the GC percent to %d, want it left at 33", c.name, again)
+		}
+	}
+}

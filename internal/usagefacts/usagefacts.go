@@ -56,6 +56,11 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	// A command that runs once: its phases hand their memory back
 	// between them when large, where serve's would take it again.
 	src.Memory, acct.Memory = mempolicy.OneShot, mempolicy.OneShot
+	// And it reads with the collector's margin lowered: the answers read
+	// are garbage at once, and at GOGC's 100 the heap grew to twice the
+	// account between collections, above the report's own peak.
+	doneReading := acct.Memory.Reading()
+	defer doneReading()
 	// A day of buckets at a time: a month of a fleet is never held at once.
 	// GPU health is read meanwhile: it is its own few queries, and
 	// Prometheus answers them beside the buckets' instead of after them.
@@ -82,6 +87,7 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	if err != nil {
 		return nil, err
 	}
+	doneReading()
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
