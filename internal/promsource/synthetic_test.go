@@ -2,6 +2,7 @@ package promsource
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -390,7 +391,8 @@ func TestSyntheticFleetReport(t *testing.T) {
 
 // BenchmarkSyntheticMonth runs the real `gpupack report --accounting
 // hourly --format json` against syntheticFleet's answers for
-// GPUPACK_BENCH_GPUS GPUs (1,000) over GPUPACK_BENCH_DAYS days (30): the
+// GPUPACK_BENCH_GPUS GPUs (1,000) over GPUPACK_BENCH_DAYS days (30)
+// (GPUPACK_BENCH_KEEP: where to keep the last report's JSON): the
 // issue's size, which a real Prometheus cannot be given on this machine
 // in a session (recording the rules over it takes about a day). It
 // measures gpupack's side at that size, all of it: decoding the answers,
@@ -415,7 +417,9 @@ func BenchmarkSyntheticMonth(b *testing.B) {
 	srv := httptest.NewServer(fleet)
 	defer srv.Close()
 	end := start.Add(time.Duration(days) * 24 * time.Hour)
-	out := filepath.Join(b.TempDir(), "report.json")
+	// GPUPACK_BENCH_KEEP keeps the last report's JSON there, to compare
+	// two builds' bytes.
+	out := cmp.Or(os.Getenv("GPUPACK_BENCH_KEEP"), filepath.Join(b.TempDir(), "report.json"))
 	var walls, cpus, rsss []float64
 	for b.Loop() {
 		f, err := os.Create(out)
