@@ -508,7 +508,7 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	// states and as the report.
 	nOwners := a.Owners()
 	// The report's maps and slices are made whole next (a month of a
-	// fleet's pods is about 200 MB in two allocations), where the reading
+	// fleet's pods is about 160 MB in two allocations), where the reading
 	// before left memory free but resident in pieces too small to hold
 	// them: handed back to the OS first, the process does not hold both
 	// (at 1,000 GPUs x 30 days this kept RSS from jumping by their size).
