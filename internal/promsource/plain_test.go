@@ -174,6 +174,13 @@ func bucketDiff(got, want usage.Bucket) string {
 				}
 				return
 			}
+			if g.Type() == reflect.TypeOf(usage.Amount{}) {
+				a, b := g.Interface().(usage.Amount), w.Interface().(usage.Amount)
+				if a.Known() != b.Known() || math.Abs(a.Value()-b.Value()) > 1e-9*math.Max(1, math.Abs(b.Value())) {
+					out += fmt.Sprintf(" %s %v, want %v;", path, a, b)
+				}
+				return
+			}
 			for i := range g.NumField() {
 				walk(path+"."+g.Type().Field(i).Name, g.Field(i), w.Field(i))
 			}
