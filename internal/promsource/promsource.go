@@ -32,8 +32,10 @@ type Source struct {
 	// (mempolicy.OneShot) does for a large window; the zero value,
 	// serve's, does not.
 	Memory mempolicy.Policy
-	// client sends the range queries, whose answers decodeMatrix reads.
+	// client makes the URLs of the queries that http sends (do), whose
+	// answers gpupack's own decoders read.
 	client api.Client
+	http   *http.Client
 	// viaClient makes queryRange read answers with client_golang's
 	// decoding, as before decodeMatrix: the reference that tests and
 	// benchmarks compare it with.
@@ -60,11 +62,12 @@ type Source struct {
 
 // New connects to the Prometheus at url; nothing is sent until a query.
 func New(url string) (*Source, error) {
-	c, err := api.NewClient(api.Config{Address: url, Client: &http.Client{Timeout: 60 * time.Second}})
+	hc := &http.Client{Timeout: 60 * time.Second}
+	c, err := api.NewClient(api.Config{Address: url, Client: hc})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus %s: %v; give a URL such as http://127.0.0.1:9090", url, err)
 	}
-	return &Source{url: url, api: v1.NewAPI(c), client: c, provenance: &provenanceCounts{}}, nil
+	return &Source{url: url, api: v1.NewAPI(c), client: c, http: hc, provenance: &provenanceCounts{}}, nil
 }
 
 // Data is what Load read.
@@ -290,11 +293,11 @@ func (s *Source) ask(ctx context.Context, path, query string, args neturl.Values
 		return nil, s.fail(query, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, body, err := s.client.Do(ctx, req)
+	resp, body, err := s.do(ctx, req)
 	if err == nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented) {
 		u.RawQuery = args.Encode()
 		if req, err = http.NewRequest(http.MethodGet, u.String(), nil); err == nil {
-			resp, body, err = s.client.Do(ctx, req)
+			resp, body, err = s.do(ctx, req)
 		}
 	}
 	if err != nil {
