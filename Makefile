@@ -75,5 +75,6 @@ fuzz:
 	$(GO) test ./internal/promsource -run XXX -fuzz '^FuzzDecodeVector$$' -fuzztime 30s
 	$(GO) test ./usage -run XXX -fuzz '^FuzzWriteIndented$$' -fuzztime 30s
 	$(GO) test ./usage -run XXX -fuzz '^FuzzAmountJSON$$' -fuzztime 30s
+	$(GO) test ./usage -run XXX -fuzz '^FuzzAmount$$' -fuzztime 30s
 	$(GO) test ./internal/difftest -run XXX -fuzz '^FuzzDiagnose$$' -fuzztime 30s
 	$(GO) test ./internal/kube -run XXX -fuzz '^FuzzParsePulled$$' -fuzztime 30s
