@@ -41,7 +41,7 @@ func Disagreements(want, got *Report, rel float64) []string {
 			{"energy", w.EnergyJoules, g.EnergyJoules},
 		} {
 			if differ(f.g, f.w) {
-				out = append(out, fmt.Sprintf("%s: %s %s, want %s", where, f.name, amountText(f.g), amountText(f.w)))
+				out = append(out, fmt.Sprintf("%s: %s %s, want %s", where, f.name, f.g, f.w))
 			}
 		}
 	}
@@ -73,7 +73,7 @@ func Disagreements(want, got *Report, rel float64) []string {
 		totals(where, d.Totals, g.Totals)
 		capacity(where, d.Capacity, g.Capacity)
 		if differ(g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max) {
-			out = append(out, fmt.Sprintf("%s: VRAM max %s, want %s", where, amountText(g.VRAMUsedMiB.Max), amountText(d.VRAMUsedMiB.Max)))
+			out = append(out, fmt.Sprintf("%s: VRAM max %s, want %s", where, g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max))
 		}
 		if differ(Known(float64(g.SharedSeconds)), Known(float64(d.SharedSeconds))) || !slices.Equal(g.SharedBy, d.SharedBy) || g.DRADevice != d.DRADevice {
 			out = append(out, fmt.Sprintf("%s: shared %v by %v, DRA device %q; want %v by %v, %q", where, g.SharedSeconds, g.SharedBy, g.DRADevice, d.SharedSeconds, d.SharedBy, d.DRADevice))
@@ -88,13 +88,13 @@ func Disagreements(want, got *Report, rel float64) []string {
 		}
 		totals(where, p.Totals, g.Totals)
 		if differ(g.Pattern.MeanActivity, p.Pattern.MeanActivity) || differ(g.Pattern.IdleRatio, p.Pattern.IdleRatio) {
-			out = append(out, fmt.Sprintf("%s: mean activity %s idle ratio %s, want %s, %s", where, amountText(g.Pattern.MeanActivity), amountText(g.Pattern.IdleRatio), amountText(p.Pattern.MeanActivity), amountText(p.Pattern.IdleRatio)))
+			out = append(out, fmt.Sprintf("%s: mean activity %s idle ratio %s, want %s, %s", where, g.Pattern.MeanActivity, g.Pattern.IdleRatio, p.Pattern.MeanActivity, p.Pattern.IdleRatio))
 		}
 		if !sameTime(g.Startup.GPUAttached, p.Startup.GPUAttached) || !sameTime(g.Startup.FirstGPUUse, p.Startup.FirstGPUUse) {
 			out = append(out, fmt.Sprintf("%s: attached %v first use %v, want %v, %v", where, g.Startup.GPUAttached, g.Startup.FirstGPUUse, p.Startup.GPUAttached, p.Startup.FirstGPUUse))
 		}
 		if differ(g.Startup.HeldGPUs, p.Startup.HeldGPUs) {
-			out = append(out, fmt.Sprintf("%s: GPUs held at start %s, want %s", where, amountText(g.Startup.HeldGPUs), amountText(p.Startup.HeldGPUs)))
+			out = append(out, fmt.Sprintf("%s: GPUs held at start %s, want %s", where, g.Startup.HeldGPUs, p.Startup.HeldGPUs))
 		}
 		if !slices.Equal(g.SharedWith, p.SharedWith) || !slices.Equal(g.Claims, p.Claims) {
 			out = append(out, fmt.Sprintf("%s: shared with %v, claims %v; want %v, %v", where, g.SharedWith, g.Claims, p.SharedWith, p.Claims))
@@ -132,13 +132,6 @@ func levelsAgree(want, got []float64, rel float64) bool {
 		}
 	}
 	return true
-}
-
-func amountText(a Amount) string {
-	if !a.Known() {
-		return "unknown"
-	}
-	return fmt.Sprint(a.Value())
 }
 
 func sameTime(a, b *time.Time) bool {

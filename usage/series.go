@@ -306,7 +306,7 @@ func (a Amount) appendJSON(b []byte) []byte {
 
 // finite says a is known and a finite number: what JSON can hold.
 func (a Amount) finite() bool {
-	return a.Known() && !math.IsNaN(a.Value()) && !math.IsInf(a.Value(), 0)
+	return a.Known() && !math.IsInf(a.Value(), 0) // Known holds no NaN
 }
 
 // appendJSONFloat appends f as encoding/json writes a float64: the
