@@ -21,7 +21,7 @@ var bodyPieces = sync.Pool{New: func() any { b := make([]byte, bodyPiece); retur
 // the largest part of everything gpupack allocated, and a tenth of its
 // CPU in zeroing and copying it. Here the body is read into reused pieces,
 // then copied once into a slice of its length (or read straight into one
-// where the server said the length).
+// where the server said a length of one piece or less).
 func (s *Source) do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
 	resp, err := s.http.Do(req.WithContext(ctx))
 	if err != nil {
