@@ -23,10 +23,10 @@ COPY . .
 # build arguments, not from Go's VCS stamp.
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
 	-ldflags "-s -w \
-	-X github.com/gpupack/gpupack/internal/version.version=${VERSION} \
-	-X github.com/gpupack/gpupack/internal/version.commit=${COMMIT} \
-	-X github.com/gpupack/gpupack/internal/version.commitTime=${COMMIT_TIME} \
-	-X github.com/gpupack/gpupack/internal/version.modified=${MODIFIED}" \
+	-X github.com/gpupack/gpupack/internal/util/buildversion.version=${VERSION} \
+	-X github.com/gpupack/gpupack/internal/util/buildversion.commit=${COMMIT} \
+	-X github.com/gpupack/gpupack/internal/util/buildversion.commitTime=${COMMIT_TIME} \
+	-X github.com/gpupack/gpupack/internal/util/buildversion.modified=${MODIFIED}" \
 	-o /out/gpupack ./cmd/gpupack
 
 FROM gcr.io/distroless/static:nonroot

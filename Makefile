@@ -58,23 +58,26 @@ images:
 bench:
 	$(GO) test -run XXX -bench . -benchmem -count 5 ./...
 
-# Short fuzzing of every parser, and of placement and diagnose over
-# generated clusters.
+# Short fuzzing of every fuzz target in the repository: the parsers, and
+# placement and diagnose over generated clusters. internal/repocheck fails
+# when a Fuzz function is missing here or a line names one that is gone.
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTracePods$$' -fuzztime 30s
-	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTraceNodes$$' -fuzztime 30s
-	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseFile$$' -fuzztime 30s
-	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseQuotaExceeded$$' -fuzztime 30s
-	$(GO) test ./gpu -run XXX -fuzz '^FuzzParsePrices$$' -fuzztime 30s
-	$(GO) test ./gpu -run XXX -fuzz '^FuzzParseCatalogue$$' -fuzztime 30s
-	$(GO) test ./vram -run XXX -fuzz '^FuzzParseHFConfig$$' -fuzztime 30s
-	$(GO) test ./diagnose -run XXX -fuzz '^FuzzParseUsage$$' -fuzztime 30s
-	$(GO) test ./diagnose -run XXX -fuzz '^FuzzDiagnoseKueue$$' -fuzztime 30s
-	$(GO) test ./internal/fakedcgm -run XXX -fuzz '^FuzzParse$$' -fuzztime 30s
-	$(GO) test ./internal/promsource -run XXX -fuzz '^FuzzDecodeMatrix$$' -fuzztime 30s
-	$(GO) test ./internal/promsource -run XXX -fuzz '^FuzzDecodeVector$$' -fuzztime 30s
-	$(GO) test ./usage -run XXX -fuzz '^FuzzWriteIndented$$' -fuzztime 30s
-	$(GO) test ./usage -run XXX -fuzz '^FuzzAmountJSON$$' -fuzztime 30s
-	$(GO) test ./usage -run XXX -fuzz '^FuzzAmount$$' -fuzztime 30s
-	$(GO) test ./internal/difftest -run XXX -fuzz '^FuzzDiagnose$$' -fuzztime 30s
-	$(GO) test ./internal/kube -run XXX -fuzz '^FuzzParsePulled$$' -fuzztime 30s
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTraceNodes$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTracePods$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseQuotaExceeded$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./diagnose -run XXX -fuzz '^FuzzDiagnoseKueue$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./gpu -run XXX -fuzz '^FuzzParseCatalogue$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./gpu -run XXX -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/gpusim -run XXX -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/source/kube -run XXX -fuzz '^FuzzParsePulled$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/source/promql -run XXX -fuzz '^FuzzDecodeMatrix$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/source/promql -run XXX -fuzz '^FuzzDecodeVector$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/testkit/difftest -run XXX -fuzz '^FuzzDiagnose$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./usage -run XXX -fuzz '^FuzzAmount$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./usage -run XXX -fuzz '^FuzzAmountJSON$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./usage -run XXX -fuzz '^FuzzParseFacts$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./usage -run XXX -fuzz '^FuzzParseWindow$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./usage -run XXX -fuzz '^FuzzWriteIndented$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./vram -run XXX -fuzz '^FuzzParseHFConfig$$' -fuzztime $(FUZZTIME)

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // alertsFile is the chart's alerting rules file.

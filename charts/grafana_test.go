@@ -18,7 +18,7 @@ import (
 
 	"github.com/VictoriaMetrics/metricsql"
 
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // grafanaVars are the dashboard's variables with values a query may take.

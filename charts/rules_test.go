@@ -9,14 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupack/gpupack/internal/golden"
-	"github.com/gpupack/gpupack/internal/promsource"
+	"github.com/gpupack/gpupack/internal/source/promql"
+	"github.com/gpupack/gpupack/internal/testkit/golden"
 )
 
 // TestRulesFileIsGenerated keeps the chart's rules file what `gpupack
 // rules` prints at its default step; refresh it with -update.
 func TestRulesFileIsGenerated(t *testing.T) {
-	b, err := promsource.RulesYAML(30 * time.Second)
+	b, err := promql.RulesYAML(30 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestRulesFileIsGenerated(t *testing.T) {
 // TestRulesReadBack: the rules ConfigMap and the PrometheusRule hold
 // exactly gpupack's recording rules.
 func TestRulesReadBack(t *testing.T) {
-	want, err := promsource.RecordingRules(30 * time.Second)
+	want, err := promql.RecordingRules(30 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestRulesReadBack(t *testing.T) {
 	}
 	found := map[string]bool{}
 	for _, d := range docs {
-		var got promsource.RuleFile
+		var got promql.RuleFile
 		switch d.Kind {
 		case "ConfigMap":
 			text, ok := configMapFile(t, d, "gpupack-rules.yaml")
@@ -50,7 +50,7 @@ func TestRulesReadBack(t *testing.T) {
 			if d.Name != "gpupack-rules" {
 				continue // the alerts: TestAlertsReadBack
 			}
-			got = ruleSpec[promsource.RuleFile](t, d)
+			got = ruleSpec[promql.RuleFile](t, d)
 		default:
 			continue
 		}

@@ -84,7 +84,7 @@ func TestDeviceTaintErrors(t *testing.T) {
 
 // TestUntolerated: only NoSchedule and NoExecute taints block, on their
 // own device, unless a toleration matches by key, value (Equal or
-// Exists) and effect; internal/kube checks the same table against the
+// Exists) and effect; internal/source/kube checks the same table against the
 // upstream ToleratesTaint.
 func TestUntolerated(t *testing.T) {
 	xid := DeviceTaint{Device: "gpu-0", Key: "xid", Value: "79", Effect: TaintEffectNoSchedule}

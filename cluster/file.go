@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/yamldoc"
+	"github.com/gpupack/gpupack/internal/util/yamldoc"
 )
 
 // FileAPIVersion and FileKind identify gpupack's snapshot file format.

@@ -406,7 +406,7 @@ type Snapshot struct {
 	Nodes     []*Node
 	Pods      []*Pod
 	// Schedulers are the names of the schedulers seen serving the cluster
-	// (internal/kube says how it tells); nil when that is not known, and
+	// (internal/source/kube says how it tells); nil when that is not known, and
 	// then no pod is taken to be addressed to a scheduler that does not
 	// run. Set it, if at all, before the snapshot is shared.
 	Schedulers []string

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpupack/gpupack/api/gpuoperator"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/gpuoperator"
 	"github.com/gpupack/gpupack/placement"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpupack/gpupack/internal/yamldoc"
+	"github.com/gpupack/gpupack/internal/util/yamldoc"
 )
 
 // builtinData is the built-in catalogue, in the format of a catalogue file.

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpupack/gpupack/internal/yamldoc"
+	"github.com/gpupack/gpupack/internal/util/yamldoc"
 )
 
 // PriceFile overrides catalogue prices. In YAML (JSON is accepted too):

@@ -39,7 +39,7 @@ source_hash="$(
 		ls "${root}"/go.mod "${root}"/go.sum "${root}"/scheduler/go.mod "${root}"/scheduler/go.sum
 	} | LC_ALL=C sort | xargs sha256sum | sed "s|${root}/||" | sha256sum | cut -c1-16
 )"
-# The build stamp (internal/version) and its short form for the key.
+# The build stamp (internal/util/buildversion) and its short form for the key.
 eval "$(bash hack/version.sh)"
 stamp_ldflags="$(bash hack/version.sh --ldflags)"
 stamp="${COMMIT:0:12}"

@@ -8,7 +8,7 @@
 #
 # Each is one layer on an empty base: the static binary (/gpupack,
 # /gpupack-scheduler) and the nonroot user 65532 (hack/image,
-# internal/image). The version, commit and timestamps come from the
+# internal/build/image). The version, commit and timestamps come from the
 # checkout (hack/version.sh): the same commit gives the same image digests.
 # gpupack-scheduler is hack/build-scheduler.sh's cached binary (built when
 # missing).

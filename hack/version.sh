@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the build stamp of the current checkout for internal/version:
+# Prints the build stamp of the current checkout for internal/util/buildversion:
 #
 #   hack/version.sh            VERSION=, COMMIT=, COMMIT_TIME=, MODIFIED= and
 #                              SOURCE_DATE_EPOCH= lines, quoted for eval
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkg=github.com/gpupack/gpupack/internal/version
+pkg=github.com/gpupack/gpupack/internal/util/buildversion
 version=unknown commit=unknown commit_time=unknown modified=unknown epoch=0
 if commit="$(git rev-parse --verify HEAD 2>/dev/null)"; then
 	version="$(git describe --tags --always --match 'v[0-9]*')"

@@ -12,10 +12,10 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupack/gpupack/api/gpuoperator"
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/gpuoperator"
-	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
 // The autoscaling file's identity.

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupack/gpupack/internal/gpuoperator"
+	"github.com/gpupack/gpupack/api/gpuoperator"
 )
 
 // DevicePluginConfig is one named configuration of the NVIDIA device

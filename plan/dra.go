@@ -9,11 +9,11 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupack/gpupack/api/gpuoperator"
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/gpuoperator"
 	"github.com/gpupack/gpupack/internal/nvidiadra"
-	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/placement"
 )
 

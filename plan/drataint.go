@@ -10,8 +10,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/usage"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpupack/gpupack/internal/fixture"
+	"github.com/gpupack/gpupack/internal/testkit/fixture"
 	"github.com/gpupack/gpupack/usage"
 )
 

@@ -12,9 +12,9 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
+	"github.com/gpupack/gpupack/api/gpuoperator"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/gpuoperator"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/sim"
 	"github.com/gpupack/gpupack/usage"

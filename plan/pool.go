@@ -5,10 +5,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpupack/gpupack/api/gpuoperator"
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/gpuoperator"
-	"github.com/gpupack/gpupack/internal/wellknown"
 )
 
 // The node labels that name a node pool, tried in order; nodes without one

@@ -3,8 +3,8 @@ package plan
 import (
 	"strings"
 
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/internal/wellknown"
 	"github.com/gpupack/gpupack/usage"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupack/gpupack/internal/golden"
+	"github.com/gpupack/gpupack/internal/testkit/golden"
 
 	"github.com/google/go-cmp/cmp"
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/mempolicy"
+	"github.com/gpupack/gpupack/internal/util/mempolicy"
 )
 
 // BenchmarkAccount1000GPUsDay accounts 1,000 GPUs over 24 h at 30 s steps

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/mempolicy"
+	"github.com/gpupack/gpupack/internal/util/mempolicy"
 )
 
 // Bucket is the pushed-down accounting of one device held by one owner (or

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/mempolicy"
+	"github.com/gpupack/gpupack/internal/util/mempolicy"
 )
 
 // incrementalWorld makes the buckets of a random cluster (randomWorld's)

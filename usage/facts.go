@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/yamldoc"
+	"github.com/gpupack/gpupack/internal/util/yamldoc"
 	"github.com/gpupack/gpupack/vram"
 )
 

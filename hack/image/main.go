@@ -1,7 +1,7 @@
 // Command image writes a container image of a static gpupack binary as an
 // OCI image layout in a tar archive, offline (no container daemon, no
 // registry): an empty base plus one layer with the binary and the nonroot
-// user (internal/image). `make images` (hack/images.sh) runs it for gpupack
+// user (internal/build/image). `make images` (hack/images.sh) runs it for gpupack
 // and gpupack-scheduler:
 //
 //	go run ./hack/image --binary bin/images/gpupack --entrypoint /gpupack \
@@ -20,7 +20,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/image"
+	"github.com/gpupack/gpupack/internal/build/image"
 )
 
 func main() {

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // TestRBACSufficesAndFaultsAreClear applies deploy/rbac.yaml, reads the

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/fakedcgm"
-	"github.com/gpupack/gpupack/internal/promsource"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/source/promql"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -17,7 +17,7 @@ import (
 // coming and going mid-hour, time-slicing, a MIG GPU with an uninstantiated
 // slice) with NaN samples, a gap and an energy counter reset into a real
 // Prometheus, then accounts the window twice: from the raw samples
-// (promsource.Load, usage.Account) and from hourly buckets that PromQL
+// (promql.Load, usage.Account) and from hourly buckets that PromQL
 // computed (LoadBuckets, usage.AccountBuckets). Both must agree within 1%
 // per device and pod, and both must match the fleet's ground truth for the
 // pods that the faults leave alone.
@@ -27,7 +27,7 @@ func TestHourlyAgreesWithRaw(t *testing.T) {
 	}
 	const scrape = time.Minute
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fleet, err := fakedcgm.Fleet(16, 2, 7, gpu.Default())
+	fleet, err := gpusim.Fleet(16, 2, 7, gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,16 +36,16 @@ func TestHourlyAgreesWithRaw(t *testing.T) {
 		gapDevice   = "node-001/2/GPU-00000002-0000-4000-8000-000000000003"
 		resetDevice = "node-001/5/GPU-00000002-0000-4000-8000-000000000006"
 	)
-	faults := fakedcgm.Faults{
+	faults := gpusim.Faults{
 		NaNEvery: 7, NaNDevices: []string{nanDevice},
-		Gaps:   []fakedcgm.Gap{{Device: gapDevice, From: 30*time.Hour + 20*time.Minute, To: 30*time.Hour + 50*time.Minute}},
-		Resets: []fakedcgm.Reset{{Device: resetDevice, At: 20*time.Hour + 13*time.Minute}},
+		Gaps:   []gpusim.Gap{{Device: gapDevice, From: 30*time.Hour + 20*time.Minute, To: 30*time.Hour + 50*time.Minute}},
+		Resets: []gpusim.Reset{{Device: resetDevice, At: 20*time.Hour + 13*time.Minute}},
 	}
 	prom := testcluster.FleetHistory(t, fleet, start, scrape, faults)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	src, err := promsource.New(prom.URL)
+	src, err := promql.New(prom.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

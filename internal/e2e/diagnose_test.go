@@ -13,12 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/testcluster"
-	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/placement"
 )
 

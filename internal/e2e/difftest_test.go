@@ -14,9 +14,9 @@ import (
 
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/difftest"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/difftest"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // The differential test's size: seeds x cases x pending pods, over 1,000
@@ -31,14 +31,14 @@ var diffSeeds = []uint64{1, 2, 3, 4}
 
 // TestDiagnosisMatchesScheduler is the differential test of gpupack's
 // diagnosis against the real kube-scheduler: random clusters of kwok GPU
-// nodes with bound pods (internal/difftest), random pending GPU pods that
+// nodes with bound pods (internal/testkit/difftest), random pending GPU pods that
 // the default kube-scheduler tries, and for every pod it cannot place,
 // gpupack's computed "0/N nodes are available: ..." line, from the live
 // loader's snapshot, must be the scheduler's FailedScheduling message,
 // reason for reason and count for count, preemption suffix included, and
 // gpupack's cause must be one that message implies. A mismatch prints its
 // seed, case index, both lines and the case's objects as a regression file
-// for internal/difftest/testdata/regressions.
+// for internal/testkit/difftest/testdata/regressions.
 //
 // The scheduler places pending pods one after the other, and a pod bound
 // late takes resources that an earlier pod's message did not see; since a

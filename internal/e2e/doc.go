@@ -1,6 +1,6 @@
 // Package e2e holds gpupack's end-to-end tests against real components:
 // Debian's prometheus binary, and a real kube-apiserver, kube-scheduler and
-// kwok GPU nodes (internal/testcluster). Against the cluster, the live
+// kwok GPU nodes (internal/testkit/testcluster). Against the cluster, the live
 // snapshot must agree with the apiserver on every allocation, gpupack's
 // diagnosis of each pending pod must name a cause that the scheduler's own
 // FailedScheduling message implies, deploy/rbac.yaml must grant exactly

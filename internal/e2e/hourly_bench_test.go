@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/fakedcgm"
-	"github.com/gpupack/gpupack/internal/promsource"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/source/promql"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // BenchmarkHourlyReport backfills a fleet's history into a real Prometheus
@@ -59,13 +59,13 @@ func BenchmarkHourlyReport(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/gpupack/gpupack/cmd/gpupack").CombinedOutput(); err != nil {
 		b.Fatalf("go build gpupack: %v\n%s", err, out)
 	}
-	fleet, err := fakedcgm.Fleet(gpus, longest, 1, gpu.Default())
+	fleet, err := gpusim.Fleet(gpus, longest, 1, gpu.Default())
 	if err != nil {
 		b.Fatal(err)
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	began := time.Now()
-	prom := testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
+	prom := testcluster.FleetHistory(b, fleet, start, scrape, gpusim.Faults{})
 	b.Logf("backfilled %d GPUs, %d pods, %d days at %s scrapes in %s", gpus, len(fleet.Pods), longest, scrape, time.Since(began).Round(time.Second))
 	end := start.Add(time.Duration(longest) * 24 * time.Hour)
 	recorded := os.Getenv("GPUPACK_BENCH_RULES") == "1"
@@ -74,7 +74,7 @@ func BenchmarkHourlyReport(b *testing.B) {
 		// must be loaded first; an hour past the end, so that the hourly
 		// window ending in the last hour is recorded whatever the
 		// group's evaluation offset.
-		levels, err := promsource.RulesYAMLByLevel(scrape)
+		levels, err := promql.RulesYAMLByLevel(scrape)
 		if err != nil {
 			b.Fatal(err)
 		}

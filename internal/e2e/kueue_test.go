@@ -19,8 +19,8 @@ import (
 
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 func kueueGVR(resource string) schema.GroupVersionResource {

@@ -20,14 +20,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/usagefacts"
 
 	"github.com/gpupack/gpupack/internal/cli"
 	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
-	"github.com/gpupack/gpupack/internal/fakedcgm"
+	"github.com/gpupack/gpupack/internal/gpusim"
 	"github.com/gpupack/gpupack/usage"
 
 	corev1 "k8s.io/api/core/v1"
@@ -165,7 +165,7 @@ func TestReportMatchesTruth(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, fakeStderr) }()
 
 	// The truth file appears when the scenario's 40 s are over.
-	var truth fakedcgm.Truth
+	var truth gpusim.Truth
 	for {
 		if b, err := os.ReadFile(truthPath); err == nil && json.Unmarshal(b, &truth) == nil {
 			break
@@ -220,7 +220,7 @@ func TestReportMatchesTruth(t *testing.T) {
 	// Start-up phases from kube-state-metrics' times through Prometheus:
 	// each scripted time to within its second, the workload from the
 	// owner, the phases from them and the first GPU use from DCGM.
-	sc, err := fakedcgm.Parse([]byte(scenario), "scenario.yaml", gpu.Default())
+	sc, err := gpusim.Parse([]byte(scenario), "scenario.yaml", gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpupack/gpupack/internal/promsource"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/promql"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -22,7 +22,7 @@ import (
 // and created again under the same name (a new uid: the newer times
 // count), a pod seen in one hour only, a pod with two containers, and an
 // owner. The pods' times that serve joins from hours read one at a time
-// (promsource.LoadPodTimes, MergePodTimes) must equal what LoadMeta reads
+// (promql.LoadPodTimes, MergePodTimes) must equal what LoadMeta reads
 // over the whole window at once, for the whole window and for its last two
 // hours.
 func TestPodTimesByHourMatchWindow(t *testing.T) {
@@ -93,7 +93,7 @@ func TestPodTimesByHourMatchWindow(t *testing.T) {
 	}
 	testcluster.Backfill(t, filepath.Join(dir, "data"), file, 0)
 	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Dir: dir})
-	src, err := promsource.New(prom.URL)
+	src, err := promql.New(prom.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestPodTimesByHourMatchWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Hour by hour, each hour read alone, as serve reads them.
-		var spans []*promsource.PodTimes
+		var spans []*promql.PodTimes
 		for from := w.Start; from.Before(w.End); from = from.Add(h) {
 			got, err := src.LoadPodTimes(ctx, usage.Window{Start: from, End: from.Add(h), Step: scrape}, h)
 			if err != nil {
@@ -115,7 +115,7 @@ func TestPodTimesByHourMatchWindow(t *testing.T) {
 			}
 			spans = append(spans, got...)
 		}
-		byHour := promsource.MergePodTimes(spans)
+		byHour := promql.MergePodTimes(spans)
 		// And the window in one call, hours as the buckets.
 		spans, err = src.LoadPodTimes(ctx, w, h)
 		if err != nil {
@@ -124,7 +124,7 @@ func TestPodTimesByHourMatchWindow(t *testing.T) {
 		if len(spans) != int(w.End.Sub(w.Start)/h) {
 			t.Errorf("%d spans for %s, want one an hour", len(spans), w.End.Sub(w.Start))
 		}
-		oneCall := promsource.MergePodTimes(spans)
+		oneCall := promql.MergePodTimes(spans)
 		want := usage.MergePodEvents(whole.Pods, nil) // sorted
 		if len(want) == 0 {
 			t.Fatal("LoadMeta read no pod times: the test's data did not load")
@@ -142,7 +142,7 @@ func TestPodTimesByHourMatchWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]usage.PodEvents{}
-	for _, e := range promsource.MergePodTimes(spans) {
+	for _, e := range promql.MergePodTimes(spans) {
 		got[e.Namespace+"/"+e.Pod] = e
 	}
 	u := func(d time.Duration) time.Time { return start.Add(d) }

@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpupack/gpupack/internal/admission"
-	"github.com/gpupack/gpupack/internal/testcluster"
-	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/api/wellknown"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
+	"github.com/gpupack/gpupack/internal/webhook/admission"
 )
 
 // TestWebhook registers `gpupack webhook` with the real apiserver: unchanged

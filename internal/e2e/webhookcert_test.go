@@ -25,10 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpupack/gpupack/internal/admission"
-	"github.com/gpupack/gpupack/internal/testcluster"
-	"github.com/gpupack/gpupack/internal/webhookcert"
-	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/api/wellknown"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
+	"github.com/gpupack/gpupack/internal/webhook/admission"
+	"github.com/gpupack/gpupack/internal/webhook/webhookcert"
 )
 
 // TestWebhookManagesItsCertificate runs two `gpupack webhook --cert-secret`

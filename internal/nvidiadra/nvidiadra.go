@@ -7,7 +7,7 @@
 // package gpuoperator.
 //
 // Everything here follows the driver at commit 22407113 (v0.4.0-rc.1+14),
-// the commit internal/kube reads the driver's ResourceSlices by:
+// the commit internal/source/kube reads the driver's ResourceSlices by:
 //   - the driver name and attributes: cmd/gpu-kubelet-plugin/deviceinfo.go;
 //   - the DeviceClasses: deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-{gpu,mig}.yaml,
 //     and one class per MIG profile as demo/specs/extended-resources/mig-1g-12gb.yaml makes it;

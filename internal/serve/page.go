@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/diagnose"
-	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/sim"
 	"github.com/gpupack/gpupack/usage"

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/gpupack/gpupack/internal/mempolicy"
-	"github.com/gpupack/gpupack/internal/promsource"
+	"github.com/gpupack/gpupack/internal/source/promql"
+	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -23,7 +23,7 @@ import (
 // start-ups read from the live cluster (kube.LoadStartup), merged over
 // kube-state-metrics' pod times (usage.MergePodEvents); nil when none.
 func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
-	src, err := promsource.New(url)
+	src, err := promql.New(url)
 	if err != nil {
 		return nil, err
 	}
@@ -41,11 +41,11 @@ func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usa
 const Bucket = time.Hour
 
 // FromPrometheusHourly accounts the window from hourly buckets that
-// Prometheus computes (promsource.LoadBuckets), never pulling raw samples:
+// Prometheus computes (promql.LoadBuckets), never pulling raw samples:
 // for windows of days to months. The window must start and end on whole
 // hours. live is as for FromPrometheus.
 func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
-	src, err := promsource.New(url)
+	src, err := promql.New(url)
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +98,11 @@ func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, prici
 	if p := src.BucketProvenance(); p.RecordedHours > 0 {
 		r.Quality.Warnings = append(r.Quality.Warnings, fmt.Sprintf(
 			"%d of %d hours read from gpupack's recording rules (gpupack:*:5m at step %s), the rest computed from the series; a recorded hour is the %s windows that end in it, up to %s before the hour",
-			p.RecordedHours, p.RecordedHours+p.ComputedHours, w.Step, promsource.RecordWindow, promsource.RecordWindow))
+			p.RecordedHours, p.RecordedHours+p.ComputedHours, w.Step, promql.RecordWindow, promql.RecordWindow))
 		if p.HourlyWindows > 0 {
 			r.Quality.Warnings = append(r.Quality.Warnings, fmt.Sprintf(
 				"%d hourly windows read from gpupack's hourly recording rules (gpupack:*:1h) for the inside of the window, its ends from the %s ones: totals are those of the %s windows, but each hourly window counts in the hour it starts in, which it may overrun by up to an hour",
-				p.HourlyWindows, promsource.RecordWindow, promsource.RecordWindow))
+				p.HourlyWindows, promql.RecordWindow, promql.RecordWindow))
 		}
 	}
 	r.Health = health

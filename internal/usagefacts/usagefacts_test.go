@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/mempolicy"
+	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
 

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // TestDRAPacksTighterThanStock runs one sequence of pods with GPU claims

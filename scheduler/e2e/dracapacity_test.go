@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // TestDRACapacityPacksTighterThanStock runs one sequence of pods whose

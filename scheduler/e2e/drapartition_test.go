@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // TestDRAPartitionsPackTighterThanStock runs one sequence of MIG claims on

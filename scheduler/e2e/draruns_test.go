@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // The steps of the DRA packing runs, which put one sequence of claim pods

@@ -17,8 +17,8 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/dataset/openb"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/sim"
 )
 

@@ -12,11 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/internal/admission"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/testcluster"
-	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
+	"github.com/gpupack/gpupack/internal/webhook/admission"
 	"github.com/gpupack/gpupack/plan"
 )
 

@@ -13,7 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/placement"
 )
 

@@ -27,7 +27,7 @@ type Args struct {
 	// gpupack's gpu/catalogue.yaml, e.g. mounted from a ConfigMap) whose
 	// models extend or override the built-in ones; "" for the built-in
 	// catalogue alone. GPUs of products neither lists still count, by the
-	// labels of their nodes (internal/kube).
+	// labels of their nodes (internal/source/kube).
 	Catalogue string `json:"catalogue,omitempty"`
 }
 

@@ -2,7 +2,7 @@
 // adapter over package placement, so that the scheduler, the simulator and
 // the diagnosis decide with the same function.
 //
-//   - PreFilter converts the pod once (internal/kube) into a placement.Demand
+//   - PreFilter converts the pod once (internal/source/kube) into a placement.Demand
 //     and keeps it in the CycleState.
 //   - Filter calls placement.Fit against the node's placement.NodeState and
 //     returns its reasons in the scheduler's words; on its hot path, a node

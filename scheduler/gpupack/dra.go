@@ -7,7 +7,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/placement"
 )
 

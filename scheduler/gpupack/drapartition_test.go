@@ -6,7 +6,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // TestDRAPackingPartitions: on partitionable GPUs (NVIDIA's dynamic MIG)

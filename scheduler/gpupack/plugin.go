@@ -16,10 +16,10 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/placement"
 )
 

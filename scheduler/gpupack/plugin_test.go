@@ -25,8 +25,8 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
-	"github.com/gpupack/gpupack/internal/testcluster"
-	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/api/wellknown"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 func TestArgs(t *testing.T) {

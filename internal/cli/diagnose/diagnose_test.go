@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupack/gpupack/internal/golden"
+	"github.com/gpupack/gpupack/internal/testkit/golden"
 
 	"github.com/gpupack/gpupack/internal/cli/source"
 )

@@ -4,7 +4,7 @@
 // truth when the scenario ends or the command is interrupted.
 //
 // It only wires flags, the HTTP server and files; the simulator is
-// internal/fakedcgm's.
+// internal/gpusim's.
 package fakedcgm
 
 import (
@@ -21,8 +21,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/demo"
-	sim "github.com/gpupack/gpupack/internal/fakedcgm"
+	sim "github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/source/demo"
 )
 
 // StateMetricsPath is where fake-dcgm serves what kube-state-metrics would

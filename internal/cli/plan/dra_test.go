@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/nvidiadra"
-	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 )
 

@@ -25,8 +25,8 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
-	"github.com/gpupack/gpupack/internal/demo"
-	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/render/planout"
+	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/plan"
 )
 

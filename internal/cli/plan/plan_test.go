@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupack/gpupack/internal/demo"
-	"github.com/gpupack/gpupack/internal/golden"
-	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/render/planout"
+	"github.com/gpupack/gpupack/internal/source/demo"
+	"github.com/gpupack/gpupack/internal/testkit/golden"
 	"github.com/gpupack/gpupack/plan"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/demo"
+	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/plan"
 )
 

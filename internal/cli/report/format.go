@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupack/gpupack/internal/mempolicy"
+	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
 

@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/yamldoc"
+	"github.com/gpupack/gpupack/internal/util/yamldoc"
 	"github.com/gpupack/gpupack/usage"
 )
 

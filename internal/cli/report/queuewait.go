@@ -12,8 +12,8 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
-	"github.com/gpupack/gpupack/internal/demo"
-	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/source/demo"
+	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/usage"
 )
 

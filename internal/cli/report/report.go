@@ -14,14 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/internal/usagefacts"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/demo"
+	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/usage"
 )
 

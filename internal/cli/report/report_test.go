@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/golden"
-	"github.com/gpupack/gpupack/internal/mempolicy"
+	"github.com/gpupack/gpupack/internal/testkit/golden"
+	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
 

@@ -2,7 +2,7 @@
 // recording rules that record every figure of report --accounting hourly's
 // buckets over 5-minute windows, so that a month of a fleet is read from a
 // few recorded numbers per device-hour. The rules themselves are
-// internal/promsource's.
+// internal/source/promql's.
 package rules
 
 import (
@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpupack/gpupack/internal/promsource"
+	"github.com/gpupack/gpupack/internal/source/promql"
 )
 
 type options struct {
@@ -48,7 +48,7 @@ promtool tsdb create-blocks-from rules.`,
 }
 
 func run(o *options, stdout io.Writer) error {
-	b, err := promsource.RulesYAML(o.step)
+	b, err := promql.RulesYAML(o.step)
 	if err != nil {
 		return err
 	}

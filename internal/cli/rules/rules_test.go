@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupack/gpupack/internal/promsource"
+	"github.com/gpupack/gpupack/internal/source/promql"
 )
 
 func TestRules(t *testing.T) {
@@ -39,11 +39,11 @@ func TestRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got promsource.RuleFile
+			var got promql.RuleFile
 			if err := yaml.UnmarshalStrict(out.Bytes(), &got); err != nil {
 				t.Fatalf("output is not a rules file: %v\n%s", err, out.String())
 			}
-			want, err := promsource.RecordingRules(tc.step)
+			want, err := promql.RecordingRules(tc.step)
 			if err != nil {
 				t.Fatal(err)
 			}

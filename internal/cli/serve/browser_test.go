@@ -23,9 +23,9 @@ import (
 
 	"github.com/gpupack/gpupack/diagnose"
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
-	"github.com/gpupack/gpupack/internal/demo"
 	"github.com/gpupack/gpupack/internal/serve"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/demo"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
 

@@ -11,13 +11,13 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/report"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
-	"github.com/gpupack/gpupack/internal/demo"
-	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/usage"
 )
 
-// DemoView builds the view of the embedded demo world (internal/demo), each
+// DemoView builds the view of the embedded demo world (internal/source/demo), each
 // part made by its own verb's code: the week's report of
 // `gpupack report --demo`, the diagnosis of `gpupack diagnose` with how long
 // each pending pod has waited at the week's end, the plan and files of

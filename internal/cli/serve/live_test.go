@@ -18,10 +18,10 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
-	"github.com/gpupack/gpupack/internal/fakedcgm"
-	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/serve"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
 // liveScenario is the DCGM history the live test backfills: the three
@@ -51,7 +51,7 @@ func TestServeLive(t *testing.T) {
 	}
 	begun := time.Now()
 	dir := t.TempDir()
-	sc, err := fakedcgm.Parse([]byte(liveScenario), "liveScenario", gpu.Default())
+	sc, err := gpusim.Parse([]byte(liveScenario), "liveScenario", gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestServeLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.WriteOpenMetrics(f, start, 0, 3*time.Hour, 30*time.Second, fakedcgm.Faults{}); err != nil {
+	if err := sc.WriteOpenMetrics(f, start, 0, 3*time.Hour, 30*time.Second, gpusim.Faults{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

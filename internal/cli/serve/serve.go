@@ -17,10 +17,10 @@ import (
 
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/report"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/serve/live"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -129,7 +129,7 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	if err := opts.Check(); err != nil {
 		return fmt.Errorf("--window/--step: %w", err)
 	}
-	src, err := promsource.New(o.prometheus)
+	src, err := promql.New(o.prometheus)
 	if err != nil {
 		return fmt.Errorf("--prometheus: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
 	cliplan "github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/report"
-	"github.com/gpupack/gpupack/internal/planout"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/usage"
 )

@@ -1,6 +1,6 @@
 // Package snapshot is the `gpupack snapshot` verb: it reads the live cluster
 // through client-go and writes gpupack's snapshot file, so that a cluster can
-// be analysed offline and shared. The reading is internal/kube's.
+// be analysed offline and shared. The reading is internal/source/kube's.
 package snapshot
 
 import (
@@ -14,7 +14,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/source"
-	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/source/kube"
 )
 
 type options struct {

@@ -16,7 +16,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/kube"
+	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/usage"
 )

@@ -1,6 +1,6 @@
 // Package version is the `version` verb of gpupack and of gpupack-scheduler:
 // the module version, the commit, whether the tree was modified, the Go
-// version and the platform (see internal/version), as a table or JSON.
+// version and the platform (see internal/util/buildversion), as a table or JSON.
 package version
 
 import (
@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	buildversion "github.com/gpupack/gpupack/internal/version"
+	buildversion "github.com/gpupack/gpupack/internal/util/buildversion"
 )
 
 // Extra is one more line of the output, after gpupack's own, such as the
@@ -29,7 +29,7 @@ type options struct {
 }
 
 // NewCommand returns the version command, printing the running binary's
-// build (internal/version.Get) and the extras after it.
+// build (internal/util/buildversion.Get) and the extras after it.
 func NewCommand(extras ...Extra) *cobra.Command {
 	o := &options{}
 	cmd := &cobra.Command{

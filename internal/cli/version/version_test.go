@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	buildversion "github.com/gpupack/gpupack/internal/version"
+	buildversion "github.com/gpupack/gpupack/internal/util/buildversion"
 )
 
 var info = buildversion.Info{Version: "v0.1.0", Commit: "0123456789abcdef0123456789abcdef01234567",

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpupack/gpupack/internal/golden"
+	"github.com/gpupack/gpupack/internal/testkit/golden"
 )
 
 func TestGolden(t *testing.T) {

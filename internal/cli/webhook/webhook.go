@@ -45,11 +45,11 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/gpupack/gpupack/internal/admission"
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/webhookcert"
-	"github.com/gpupack/gpupack/internal/wellknown"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/webhook/admission"
+	"github.com/gpupack/gpupack/internal/webhook/webhookcert"
 	"github.com/gpupack/gpupack/plan"
 )
 

@@ -16,12 +16,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/fakedcgm"
-	"github.com/gpupack/gpupack/internal/fixture"
-	"github.com/gpupack/gpupack/internal/planout"
-	"github.com/gpupack/gpupack/internal/promsource"
+	"github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/serve"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/promql"
+	"github.com/gpupack/gpupack/internal/testkit/fixture"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -68,7 +68,7 @@ func xidHistory(t *testing.T, path string, t0 time.Time) {
 // healthSource records the windows of health the engine reads, and fails
 // them when told to.
 type healthSource struct {
-	*promsource.Source
+	*promql.Source
 	mu   sync.Mutex
 	read []string
 	fail bool
@@ -109,7 +109,7 @@ func TestEngineReadsHealth(t *testing.T) {
 	xidHistory(t, filepath.Join(dir, "history.om"), t0)
 	testcluster.Backfill(t, filepath.Join(dir, "data"), filepath.Join(dir, "history.om"), 0)
 	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Dir: dir})
-	prs, err := promsource.New(prom.URL)
+	prs, err := promql.New(prom.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func (fixedSource) LoadBuckets(context.Context, usage.Window, time.Duration) ([]
 	return nil, nil
 }
 
-func (fixedSource) LoadPodTimes(context.Context, usage.Window, time.Duration) ([]*promsource.PodTimes, error) {
+func (fixedSource) LoadPodTimes(context.Context, usage.Window, time.Duration) ([]*promql.PodTimes, error) {
 	return nil, nil
 }
 
@@ -235,23 +235,23 @@ func TestEngineTaintsUnhealthyDRAGPUs(t *testing.T) {
 
 // BenchmarkHealthFirstRead times the health read of serve's first refresh
 // over a week of 48 GPUs scraped every minute (one query per hour, 168 in
-// all), against one promsource.LoadHealth over the whole week (what
+// all), against one promql.LoadHealth over the whole week (what
 // report's hourly path asks), on a real Prometheus.
 func BenchmarkHealthFirstRead(b *testing.B) {
 	if os.Getenv("GPUPACK_E2E") == "" {
 		b.Skip("set GPUPACK_E2E=1: backfills and starts a real Prometheus")
 	}
 	const scrape, days = time.Minute, 7
-	fleet, err := fakedcgm.Fleet(48, days, 1, gpu.Default())
+	fleet, err := gpusim.Fleet(48, days, 1, gpu.Default())
 	if err != nil {
 		b.Fatal(err)
 	}
 	fleet.Nodes[0].XIDs = map[string]int{"1": 79}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	begun := time.Now()
-	prom := testcluster.FleetHistory(b, fleet, start, scrape, fakedcgm.Faults{})
+	prom := testcluster.FleetHistory(b, fleet, start, scrape, gpusim.Faults{})
 	b.Logf("backfilled %d days of 48 GPUs in %.1f s", days, time.Since(begun).Seconds())
-	src, err := promsource.New(prom.URL)
+	src, err := promql.New(prom.URL)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,20 +25,20 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/planout"
-	"github.com/gpupack/gpupack/internal/promsource"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/usage"
 )
 
 // Source reads pushed-down accounting and kube-state-metrics' pod
 // life-cycle times, both by bucket, and the XIDs each GPU reported in a
-// window (promsource.Source does).
+// window (promql.Source does).
 type Source interface {
 	LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error)
-	LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promsource.PodTimes, error)
+	LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promql.PodTimes, error)
 	LoadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error)
 }
 
@@ -357,7 +357,7 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 		for _, b := range bs {
 			byHour[b.Start] = append(byHour[b.Start], b)
 		}
-		timesAt := map[time.Time]*promsource.PodTimes{}
+		timesAt := map[time.Time]*promql.PodTimes{}
 		for _, pt := range times {
 			timesAt[pt.Start] = pt
 		}
@@ -381,7 +381,7 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	if end.After(cur) && s.loadedTo.Equal(cur) {
 		w := usage.Window{Start: cur, End: end, Step: e.o.Step}
 		bs, err := e.src.LoadBuckets(ctx, w, end.Sub(cur))
-		var times []*promsource.PodTimes
+		var times []*promql.PodTimes
 		if err == nil {
 			times, err = e.src.LoadPodTimes(ctx, w, end.Sub(cur))
 		}

@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpupack/gpupack/internal/kube"
-	"github.com/gpupack/gpupack/internal/promsource"
-	"github.com/gpupack/gpupack/internal/testcluster"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/source/promql"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -140,7 +140,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prs, err := promsource.New(prom.URL)
+	prs, err := promql.New(prom.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 
 // recordingSource records which windows the engine reads.
 type recordingSource struct {
-	*promsource.Source
+	*promql.Source
 	mu   sync.Mutex
 	read []string
 }
@@ -334,7 +334,7 @@ func (r *recordingSource) LoadBuckets(ctx context.Context, w usage.Window, bucke
 	return r.Source.LoadBuckets(ctx, w, bucket)
 }
 
-func (r *recordingSource) LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promsource.PodTimes, error) {
+func (r *recordingSource) LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promql.PodTimes, error) {
 	r.note("pod times", w)
 	return r.Source.LoadPodTimes(ctx, w, bucket)
 }

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/promsource"
 	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -48,7 +48,7 @@ type hour struct {
 	totals     hourTotals
 	// pods are kube-state-metrics' pod times in the hour; nil when not
 	// read.
-	pods *promsource.PodTimes
+	pods *promql.PodTimes
 	// health is what dcgm-exporter's XID gauge said in the hour, once
 	// healthRead (readHealth: a complete hour once, the partial hour at
 	// each refresh).
@@ -223,13 +223,13 @@ func (s *store) account(from, end time.Time) (*usage.BucketAccount, error) {
 // podTimes joins the pod times of every hour of the window, complete and
 // partial, into the pods' times over the window.
 func (s *store) podTimes() []usage.PodEvents {
-	var spans []*promsource.PodTimes
+	var spans []*promql.PodTimes
 	for _, h := range s.sorted() {
 		if h.pods != nil {
 			spans = append(spans, h.pods)
 		}
 	}
-	return promsource.MergePodTimes(spans)
+	return promql.MergePodTimes(spans)
 }
 
 // counters sums the retired counters and every hour's, and keeps each

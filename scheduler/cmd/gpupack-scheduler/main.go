@@ -21,7 +21,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	versioncmd "github.com/gpupack/gpupack/internal/cli/version"
-	"github.com/gpupack/gpupack/internal/version"
+	"github.com/gpupack/gpupack/internal/util/buildversion"
 	"github.com/gpupack/gpupack/scheduler/gpupack"
 )
 
@@ -35,7 +35,7 @@ func main() {
 	run := command.RunE
 	command.RunE = func(cmd *cobra.Command, args []string) error {
 		if f := cmd.Flags().Lookup("version"); f != nil && f.Value.String() == "true" {
-			v := version.Get()
+			v := buildversion.Get()
 			fmt.Fprintf(cmd.OutOrStdout(), "gpupack %s (commit %s, modified %s)\n", v.Version, v.Commit, v.Modified)
 		}
 		return run(cmd, args)

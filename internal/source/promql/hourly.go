@@ -1,0 +1,603 @@
+package promql
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/gpupack/gpupack/usage"
+)
+
+// hourlyPlan is how a window is read from the second level of rules: the
+// ends of the hourly windows wholly inside it (1 h apart, in order), and
+// the window's head and tail around them, each shorter than an hour,
+// read from the 5-minute windows.
+type hourlyPlan struct {
+	ends []time.Time
+	// devices is the most devices an hourly window held.
+	devices int
+}
+
+// planHourly finds the hourly windows wholly inside w (those whose
+// 5-minute windows all ended in [w.Start, w.End)) from the series
+// hourlyDevices. It says no (a nil plan) unless they are 1 h apart and
+// leave less than an hour at each end: the second level was not
+// recorded over the whole window (installed later, or its group's
+// evaluation offset changed), and the window is read as before.
+func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, error) {
+	// Evaluated at E, a window ends at E - hourLag; the ones inside w
+	// were evaluated in [w.Start + 1h + hourLag - 1ms, w.End + hourLag - 1ms].
+	at := w.End.Add(hourLag - time.Millisecond)
+	q := fmt.Sprintf("%s{%s=%q}[%dms]", hourlyDevices, StepLabel, stepValue(w.Step), w.End.Sub(w.Start).Milliseconds())
+	v, _, _, err := s.api.Query(ctx, q, at)
+	if err != nil {
+		return nil, fmt.Errorf("bucket figures, whether gpupack's hourly recording rules hold them: %w", s.fail(q, err))
+	}
+	m, ok := v.(model.Matrix)
+	if !ok || len(m) != 1 || m[0].Metric[model.MetricNameLabel] != hourlyDevices {
+		return nil, nil // none, or more than one group recording them
+	}
+	var ends []time.Time
+	devices := 0
+	for _, p := range m[0].Values {
+		if v := float64(p.Value); v > float64(devices) && v < math.MaxInt32 {
+			devices = int(v)
+		}
+		end := p.Timestamp.Time().Add(-hourLag).UTC()
+		if !end.Add(time.Millisecond-HourWindow).Before(w.Start) && end.Before(w.End) {
+			ends = append(ends, end)
+		}
+	}
+	if len(ends) == 0 || !ends[0].Before(w.Start.Add(2*HourWindow)) || ends[len(ends)-1].Before(w.End.Add(-HourWindow)) {
+		return nil, nil
+	}
+	for i := 1; i < len(ends); i++ {
+		if ends[i].Sub(ends[i-1]) != HourWindow {
+			return nil, nil
+		}
+	}
+	return &hourlyPlan{ends: ends, devices: devices}, nil
+}
+
+// hourStart is the start of w's hour (bucket) that holds t.
+func hourStart(w usage.Window, t time.Time) time.Time {
+	return w.Start.Add(t.Sub(w.Start).Truncate(HourWindow))
+}
+
+// pieceKey names one piece of a bucket: an hourly window, or the window's
+// head or tail read from the 5-minute windows; a report hour may hold two.
+type pieceKey struct {
+	piece  int
+	start  int64
+	device string
+	owner  usage.Owner
+}
+
+// pieceSet holds the buckets read for one chunk (of StreamBuckets' day,
+// or of a day of the hourly path, in pieces), in the order first read.
+// They are found by device and owner first, then by piece and start: an
+// answered series' labels are read and hashed once, not once a point.
+type pieceSet struct {
+	mu           sync.Mutex
+	step, length time.Duration
+	series       map[seriesKey]*seriesPieces
+	order        []pieceEntry
+}
+
+// seriesKey names a device (Key), or an owner on it.
+type seriesKey struct {
+	device string
+	owner  usage.Owner
+}
+
+// seriesPieces are the buckets of one device, or one owner on it, by
+// piece and start (Unix milliseconds).
+type seriesPieces struct {
+	key     seriesKey
+	buckets map[[2]int64]*usage.Bucket
+}
+
+// pieceEntry is a bucket and its key, as emit orders them.
+type pieceEntry struct {
+	key pieceKey
+	b   *usage.Bucket
+}
+
+func newPieceSet(step, length time.Duration) *pieceSet {
+	return &pieceSet{step: step, length: length, series: map[seriesKey]*seriesPieces{}}
+}
+
+// of is the buckets of the device whose Key is deviceKey and o, made on
+// first use; the caller holds p.mu.
+func (p *pieceSet) of(deviceKey string, o usage.Owner) *seriesPieces {
+	k := seriesKey{deviceKey, o}
+	s := p.series[k]
+	if s == nil {
+		s = &seriesPieces{key: k, buckets: map[[2]int64]*usage.Bucket{}}
+		p.series[k] = s
+	}
+	return s
+}
+
+// bucket is the bucket of piece that starts at start, of d (whose Key is
+// deviceKey) and o, made on first use; the caller holds p.mu.
+func (p *pieceSet) bucket(piece int, start time.Time, d usage.Device, deviceKey string, o usage.Owner) *usage.Bucket {
+	return p.of(deviceKey, o).bucket(p, piece, start, d)
+}
+
+// bucket is s's bucket of piece that starts at start, made on first use
+// (of device d); the caller holds p.mu.
+func (s *seriesPieces) bucket(p *pieceSet, piece int, start time.Time, d usage.Device) *usage.Bucket {
+	k := [2]int64{int64(piece), start.UnixMilli()}
+	b := s.buckets[k]
+	if b == nil {
+		b = &usage.Bucket{Start: start, Length: p.length, Step: p.step, Device: d, Owner: s.key.owner}
+		s.buckets[k] = b
+		p.order = append(p.order, pieceEntry{pieceKey{piece, k[1], s.key.device, s.key.owner}, b})
+	}
+	if b.Device.Model == "" {
+		b.Device.Model = d.Model
+	}
+	return b
+}
+
+// file calls set for every finite point of m, on the bucket of the piece
+// and the report hour that at says, under the set's lock. A series' device
+// and owner are read from its labels once, at its first point filed.
+func (p *pieceSet) file(m model.Matrix, at func(ss *model.SampleStream, t time.Time) (piece int, start time.Time, fig *bucketFigure)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ss := range m {
+		var (
+			read   bool
+			dev    usage.Device
+			devKey string
+			pieces [2]*seriesPieces // the device's, the owner's
+			dra    usage.DRAHold
+		)
+		for _, pt := range ss.Values {
+			v := float64(pt.Value)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			piece, start, fig := at(ss, pt.Timestamp.Time())
+			if fig == nil {
+				continue
+			}
+			if !read {
+				dev, read = device(ss.Metric), true
+				devKey = dev.Key()
+			}
+			i := 0
+			if fig.owner {
+				i = 1
+			}
+			if pieces[i] == nil {
+				o := usage.Owner{}
+				if fig.owner {
+					o, dra = owner(ss.Metric), draHold(ss.Metric)
+				}
+				pieces[i] = p.of(devKey, o)
+			}
+			b := pieces[i].bucket(p, piece, start, dev)
+			if fig.owner && b.DRA.IsZero() {
+				b.DRA = dra
+			}
+			fig.set(b, v, ss.Metric)
+		}
+	}
+}
+
+// emit hands add the buckets that hold a step, in the order of their
+// keys: queries answer in any order, and the report's sums, added in the
+// order of the pieces, should not change in their last digits from one
+// run to the next.
+func (p *pieceSet) emit(add func(*usage.Bucket) error) error {
+	slices.SortFunc(p.order, func(x, y pieceEntry) int {
+		a, b := x.key, y.key
+		return cmp.Or(cmp.Compare(a.piece, b.piece), cmp.Compare(a.start, b.start), strings.Compare(a.device, b.device),
+			strings.Compare(a.owner.Namespace, b.owner.Namespace), strings.Compare(a.owner.Pod, b.owner.Pod), strings.Compare(a.owner.Container, b.owner.Container))
+	})
+	for _, e := range p.order {
+		b := e.b
+		if (b.Owner.IsZero() && b.SampledSteps == 0) || (!b.Owner.IsZero() && b.HeldSteps == 0) {
+			continue
+		}
+		if err := add(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The pieces of a report hour.
+const (
+	pieceHead = iota
+	pieceHourly
+	pieceDaily
+	pieceTail
+)
+
+// streamHourly reads w from the second level of rules where it holds w and
+// the first level covers every hour of it (recordedCovers, a group of days
+// at a time): each hourly window wholly inside w is read, for the per-hour
+// figures as recorded (two range queries at a 1 h step, nothing computed)
+// and counted in the report hour its window starts in, for the others
+// combined over each day of windows (a query per figure at a one-day step:
+// one point per series and day, not 24) and counted in the hour the day's
+// first window starts in, the queries a group of days at a time
+// (groupDays: a week, fewer for a large fleet); the head before the first
+// and the tail after the last (each under an hour) are read from the
+// 5-minute windows, as recordedQuery reads an hour, and counted in w's
+// first and last hours. Totals are those of the 5-minute windows that
+// ended in w, as the first level alone gives them; an hour's figures are
+// shifted by up to an hour. It says false, having read nothing, where the
+// rules do not hold w.
+func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.Duration, add func(*usage.Bucket) error) (bool, error) {
+	if s.ignoreRecorded || s.ignoreHourly || s.subqueriesOnly || bucket != HourWindow {
+		return false, nil
+	}
+	plan, err := s.planHourly(ctx, w)
+	if err != nil || plan == nil {
+		return false, err
+	}
+	groupDays := s.groupDays(plan.devices)
+	if ok, err := s.coversDays(ctx, w, bucket, groupDays); err != nil || !ok {
+		return false, err
+	}
+	s.countBuckets(true, int(w.End.Sub(w.Start)/bucket))
+	s.countHourlyWindows(len(plan.ends))
+	names := map[string]*bucketFigure{}
+	for i := range bucketFigures {
+		names[RecordedHourName(bucketFigures[i].name)] = &bucketFigures[i]
+	}
+	first, last := plan.ends[0], plan.ends[len(plan.ends)-1]
+	perChunk := int(bucketChunk / HourWindow)
+	nDays := (len(plan.ends) + perChunk - 1) / perChunk
+	dayEnds := func(day int) []time.Time { return plan.ends[day*perChunk : min((day+1)*perChunk, len(plan.ends))] }
+	// A group's queries share bucketParallel slots with the next group's,
+	// which start as soon as the group's days are being handed on:
+	// Prometheus answers the next group while gpupack files and hands on
+	// this one. Two groups' answers are held at most.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := semaphore.NewWeighted(bucketParallel)
+	read := func(lo int) *groupRead {
+		hi := min(lo+groupDays, nDays)
+		g, gctx := errgroup.WithContext(ctx)
+		group := &groupRead{lo: lo, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]figurePoints, hi-lo), labels: newLabelSets(), hourlySets: map[model.Fingerprint]model.Metric{}}
+		for k := range group.days {
+			group.days[k] = newPieceSet(w.Step, HourWindow)
+		}
+		goSlot := func(f func() error) {
+			g.Go(func() error {
+				if err := slots.Acquire(gctx, 1); err != nil {
+					return err
+				}
+				defer slots.Release(1)
+				return f()
+			})
+		}
+		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
+			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
+			edge := first.Add(-HourWindow)
+			s.goCombined(gctx, goSlot, group.labels, group.days[:1], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
+		}
+		if hi == nDays && last.Before(w.End.Add(-time.Millisecond)) {
+			// The tail: those that ended in (last, w.End - 1ms].
+			edge := w.End.Add(-time.Millisecond)
+			s.goCombined(gctx, goSlot, group.labels, group.days[hi-lo-1:], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, func(int) time.Time { return w.End.Add(-HourWindow) })
+		}
+		// The figures that only add to totals, each day's hourly windows
+		// combined into one piece, counted in the hour the first starts
+		// in, filed into the days' pieces as they come; the per-hour
+		// figures, kept as Prometheus sent them until their day is handed
+		// on.
+		s.goDaily(gctx, goSlot, w, group, dayEnds, hi)
+		s.goHourly(gctx, goSlot, group, names, w.Step, dayEnds, hi)
+		return group
+	}
+	next := read(0)
+	for lo := 0; lo < nDays; lo += groupDays {
+		cur := next
+		if lo+groupDays < nDays {
+			next = read(lo + groupDays)
+		}
+		err := cur.g.Wait()
+		for k := 0; err == nil && k < len(cur.days); k++ {
+			for _, fp := range cur.hourly[k] {
+				cur.days[k].file(fp.m, func(_ *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
+					end := t.Add(-hourLag)
+					return pieceHourly, hourStart(w, end.Add(time.Millisecond-HourWindow)), fp.fig
+				})
+			}
+			err = cur.days[k].emit(add)
+			cur.days[k], cur.hourly[k] = nil, nil
+		}
+		if err != nil {
+			cancel()
+			next.g.Wait() // its queries stop with the context
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// groupRead is the queries of a group of days (daysPerQuery) in flight:
+// the pieces of each day of the group, and the per-hour figures read for
+// it, kept until the day is handed on.
+type groupRead struct {
+	lo     int // the group's first day
+	g      *errgroup.Group
+	days   []*pieceSet
+	labels *labelSets // the label sets of the group's combined figures
+	mu     sync.Mutex
+	hourly [][]figurePoints
+	// hourlySets are the label sets of the per-hour figures' series, less
+	// their figure's name, by fast fingerprint: an owner's are one set for
+	// all its figures, not one each.
+	hourlySets map[model.Fingerprint]model.Metric
+}
+
+// figurePoints are the points of one per-hour figure in one day.
+type figurePoints struct {
+	fig *bucketFigure
+	m   model.Matrix
+}
+
+// goHourly reads, with goSlot, the per-hour figures of the days
+// [group.lo, hi) as recorded, in range queries at a 1 h step over the
+// days (hourlyQueries), and keeps each day's points in group.hourly by
+// figure, the figure found by its recorded name in names. A series
+// whose name is none of them is left out.
+func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group *groupRead, names map[string]*bucketFigure, step time.Duration, dayEnds func(int) []time.Time, hi int) {
+	first, last := dayEnds(group.lo), dayEnds(hi-1)
+	r := v1.Range{Start: first[0].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: HourWindow}
+	for _, q := range hourlyQueries(step) {
+		goSlot(func() error {
+			m, err := s.queryRange(ctx, q, r)
+			if err != nil {
+				return fmt.Errorf("bucket figures from gpupack's hourly recording rules: %w", err)
+			}
+			group.mu.Lock()
+			defer group.mu.Unlock()
+			// A day's windows are 24 consecutive hours from the group's first.
+			byDay := make([]map[*bucketFigure]model.Matrix, len(group.hourly))
+			for _, ss := range m {
+				fig := names[string(ss.Metric[model.MetricNameLabel])]
+				if fig == nil {
+					continue
+				}
+				// Each series carries its figure's name, so its label
+				// set is in no other series; without the name it is the
+				// set of the owner's (or device's) other figures, and
+				// the group holds it once, not once a figure.
+				delete(ss.Metric, model.MetricNameLabel)
+				metric := group.hourlySet(ss.Metric)
+				vals := ss.Values
+				for len(vals) > 0 {
+					k := int(vals[0].Timestamp.Time().Sub(r.Start) / bucketChunk)
+					n := 1
+					for n < len(vals) && int(vals[n].Timestamp.Time().Sub(r.Start)/bucketChunk) == k {
+						n++
+					}
+					if k >= 0 && k < len(byDay) {
+						if byDay[k] == nil {
+							byDay[k] = map[*bucketFigure]model.Matrix{}
+						}
+						byDay[k][fig] = append(byDay[k][fig], &model.SampleStream{Metric: metric, Values: vals[:n]})
+					}
+					vals = vals[n:]
+				}
+			}
+			for k := range byDay {
+				for fig, m := range byDay[k] {
+					group.hourly[k] = append(group.hourly[k], figurePoints{fig, m})
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// hourlySet is the group's label set equal to m, m itself the first
+// time; the caller holds g.mu.
+func (g *groupRead) hourlySet(m model.Metric) model.Metric {
+	fp := m.FastFingerprint() // no sorting, no allocation: a collision is checked below
+	if seen, ok := g.hourlySets[fp]; ok {
+		if seen.Equal(m) {
+			return seen
+		}
+		return m // another set with the same fingerprint: kept apart
+	}
+	g.hourlySets[fp] = m
+	return m
+}
+
+// daysPerQuery is the most days of hourly windows one query of the
+// hourly path reads. Prometheus finds a query's series in every block
+// that overlaps its range, and reads the index entry of each series
+// there, in the range or not: on blocks that span weeks (a long retention
+// merges up to 31 days into one), a query per day would read a month of
+// pods' entries for one day's. A week at a time reads them a few times a
+// month. gpupack holds up to two groups' answers (the daily figures filed
+// as they come, the per-hour ones as Prometheus sent them, filed a day at
+// a time as the days are handed on), so a group is shortened to hold no
+// more than groupDeviceDays.
+const daysPerQuery = 7
+
+// groupDeviceDays bounds a group's days times its devices: two groups
+// then hold about what two days of 1,000 GPUs a day at a time did.
+const groupDeviceDays = 1000
+
+// groupDays is how many days of hourly windows a query of the hourly path
+// reads for a fleet of devices (the most an hourly window held).
+func (s *Source) groupDays(devices int) int {
+	if s.daysPerGroup > 0 {
+		return s.daysPerGroup
+	}
+	return min(max(groupDeviceDays/max(devices, 1), 1), daysPerQuery)
+}
+
+// goDaily reads, with goSlot, the daily figures of the days [group.lo,
+// hi): a range query at a one-day step per figure for the days of a whole
+// day of hourly windows, another for a last day of fewer, each day's
+// points filed into its own pieces.
+func (s *Source) goDaily(ctx context.Context, goSlot func(func() error), w usage.Window, group *groupRead, dayEnds func(int) []time.Time, hi int) {
+	read := func(from, to int) { // days [from, to), their windows equally long
+		first, last := dayEnds(from), dayEnds(to-1)
+		r := v1.Range{Start: first[len(first)-1].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: bucketChunk}
+		s.goCombined(ctx, goSlot, group.labels, group.days[from-group.lo:to-group.lo], w.Step, r, first[len(first)-1].Sub(first[0]), dailyFigures(), RecordedHourName, pieceDaily, func(k int) time.Time {
+			return hourStart(w, dayEnds(from + k)[0].Add(time.Millisecond-HourWindow))
+		})
+	}
+	whole := int(bucketChunk / HourWindow)
+	full := group.lo
+	for full < hi && len(dayEnds(full)) == whole {
+		full++
+	}
+	if full > group.lo {
+		read(group.lo, full)
+	}
+	for k := full; k < hi; k++ {
+		read(k, k+1)
+	}
+}
+
+// coversDays says whether the first level of the rules covers every hour
+// of w (recordedCoverage), days days to a query, the queries sent at once.
+func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Duration, days int) (bool, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(bucketParallel)
+	var mu sync.Mutex
+	covered := true
+	span := time.Duration(days) * bucketChunk
+	for from := w.Start; from.Before(w.End); from = from.Add(span) {
+		to := from.Add(span)
+		if to.After(w.End) {
+			to = w.End
+		}
+		r := v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket}
+		g.Go(func() error {
+			ok, err := s.recordedCoverage(gctx, r, w.Step, bucket, true)
+			mu.Lock()
+			defer mu.Unlock()
+			covered = covered && ok
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return false, err
+	}
+	return covered, nil
+}
+
+// goCombined reads, with goSlot, the figures figs (indexes into
+// bucketFigures) combined over the recorded series that name gives them:
+// at each time of r, those recorded in the span before it (at least the
+// one at that time). The points of r's k-th time are filed into sets[k],
+// as piece, in the report hour start(k). The answers share their label
+// sets through labels.
+func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), labels *labelSets, sets []*pieceSet, step time.Duration, r v1.Range, span time.Duration, figs []int, name func(string) string, piece int, start func(k int) time.Time) {
+	queries, err := combinedQueries(step, span, figs, name)
+	if err != nil {
+		goSlot(func() error { return err })
+		return
+	}
+	for k, q := range queries {
+		fig := &bucketFigures[figs[k]]
+		goSlot(func() error {
+			m, err := s.queryRangeSharing(ctx, q, r, labels)
+			if err != nil {
+				return fmt.Errorf("bucket figure %q from gpupack's recording rules at %s: %w", fig.name, r.End.Format(time.RFC3339), err)
+			}
+			for i, set := range sets {
+				at := r.Start.Add(time.Duration(i) * r.Step).UnixMilli()
+				set.file(m, func(_ *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
+					if t.UnixMilli() != at {
+						return 0, time.Time{}, nil
+					}
+					return piece, start(i), fig
+				})
+			}
+			return nil
+		})
+	}
+}
+
+// combinedQueries combine, for goCombined, each of the figures figs over
+// the recorded series that name gives it in the last span: a query per
+// figure. Joining several in one query (each series labelled with its
+// figure, joined by "or") cost Prometheus a third more for the same
+// series: each "or" hashes every series of both sides, and each label
+// added is one more to encode.
+func combinedQueries(step, span time.Duration, figs []int, name func(string) string) ([]string, error) {
+	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
+	var out []string
+	for _, i := range figs {
+		q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, rng)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// perHourFigures are the figures whose hour matters to a report: an
+// owner's held, activity-known and active shares (the hourly levels and
+// its first hour), its shared steps (who shared a GPU in the same hour)
+// and its held steps (for its bucket to count); the hourly path reads them
+// per hourly window, the others once per day of them.
+var perHourFigures = map[string]bool{"held steps": true, "held share": true, "activity-known share": true, "active share": true, "shared steps": true}
+
+func allFigures() []int {
+	var out []int
+	for i := range bucketFigures {
+		out = append(out, i)
+	}
+	return out
+}
+
+// dailyFigures are the figures read once per day of hourly windows: all
+// but the per-hour ones, and an owner's held steps again, which weigh its
+// day's VRAM percentiles (an owner's held steps add up nowhere else).
+func dailyFigures() []int {
+	var out []int
+	for i, f := range bucketFigures {
+		if !perHourFigures[f.name] || f.name == "held steps" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// hourlyQueries select the second level's series of the step of the
+// per-hour figures, in two queries that Prometheus answers at once;
+// nothing is computed, the recorded points are read as they are.
+func hourlyQueries(step time.Duration) []string {
+	var names []string
+	for _, f := range bucketFigures {
+		if perHourFigures[f.name] {
+			names = append(names, regexp.QuoteMeta(RecordedHourName(f.name)))
+		}
+	}
+	slices.Sort(names)
+	var out []string
+	per := (len(names) + 1) / 2
+	for lo := 0; lo < len(names); lo += per {
+		out = append(out, fmt.Sprintf("{__name__=~%q, %s=%q}", strings.Join(names[lo:min(lo+per, len(names))], "|"), StepLabel, stepValue(step)))
+	}
+	return out
+}
