@@ -10,6 +10,9 @@
 // that suit spot capacity.
 //
 // plan is a pure package: it must not import client-go, net/http, the
-// Prometheus client or any CLI library. Usage comes in as the small
-// usage.PodFacts struct defined here.
+// Prometheus client, any CLI library, or the Kubernetes API types
+// (k8s.io/api, k8s.io/apimachinery). What it applies through Kubernetes
+// objects it states as its own types (DRAPlan, DeviceTaintRule), in the
+// words of api/nvidiadra; the edge (internal/render/planout) builds the objects.
+// Usage comes in as the small usage.PodFacts struct defined here.
 package plan

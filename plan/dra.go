@@ -6,29 +6,64 @@ import (
 	"slices"
 	"strings"
 
-	resourcev1 "k8s.io/api/resource/v1"
-	"sigs.k8s.io/yaml"
-
 	"github.com/gpupack/gpupack/api/gpuoperator"
+	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/nvidiadra"
 	"github.com/gpupack/gpupack/placement"
 )
 
-// DRAObjects are what the plan applies to pools whose GPUs are offered
-// through Dynamic Resource Allocation by NVIDIA's DRA driver (package
-// nvidiadra says which version): the driver's DeviceClasses, one shared
-// ResourceClaim per time-sliced or MPS workload (its pods share one GPU by
-// referencing it, with the driver's sharing config), and one
-// ResourceClaimTemplate per MIG workload (each pod gets a MIG device of
-// its profile).
-type DRAObjects struct {
-	DeviceClasses  []resourcev1.DeviceClass           `json:"deviceClasses"`
-	Claims         []resourcev1.ResourceClaim         `json:"resourceClaims,omitempty"`
-	ClaimTemplates []resourcev1.ResourceClaimTemplate `json:"resourceClaimTemplates,omitempty"`
-	profiles       map[string]bool
+// DRAPlan is what the plan applies to pools whose GPUs are offered through
+// Dynamic Resource Allocation by NVIDIA's DRA driver (package
+// api/nvidiadra names its words): the MIG profiles that need a
+// DeviceClass beside the driver's two, one shared ResourceClaim per
+// time-sliced or MPS workload (its pods share one GPU by referencing it,
+// with the driver's sharing config), and one ResourceClaimTemplate per MIG
+// workload (each pod gets a MIG device of its profile). It is intent, not
+// Kubernetes objects: the edge builds those from it.
+type DRAPlan struct {
+	// MIGProfiles are the profiles of the claim templates, sorted and
+	// without repeats; each gets a DeviceClass serving its device plugin
+	// resource (nvidia.com/mig-<profile>), so that requests rewritten to a
+	// MIG profile are served by DRA too.
+	MIGProfiles    []string           `json:"migProfiles,omitempty"`
+	Claims         []SharedClaim      `json:"sharedClaims,omitempty"`
+	ClaimTemplates []MIGClaimTemplate `json:"migClaimTemplates,omitempty"`
+}
+
+// SharedClaim is a ResourceClaim for one whole GPU that every pod of one
+// workload references, so that they share that GPU by time-slicing or as
+// MPS clients.
+type SharedClaim struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Method is TimeSlicing (at the driver's default interval) or MPS.
+	Method Method `json:"method"`
+	// MPS limits each client when Method is MPS; nil otherwise.
+	MPS *MPSLimits `json:"mps,omitempty"`
+	// MemoryRequest is the device memory capacity the claim asks for its
+	// pods together, where the pool's devices allow multiple allocations
+	// and offer memory as a consumable capacity; zero when it asks none
+	// (the claim takes a whole device).
+	MemoryRequest cluster.Quantity `json:"memoryRequest,omitempty"`
+}
+
+// MPSLimits are what each MPS client of a shared GPU may use.
+type MPSLimits struct {
+	// ThreadPercent is its share of the GPU's threads, 1..100: a cap,
+	// not a reservation.
+	ThreadPercent int `json:"threadPercent"`
+	// PinnedMemory is the device memory it may pin.
+	PinnedMemory gpu.MiB `json:"pinnedMemoryMiB"`
+}
+
+// MIGClaimTemplate is a ResourceClaimTemplate whose claims (one per pod of
+// the workload) each get one MIG device of Profile.
+type MIGClaimTemplate struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Profile   string `json:"profile"`
 }
 
 // draSelector is the node label that a DRA pool's shared pods select its
@@ -74,10 +109,10 @@ func (p *pool) keepUnclaimable(tsBins map[string][]sharedBin) bool {
 
 // addClaims records the DRA pool's claims and claim templates, and names
 // them in the decisions.
-func (pl *Plan) addClaims(p *pool, pp PoolPlan, s *cluster.Snapshot) error {
+func (pl *Plan) addClaims(p *pool, _ PoolPlan, s *cluster.Snapshot) error {
 	memory := p.sharedMemory(s)
 	if pl.DRA == nil {
-		pl.DRA = &DRAObjects{profiles: map[string]bool{}}
+		pl.DRA = &DRAPlan{}
 	}
 	for _, d := range p.decisions {
 		if d.Action == Keep || d.Action == Unplaceable {
@@ -86,7 +121,8 @@ func (pl *Plan) addClaims(p *pool, pp PoolPlan, s *cluster.Snapshot) error {
 		ns := d.w.Namespace
 		switch d.Method {
 		case TimeSlicing, MPS:
-			cfg := nvidiadra.TimeSlicing()
+			name := gpuoperator.ConfigName("gpupack", d.w.Owner, string(d.Method))
+			c := SharedClaim{Namespace: ns, Name: name, Method: d.Method}
 			if d.Method == MPS {
 				// The claim's pods are MPS clients of one GPU, each with
 				// the share of memory the plan sized and of threads,
@@ -94,13 +130,8 @@ func (pl *Plan) addClaims(p *pool, pp PoolPlan, s *cluster.Snapshot) error {
 				// (1/clients at least; the percentage caps, it reserves
 				// nothing).
 				limit := p.model.Usable / gpu.MiB(d.clients)
-				cfg = nvidiadra.MPS(ceilDiv(100, d.clients), int64(limit))
+				c.MPS = &MPSLimits{ThreadPercent: ceilDiv(100, d.clients), PinnedMemory: limit}
 				d.After.VRAMLimit = limit
-			}
-			name := gpuoperator.ConfigName("gpupack", d.w.Owner, string(d.Method))
-			c, err := nvidiadra.SharedClaim(ns, name, cfg)
-			if err != nil {
-				return fmt.Errorf("workload %s: %w", d.Workload, err)
 			}
 			if memory != nil {
 				// The claim's pods share its one share of the device: ask
@@ -111,7 +142,7 @@ func (pl *Plan) addClaims(p *pool, pp PoolPlan, s *cluster.Snapshot) error {
 				}
 				need := cluster.Quantity(per*gpu.MiB(len(d.w.Pods))) << 20
 				if most, ok := placement.LargestAllowed(memory, memory.Value); ok && need <= most {
-					nvidiadra.RequestMemory(&c, int64(need))
+					c.MemoryRequest = need
 				} else {
 					pl.Warnings = append(pl.Warnings, fmt.Sprintf("workload %s: its claim asks no memory capacity: its pods need %s together, above what the devices' memory request policy allows (%s); the claim takes what the policy's default or the whole device gives", d.Workload, need, most))
 				}
@@ -120,12 +151,14 @@ func (pl *Plan) addClaims(p *pool, pp PoolPlan, s *cluster.Snapshot) error {
 			d.After.ResourceClaim = name
 		case MIG:
 			name := gpuoperator.ConfigName("gpupack", d.w.Owner, d.Profile)
-			pl.DRA.ClaimTemplates = append(pl.DRA.ClaimTemplates, nvidiadra.MIGClaimTemplate(ns, name, d.Profile))
-			pl.DRA.profiles[d.Profile] = true
+			pl.DRA.ClaimTemplates = append(pl.DRA.ClaimTemplates, MIGClaimTemplate{Namespace: ns, Name: name, Profile: d.Profile})
+			if !slices.Contains(pl.DRA.MIGProfiles, d.Profile) {
+				pl.DRA.MIGProfiles = append(pl.DRA.MIGProfiles, d.Profile)
+				slices.Sort(pl.DRA.MIGProfiles)
+			}
 			d.After.ResourceClaimTemplate = name
 		}
 	}
-	pl.DRA.DeviceClasses = nvidiadra.DeviceClasses(slices.Sorted(maps.Keys(pl.DRA.profiles)))
 	return nil
 }
 
@@ -156,40 +189,6 @@ func (p *pool) sharedMemory(s *cluster.Snapshot) *cluster.DeviceCapacity {
 // referencing a ResourceClaim (time slices and MPS clients of a DRA pool),
 // not by the extended resource the admission webhook rewrites requests to.
 func (d *Decision) viaClaim() bool { return d.After.ResourceClaim != "" }
-
-// DRAManifests renders the DRA objects as one multi-document YAML file, in
-// the order they apply: DeviceClasses, ResourceClaims, ResourceClaimTemplates.
-// It is empty when no pool's GPUs are offered through DRA.
-func (pl *Plan) DRAManifests() ([]byte, error) {
-	if pl.DRA == nil {
-		return nil, nil
-	}
-	var docs []string
-	add := func(obj any) error {
-		b, err := yaml.Marshal(obj)
-		if err != nil {
-			return err
-		}
-		docs = append(docs, string(b))
-		return nil
-	}
-	for i := range pl.DRA.DeviceClasses {
-		if err := add(&pl.DRA.DeviceClasses[i]); err != nil {
-			return nil, err
-		}
-	}
-	for i := range pl.DRA.Claims {
-		if err := add(&pl.DRA.Claims[i]); err != nil {
-			return nil, err
-		}
-	}
-	for i := range pl.DRA.ClaimTemplates {
-		if err := add(&pl.DRA.ClaimTemplates[i]); err != nil {
-			return nil, err
-		}
-	}
-	return []byte(strings.Join(docs, "---\n")), nil
-}
 
 // partitionableWarnings names, per DRA pool, the GPUs offered as
 // partitionable devices (dynamic MIG over shared counters), which the plan

@@ -2,22 +2,15 @@ package plan
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
-	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
-
-	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/usage"
 )
 
 // TaintedGPU is a GPU offered through DRA that reported an XID error
-// marking it unhealthy in the usage window, with the DeviceTaintRules
-// (resource.k8s.io/v1) that keep new claims off its devices.
+// marking it unhealthy in the usage window, with the DeviceTaintRules that
+// keep new claims off its devices.
 type TaintedGPU struct {
 	Node string `json:"node"`
 	UUID string `json:"uuid"`
@@ -29,12 +22,24 @@ type TaintedGPU struct {
 	Rules []string `json:"rules"`
 }
 
-// taintUnhealthy makes a DeviceTaintRule with a NoSchedule taint
-// gpupack.io/xid=<XID> for each DRA device of every GPU that the usage
-// facts say reported a critical XID, so that no new claim is allocated it
-// while pods that hold it keep running (NoExecute would evict them). A GPU
-// that DRA does not offer gets a warning instead (the device plugin marks
-// its GPUs unhealthy itself).
+// DeviceTaintRule is the intent of one resource.k8s.io/v1
+// DeviceTaintRule: it selects one DRA device by driver, pool and device and
+// taints it gpupack.io/xid=<XID> (wellknown.TaintXID) with effect
+// NoSchedule, so that no new claim is allocated the device while the pods
+// that hold it keep running (NoExecute would evict them). The edge builds
+// the object from it.
+type DeviceTaintRule struct {
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	Pool   string `json:"pool"`
+	Device string `json:"device"`
+	XID    int    `json:"xid"`
+}
+
+// taintUnhealthy makes a DeviceTaintRule for each DRA device of every GPU
+// that the usage facts say reported a critical XID. A GPU that DRA does
+// not offer gets a warning instead (the device plugin marks its GPUs
+// unhealthy itself).
 func (pl *Plan) taintUnhealthy(s *cluster.Snapshot, u *usage.Facts) {
 	if u == nil {
 		return
@@ -54,14 +59,7 @@ func (pl *Plan) taintUnhealthy(s *cluster.Snapshot, u *usage.Facts) {
 		tg := TaintedGPU{Node: bad.Node, UUID: bad.UUID, XID: bad.XID}
 		for _, device := range g.DRA.Names() {
 			name := taintRuleName(g.DRA.Pool, device)
-			pl.TaintRules = append(pl.TaintRules, resourcev1.DeviceTaintRule{
-				TypeMeta:   metav1.TypeMeta{APIVersion: resourcev1.SchemeGroupVersion.String(), Kind: "DeviceTaintRule"},
-				ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec: resourcev1.DeviceTaintRuleSpec{
-					DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To(g.DRA.Driver), Pool: ptr.To(g.DRA.Pool), Device: ptr.To(device)},
-					Taint:          resourcev1.DeviceTaint{Key: wellknown.TaintXID, Value: strconv.Itoa(bad.XID), Effect: resourcev1.DeviceTaintEffectNoSchedule},
-				},
-			})
+			pl.TaintRules = append(pl.TaintRules, DeviceTaintRule{Name: name, Driver: g.DRA.Driver, Pool: g.DRA.Pool, Device: device, XID: bad.XID})
 			tg.Devices = append(tg.Devices, cluster.DeviceID(g.DRA.Driver, g.DRA.Pool, device))
 			tg.Rules = append(tg.Rules, name)
 		}
@@ -82,23 +80,4 @@ func taintRuleName(pool, device string) string {
 		return '-'
 	}, "gpupack-unhealthy-"+pool+"-"+device)
 	return strings.TrimRight(name[:min(len(name), 253)], "-.")
-}
-
-// TaintRuleManifests renders the DeviceTaintRules as one multi-document
-// YAML file; empty when no DRA GPU is unhealthy.
-func (pl *Plan) TaintRuleManifests() ([]byte, error) {
-	var docs []string
-	for _, r := range pl.TaintRules {
-		// Without the empty status a DeviceTaintRule would print.
-		b, err := yaml.Marshal(struct {
-			metav1.TypeMeta `json:",inline"`
-			Metadata        metav1.ObjectMeta              `json:"metadata"`
-			Spec            resourcev1.DeviceTaintRuleSpec `json:"spec"`
-		}{r.TypeMeta, r.ObjectMeta, r.Spec})
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, string(b))
-	}
-	return []byte(strings.Join(docs, "---\n")), nil
 }

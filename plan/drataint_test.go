@@ -13,9 +13,10 @@ import (
 
 // TestTaintUnhealthy: each DRA device of a GPU that reported a critical XID
 // gets a DeviceTaintRule (the whole GPU's device, or every MIG device of a
-// MIG GPU) selecting it by driver, pool and device, with a NoSchedule
-// taint gpupack.io/xid=<XID>; a GPU that DRA does not offer (the device
-// plugin's, or one the snapshot lacks) gets a warning, no rule.
+// MIG GPU) selecting it by driver, pool and device, with its XID (package
+// planout's TestDeviceTaintRuleManifests checks the objects rendered from
+// them); a GPU that DRA does not offer (the device plugin's, or one the
+// snapshot lacks) gets a warning, no rule.
 func TestTaintUnhealthy(t *testing.T) {
 	s := fixture.DRATaintSnapshot(t)
 	u := &usage.Facts{Window: 24 * 3600e9, Pods: map[string]usage.PodFacts{}, Unhealthy: []usage.UnhealthyGPU{
@@ -33,26 +34,13 @@ func TestTaintUnhealthy(t *testing.T) {
 	if diff := cmp.Diff(want, pl.Tainted); diff != "" {
 		t.Errorf("tainted GPUs (-want +got):\n%s", diff)
 	}
-	out, err := pl.TaintRuleManifests()
-	if err != nil {
-		t.Fatal(err)
+	wantRules := []DeviceTaintRule{
+		{Name: "gpupack-unhealthy-dra-a-gpu-0", Driver: "gpu.nvidia.com", Pool: "dra-a", Device: "gpu-0", XID: 79},
+		{Name: "gpupack-unhealthy-dra-a-gpu-2-mig-3g40gb-9-0", Driver: "gpu.nvidia.com", Pool: "dra-a", Device: "gpu-2-mig-3g40gb-9-0", XID: 48},
+		{Name: "gpupack-unhealthy-dra-a-gpu-2-mig-3g40gb-9-4", Driver: "gpu.nvidia.com", Pool: "dra-a", Device: "gpu-2-mig-3g40gb-9-4", XID: 48},
 	}
-	first := `apiVersion: resource.k8s.io/v1
-kind: DeviceTaintRule
-metadata:
-  name: gpupack-unhealthy-dra-a-gpu-0
-spec:
-  deviceSelector:
-    device: gpu-0
-    driver: gpu.nvidia.com
-    pool: dra-a
-  taint:
-    effect: NoSchedule
-    key: gpupack.io/xid
-    value: "79"
-`
-	if docs := strings.Split(string(out), "---\n"); len(docs) != 3 || docs[0] != first {
-		t.Errorf("manifests: %d documents, the first:\n%s\nwant 3, the first:\n%s", len(docs), docs[0], first)
+	if diff := cmp.Diff(wantRules, pl.TaintRules); diff != "" {
+		t.Errorf("taint rules (-want +got):\n%s", diff)
 	}
 	for _, w := range []string{"GPU GPU-p-0 of node plugin reported XID 79, but no GPU that DRA offers there has that UUID", "GPU GPU-gone of node dra-a reported XID 94, but no GPU that DRA offers there has that UUID"} {
 		found := false

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"time"
 
-	resourcev1 "k8s.io/api/resource/v1"
-
 	"github.com/gpupack/gpupack/api/gpuoperator"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
@@ -103,12 +101,12 @@ type Plan struct {
 	MIGParted    map[string][]MIGDeviceConfig  `json:"migConfigs"`
 	// DRA is what the plan applies to pools whose GPUs are offered through
 	// DRA; nil when there are none.
-	DRA *DRAObjects `json:"dra,omitempty"`
+	DRA *DRAPlan `json:"dra,omitempty"`
 	// TaintRules are DeviceTaintRules that keep new claims off the DRA
 	// GPUs that reported an XID error marking them unhealthy (Tainted
 	// names them).
-	TaintRules []resourcev1.DeviceTaintRule `json:"deviceTaintRules,omitempty"`
-	Tainted    []TaintedGPU                 `json:"taintedGPUs,omitempty"`
+	TaintRules []DeviceTaintRule `json:"deviceTaintRules,omitempty"`
+	Tainted    []TaintedGPU      `json:"taintedGPUs,omitempty"`
 	// Autoscaling is the KEDA ScaledObjects and Karpenter NodePools that
 	// fit the plan.
 	Autoscaling *Autoscaling `json:"autoscaling"`

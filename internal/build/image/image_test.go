@@ -27,7 +27,7 @@ import (
 )
 
 // repoRoot is the repository, from this package's directory.
-const repoRoot = "../.."
+const repoRoot = "../../.."
 
 // The gpupack binary, built once for the package's tests in a directory
 // that TestMain removes.

@@ -19,7 +19,7 @@ func TestGolden(t *testing.T) {
 		"demo.table":     {format: "table"},
 		"demo.json":      {format: "json"},
 		"demo-pod.table": {format: "table", pod: "ml/train-7b"},
-		"no-usage.table": {format: "table", cluster: source.Cluster{Snapshot: "../../demo/cluster.yaml"}},
+		"no-usage.table": {format: "table", cluster: source.Cluster{Snapshot: "../../source/demo/cluster.yaml"}},
 		// The demo of an hour of usage, kept for the cases the demo world lacks:
 		// a pod that fits now with its own usage, a model's memory estimate.
 		"hour.table":     {format: "table", cluster: source.Cluster{Snapshot: "testdata/hour.cluster.yaml"}, usage: "testdata/hour.usage.yaml"},

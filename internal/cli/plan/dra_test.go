@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/nvidiadra"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 )
@@ -50,9 +50,13 @@ func TestDRAClaimsDoWhatThePlanSays(t *testing.T) {
 	if p.DRA == nil {
 		t.Fatal("no DRA objects for a cluster with DRA GPUs")
 	}
+	objs, err := planout.DRAObjectsOf(p.DRA)
+	if err != nil {
+		t.Fatal(err)
+	}
 	usable := gpu.Default().MustLookup("H100-80GB").Usable
 	claims := map[string]int{}
-	for i, c := range p.DRA.Claims {
+	for i, c := range objs.Claims {
 		claims[c.Namespace+"/"+c.Name] = i
 	}
 	shared, kept := 0, 0
@@ -79,8 +83,8 @@ func TestDRAClaimsDoWhatThePlanSays(t *testing.T) {
 			t.Errorf("%s: claim %q is not among the DRA objects", d.Workload, d.After.ResourceClaim)
 			continue
 		}
-		var cfg nvidiadra.GpuConfig
-		if err := json.Unmarshal(p.DRA.Claims[i].Spec.Devices.Config[0].Opaque.Parameters.Raw, &cfg); err != nil {
+		var cfg planout.GpuConfig
+		if err := json.Unmarshal(objs.Claims[i].Spec.Devices.Config[0].Opaque.Parameters.Raw, &cfg); err != nil {
 			t.Fatal(err)
 		}
 		if d.VRAMNeed*gpu.MiB(d.Pods) > usable || d.ComputeNeed*float64(d.Pods) > 1 {
@@ -103,8 +107,8 @@ func TestDRAClaimsDoWhatThePlanSays(t *testing.T) {
 			}
 		}
 	}
-	if shared != len(p.DRA.Claims) || shared < 2 || kept != 1 {
-		t.Errorf("%d shared DRA workloads, %d claims, %d kept because one claim cannot hold them: want a claim each, at least 2, and 1 kept", shared, len(p.DRA.Claims), kept)
+	if shared != len(objs.Claims) || shared < 2 || kept != 1 {
+		t.Errorf("%d shared DRA workloads, %d claims, %d kept because one claim cannot hold them: want a claim each, at least 2, and 1 kept", shared, len(objs.Claims), kept)
 	}
 	for _, nc := range p.Nodes {
 		n, _ := s.Node(nc.Node)

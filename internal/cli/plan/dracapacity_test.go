@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/nvidiadra"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -25,8 +26,12 @@ func TestDRAClaimsAskMemoryCapacity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			objs, err := planout.DRAObjectsOf(p.DRA)
+			if err != nil {
+				t.Fatal(err)
+			}
 			asked := map[string]int64{}
-			for _, c := range p.DRA.Claims {
+			for _, c := range objs.Claims {
 				if capacity := c.Spec.Devices.Requests[0].Exactly.Capacity; capacity != nil {
 					m := capacity.Requests[nvidiadra.CapacityMemory]
 					asked[c.Namespace+"/"+c.Name] = m.Value()

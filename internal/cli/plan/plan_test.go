@@ -29,7 +29,7 @@ func TestGolden(t *testing.T) {
 	cases := map[string]func(o *options){
 		"demo.table":     func(*options) {},
 		"demo.json":      func(o *options) { o.format = "json" },
-		"no-usage.table": func(o *options) { o.cluster.Snapshot = "../../demo/cluster.yaml" },
+		"no-usage.table": func(o *options) { o.cluster.Snapshot = "../../source/demo/cluster.yaml" },
 		// The demo of three pools, kept for the cases the demo world lacks: a
 		// node that mixes MIG and time-slicing, multi-GPU pods.
 		"pools.table": func(o *options) {

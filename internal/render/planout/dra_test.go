@@ -38,7 +38,7 @@ func draPlan(t *testing.T) (*plan.Plan, *cluster.Snapshot) {
 func draPlanOf(t *testing.T, snapshot string) (*plan.Plan, *cluster.Snapshot) {
 	t.Helper()
 	read := func(name string) []byte {
-		b, err := os.ReadFile("../cli/plan/testdata/" + name)
+		b, err := os.ReadFile("../../cli/plan/testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,9 +84,13 @@ func TestDRAManifestsAccepted(t *testing.T) {
 			objs = documents(t, f.Data)
 		}
 	}
-	want := len(p.DRA.DeviceClasses) + len(p.DRA.Claims) + len(p.DRA.ClaimTemplates)
-	if len(objs) != want || len(p.DRA.Claims) == 0 || len(p.DRA.ClaimTemplates) == 0 {
-		t.Fatalf("%s holds %d objects; the plan has %d (%d claims, %d templates): want them all, some of each", planout.FileDRA, len(objs), want, len(p.DRA.Claims), len(p.DRA.ClaimTemplates))
+	built, err := planout.DRAObjectsOf(p.DRA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(built.DeviceClasses) + len(built.Claims) + len(built.ClaimTemplates)
+	if len(objs) != want || len(built.Claims) == 0 || len(built.ClaimTemplates) == 0 {
+		t.Fatalf("%s holds %d objects; the plan has %d (%d claims, %d templates): want them all, some of each", planout.FileDRA, len(objs), want, len(built.Claims), len(built.ClaimTemplates))
 	}
 
 	c := testcluster.Start(t, testcluster.Options{})
@@ -113,8 +117,8 @@ func TestDRAManifestsAccepted(t *testing.T) {
 		}
 	}
 	// The apiserver validates what it can of a claim's config: the driver
-	// name. (The opaque parameters are the driver's to validate; package
-	// nvidiadra's test decodes them as it does.)
+	// name. (The opaque parameters are the driver's to validate;
+	// TestOpaqueConfigDecodesAsTheDriver decodes them as it does.)
 	for _, obj := range objs {
 		if obj.GetKind() != "ResourceClaim" {
 			continue

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
@@ -17,12 +18,16 @@ func TestDRACapacityClaimsAccepted(t *testing.T) {
 		t.Skip("starts a real kube-apiserver")
 	}
 	p, _ := draPlanOf(t, "dracapacity.cluster.yaml")
+	objs, err := planout.DRAObjectsOf(p.DRA)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := testcluster.Start(t, testcluster.Options{})
 	claims := c.Client().ResourceV1()
 	namespaces := map[string]bool{}
 	asking := 0
-	for i := range p.DRA.Claims {
-		claim := &p.DRA.Claims[i]
+	for i := range objs.Claims {
+		claim := &objs.Claims[i]
 		if claim.Spec.Devices.Requests[0].Exactly.Capacity == nil {
 			continue
 		}

@@ -2,9 +2,16 @@
 // `gpupack plan` prints, and the files that `gpupack plan --out` writes and
 // `gpupack serve` offers for download (the device plugin ConfigMap, the
 // mig-parted config, the node labels, the workload requests, the KEDA
-// ScaledObjects and Karpenter NodePools, and plan.md).
+// ScaledObjects and Karpenter NodePools, the DRA objects and
+// DeviceTaintRules, and plan.md).
+//
 // It is an edge package: the planning is plan's, and it writes nothing to
-// disk itself.
+// disk itself. It owns the resource.k8s.io/v1 objects of NVIDIA's DRA
+// driver (DeviceClasses, ResourceClaims with the driver's opaque sharing
+// config, ResourceClaimTemplates, DeviceTaintRules), which it builds with
+// the k8s.io/api types from plan's intent (plan.DRAPlan,
+// plan.DeviceTaintRule) and the driver's words in api/nvidiadra. It must
+// not import client-go or a CLI library: it talks to no cluster.
 package planout
 
 import (
@@ -16,9 +23,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/internal/nvidiadra"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -61,8 +68,8 @@ func Files(p *plan.Plan, s *cluster.Snapshot) ([]File, error) {
 		{FileRequests, p.WorkloadRequests},
 		{FileKEDA, p.KEDAScaledObjects},
 		{FileKarpenter, p.KarpenterNodePools},
-		{FileDRA, p.DRAManifests},
-		{FileDRATaintRules, p.TaintRuleManifests},
+		{FileDRA, func() ([]byte, error) { return draManifests(p) }},
+		{FileDRATaintRules, func() ([]byte, error) { return taintRuleManifests(p) }},
 		{FileSummary, func() ([]byte, error) { var b strings.Builder; writeMarkdown(&b, p, s); return []byte(b.String()), nil }},
 	} {
 		b, err := g.make()
@@ -157,7 +164,7 @@ func draLines(p *plan.Plan) []string {
 			out = append(out, fmt.Sprintf("dra: %s: each pod gets a MIG %s device by asking %s (DeviceClass %s), or from ResourceClaimTemplate %s, with node selector %s", d.Workload, d.Profile, d.After.Resource, nvidiadra.MIGClassName(d.Profile), d.After.ResourceClaimTemplate, sel))
 		}
 	}
-	return append(out, fmt.Sprintf("dra: %d DeviceClasses, %d ResourceClaims, %d ResourceClaimTemplates in %s; NVIDIA's DRA driver needs its TimeSlicingSettings and MPSSupport feature gates for the claims' sharing configs", len(p.DRA.DeviceClasses), len(p.DRA.Claims), len(p.DRA.ClaimTemplates), FileDRA))
+	return append(out, fmt.Sprintf("dra: %d DeviceClasses, %d ResourceClaims, %d ResourceClaimTemplates in %s; NVIDIA's DRA driver needs its TimeSlicingSettings and MPSSupport feature gates for the claims' sharing configs", len(DeviceClasses(p.DRA.MIGProfiles)), len(p.DRA.Claims), len(p.DRA.ClaimTemplates), FileDRA))
 }
 
 // taintLines name each DRA GPU that reported an XID marking it unhealthy

@@ -10,8 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/nvidiadra"
+	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/source/kube"
 )
 
@@ -134,10 +135,10 @@ func NVIDIASlice(node string, gpus ...DRAGPU) *resourcev1.ResourceSlice {
 
 // NVIDIADeviceClasses are the driver's DeviceClasses gpu.nvidia.com (whole
 // GPUs, serving the extended resource nvidia.com/gpu) and mig.nvidia.com,
-// as package nvidiadra writes them for plan.
+// as package planout writes them for a plan.
 func NVIDIADeviceClasses() []*resourcev1.DeviceClass {
 	var out []*resourcev1.DeviceClass
-	for _, c := range nvidiadra.DeviceClasses(nil) {
+	for _, c := range planout.DeviceClasses(nil) {
 		out = append(out, &c)
 	}
 	return out

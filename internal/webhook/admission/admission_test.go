@@ -29,7 +29,7 @@ func pod(name string, labels map[string]string, containers ...map[string]string)
 // webhook is tested against what the planner writes.
 func requests(t *testing.T) map[string]plan.WorkloadRequest {
 	t.Helper()
-	data, err := os.ReadFile("../cli/plan/testdata/out-workload-requests.yaml.golden")
+	data, err := os.ReadFile("../../cli/plan/testdata/out-workload-requests.yaml.golden")
 	if err != nil {
 		t.Fatal(err)
 	}
