@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin_dir="$(hack/k8s-bins.sh | tee /dev/stderr | tail -n 1)"
 echo "[e2e] binaries in ${bin_dir}"
-GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="${bin_dir}" go test ./internal/testcluster/... ./internal/e2e/... -count=1 "$@"
+GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="${bin_dir}" go test ./internal/testkit/testcluster/... ./internal/e2e/... -count=1 "$@"

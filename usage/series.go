@@ -195,6 +195,12 @@ func MinStep(length time.Duration) time.Duration {
 	return (step + time.Second - 1).Truncate(time.Second)
 }
 
+// DefaultStep is the query step for a window read raw: 30 s, or the
+// shortest whole number of seconds that keeps the window within MaxSteps.
+func DefaultStep(length time.Duration) time.Duration {
+	return max(30*time.Second, MinStep(length))
+}
+
 // Slots is the number of steps in the window, the last possibly partial.
 func (w Window) Slots() int {
 	if w.Step <= 0 || !w.End.After(w.Start) {

@@ -20,10 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/usagefacts"
 
 	"github.com/gpupack/gpupack/internal/cli"
 	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
@@ -322,7 +322,7 @@ func TestReportMatchesTruth(t *testing.T) {
 
 	// The same measurement as usage facts, as plan --prometheus and
 	// report --format podusage produce them for diagnose and plan.
-	facts, err := usagefacts.FromPrometheus(ctx, promURL, usage.Window{Start: start, End: end, Step: time.Second}, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
+	facts, err := app.Measure(ctx, app.Measurement{Prometheus: promURL, Window: usage.Window{Start: start, End: end, Step: time.Second}, Pricing: usage.Pricing{Catalogue: gpu.Default()}})
 	if err != nil {
 		t.Fatalf("usage facts: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/sim"
@@ -101,7 +102,7 @@ func newPage() *page {
 
 // pageData is what the template shows: the view and the charts drawn from it.
 type pageData struct {
-	V        *View
+	V        *app.View
 	Waiting  string // why there is no view yet
 	Currency string
 	Cluster  *usage.ClusterUsage
@@ -134,7 +135,7 @@ func (p *page) serve(w http.ResponseWriter, prov Provider) {
 
 // hourCharts draws GPU-hours allocated, active and the capacity per hour,
 // and the idle cost per hour; none without hours.
-func hourCharts(hours []Hour, currency string) []*chart {
+func hourCharts(hours []app.Hour, currency string) []*chart {
 	if len(hours) == 0 {
 		return nil
 	}
@@ -167,7 +168,7 @@ func hourCharts(hours []Hour, currency string) []*chart {
 		}
 	}
 	cost.XTicks = gpuH.XTicks
-	line := func(name string, get func(Hour) usage.Amount) []xy {
+	line := func(name string, get func(app.Hour) usage.Amount) []xy {
 		pts := make([]xy, len(hours))
 		for i, h := range hours {
 			a := get(h)
@@ -176,9 +177,9 @@ func hourCharts(hours []Hour, currency string) []*chart {
 		}
 		return pts
 	}
-	gpuH.addLine("capacity", "s-capacity", line("capacity", func(h Hour) usage.Amount { return h.CapacityGPUSeconds }), x, y)
-	gpuH.addLine("allocated", "s-allocated", line("allocated", func(h Hour) usage.Amount { return h.AllocatedGPUSeconds }), x, y)
-	gpuH.addLine("active", "s-active", line("active", func(h Hour) usage.Amount { return h.ActiveGPUSeconds }), x, y)
+	gpuH.addLine("capacity", "s-capacity", line("capacity", func(h app.Hour) usage.Amount { return h.CapacityGPUSeconds }), x, y)
+	gpuH.addLine("allocated", "s-allocated", line("allocated", func(h app.Hour) usage.Amount { return h.AllocatedGPUSeconds }), x, y)
+	gpuH.addLine("active", "s-active", line("active", func(h app.Hour) usage.Amount { return h.ActiveGPUSeconds }), x, y)
 	pts := make([]xy, len(hours))
 	for i, h := range hours {
 		pts[i] = xy{X: float64(i), Y: h.IdleCost.Value(), Known: h.IdleCost.Known(),
@@ -244,7 +245,7 @@ func startupChart(r *usage.Report) *chart {
 // curveChart draws the simulator's allocation against arrived demand, one
 // line per policy, and where the view has them the offline ceiling and the
 // share bound at capacity as levels.
-func curveChart(runs []CurveRun, ceiling *sim.Ceiling) *chart {
+func curveChart(runs []app.CurveRun, ceiling *sim.Ceiling) *chart {
 	if len(runs) == 0 {
 		return nil
 	}

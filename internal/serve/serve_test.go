@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/sim"
@@ -22,16 +23,16 @@ import (
 
 // provider is a Provider for tests: a fixed view and readiness.
 type provider struct {
-	v     *View
+	v     *app.View
 	ready error
 }
 
-func (p *provider) View() *View  { return p.v }
-func (p *provider) Ready() error { return p.ready }
+func (p *provider) View() *app.View { return p.v }
+func (p *provider) Ready() error    { return p.ready }
 
 // testView is a small view with every part filled, its strings made of
 // the given text (to plant hostile names).
-func testView(text string) *View {
+func testView(text string) *app.View {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	pod := func(ns, name, node string, alloc, active float64) usage.PodUsage {
 		p := usage.PodUsage{Namespace: ns, Pod: name, Node: node, Devices: []string{node + "/gpu0"}}
@@ -68,20 +69,20 @@ func testView(text string) *View {
 		{Node: "xidnode-" + text, UUID: "GPU-" + text, GPU: "gpu-" + text, XIDs: []int{13, 79}},
 		{Node: "n2", UUID: "GPU-n2-1", GPU: "1", XIDs: []int{31}},
 	}, p)
-	return &View{
+	return &app.View{
 		Source: "test " + text, AsOf: start.Add(2 * time.Hour), Start: r.Start, End: r.End, Report: r,
-		Hours: []Hour{
+		Hours: []app.Hour{
 			{Start: start, CapacityGPUSeconds: usage.Known(7200), AllocatedGPUSeconds: usage.Known(6000), ActiveGPUSeconds: usage.Known(2000), IdleCost: usage.Known(2.5)},
 			{Start: start.Add(time.Hour), CapacityGPUSeconds: usage.Known(7200), AllocatedGPUSeconds: usage.Known(6600), ActiveGPUSeconds: usage.Unknown, IdleCost: usage.Unknown},
 		},
 		Nodes: 2, GPUs: 2,
 		QueueWait: &usage.QueueWait{Scheduled: usage.WaitFace{All: usage.WaitStats{Pods: 3, UnknownWait: 1}}},
-		Pending: []PendingPod{{Finding: diagnose.Finding{Pod: "ns-" + text + "/wait-" + text, Request: "1 GPU", Cause: diagnose.Allocation,
+		Pending: []app.PendingPod{{Finding: diagnose.Finding{Pod: "ns-" + text + "/wait-" + text, Request: "1 GPU", Cause: diagnose.Allocation,
 			Summary: "0/2 nodes are available: " + text, Fix: []string{"reclaim " + text}, Remedies: testRemedies(text)}, Created: &created, WaitedSeconds: usage.Known(3600),
 			SchedulerMessage: "0/2 nodes: " + text}},
 		Plan: p, Health: health,
-		PlanFiles: []PlanFile{{Name: "plan.md", Data: []byte("# plan " + text + "\n")}, {Name: "node-labels.yaml", Data: []byte("nodes: {}\n")}},
-		Curve:     []CurveRun{{Result: sim.Result{Policy: "policy-" + text}, Points: []sim.Point{{ArrivedRatio: 0.5, AllocRatio: 0.5}, {ArrivedRatio: 1, AllocRatio: 0.9}}}},
+		PlanFiles: []app.PlanFile{{Name: "plan.md", Data: []byte("# plan " + text + "\n")}, {Name: "node-labels.yaml", Data: []byte("nodes: {}\n")}},
+		Curve:     []app.CurveRun{{Result: sim.Result{Policy: "policy-" + text}, Points: []sim.Point{{ArrivedRatio: 0.5, AllocRatio: 0.5}, {ArrivedRatio: 1, AllocRatio: 0.9}}}},
 		Err:       "Prometheus: " + text, ErrAt: &created,
 		Warnings: []string{"warn " + text},
 	}
@@ -214,14 +215,14 @@ func TestNotReady(t *testing.T) {
 		"no view: page says why":         {&provider{ready: why}, "/", 200, "no data yet: Prometheus http://prom:9090: connection refused"},
 		"no view yet, ready":             {&provider{}, "/api/v1/pending", 503, "the first refresh has not finished"},
 		"no view: downloads say why":     {&provider{ready: why}, "/plan/files/plan.md", 503, "no data yet"},
-		"no plan":                        {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/plan", 404, "no plan in this view: Prometheus p has no plan"},
-		"no report":                      {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/report", 404, "no usage report"},
-		"no queue wait":                  {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/queuewait", 404, "no queue wait in this view"},
-		"empty lists are []":             {&provider{v: &View{}}, "/api/v1/pending", 200, "[]"},
-		"health not read":                {&provider{v: &View{Source: "Prometheus p"}}, "/api/v1/health", 404, "no GPU health in this view: Prometheus p has not read"},
-		"no GPU with XIDs":               {&provider{v: &View{Health: []planout.GPUHealth{}}}, "/api/v1/health", 200, "[]"},
-		"page: health not read":          {&provider{v: &View{}}, "/", 200, "GPU health not read in this view."},
-		"page: no GPU with XIDs":         {&provider{v: &View{Health: []planout.GPUHealth{}}}, "/", 200, "No XID errors in the window."},
+		"no plan":                        {&provider{v: &app.View{Source: "Prometheus p"}}, "/api/v1/plan", 404, "no plan in this view: Prometheus p has no plan"},
+		"no report":                      {&provider{v: &app.View{Source: "Prometheus p"}}, "/api/v1/report", 404, "no usage report"},
+		"no queue wait":                  {&provider{v: &app.View{Source: "Prometheus p"}}, "/api/v1/queuewait", 404, "no queue wait in this view"},
+		"empty lists are []":             {&provider{v: &app.View{}}, "/api/v1/pending", 200, "[]"},
+		"health not read":                {&provider{v: &app.View{Source: "Prometheus p"}}, "/api/v1/health", 404, "no GPU health in this view: Prometheus p has not read"},
+		"no GPU with XIDs":               {&provider{v: &app.View{Health: []planout.GPUHealth{}}}, "/api/v1/health", 200, "[]"},
+		"page: health not read":          {&provider{v: &app.View{}}, "/", 200, "GPU health not read in this view."},
+		"page: no GPU with XIDs":         {&provider{v: &app.View{Health: []planout.GPUHealth{}}}, "/", 200, "No XID errors in the window."},
 		"stale data shows the error":     {&provider{v: testView("x")}, "/", 200, "last refresh failed at 2026-01-04 23:00 UTC: <span id=\"error-text\">Prometheus: x</span>"},
 		"nil provider is never ready":    {nil, "/readyz", 503, "no data provider is configured"},
 		"nil provider: page says so too": {nil, "/", 200, "no data provider is configured"},
@@ -417,7 +418,7 @@ func TestHealthTable(t *testing.T) {
 		{Node: "plugin-b", UUID: "GPU-b1", GPU: "1", XIDs: []int{13, 48}},
 		{Node: "plugin-b", UUID: "GPU-b2", GPU: "2", XIDs: []int{31}},
 	}, p)
-	page := body(t, get(t, Handler(Options{Provider: &provider{v: &View{Health: got}}}), http.MethodGet, "/"))
+	page := body(t, get(t, Handler(Options{Provider: &provider{v: &app.View{Health: got}}}), http.MethodGet, "/"))
 	for _, want := range []string{"critical (XID 79)", "critical (XID 48)", ">application<", ">13, 48<"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the health table lacks %q", want)
@@ -429,7 +430,7 @@ func TestHealthTable(t *testing.T) {
 // bound, and a dash where its LP gave none.
 func TestCurveTableShareBound(t *testing.T) {
 	b := 0.96457
-	v := &View{Curve: []CurveRun{
+	v := &app.View{Curve: []app.CurveRun{
 		{Result: sim.Result{Policy: "gpupack", GPUAllocRatio: 0.9595, GPUAllocShareBound: &b}},
 		{Result: sim.Result{Policy: "fgd", GPUAllocRatio: 0.956, ShareBoundError: "lp: infeasible"}},
 	}}

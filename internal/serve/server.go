@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -22,7 +23,7 @@ import (
 const DefaultAddr = "127.0.0.1:9400"
 
 // filesPath is where the plan's files are served, by name.
-const filesPath = "/plan/files/"
+const filesPath = app.PlanFilesPath
 
 // Options configures Handler and Serve.
 type Options struct {
@@ -55,7 +56,7 @@ func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider) })
 	mux.Handle("/static/", http.FileServerFS(staticFS))
-	api := func(name string, pick func(*View) (any, string)) {
+	api := func(name string, pick func(*app.View) (any, string)) {
 		mux.HandleFunc("/api/v1/"+name, func(w http.ResponseWriter, r *http.Request) {
 			v := o.Provider.View()
 			if v == nil {
@@ -70,28 +71,28 @@ func Handler(o Options) http.Handler {
 			writeJSON(w, body)
 		})
 	}
-	api("view", func(v *View) (any, string) { return v, "" })
-	api("report", func(v *View) (any, string) {
+	api("view", func(v *app.View) (any, string) { return v, "" })
+	api("report", func(v *app.View) (any, string) {
 		if v.Report == nil {
 			return nil, "no usage report in this view: " + v.Source + " has no accounting"
 		}
 		return v.Report, ""
 	})
-	api("hours", func(v *View) (any, string) { return orEmpty(v.Hours), "" })
-	api("pending", func(v *View) (any, string) { return orEmpty(v.Pending), "" })
-	api("queuewait", func(v *View) (any, string) {
+	api("hours", func(v *app.View) (any, string) { return orEmpty(v.Hours), "" })
+	api("pending", func(v *app.View) (any, string) { return orEmpty(v.Pending), "" })
+	api("queuewait", func(v *app.View) (any, string) {
 		if v.QueueWait == nil {
 			return nil, "no queue wait in this view: " + v.Source + " has no diagnosis yet"
 		}
 		return v.QueueWait, ""
 	})
-	api("health", func(v *View) (any, string) {
+	api("health", func(v *app.View) (any, string) {
 		if v.Health == nil {
 			return nil, "no GPU health in this view: " + v.Source + " has not read dcgm-exporter's XID gauge (" + usage.XIDErrors + ") yet"
 		}
 		return v.Health, ""
 	})
-	api("plan", func(v *View) (any, string) {
+	api("plan", func(v *app.View) (any, string) {
 		if v.Plan == nil {
 			return nil, "no plan in this view: " + v.Source + " has no plan"
 		}
@@ -154,7 +155,7 @@ func Handler(o Options) http.Handler {
 // noProvider stands in for a missing Provider: never ready, no view.
 type noProvider struct{}
 
-func (noProvider) View() *View { return nil }
+func (noProvider) View() *app.View { return nil }
 func (noProvider) Ready() error {
 	return errors.New("no data provider is configured (serve.Options.Provider is nil)")
 }

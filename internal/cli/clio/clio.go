@@ -1,29 +1,13 @@
-// Package clio holds the small pieces every gpupack verb shares: opening
-// inputs that may be embedded, progress lines on terminals, and format
+// Package clio holds the small pieces every gpupack verb shares: the
+// cluster and catalogue flags, progress lines on terminals, and format
 // flags. It is an edge package.
 package clio
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
-
-	"github.com/gpupack/gpupack/dataset/openb"
 )
-
-// OpenTrace opens a trace file by path, or an embedded openb file when the
-// name starts with "openb:" (e.g. "openb:default").
-func OpenTrace(name string) (io.ReadCloser, string, error) {
-	if strings.HasPrefix(name, "openb:") {
-		return openb.Open(name)
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, "", fmt.Errorf("cannot open %s: %w (give a CSV path, or an embedded file such as openb:default; embedded: %s)", name, err, strings.Join(openb.Names(), ", "))
-	}
-	return f, name, nil
-}
 
 // IsTerminal reports whether f is a terminal, for progress output.
 func IsTerminal(f *os.File) bool {

@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,16 +15,13 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/cli/source"
-	"github.com/gpupack/gpupack/internal/source/demo"
-	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/placement"
-	"github.com/gpupack/gpupack/usage"
 )
 
 type options struct {
-	cluster  source.Cluster
+	cluster  app.Cluster
 	snapshot string
 	usage    string
 	pod      string
@@ -70,7 +65,7 @@ FailedScheduling message and whether gpupack's cause is one the message implies.
 		},
 	}
 	f := cmd.Flags()
-	o.cluster.AddFlags(f, "diagnose")
+	clio.AddClusterFlags(f, &o.cluster, "diagnose")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage); with the demo, the demo's usage")
 	f.StringVar(&o.pod, "pod", "", "diagnose only this pending pod (namespace/name)")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
@@ -81,119 +76,37 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
-	live := o.cluster.IsLive()
-	rep, failures, err := o.diagnose(ctx, stderr)
+	d, err := app.Diagnose(ctx, app.DiagnoseRequest{Cluster: o.cluster, Usage: o.usage, Pod: o.pod}, stderr)
 	if err != nil {
 		return err
 	}
-	var views map[string]schedulerView
+	live := o.cluster.IsLive()
+	var views map[string]app.SchedulerView
 	if live {
-		views = schedulerViews(rep, failures)
+		views = app.SchedulerViews(d.Report, d.Failures)
 	}
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if live {
-			return enc.Encode(liveReport{Report: rep, Scheduler: views})
+			return enc.Encode(liveReport{Report: d.Report, Scheduler: views})
 		}
-		return enc.Encode(rep)
+		return enc.Encode(d.Report)
 	}
-	writeTable(stdout, rep, views)
+	writeTable(stdout, d.Report, views)
 	return nil
-}
-
-// Demo is the diagnosis that `gpupack diagnose` prints with no flags: the
-// embedded demo cluster with its usage.
-func Demo(ctx context.Context, stderr io.Writer) (*diagnose.Report, error) {
-	rep, _, err := (&options{}).diagnose(ctx, stderr)
-	return rep, err
-}
-
-// diagnose reads the cluster and usage the options name and diagnoses it;
-// for a live cluster it returns the kube-scheduler's last FailedScheduling
-// message per pending pod too.
-func (o *options) diagnose(ctx context.Context, stderr io.Writer) (*diagnose.Report, map[string]kube.SchedulingFailure, error) {
-	usageData, usageName := []byte(nil), ""
-	if o.cluster.IsDemo() && o.usage == "" {
-		m, err := demo.Measure()
-		if err != nil {
-			return nil, nil, err
-		}
-		usageData, usageName = m.Usage, demo.UsageName
-	}
-	var err error
-	if o.usage != "" {
-		if usageData, err = os.ReadFile(o.usage); err != nil {
-			return nil, nil, fmt.Errorf("--usage: %w", err)
-		}
-		usageName = o.usage
-	}
-	s, st, err := o.cluster.Load(ctx, demo.Cluster(), demo.ClusterName, stderr)
-	if err != nil {
-		return nil, nil, err
-	}
-	var failures map[string]kube.SchedulingFailure
-	if st != nil {
-		failures = st.SchedulingFailures
-	}
-	var u *usage.Facts
-	if usageData != nil {
-		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr); err != nil {
-			return nil, nil, err
-		}
-	}
-	rep, err := diagnose.Diagnose(s, u)
-	if err != nil {
-		return nil, nil, err
-	}
-	if o.pod != "" {
-		var keep []diagnose.Finding
-		for _, f := range rep.Findings {
-			if f.Pod == o.pod {
-				keep = append(keep, f)
-			}
-		}
-		if len(keep) == 0 {
-			return nil, nil, fmt.Errorf("--pod %s: no pending pod of that name in %s (%d pending)", o.pod, o.cluster.Name(demo.ClusterName), rep.Pending)
-		}
-		rep.Findings = keep
-	}
-	return rep, failures, nil
 }
 
 // liveReport is the JSON of a live diagnosis: the report, and what the
 // kube-scheduler said of each pending pod.
 type liveReport struct {
 	*diagnose.Report
-	Scheduler map[string]schedulerView `json:"scheduler"`
-}
-
-// schedulerView is the kube-scheduler's last word on a pending pod and
-// whether gpupack's cause is among those it implies.
-type schedulerView struct {
-	Message string           `json:"message"`
-	Time    time.Time        `json:"time"`
-	Implies []diagnose.Cause `json:"implies,omitempty"`
-	Agrees  bool             `json:"agrees"`
-}
-
-// schedulerViews pairs each diagnosed pod with its FailedScheduling message.
-func schedulerViews(rep *diagnose.Report, failures map[string]kube.SchedulingFailure) map[string]schedulerView {
-	views := map[string]schedulerView{}
-	for _, f := range rep.Findings {
-		sf, ok := failures[f.Pod]
-		if !ok || f.Cause == "" || f.Workload != nil {
-			continue
-		}
-		implies := diagnose.ImpliedCauses(f, sf.Message)
-		views[f.Pod] = schedulerView{Message: sf.Message, Time: sf.Time, Implies: implies, Agrees: slices.Contains(implies, f.Cause)}
-	}
-	return views
+	Scheduler map[string]app.SchedulerView `json:"scheduler"`
 }
 
 // writeTable writes the report; views, for a live cluster, adds the
 // kube-scheduler's message and the agreement under each pod.
-func writeTable(w io.Writer, rep *diagnose.Report, views map[string]schedulerView) {
+func writeTable(w io.Writer, rep *diagnose.Report, views map[string]app.SchedulerView) {
 	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; %d pending pods\n", rep.Nodes, rep.GPUs, rep.Pending)
 	for _, warn := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
@@ -300,7 +213,7 @@ func patchTitle(r diagnose.Remedy) string {
 
 // schedulerLines word what the kube-scheduler said of the pod, and whether
 // gpupack's cause agrees.
-func schedulerLines(f diagnose.Finding, views map[string]schedulerView) []string {
+func schedulerLines(f diagnose.Finding, views map[string]app.SchedulerView) []string {
 	v, ok := views[f.Pod]
 	if !ok {
 		return []string{"kube-scheduler: no FailedScheduling message for this pod (not tried yet, or the event expired)"}

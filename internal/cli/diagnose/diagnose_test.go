@@ -9,9 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/testkit/golden"
-
-	"github.com/gpupack/gpupack/internal/cli/source"
 )
 
 func TestGolden(t *testing.T) {
@@ -19,16 +18,16 @@ func TestGolden(t *testing.T) {
 		"demo.table":     {format: "table"},
 		"demo.json":      {format: "json"},
 		"demo-pod.table": {format: "table", pod: "ml/train-7b"},
-		"no-usage.table": {format: "table", cluster: source.Cluster{Snapshot: "../../source/demo/cluster.yaml"}},
+		"no-usage.table": {format: "table", cluster: app.Cluster{Snapshot: "../../source/demo/cluster.yaml"}},
 		// The demo of an hour of usage, kept for the cases the demo world lacks:
 		// a pod that fits now with its own usage, a model's memory estimate.
-		"hour.table":     {format: "table", cluster: source.Cluster{Snapshot: "testdata/hour.cluster.yaml"}, usage: "testdata/hour.usage.yaml"},
-		"unlisted.table": {format: "table", cluster: source.Cluster{Snapshot: "testdata/unlisted.yaml"}},
+		"hour.table":     {format: "table", cluster: app.Cluster{Snapshot: "testdata/hour.cluster.yaml"}, usage: "testdata/hour.usage.yaml"},
+		"unlisted.table": {format: "table", cluster: app.Cluster{Snapshot: "testdata/unlisted.yaml"}},
 		// A workload that a GPU quota keeps from creating its pod.
-		"quota.table": {format: "table", cluster: source.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
-		"quota.json":  {format: "json", cluster: source.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
+		"quota.table": {format: "table", cluster: app.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
+		"quota.json":  {format: "json", cluster: app.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
 		// DRA devices whose taints the pods' claims do not tolerate.
-		"dra-taint.table": {format: "table", cluster: source.Cluster{Snapshot: "testdata/dra-taint.cluster.yaml"}},
+		"dra-taint.table": {format: "table", cluster: app.Cluster{Snapshot: "testdata/dra-taint.cluster.yaml"}},
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -73,14 +72,14 @@ func TestBadInput(t *testing.T) {
 		o    options
 		want string
 	}{
-		"unknown field":  {options{cluster: source.Cluster{Snapshot: write("a.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpu: 3}]")}}, `a.yaml:3: nodes[0]: unknown field "gpu"; want one of cpu, gpus,`},
-		"missing node":   {options{cluster: source.Cluster{Snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}}, `b.yaml: pod "default/p" is bound to node "m", which is not in the snapshot`},
-		"impossible qty": {options{cluster: source.Cluster{Snapshot: write("c.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpus: [{model: H100, count: 100}]}]")}}, "c.yaml: nodes[0]: gpus[0]: count: 100"},
+		"unknown field":  {options{cluster: app.Cluster{Snapshot: write("a.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpu: 3}]")}}, `a.yaml:3: nodes[0]: unknown field "gpu"; want one of cpu, gpus,`},
+		"missing node":   {options{cluster: app.Cluster{Snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}}, `b.yaml: pod "default/p" is bound to node "m", which is not in the snapshot`},
+		"impossible qty": {options{cluster: app.Cluster{Snapshot: write("c.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpus: [{model: H100, count: 100}]}]")}}, "c.yaml: nodes[0]: gpus[0]: count: 100"},
 		"bad usage":      {options{usage: write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, activity: 5, pattern: busy}]")}, "u.yaml: pods[0]: activity: 5 is not a ratio"},
 		"no such pod":    {options{pod: "ml/nope"}, "--pod ml/nope: no pending pod"},
 		"other cluster":  {options{usage: write("v.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, gpuMemory: 1Gi}, {pod: ml/b, gpuMemory: 1Gi}]")}, "v.yaml: none of its 2 pods is in demo/cluster.yaml (ml/a, ml/b): it describes another cluster"},
 		"bad format":     {options{format: "xml"}, `--format "xml"`},
-		"two clusters":   {options{cluster: source.Cluster{Snapshot: "a.yaml", Kubeconfig: "k"}}, "--snapshot and --kubeconfig/--live both name a cluster"},
+		"two clusters":   {options{cluster: app.Cluster{Snapshot: "a.yaml", Kubeconfig: "k"}}, "--snapshot and --kubeconfig/--live both name a cluster"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

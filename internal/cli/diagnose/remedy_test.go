@@ -27,6 +27,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/placement"
@@ -48,7 +49,7 @@ func worlds(t *testing.T) []world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Demo(context.Background(), io.Discard)
+	rep, err := app.DemoDiagnosis(context.Background(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

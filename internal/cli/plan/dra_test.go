@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 )
@@ -43,7 +44,7 @@ func TestDRAOutFiles(t *testing.T) {
 func TestDRAClaimsDoWhatThePlanSays(t *testing.T) {
 	o := defaults()
 	o.cluster.Snapshot, o.usage = "testdata/dra.cluster.yaml", "testdata/dra.usage.yaml"
-	p, s, err := o.plan(context.Background(), io.Discard)
+	p, s, err := app.MakePlan(context.Background(), o.request(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

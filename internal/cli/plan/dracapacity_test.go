@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 )
@@ -22,7 +23,7 @@ func TestDRAClaimsAskMemoryCapacity(t *testing.T) {
 		t.Run(fixture, func(t *testing.T) {
 			o := defaults()
 			o.cluster.Snapshot, o.usage = fixture, "testdata/dra.usage.yaml"
-			p, _, err := o.plan(context.Background(), io.Discard)
+			p, _, err := app.MakePlan(context.Background(), o.request(), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,34 +9,22 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"time"
-
-	"github.com/gpupack/gpupack/internal/usagefacts"
-	"github.com/gpupack/gpupack/usage"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/cli/source"
 	"github.com/gpupack/gpupack/internal/render/planout"
-	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/plan"
 )
 
-// demoAutoscaling says how the demo world's inference workloads scale.
-//
-//go:embed demo/autoscaling.yaml
-var demoAutoscaling []byte
-
 type options struct {
-	cluster     source.Cluster
+	cluster     app.Cluster
 	usage       string
 	autoscaling string
 	prometheus  string
@@ -88,7 +76,7 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 		},
 	}
 	f := cmd.Flags()
-	o.cluster.AddFlags(f, "plan")
+	clio.AddClusterFlags(f, &o.cluster, "plan")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage, as `gpupack report --format podusage` writes); with the demo, the demo's usage")
 	f.StringVar(&o.autoscaling, "autoscaling", "", "autoscaling file (kind Autoscaling): the Prometheus KEDA queries, the Karpenter node class, and each inference workload's application metric; with the demo, the demo's")
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
@@ -106,7 +94,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
 	}
-	p, s, err := o.plan(ctx, stderr)
+	p, s, err := app.MakePlan(ctx, o.request(), stderr)
 	if err != nil {
 		return err
 	}
@@ -124,106 +112,10 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// Demo is the plan that `gpupack plan` prints with no flags: the embedded
-// demo cluster and its week of usage, at the default options, and the
-// snapshot it is a plan for.
-func Demo(ctx context.Context, stderr io.Writer) (*plan.Plan, *cluster.Snapshot, error) {
-	def := plan.DefaultOptions()
-	o := &options{reclaim: def.ReclaimIdleRatio, headroom: def.Headroom, reserveOff: def.ReserveDiscount, spotOff: def.SpotDiscount}
-	return o.plan(ctx, stderr)
-}
-
-// plan reads the cluster and usage the options name and makes the plan.
-func (o *options) plan(ctx context.Context, stderr io.Writer) (*plan.Plan, *cluster.Snapshot, error) {
-	if o.prometheus != "" && o.usage != "" {
-		return nil, nil, errors.New("--prometheus and --usage exclude each other: measure now, or read a measurement")
-	}
-	usageData, usageName := []byte(nil), ""
-	if o.cluster.IsDemo() && o.usage == "" && o.prometheus == "" {
-		m, err := demo.Measure()
-		if err != nil {
-			return nil, nil, err
-		}
-		usageData, usageName = m.Usage, demo.UsageName
-	}
-	if o.usage != "" {
-		var err error
-		if usageData, err = os.ReadFile(o.usage); err != nil {
-			return nil, nil, fmt.Errorf("--usage: %w", err)
-		}
-		usageName = o.usage
-	}
-	s, _, err := o.cluster.Load(ctx, demo.Cluster(), demo.ClusterName, stderr)
-	if err != nil {
-		return nil, nil, err
-	}
-	var u *usage.Facts
-	if o.prometheus != "" {
-		if u, err = measure(ctx, o.prometheus, o.window, s.Catalogue); err != nil {
-			return nil, nil, err
-		}
-	} else if usageData != nil {
-		if u, err = source.ReadUsage(usageData, usageName, s, o.cluster.Name(demo.ClusterName), stderr); err != nil {
-			return nil, nil, err
-		}
-	}
-	if o.window != "" {
-		w, err := usage.ParseWindow(o.window)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--window %w", err)
-		}
-		if u != nil && u.Window != w {
-			return nil, nil, fmt.Errorf("--window %s, but %s covers %s; plan over the window that was measured, or measure again over %s", o.window, usageName, u.Window, o.window)
-		}
-		if u == nil {
-			u = &usage.Facts{Window: w}
-		}
-	}
-	scaling, err := o.readAutoscaling()
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := plan.Make(ctx, s, u, plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, Autoscaling: scaling,
-		ReserveDiscount: o.reserveOff, SpotDiscount: o.spotOff})
-	if err != nil {
-		return nil, nil, err
-	}
-	return p, s, nil
-}
-
-// readAutoscaling reads --autoscaling, the demo's with the demo cluster,
-// or none.
-func (o *options) readAutoscaling() (*plan.AutoscalingInput, error) {
-	if o.autoscaling == "" {
-		if o.cluster.IsDemo() {
-			return plan.ParseAutoscaling(demoAutoscaling, "demo/autoscaling.yaml")
-		}
-		return nil, nil
-	}
-	data, err := os.ReadFile(o.autoscaling)
-	if err != nil {
-		return nil, fmt.Errorf("--autoscaling: %w", err)
-	}
-	return plan.ParseAutoscaling(data, o.autoscaling)
-}
-
-// measure accounts the window ending now from Prometheus and returns the
-// planner's input; the window defaults to 7 days.
-func measure(ctx context.Context, url, window string, c *gpu.Catalogue) (*usage.Facts, error) {
-	if window == "" {
-		window = "7d"
-	}
-	length, err := usage.ParseWindow(window)
-	if err != nil {
-		return nil, fmt.Errorf("--window %w", err)
-	}
-	step := usagefacts.Step(length)
-	end := time.Now().UTC().Truncate(step)
-	r, err := usagefacts.FromPrometheus(ctx, url, usage.Window{Start: end.Add(-length), End: end, Step: step}, usage.Pricing{Catalogue: c}, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	return r.Facts(), nil
+// request is the plan the flags ask for.
+func (o *options) request() app.PlanRequest {
+	return app.PlanRequest{Cluster: o.cluster, Usage: o.usage, Prometheus: o.prometheus, Window: o.window, Autoscaling: o.autoscaling,
+		Options: plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, ReserveDiscount: o.reserveOff, SpotDiscount: o.spotOff}}
 }
 
 func writeOut(dir string, p *plan.Plan, s *cluster.Snapshot) error {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/plan"
 )
@@ -69,7 +70,7 @@ func TestDemoReserveFollowsFromHourly(t *testing.T) {
 		t.Errorf("hours add up to %.0f allocated and %.0f active GPU-seconds; the cluster's totals are %v and %v", clusterAlloc, clusterActive, week.Cluster.AllocatedGPUSeconds, week.Cluster.ActiveGPUSeconds.Value())
 	}
 
-	p, _, err := Demo(context.Background(), io.Discard)
+	p, _, err := app.DemoPlan(context.Background(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,68 +1,12 @@
 package report
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/diagnose"
-	"github.com/gpupack/gpupack/gpu"
-	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
-	"github.com/gpupack/gpupack/internal/source/demo"
-	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/usage"
 )
-
-// queueWait is the queue wait of the report's window. From Prometheus it
-// is that of the pods scheduled in the window (kube-state-metrics' pod
-// times), their GPU shapes unknown; with the live cluster (live, nil
-// without) also that of the pods pending now, diagnosed with the report's
-// usage facts, their waits to now, and every shape the cluster knows. For
-// the demo it is also that of the demo cluster's pending pods at the
-// week's end, diagnosed as `gpupack diagnose` does, each shape as the
-// cluster file asks.
-func queueWait(ctx context.Context, opts *options, r *usage.Report, live *kube.State) (*usage.QueueWait, error) {
-	if opts.prometheus != "" && live == nil {
-		q := usage.QueueWaits(nil, false, usage.ScheduledWaits(r, nil))
-		return &q, nil
-	}
-	if live != nil {
-		diag, err := diagnose.Diagnose(live.Snapshot, r.Facts())
-		if err != nil {
-			return nil, err
-		}
-		q := usage.QueueWaits(diagnose.PendingWaits(diag, live.Created, time.Now()), true, usage.ScheduledWaits(r, shapesOf(live.Snapshot)))
-		return &q, nil
-	}
-	s, err := cluster.ParseFile(demo.Cluster(), demo.ClusterName, gpu.Default())
-	if err != nil {
-		return nil, err
-	}
-	shapes := shapesOf(s)
-	created, err := demo.Created()
-	if err != nil {
-		return nil, err
-	}
-	diag, err := clidiagnose.Demo(ctx, io.Discard)
-	if err != nil {
-		return nil, err
-	}
-	q := usage.QueueWaits(diagnose.PendingWaits(diag, created, r.End), true, usage.ScheduledWaits(r, shapes))
-	return &q, nil
-}
-
-// shapesOf names each pod's GPU request by key, as the waits group them.
-func shapesOf(s *cluster.Snapshot) map[string]string {
-	shapes := make(map[string]string, len(s.Pods))
-	for _, p := range s.Pods {
-		shapes[p.Key()] = p.GPU.String()
-	}
-	return shapes
-}
 
 // writeQueueWait is the table section of the queue wait: pending now and
 // scheduled in the window, in all and by namespace, shape and cause.

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/source/kube"
-	"github.com/gpupack/gpupack/internal/usagefacts"
 
 	"github.com/spf13/cobra"
 
@@ -44,16 +44,6 @@ type options struct {
 	accounting         string
 	stderr             io.Writer
 }
-
-// The --accounting paths, and the window beyond which auto reads hourly
-// buckets: a few hours of raw samples are exact and cheap; longer windows
-// would pull every sample of every GPU into the process.
-const (
-	accountingRaw    = "raw"
-	accountingHourly = "hourly"
-	accountingAuto   = "auto"
-	autoHourlyAbove  = 6 * time.Hour
-)
 
 // NewCommand returns the report command.
 func NewCommand(ctx context.Context) *cobra.Command {
@@ -113,7 +103,7 @@ windows longer than 6h or of more than 11000 steps. The JSON's
 	f.StringVar(&opts.serve, "serve", "", "moved: gpupack serve --prometheus URL --listen ADDR serves the dashboard and the counters")
 	_ = f.MarkHidden("serve")
 	f.StringVar(&opts.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage+"; its node labels then select --prices' nodeRules, and its GPU pods' start-ups (image pulls, model storage) join kube-state-metrics'")
-	f.StringVar(&opts.accounting, "accounting", accountingAuto, "raw (every sample at --step), hourly (Prometheus sums each hour; whole hours) or auto (hourly beyond 6h or 11000 steps)")
+	f.StringVar(&opts.accounting, "accounting", string(app.AccountingAuto), "raw (every sample at --step), hourly (Prometheus sums each hour; whole hours) or auto (hourly beyond 6h or 11000 steps)")
 	f.BoolVar(&opts.live, "live", false, "read node labels and GPU pods' start-ups from the live cluster, found as --kubeconfig says when it is not given")
 	return cmd
 }
@@ -139,7 +129,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if opts.top < 0 {
 		return fmt.Errorf("--top %d: want 0 or more worst offenders to list", opts.top)
 	}
-	pricing, err := loadPricing(opts.prices)
+	pricing, err := app.LoadPricing(opts.prices)
 	if err != nil {
 		return err
 	}
@@ -152,61 +142,33 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		if live, livePods, err = readLive(ctx, opts.kubeconfig, opts.stderr); err != nil {
 			return err
 		}
-		pricing.NodeLabels = make(map[string]map[string]string, len(live.Snapshot.Nodes))
-		for _, n := range live.Snapshot.Nodes {
-			pricing.NodeLabels[n.Name] = n.Labels
-		}
+		pricing = app.PricedNodes(pricing, live.Snapshot)
 	}
-	apps := map[string]string{}
-	for _, a := range opts.app {
-		name, query, ok := strings.Cut(a, "=")
-		if !ok || name == "" || query == "" {
-			return fmt.Errorf("--app-metric %q: want NAME=PROMQL, e.g. tokens='sum by (namespace, pod) (rate(tokens_total[5m]))'", a)
-		}
-		if _, twice := apps[name]; twice {
-			return fmt.Errorf("--app-metric %s is given twice; give each name once", name)
-		}
-		apps[name] = query
+	apps, err := appMetrics(opts.app)
+	if err != nil {
+		return err
 	}
 	if len(apps) > 0 && opts.prometheus == "" {
 		return errors.New("--app-metric queries the Prometheus that --prometheus names; the demo has its own application metric: give --prometheus or drop --app-metric")
 	}
-	end := time.Now().UTC().Truncate(opts.step)
-	if hourly {
-		// Whole hours only: the current partial hour is left out.
-		end = time.Now().UTC().Truncate(usagefacts.Bucket)
-	}
+	w := app.LatestWindow(time.Now(), opts.window, opts.step, hourly)
 	source := "demo scenario (embedded)"
 	if opts.prometheus == "" {
-		end = demo.End()
+		w = usage.Window{Start: demo.End().Add(-opts.window), End: demo.End(), Step: opts.step}
 	} else {
 		source = "Prometheus " + opts.prometheus
 	}
 	if opts.end != "" {
-		if end, err = time.Parse(time.RFC3339, opts.end); err != nil {
+		end, err := time.Parse(time.RFC3339, opts.end)
+		if err != nil {
 			return fmt.Errorf("--end %q: %v; write a time such as 2026-01-05T00:00:00Z", opts.end, err)
 		}
-		if hourly && !end.Equal(end.Truncate(usagefacts.Bucket)) {
-			return fmt.Errorf("--end %s with --accounting hourly: want a whole hour such as %s, or --accounting raw", opts.end, end.Truncate(usagefacts.Bucket).Format(time.RFC3339))
+		if hourly && !end.Equal(end.Truncate(app.Bucket)) {
+			return fmt.Errorf("--end %s with --accounting hourly: want a whole hour such as %s, or --accounting raw", opts.end, end.Truncate(app.Bucket).Format(time.RFC3339))
 		}
+		w = usage.Window{Start: end.Add(-opts.window), End: end, Step: opts.step}
 	}
-	account := func(w usage.Window) (*usage.Report, error) {
-		// The window itself is read hourly; --serve's short increments
-		// since the last scrape are read raw.
-		if opts.prometheus != "" && hourly && w.Start.Equal(end.Add(-opts.window)) {
-			return usagefacts.FromPrometheusHourly(ctx, opts.prometheus, w, pricing, apps, livePods)
-		}
-		if opts.prometheus != "" {
-			return usagefacts.FromPrometheus(ctx, opts.prometheus, w, pricing, apps, livePods)
-		}
-		s, err := demo.Scenario(gpu.Default())
-		if err != nil {
-			return nil, err
-		}
-		return demo.Account(s, w, pricing)
-	}
-	w := usage.Window{Start: end.Add(-opts.window), End: end, Step: opts.step}
-	r, err := account(w)
+	r, err := app.Measure(ctx, app.Measurement{Prometheus: opts.prometheus, Window: w, Hourly: hourly, Pricing: pricing, Apps: apps, Live: livePods})
 	if err != nil {
 		if _, unpriced := errors.AsType[*usage.UnpricedError](err); unpriced {
 			return fmt.Errorf("--prices %s: %w", opts.prices, err)
@@ -216,10 +178,26 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if live != nil {
 		r.WarnUnattributedClaims(usage.ClaimHolds(live.Snapshot, livePods))
 	}
-	if r.QueueWait, err = queueWait(ctx, opts, r, live); err != nil {
+	if r.QueueWait, err = app.ReportQueueWait(ctx, r, opts.prometheus != "", live, time.Now()); err != nil {
 		return fmt.Errorf("queue wait: %w", err)
 	}
 	return write(out, r, opts.format, source, opts.top)
+}
+
+// appMetrics reads --app-metric's NAME=PROMQL values.
+func appMetrics(values []string) (map[string]string, error) {
+	apps := map[string]string{}
+	for _, a := range values {
+		name, query, ok := strings.Cut(a, "=")
+		if !ok || name == "" || query == "" {
+			return nil, fmt.Errorf("--app-metric %q: want NAME=PROMQL, e.g. tokens='sum by (namespace, pod) (rate(tokens_total[5m]))'", a)
+		}
+		if _, twice := apps[name]; twice {
+			return nil, fmt.Errorf("--app-metric %s is given twice; give each name once", name)
+		}
+		apps[name] = query
+	}
+	return apps, nil
 }
 
 // defaults fills in --window and --step where not given: a day at 30 s
@@ -242,19 +220,7 @@ func (o *options) defaults() {
 // hourly decides --accounting: whether the window is read in hourly
 // buckets.
 func (o *options) hourly() (bool, error) {
-	switch o.accounting {
-	case accountingRaw, "":
-		return false, nil
-	case accountingHourly:
-		if o.prometheus == "" {
-			return false, errors.New("--accounting hourly has Prometheus sum the hours; the demo is accounted from its samples: give --prometheus or use --accounting raw")
-		}
-		return true, nil
-	case accountingAuto:
-		long := o.window > autoHourlyAbove || o.step > 0 && o.window/o.step > usage.MaxSteps
-		return o.prometheus != "" && long && o.window%usagefacts.Bucket == 0, nil
-	}
-	return false, fmt.Errorf("--accounting %q: want raw, hourly or auto", o.accounting)
+	return app.Accounting(o.accounting).Hourly(o.prometheus != "", o.window, o.step)
 }
 
 // checkWindow refuses a window and step that cannot be accounted, for
@@ -273,7 +239,7 @@ func (o *options) checkWindow(hourly bool) error {
 		return fmt.Errorf("--step %s is longer than --window %s; want a step no longer than the window", o.step, o.window)
 	}
 	if hourly {
-		if o.window%usagefacts.Bucket != 0 || usagefacts.Bucket%o.step != 0 {
+		if o.window%app.Bucket != 0 || app.Bucket%o.step != 0 {
 			return fmt.Errorf("--window %s at --step %s with --accounting hourly: want a window of whole hours and a step that divides an hour, such as --window 168h --step 30s", o.window, o.step)
 		}
 		return nil

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/testkit/golden"
 	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
@@ -72,15 +73,15 @@ func TestBadInput(t *testing.T) {
 	}{
 		"format": {func(o *options) { o.format = "xml" }, `--format "xml"`},
 		"resolution": {func(o *options) {
-			o.prometheus, o.window, o.accounting = "http://127.0.0.1:1", 7*24*time.Hour, accountingRaw
+			o.prometheus, o.window, o.accounting = "http://127.0.0.1:1", 7*24*time.Hour, string(app.AccountingRaw)
 		}, "use --step 55s or more"},
 		"accounting":     {func(o *options) { o.accounting = "fast" }, `--accounting "fast": want raw, hourly or auto`},
-		"hourly on demo": {func(o *options) { o.accounting = accountingHourly }, "--accounting hourly has Prometheus sum the hours"},
+		"hourly on demo": {func(o *options) { o.accounting = string(app.AccountingHourly) }, "--accounting hourly has Prometheus sum the hours"},
 		"hourly odd window": {func(o *options) {
-			o.prometheus, o.accounting, o.window = "http://127.0.0.1:1", accountingHourly, 90*time.Minute
+			o.prometheus, o.accounting, o.window = "http://127.0.0.1:1", string(app.AccountingHourly), 90*time.Minute
 		}, "want a window of whole hours"},
 		"hourly odd end": {func(o *options) {
-			o.prometheus, o.accounting, o.end = "http://127.0.0.1:1", accountingHourly, "2026-01-05T10:30:00Z"
+			o.prometheus, o.accounting, o.end = "http://127.0.0.1:1", string(app.AccountingHourly), "2026-01-05T10:30:00Z"
 		}, "want a whole hour such as 2026-01-05T10:00:00Z"},
 		// The demo is bounded as Prometheus is: these ate all memory.
 		"demo window": {func(o *options) { o.window, o.step = 100000*time.Hour, 30*time.Second }, "--window 100000h0m0s at --step 30s is more than 11000 steps per series, the most that report accounts (and that one Prometheus query returns); use --step 9h5m28s or more, or a shorter --window"},
@@ -124,7 +125,7 @@ func TestBadInput(t *testing.T) {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func TestPriceFile(t *testing.T) {
-	p, err := loadPricing("testdata/prices.yaml")
+	p, err := app.LoadPricing("testdata/prices.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestPriceFileCurrency(t *testing.T) {
 		t.Errorf("free GPUs: currency %s, cluster cost %+v; want USD and a known 0", r.Currency, r.Cluster.Cost)
 	}
 	// Type errors are placed.
-	if _, err := loadPricing(write("bad.yaml", "prices:\n  T4: 0.3\nnodeRules:\n  - labels: {a: b}\n    perHour: \"1\"\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:5: nodeRules[0].perHour") {
+	if _, err := app.LoadPricing(write("bad.yaml", "prices:\n  T4: 0.3\nnodeRules:\n  - labels: {a: b}\n    perHour: \"1\"\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:5: nodeRules[0].perHour") {
 		t.Errorf("err = %v, want it placed at bad.yaml:5: nodeRules[0].perHour", err)
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpupack/gpupack/diagnose"
-	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
@@ -231,7 +231,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diag, err := clidiagnose.Demo(context.Background(), io.Discard)
+	diag, err := app.DemoDiagnosis(context.Background(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,10 @@ import (
 
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
 	"github.com/gpupack/gpupack/internal/gpusim"
 	"github.com/gpupack/gpupack/internal/render/planout"
-	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 )
 
@@ -127,7 +127,7 @@ func TestServeLive(t *testing.T) {
 		t.Fatalf("diagnose JSON: %v", err)
 	}
 	_, body := get(t, base+"/api/v1/pending")
-	var pending []serve.PendingPod
+	var pending []app.PendingPod
 	if err := json.Unmarshal([]byte(body), &pending); err != nil {
 		t.Fatalf("/api/v1/pending: %v\n%s", err, body)
 	}
@@ -172,7 +172,7 @@ func TestServeLive(t *testing.T) {
 	}
 	charts := runB(t, ctx, chromedp.Evaluate[[]chartInfo](chartsJS))
 	_, hoursBody := get(t, base+"/api/v1/hours")
-	var hours []serve.Hour
+	var hours []app.Hour
 	if err := json.Unmarshal([]byte(hoursBody), &hours); err != nil {
 		t.Fatal(err)
 	}

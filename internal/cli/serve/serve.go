@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/cli/report"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/serve/live"
 	"github.com/gpupack/gpupack/internal/source/kube"
@@ -106,7 +106,7 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		return errors.New("--kubeconfig/--live need --prometheus, which holds the GPU metrics to account; give --prometheus too, or drop them for the demo")
 	}
 	fmt.Fprintln(stderr, "serve: building the demo view (report, diagnose, plan and a simulator run)...")
-	v, err := DemoView(ctx)
+	v, err := app.DemoView(ctx)
 	if err != nil {
 		return fmt.Errorf("serve --demo: %w", err)
 	}
@@ -114,14 +114,14 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 }
 
 // fixed is a provider of one view that never changes: the demo's.
-type fixed struct{ v *serve.View }
+type fixed struct{ v *app.View }
 
-func (f fixed) View() *serve.View { return f.v }
-func (f fixed) Ready() error      { return nil }
+func (f fixed) View() *app.View { return f.v }
+func (f fixed) Ready() error    { return nil }
 
 // runLive serves the live cluster from Prometheus and the apiserver.
 func runLive(ctx context.Context, o *options, stderr io.Writer) error {
-	pricing, err := report.LoadPricing(o.prices)
+	pricing, err := app.LoadPricing(o.prices)
 	if err != nil {
 		return err
 	}

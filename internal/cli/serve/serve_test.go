@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/internal/app"
 	clidiagnose "github.com/gpupack/gpupack/internal/cli/diagnose"
 	cliplan "github.com/gpupack/gpupack/internal/cli/plan"
 	"github.com/gpupack/gpupack/internal/cli/report"
@@ -26,15 +27,15 @@ import (
 
 var demoOnce struct {
 	once sync.Once
-	v    *serve.View
+	v    *app.View
 	err  error
 }
 
 // demoView builds the demo view once for the package's tests (the
 // simulator run takes a few seconds).
-func demoView(t *testing.T) *serve.View {
+func demoView(t *testing.T) *app.View {
 	t.Helper()
-	demoOnce.once.Do(func() { demoOnce.v, demoOnce.err = DemoView(context.Background()) })
+	demoOnce.once.Do(func() { demoOnce.v, demoOnce.err = app.DemoView(context.Background()) })
 	if demoOnce.err != nil {
 		t.Fatal(demoOnce.err)
 	}
@@ -80,7 +81,7 @@ func TestDemoAPIIsTheCLIs(t *testing.T) {
 	if err := json.Unmarshal(cliJSON(t, clidiagnose.NewCommand(ctx), "--format", "json"), &diag); err != nil {
 		t.Fatal(err)
 	}
-	var pending []serve.PendingPod
+	var pending []app.PendingPod
 	if err := json.Unmarshal(fetch(t, h, "/api/v1/pending"), &pending); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestDemoHoursAddUp(t *testing.T) {
 			t.Errorf("%s GPU-seconds: the hours add up to %v, the day's report says %v", x.name, x.got, x.want)
 		}
 	}
-	p, snap, err := cliplan.Demo(context.Background(), io.Discard)
+	p, snap, err := app.DemoPlan(context.Background(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,34 +10,23 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/sim"
 )
 
 // runReplay is `simulate --replay`: every policy replays the pod list with
 // churn; each (JSON) sees each result as it is done, the table comes last.
 func (o *options) runReplay(ctx context.Context, stdout io.Writer, each func(any) error) error {
-	seen := map[string]bool{}
-	for _, p := range o.policies {
-		if _, err := placement.New(p, placement.Options{}); err != nil {
-			return fmt.Errorf("--policy: %w", err)
-		}
-		if seen[p] {
-			return fmt.Errorf("--policy: %s is given twice; name each policy once", p)
-		}
-		seen[p] = true
+	if err := app.CheckPolicies(o.policies); err != nil {
+		return err
 	}
 	c := gpu.Default()
-	nodes, err := loadNodes(o.nodes, c)
+	nodes, pods, err := app.LoadTrace(o.nodes, o.pods, c, os.Stderr)
 	if err != nil {
 		return err
 	}
-	pods, err := loadPods(o.pods, c)
-	if err != nil {
-		return err
-	}
-	r, src, err := clio.OpenTrace(o.pods)
+	r, src, err := app.OpenTrace(o.pods)
 	if err != nil {
 		return err
 	}
@@ -46,17 +35,10 @@ func (o *options) runReplay(ctx context.Context, stdout io.Writer, each func(any
 	if err != nil {
 		return fmt.Errorf("--replay: %w", err)
 	}
-	if err := checkModels(os.Stderr, nodes, pods, o.nodes, o.pods); err != nil {
-		return err
-	}
 	listed := pods
 	if o.load > 0 {
-		var capacity gpu.Milli
-		for _, n := range nodes {
-			capacity += gpu.Milli(len(n.GPUs)) * gpu.WholeGPU
-		}
 		var info sim.LoadInfo
-		pods, lifetimes, info, err = sim.AddReplayLoad(pods, lifetimes, capacity, o.speedup, o.load, o.seed)
+		pods, lifetimes, info, err = sim.AddReplayLoad(pods, lifetimes, app.Capacity(nodes), o.speedup, o.load, o.seed)
 		if err != nil {
 			return fmt.Errorf("--replay-load: %w", err)
 		}

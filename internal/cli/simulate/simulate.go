@@ -7,18 +7,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/dataset/openb"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/sim"
@@ -35,15 +33,6 @@ type options struct {
 	replay    bool
 	speedup   float64
 	load      float64
-	loaded    loaded
-}
-
-// loaded is the trace that a run loaded, kept for the offline ceiling.
-type loaded struct {
-	nodes     []*cluster.Node
-	pods      []*cluster.Pod
-	workload  []*cluster.Pod
-	catalogue *gpu.Catalogue
 }
 
 // NewCommand returns the simulate command.
@@ -125,14 +114,18 @@ Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
 // defaults are the flags' defaults: gpupack's policy and FGD on the
 // embedded openb trace, as in the paper.
 func defaults() *options {
-	return &options{nodes: "openb:" + openb.Nodes, pods: "openb:" + openb.DefaultPods,
-		policies: []string{placement.DefaultPolicy, "fgd"}, seed: 1, inflation: sim.DefaultInflation}
+	d := app.DefaultSimulation()
+	return &options{nodes: d.Nodes, pods: d.Pods, policies: d.Policies, seed: d.Seed, inflation: d.Inflation}
 }
 
-// Demo is the run that `gpupack simulate` makes with no flags, one result
-// per policy, each with its allocation curve, and the offline ceiling.
-func Demo(ctx context.Context) ([]sim.Result, sim.Ceiling, error) {
-	return defaults().simulate(ctx, io.Discard, nil)
+// simulation is the experiment the flags name; progress lines go to stderr
+// where it is a terminal.
+func (o *options) simulation(stderr io.Writer) app.Simulation {
+	s := app.Simulation{Nodes: o.nodes, Pods: o.pods, Policies: o.policies, Seed: o.seed, Inflation: o.inflation}
+	if f, ok := stderr.(*os.File); ok {
+		s.Progress = func(policy string) func(done, total int) { return clio.Progress(f, "simulate "+policy) }
+	}
+	return s
 }
 
 func embeddedNames() []string {
@@ -155,7 +148,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 	if o.replay {
 		return o.runReplay(ctx, stdout, each)
 	}
-	results, ceiling, err := o.simulate(ctx, os.Stderr, each)
+	results, ceiling, err := app.Simulate(ctx, o.simulation(os.Stderr), os.Stderr, each)
 	if err != nil {
 		return err
 	}
@@ -177,106 +170,6 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// simulate runs every policy of the options on their trace, in order, then
-// the offline ceiling; warnings go to stderr (progress too, where it is a
-// terminal), and each, when set, sees each result (the ceiling last) as
-// soon as it is done.
-func (o *options) simulate(ctx context.Context, stderr io.Writer, each func(any) error) ([]sim.Result, sim.Ceiling, error) {
-	results, err := o.runPolicies(ctx, stderr, each)
-	if err != nil {
-		return nil, sim.Ceiling{}, err
-	}
-	ceiling, err := sim.OfflineCeiling(ctx, o.loaded.nodes, o.loaded.workload, o.loaded.catalogue, sim.Config{Seed: o.seed, Typical: o.loaded.pods})
-	if err != nil {
-		return nil, sim.Ceiling{}, err
-	}
-	if each != nil {
-		if err := each(ceiling); err != nil {
-			return nil, sim.Ceiling{}, err
-		}
-	}
-	return results, ceiling, nil
-}
-
-// runPolicies loads the trace into o.loaded and runs every policy on it.
-func (o *options) runPolicies(ctx context.Context, stderr io.Writer, each func(any) error) ([]sim.Result, error) {
-	seen := map[string]bool{}
-	for _, p := range o.policies {
-		if _, err := placement.New(p, placement.Options{}); err != nil {
-			return nil, fmt.Errorf("--policy: %w", err)
-		}
-		if seen[p] {
-			return nil, fmt.Errorf("--policy: %s is given twice; name each policy once", p)
-		}
-		seen[p] = true
-	}
-	c := gpu.Default()
-	nodes, err := loadNodes(o.nodes, c)
-	if err != nil {
-		return nil, err
-	}
-	pods, err := loadPods(o.pods, c)
-	if err != nil {
-		return nil, err
-	}
-	var capacity gpu.Milli
-	for _, n := range nodes {
-		capacity += gpu.Milli(len(n.GPUs)) * gpu.WholeGPU
-	}
-	if err := checkModels(stderr, nodes, pods, o.nodes, o.pods); err != nil {
-		return nil, err
-	}
-	workload, err := sim.Inflate(pods, capacity, o.inflation, o.seed)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.pods, err)
-	}
-	if len(workload) < len(pods) {
-		fmt.Fprintf(stderr, "simulate: --inflation %g is below the pod list's own GPU demand; %d of its %d pods were dropped at random, so %d run\n", o.inflation, len(pods)-len(workload), len(pods), len(workload))
-	}
-	o.loaded = loaded{nodes: nodes, pods: pods, workload: workload, catalogue: c}
-	var results []sim.Result
-	for _, policy := range o.policies {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		var progress func(done, total int)
-		if f, ok := stderr.(*os.File); ok {
-			progress = clio.Progress(f, "simulate "+policy)
-		}
-		res, err := sim.Run(ctx, nodes, workload, c, sim.Config{
-			Policy: policy, Seed: o.seed, Inflation: o.inflation, Typical: pods, Progress: progress,
-		})
-		if err != nil {
-			return nil, err
-		}
-		results = append(results, res)
-		if each != nil {
-			if err := each(res); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return results, nil
-}
-
-func loadNodes(name string, c *gpu.Catalogue) ([]*cluster.Node, error) {
-	r, src, err := clio.OpenTrace(name)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return cluster.LoadTraceNodes(r, src, c)
-}
-
-func loadPods(name string, c *gpu.Catalogue) ([]*cluster.Pod, error) {
-	r, src, err := clio.OpenTrace(name)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return cluster.LoadTracePods(r, src, c)
 }
 
 func writeTable(w io.Writer, results []sim.Result, ceiling sim.Ceiling) {
@@ -340,45 +233,4 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Close()
-}
-
-// checkModels says which pods ask in gpu_spec only for models that no node
-// of the node list has: they can never be placed and count as failed under
-// every policy. It warns when some do (a sample of a trace may hold a few)
-// and refuses a list where every GPU pod does, which can only be the wrong
-// node list.
-func checkModels(stderr io.Writer, nodes []*cluster.Node, pods []*cluster.Pod, nodesName, podsName string) error {
-	have := map[string]bool{}
-	for _, n := range nodes {
-		for _, g := range n.GPUs {
-			if g.Model != nil {
-				have[g.Model.Name] = true
-			}
-		}
-	}
-	var bad []*cluster.Pod
-	gpuPods := 0
-	for _, p := range pods {
-		if !p.WantsGPU() {
-			continue
-		}
-		gpuPods++
-		if len(p.GPUModels) == 0 {
-			continue
-		}
-		if !slices.ContainsFunc(p.GPUModels, func(m string) bool { return have[m] }) {
-			bad = append(bad, p)
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	models := slices.Sorted(maps.Keys(have))
-	msg := fmt.Sprintf("%s: %d of its %d GPU pods (the first %s) ask in gpu_spec only for models that no node of %s has (%s; the nodes have %s)",
-		podsName, len(bad), gpuPods, bad[0].Name, nodesName, strings.Join(bad[0].GPUModels, "|"), strings.Join(models, ", "))
-	if len(bad) == gpuPods {
-		return fmt.Errorf("%s; no GPU pod could ever be placed: fix gpu_spec or use the node list the pods were traced on", msg)
-	}
-	fmt.Fprintf(stderr, "simulate: %s; they can never be placed and count as failed under every policy\n", msg)
-	return nil
 }

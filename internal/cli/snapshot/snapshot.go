@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/cli/source"
 	"github.com/gpupack/gpupack/internal/source/kube"
 )
 
@@ -83,13 +83,13 @@ The file (YAML):
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
-	source.AddCatalogueFlag(f, &o.catalogue)
+	clio.AddCatalogueFlag(f, &o.catalogue)
 	f.StringVarP(&o.output, "output", "o", "-", "file to write the snapshot to; - for standard output")
 	return cmd
 }
 
 func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
-	c, err := source.LoadCatalogue(o.catalogue)
+	c, err := app.LoadCatalogue(o.catalogue)
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
-	"github.com/gpupack/gpupack/internal/cli/source"
 	"github.com/gpupack/gpupack/vram"
 )
 
@@ -91,7 +91,7 @@ Built-in families: ` + strings.Join(vram.Families(), ", ") + `.`,
 	f.StringVar(&o.modelConfig, "model-config", "", "the model's Hugging Face config.json")
 	f.StringVar(&o.engine, "engine", "", "serving engine whose start-up allocation to count: vllm (preallocates --gpu-memory-utilization of each GPU)")
 	f.Float64Var(&o.utilization, "gpu-memory-utilization", 0, "with --engine vllm: the fraction of each GPU it takes (vLLM's gpu_memory_utilization; default 0.9)")
-	source.AddCatalogueFlag(f, &o.catalogue)
+	clio.AddCatalogueFlag(f, &o.catalogue)
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
 	return cmd
 }
@@ -193,7 +193,7 @@ func run(_ context.Context, o *options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := source.LoadCatalogue(o.catalogue)
+	c, err := app.LoadCatalogue(o.catalogue)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	cliplan "github.com/gpupack/gpupack/internal/cli/plan"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/plan"
@@ -134,7 +134,7 @@ func TestAutoscalingManifestsAccepted(t *testing.T) {
 		crds = append(crds, documents(t, b)[0])
 	}
 	c.InstallCRDs(crds...)
-	demo, demoSnap, err := cliplan.Demo(ctx, io.Discard)
+	demo, demoSnap, err := app.DemoPlan(ctx, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/gpusim"
 	"github.com/gpupack/gpupack/internal/render/planout"
-	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/internal/testkit/fixture"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
@@ -221,7 +221,7 @@ func TestEngineTaintsUnhealthyDRAGPUs(t *testing.T) {
 	if v.Err != "" {
 		t.Fatalf("refresh: %s", v.Err)
 	}
-	i := slices.IndexFunc(v.PlanFiles, func(f serve.PlanFile) bool { return f.Name == planout.FileDRATaintRules })
+	i := slices.IndexFunc(v.PlanFiles, func(f app.PlanFile) bool { return f.Name == planout.FileDRATaintRules })
 	if i < 0 {
 		t.Fatalf("no %s among the plan's files %v", planout.FileDRATaintRules, v.PlanFiles)
 	}

@@ -25,8 +25,8 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/render/planout"
-	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/plan"
@@ -128,7 +128,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	state   State
-	current *serve.View
+	current *app.View
 }
 
 // State is what the engine knows as of its last refresh.
@@ -149,7 +149,7 @@ type State struct {
 	Health []usage.DeviceHealth
 	// Hours are the fleet's totals per bucket, oldest first, the current
 	// partial bucket last.
-	Hours []serve.Hour
+	Hours []app.Hour
 	// Snapshot is the cluster as the informers see it, with its
 	// warnings.
 	Snapshot *cluster.Snapshot
@@ -247,15 +247,15 @@ func (e *Engine) Refresh(ctx context.Context) {
 
 // View is the dashboard's view as of the last refresh; nil before the
 // first. It implements serve.Provider.
-func (e *Engine) View() *serve.View {
+func (e *Engine) View() *app.View {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.current
 }
 
 // view builds the immutable view of a state.
-func (e *Engine) view(st State, now time.Time) *serve.View {
-	v := &serve.View{Source: e.o.Source, AsOf: st.AsOf, Err: st.Err, Report: st.Report, Hours: st.Hours, Plan: st.Plan, Warnings: st.Warnings}
+func (e *Engine) view(st State, now time.Time) *app.View {
+	v := &app.View{Source: e.o.Source, AsOf: st.AsOf, Err: st.Err, Report: st.Report, Hours: st.Hours, Plan: st.Plan, Warnings: st.Warnings}
 	if st.Err != "" {
 		at := st.ErrAt
 		v.ErrAt = &at
@@ -266,20 +266,9 @@ func (e *Engine) view(st State, now time.Time) *serve.View {
 	if d := st.Diagnosis; d != nil {
 		v.Nodes, v.GPUs = d.Nodes, d.GPUs
 		v.Warnings = append(append([]string(nil), v.Warnings...), d.Warnings...)
-		for _, f := range d.Findings {
-			p := serve.PendingPod{Finding: f}
-			if c, ok := st.Created[f.Pod]; ok {
-				created := c
-				p.Created = &created
-				p.WaitedSeconds = usage.Known(max(0, now.Sub(c).Seconds()))
-			}
-			if fail, ok := st.Failures[f.Pod]; ok {
-				p.SchedulerMessage = fail.Message
-			}
-			v.Pending = append(v.Pending, p)
-		}
+		v.Pending = app.PendingPods(d.Findings, st.Created, st.Failures, now)
+		v.QueueWait = app.QueueWait(st.Report, st.Snapshot, d, st.Created, now)
 	}
-	v.QueueWait = queueWait(st, now)
 	if st.Health != nil {
 		v.Health = planout.HealthOf(st.Health, st.Plan)
 	}
@@ -289,7 +278,7 @@ func (e *Engine) view(st State, now time.Time) *serve.View {
 			v.Err = joinErr(v.Err, fmt.Sprintf("plan files: %v", err))
 		}
 		for _, f := range files {
-			v.PlanFiles = append(v.PlanFiles, serve.PlanFile{Name: f.Name, Data: f.Data})
+			v.PlanFiles = append(v.PlanFiles, app.PlanFile{Name: f.Name, Data: f.Data})
 		}
 	}
 	return v
@@ -329,10 +318,7 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	s.slide(from, from.Add(-forgetAfter))
 	pricing := e.o.Pricing
 	if next.Snapshot != nil {
-		pricing.NodeLabels = make(map[string]map[string]string, len(next.Snapshot.Nodes))
-		for _, n := range next.Snapshot.Nodes {
-			pricing.NodeLabels[n.Name] = n.Labels
-		}
+		pricing = app.PricedNodes(pricing, next.Snapshot)
 	}
 	var errs []error
 	// The complete hours not read yet, a day at a time, so that a long
@@ -433,7 +419,7 @@ func (e *Engine) account(pricing usage.Pricing, start, end time.Time, bs []usage
 	if err != nil {
 		return nil, fmt.Errorf("accounting %s..%s: %w", start.Format(time.RFC3339), end.Format(time.RFC3339), err)
 	}
-	return &hour{start: start, end: end, buckets: bs, totals: hourTotals{fleet: serve.HourOf(start, r), c: fromReport(r)}}, nil
+	return &hour{start: start, end: end, buckets: bs, totals: hourTotals{fleet: app.HourOf(start, r), c: fromReport(r)}}, nil
 }
 
 // diagnoseAndPlan explains the pending pods of the snapshot with the
@@ -524,25 +510,4 @@ type pendingStat struct {
 	pods      int
 	maxWait   float64
 	waitKnown bool
-}
-
-// queueWait is the queue wait of the pending pods (nil before the first
-// diagnosis) and of the pods the report saw scheduled in the window, each
-// shape as the snapshot's pod asks.
-func queueWait(st State, now time.Time) *usage.QueueWait {
-	if st.Diagnosis == nil {
-		return nil
-	}
-	shapes := map[string]string{}
-	if st.Snapshot != nil {
-		for _, p := range st.Snapshot.Pods {
-			shapes[p.Key()] = p.GPU.String()
-		}
-	}
-	var scheduled []usage.PodWait
-	if st.Report != nil {
-		scheduled = usage.ScheduledWaits(st.Report, shapes)
-	}
-	q := usage.QueueWaits(diagnose.PendingWaits(st.Diagnosis, st.Created, now), true, scheduled)
-	return &q
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -100,7 +101,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, n := range slices.Sorted(maps.Keys(unhealthy)) {
 		ch <- prometheus.MustNewConstMetric(unhealthyDesc, prometheus.GaugeValue, float64(unhealthy[n]), n)
 	}
-	if q := queueWait(st, c.e.o.Now()); q != nil {
+	if st.Diagnosis != nil {
+		q := app.QueueWait(st.Report, st.Snapshot, st.Diagnosis, st.Created, c.e.o.Now())
 		if q.Pending != nil {
 			collectWaits(ch, pendingWaitDesc, q.Pending)
 		}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -58,7 +58,7 @@ type hour struct {
 
 // hourTotals are what the chart and the counters need of one hour.
 type hourTotals struct {
-	fleet serve.Hour
+	fleet app.Hour
 	c     counters
 }
 

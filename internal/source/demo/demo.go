@@ -19,7 +19,6 @@ import (
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/gpusim"
-	"github.com/gpupack/gpupack/internal/usagefacts"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -30,7 +29,17 @@ var (
 	scenarioYAML []byte
 	//go:embed pending.yaml
 	pendingYAML []byte
+	//go:embed autoscaling.yaml
+	autoscalingYAML []byte
 )
+
+// AutoscalingName names the demo's autoscaling file in messages.
+const AutoscalingName = "demo/autoscaling.yaml"
+
+// Autoscaling says how the demo world's inference workloads scale (kind
+// Autoscaling: the KEDA queries, the Karpenter node class and each
+// workload's application metric).
+func Autoscaling() []byte { return autoscalingYAML }
 
 // The names of the embedded files in messages.
 const (
@@ -68,11 +77,11 @@ func Account(s *gpusim.Scenario, w usage.Window, pricing usage.Pricing) (*usage.
 }
 
 // Step is the demo's step for a window: the shortest that keeps it within
-// usage.MaxSteps (usagefacts.Step), lengthened to divide an hour, so that
+// usage.MaxSteps (usage.DefaultStep), lengthened to divide an hour, so that
 // the hours, each accounted on its own, sample what the window samples and
 // add up to it: 60 s for the week.
 func Step(window time.Duration) time.Duration {
-	s := usagefacts.Step(window)
+	s := usage.DefaultStep(window)
 	for s < time.Hour && time.Hour%s != 0 {
 		s += time.Second
 	}
@@ -113,12 +122,12 @@ func Hours(c *gpu.Catalogue, r *usage.Report, pricing usage.Pricing) ([]*usage.R
 }
 
 // Measured is the demo week accounted once per process at catalogue
-// prices: the week's report, each hour's, and the usage file that diagnose
-// and plan read (UsageFile).
+// prices: the week's report, each hour's, and the usage facts that
+// diagnose and plan read (FactsOf).
 type Measured struct {
 	Week  *usage.Report
 	Hours []*usage.Report
-	Usage []byte
+	Facts *usage.Facts
 }
 
 var measured struct {
@@ -141,22 +150,28 @@ func Measure() (*Measured, error) {
 			measured.err = err
 			return
 		}
-		u, err := UsageFile(week)
+		u, err := FactsOf(week)
 		if err != nil {
 			measured.err = err
 			return
 		}
-		measured.m = &Measured{Week: week, Hours: hours, Usage: u}
+		measured.m = &Measured{Week: week, Hours: hours, Facts: u}
 	})
 	return measured.m, measured.err
 }
 
-// UsageFile is the usage file (kind PodUsage) that diagnose and plan read
-// for the demo: the week's facts, as report --demo --format podusage
-// writes them, each pod's mean activity in every hour of the week and the
-// GPUs per model and hour included.
-func UsageFile(week *usage.Report) ([]byte, error) {
-	return yaml.Marshal(week.Facts().File())
+// FactsOf is what diagnose and plan read of the demo week: the facts of
+// its usage file (kind PodUsage), as report --demo --format podusage writes
+// it and diagnose --usage reads it back, each pod's mean activity in every
+// hour of the week and the GPUs per model and hour included. The file is
+// built and read as a structure, never as text.
+func FactsOf(week *usage.Report) (*usage.Facts, error) {
+	file := week.Facts().File()
+	u, err := file.Facts()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", UsageName, err)
+	}
+	return u, nil
 }
 
 // Created is when each pending pod of the demo cluster was created, by

@@ -92,10 +92,7 @@ func TestMeasured(t *testing.T) {
 	if got := len(m.Hours); got != int(Window.Hours()) {
 		t.Fatalf("%d hours accounted, want %d", got, int(Window.Hours()))
 	}
-	u, err := usage.ParseFacts(m.Usage, UsageName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := m.Facts
 	snap, err := cluster.ParseFile(Cluster(), ClusterName, gpu.Default())
 	if err != nil {
 		t.Fatal(err)

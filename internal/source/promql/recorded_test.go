@@ -339,7 +339,7 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		b.Logf("hourly   StreamBuckets over both days: %.3f s, %.1f ms per device-day; gpupack's own CPU %.3f s, %.3f ms per added device-day", two.Seconds(), two.Seconds()/float64(2*gpus)*1000, cpu.Seconds(), (cpu-dayCPU).Seconds()/float64(gpus)*1000)
 		b.ReportMetric((cpu-dayCPU).Seconds()/float64(gpus)*1000, "cpu-ms/added-device-day")
 		// The whole of report --accounting hourly --format json in this
-		// process (usagefacts.FromPrometheusHourly's steps, which this
+		// process (app.Measure's steps, which this
 		// package cannot import): the buckets streamed into the account,
 		// the pods, the report and its JSON, over one day and both.
 		// Answers read by client_golang (as before) and by decodeMatrix,

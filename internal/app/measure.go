@@ -1,28 +1,115 @@
-// Package usagefacts connects measurement to the verbs that consume it: it
-// accounts a window of Prometheus data with package usage, whose
-// Report.Facts are the per-pod usage facts that diagnose and plan read. It
-// is an edge package.
-package usagefacts
+package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
 
-// FromPrometheus reads a window of DCGM (and kube-state-metrics and
-// application) series from Prometheus and accounts it. Node labels for price
+// Accounting says how a window of Prometheus data is accounted: raw reads
+// every sample at the step (exact, for windows of hours); hourly has the
+// query engine sum each hour and reads a few numbers per device-hour
+// (windows of whole hours, days to months); auto chooses hourly for
+// windows longer than AutoHourlyAbove or of more than usage.MaxSteps steps.
+type Accounting string
+
+// The accountings.
+const (
+	AccountingRaw    Accounting = "raw"
+	AccountingHourly Accounting = "hourly"
+	AccountingAuto   Accounting = "auto"
+)
+
+// AutoHourlyAbove is the window beyond which auto reads hourly buckets: a
+// few hours of raw samples are exact and cheap; longer windows would pull
+// every sample of every GPU into the process.
+const AutoHourlyAbove = 6 * time.Hour
+
+// Bucket is the span that the hourly path reads at once.
+const Bucket = time.Hour
+
+// Hourly decides, for report, plan and every other reader of a window,
+// whether a window of this length and step is read in hourly buckets.
+// Only Prometheus (or another PromQL store) sums hours; the demo is
+// accounted from its samples.
+func (a Accounting) Hourly(fromPrometheus bool, window, step time.Duration) (bool, error) {
+	switch a {
+	case AccountingRaw, "":
+		return false, nil
+	case AccountingHourly:
+		if !fromPrometheus {
+			return false, errors.New("--accounting hourly has Prometheus sum the hours; the demo is accounted from its samples: give --prometheus or use --accounting raw")
+		}
+		return true, nil
+	case AccountingAuto:
+		long := window > AutoHourlyAbove || step > 0 && window/step > usage.MaxSteps
+		return fromPrometheus && long && window%Bucket == 0, nil
+	}
+	return false, fmt.Errorf("--accounting %q: want raw, hourly or auto", string(a))
+}
+
+// LatestWindow is the window of this length that ends at the last whole
+// step before now, or at the last whole hour when read hourly (the current
+// partial hour is left out).
+func LatestWindow(now time.Time, length, step time.Duration, hourly bool) usage.Window {
+	end := now.UTC().Truncate(step)
+	if hourly {
+		end = now.UTC().Truncate(Bucket)
+	}
+	return usage.Window{Start: end.Add(-length), End: end, Step: step}
+}
+
+// Measurement names a window to account and where to read it.
+type Measurement struct {
+	// Prometheus is the URL of the PromQL store holding dcgm-exporter's
+	// series; "" accounts the embedded demo's scenario over Window.
+	Prometheus string
+	Window     usage.Window
+	// Hourly reads the window in hourly buckets that the query engine
+	// sums (Accounting.Hourly decides it); otherwise every sample.
+	Hourly  bool
+	Pricing usage.Pricing
+	// Apps are application metrics by name (PromQL), shown beside the
+	// pods they name.
+	Apps map[string]string
+	// Live holds pods' start-ups read from the live cluster
+	// (kube.LoadStartup), merged over kube-state-metrics' pod times; nil
+	// when none.
+	Live []usage.PodEvents
+}
+
+// Measure accounts the window: the one path from a PromQL store, raw or
+// hourly, or from the demo's scenario, to a usage.Report.
+func Measure(ctx context.Context, m Measurement) (*usage.Report, error) {
+	switch {
+	case m.Prometheus == "":
+		s, err := demo.Scenario(gpu.Default())
+		if err != nil {
+			return nil, err
+		}
+		return demo.Account(s, m.Window, m.Pricing)
+	case m.Hourly:
+		return measureHourly(ctx, m.Prometheus, m.Window, m.Pricing, m.Apps, m.Live)
+	}
+	return measureRaw(ctx, m.Prometheus, m.Window, m.Pricing, m.Apps, m.Live)
+}
+
+// measureRaw reads a window of DCGM (and kube-state-metrics and
+// application) series from Prometheus and accounts every sample. Node labels for price
 // rules come from pricing.NodeLabels when set (read from the live cluster),
 // else from kube-state-metrics' kube_node_labels. live holds pods'
 // start-ups read from the live cluster (kube.LoadStartup), merged over
 // kube-state-metrics' pod times (usage.MergePodEvents); nil when none.
-func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
+func measureRaw(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
 	src, err := promql.New(url)
 	if err != nil {
 		return nil, err
@@ -37,14 +124,11 @@ func FromPrometheus(ctx context.Context, url string, w usage.Window, pricing usa
 	return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, live)})
 }
 
-// Bucket is the span that the hourly path reads at once.
-const Bucket = time.Hour
-
-// FromPrometheusHourly accounts the window from hourly buckets that
+// measureHourly accounts the window from hourly buckets that
 // Prometheus computes (promql.LoadBuckets), never pulling raw samples:
 // for windows of days to months. The window must start and end on whole
-// hours. live is as for FromPrometheus.
-func FromPrometheusHourly(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
+// hours. live is as for measureRaw.
+func measureHourly(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
 	src, err := promql.New(url)
 	if err != nil {
 		return nil, err
@@ -116,10 +200,4 @@ func withLive(history, live []usage.PodEvents) []usage.PodEvents {
 		return history
 	}
 	return usage.MergePodEvents(history, live)
-}
-
-// Step is the query step for a window: 30 s, or the shortest whole number
-// of seconds that keeps the window within usage.MaxSteps.
-func Step(window time.Duration) time.Duration {
-	return max(30*time.Second, usage.MinStep(window))
 }

@@ -1,12 +1,4 @@
-// Package serve is gpupack's web edge: the dashboard at /, the JSON API
-// under /api/v1/, plan downloads, health and readiness, and /metrics when
-// given a handler for it. It shows a View that a Provider keeps current;
-// it computes nothing itself and never writes: every route is read-only.
-//
-// Every string that comes from the cluster reaches the page through
-// html/template's contextual escaping; the page's script reads the DOM's
-// text only, and the Content-Security-Policy allows no inline script.
-package serve
+package app
 
 import (
 	"encoding/json"
@@ -105,7 +97,10 @@ type PendingPod struct {
 	SchedulerMessage string       `json:"schedulerMessage,omitempty"`
 }
 
-// PlanFile is one file the plan emits, served at /plan/files/<Name>.
+// PlanFilesPath is where the dashboard serves the plan's files, by name.
+const PlanFilesPath = "/plan/files/"
+
+// PlanFile is one file the plan emits, served at PlanFilesPath + Name.
 type PlanFile struct {
 	Name string
 	Data []byte
@@ -118,7 +113,7 @@ func (f PlanFile) MarshalJSON() ([]byte, error) {
 		Name  string `json:"name"`
 		Bytes int    `json:"bytes"`
 		Href  string `json:"href"`
-	}{f.Name, len(f.Data), filesPath + f.Name})
+	}{f.Name, len(f.Data), PlanFilesPath + f.Name})
 }
 
 // CurveRun is one simulator run and its allocation curve (sim.Result
@@ -126,15 +121,4 @@ func (f PlanFile) MarshalJSON() ([]byte, error) {
 type CurveRun struct {
 	sim.Result
 	Points []sim.Point `json:"points"`
-}
-
-// Provider keeps a View current.
-type Provider interface {
-	// View returns the latest View; nil before the first refresh. It must
-	// not block, and the View it returns must not change afterwards.
-	View() *View
-	// Ready returns nil when the provider serves current data, otherwise
-	// why not ("Prometheus http://...: connection refused"). It must not
-	// block.
-	Ready() error
 }

@@ -1,4 +1,4 @@
-package source
+package app
 
 import (
 	"context"
@@ -15,12 +15,12 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 )
 
-const demo = "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: demo-node, cpu: '1', memory: 1Gi}]\n"
+const demoDoc = "apiVersion: gpupack.io/v1alpha1\nkind: ClusterSnapshot\nnodes: [{name: demo-node, cpu: '1', memory: 1Gi}]\n"
 
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.yaml")
-	if err := os.WriteFile(file, []byte(strings.Replace(demo, "demo-node", "file-node", 1)), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(strings.Replace(demoDoc, "demo-node", "file-node", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	over := filepath.Join(dir, "over.yaml")
@@ -46,7 +46,7 @@ func TestLoad(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			s, _, err := tc.c.Load(context.Background(), []byte(demo), "demo.yaml", io.Discard)
+			s, _, err := tc.c.Load(context.Background(), []byte(demoDoc), "demo.yaml", io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
@@ -74,7 +74,7 @@ func TestReadUsage(t *testing.T) {
 	for i := range 14 {
 		entries = append(entries, fmt.Sprintf("{pod: ml/p%d, gpuMemory: 1Gi}", i+2))
 	}
-	s, err := cluster.ParseFile([]byte(demo+"pods: ["+strings.Join(pods, ", ")+"]\n"), "c.yaml", gpu.Default())
+	s, err := cluster.ParseFile([]byte(demoDoc+"pods: ["+strings.Join(pods, ", ")+"]\n"), "c.yaml", gpu.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

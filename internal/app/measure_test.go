@@ -1,4 +1,4 @@
-package usagefacts
+package app
 
 import (
 	"net/http"
@@ -50,7 +50,7 @@ func TestHourlyReadsAtReadingGCPercent(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"status":"success","data":{"resultType":"` + kind + `","result":[]}}`))
 		}))
-		_, err := FromPrometheusHourly(t.Context(), srv.URL, w, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
+		_, err := measureHourly(t.Context(), srv.URL, w, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
 		srv.Close()
 		if (err != nil) != failing {
 			t.Fatalf("failing Prometheus %v: error %v", failing, err)

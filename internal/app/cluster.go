@@ -1,7 +1,4 @@
-// Package source is the one way gpupack's verbs are told which cluster to
-// read: a snapshot file (--snapshot), the live cluster (--kubeconfig or
-// --live), or the verb's embedded demo. It is an edge package.
-package source
+package app
 
 import (
 	"context"
@@ -11,38 +8,23 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/usage"
 )
 
-// Cluster holds the flags that name a cluster, and the catalogue file its
-// GPUs are read with.
+// Cluster names the cluster a use case reads: a snapshot file, the live
+// cluster (Kubeconfig, or Live for the default kubeconfig) or, when none is
+// named, the embedded demo; Catalogue is a file whose GPU models extend the
+// built-in catalogue ("" for none). The CLI fills it from --snapshot,
+// --kubeconfig, --live and --catalogue (clio.AddClusterFlags).
 type Cluster struct {
 	Snapshot   string
 	Kubeconfig string
 	Live       bool
 	Catalogue  string
-}
-
-// AddFlags registers --snapshot, --kubeconfig, --live and --catalogue; verb
-// names the command in the help ("diagnose", "plan").
-func (c *Cluster) AddFlags(f *pflag.FlagSet, verb string) {
-	f.StringVar(&c.Snapshot, "snapshot", "", "cluster snapshot file (YAML or JSON); the embedded demo when no cluster is named")
-	f.StringVar(&c.Kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
-	f.BoolVar(&c.Live, "live", false, verb+" the live cluster, found as --kubeconfig says when it is not given")
-	AddCatalogueFlag(f, &c.Catalogue)
-}
-
-// AddCatalogueFlag registers --catalogue, the file whose GPU models extend
-// or override the built-in catalogue.
-func AddCatalogueFlag(f *pflag.FlagSet, path *string) {
-	f.StringVar(path, "catalogue", "", "GPU catalogue file (YAML or JSON, the format of gpupack's gpu/catalogue.yaml): its models are added to the built-in ones, or replace those of the same name")
 }
 
 // LoadCatalogue returns the built-in catalogue, extended by the catalogue
@@ -130,6 +112,12 @@ func ReadUsage(data []byte, name string, s *cluster.Snapshot, clusterName string
 	if err != nil {
 		return nil, err
 	}
+	return CheckUsage(u, name, s, clusterName, stderr)
+}
+
+// CheckUsage checks the usage facts u (read from name) against s, as
+// ReadUsage does, and returns them.
+func CheckUsage(u *usage.Facts, name string, s *cluster.Snapshot, clusterName string, stderr io.Writer) (*usage.Facts, error) {
 	unmatched := u.Unmatched(s)
 	switch {
 	case len(unmatched) == 0:

@@ -1,9 +1,10 @@
-package report
+package app
 
 import (
 	"fmt"
 	"os"
 
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/util/yamldoc"
 	"github.com/gpupack/gpupack/usage"
@@ -23,7 +24,10 @@ type priceFile struct {
 	NodeRules []usage.PriceRule `json:"nodeRules,omitempty"`
 }
 
-func loadPricing(path string) (usage.Pricing, error) {
+// LoadPricing reads a price file (the format of --prices) over the built-in
+// catalogue; "" is the catalogue's own prices. report, plan and serve read
+// prices with it.
+func LoadPricing(path string) (usage.Pricing, error) {
 	c := gpu.Default()
 	if path == "" {
 		return usage.Pricing{Catalogue: c}, nil
@@ -61,7 +65,13 @@ func parsePricing(data []byte, path string, c *gpu.Catalogue) (usage.Pricing, er
 	return usage.Pricing{Catalogue: c, Rules: pf.NodeRules}, nil
 }
 
-// LoadPricing reads a prices file (the format of --prices) over the
-// built-in catalogue; "" is the catalogue's own prices. serve reads the
-// same file.
-func LoadPricing(path string) (usage.Pricing, error) { return loadPricing(path) }
+// PricedNodes returns pricing with its NodeLabels taken from the nodes of s,
+// so that price rules match nodes by their labels even where Prometheus has
+// no kube_node_labels. pricing is not changed.
+func PricedNodes(pricing usage.Pricing, s *cluster.Snapshot) usage.Pricing {
+	pricing.NodeLabels = make(map[string]map[string]string, len(s.Nodes))
+	for _, n := range s.Nodes {
+		pricing.NodeLabels[n.Name] = n.Labels
+	}
+	return pricing
+}
