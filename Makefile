@@ -7,7 +7,7 @@
 
 GO ?= go
 
-.PHONY: build test unit deps bins scheduler images bench fuzz vet deploy
+.PHONY: build test unit deps bins scheduler images bench fuzz vet deploy docs
 
 # Stamped with this checkout's version and commit (`gpupack version`).
 build:
@@ -49,6 +49,13 @@ scheduler:
 # values; charts' TestDeployIsRenderedFromChart fails when they differ.
 deploy:
 	$(GO) run ./hack/render-deploy deploy
+
+# The generated references: docs/reference/cli.md from the cobra command
+# tree, docs/reference/helm-values.md from charts/gpupack/values.yaml.
+# TestCLIReferenceIsCurrent and TestHelmValuesReferenceIsCurrent fail when
+# they drift; this rewrites them.
+docs:
+	$(GO) test -count=1 -run 'ReferenceIsCurrent' ./internal/cli ./charts -update
 
 # The container images as tarballs, offline (no container daemon):
 # bin/images/gpupack.tar and bin/images/gpupack-scheduler.tar.

@@ -19,7 +19,7 @@ var deployHeaders = map[string]string{
 	"rbac.yaml": `# The namespace, and read-only access for gpupack serve and the live CLI
 # verbs (gpupack snapshot, diagnose --live, report --live): list and watch
 # nodes, pods, the DRA objects (resource.k8s.io), events,
-# PersistentVolumeClaims, ResourceQuotas and Kueue's objects, list Leases.
+# PersistentVolumeClaims, ResourceQuotas, Leases and Kueue's objects.
 #   kubectl apply -f deploy/rbac.yaml
 #   kubectl create token gpupack -n gpupack-system   # for use outside the cluster
 # The end-to-end tests apply this file and read a cluster with this
