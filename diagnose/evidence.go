@@ -463,15 +463,13 @@ func fitsTimes(d *placement.Demand, st *placement.NodeState, most int) int {
 func ruleText(r placement.Reason) string {
 	switch r.Code {
 	case placement.NodeSelectorMismatch:
-		rule, _, _ := strings.Cut(r.Detail, " (node has")
-		return rule
+		return r.Mismatch.Selector()
 	case placement.NodeAffinityMismatch:
 		return r.Detail
 	case placement.TaintNotTolerated:
 		return r.Message()
 	case placement.GPUModelMismatch:
-		_, models, _ := strings.Cut(r.Detail, "pod needs one of ")
-		return "gpuModels " + models
+		return "gpuModels " + r.Mismatch.Models()
 	case placement.NodeUnschedulable:
 		return "node is cordoned (unschedulable)"
 	case placement.SpreadSkew:
@@ -492,8 +490,7 @@ func ruleText(r placement.Reason) string {
 func ruleFix(r placement.Reason, n *cluster.Node) string {
 	switch r.Code {
 	case placement.NodeSelectorMismatch:
-		rule, has, _ := strings.Cut(r.Detail, " (node has ")
-		return fmt.Sprintf("change %s to match %s (it has %s", rule, n.Name, has)
+		return fmt.Sprintf("change %s to match %s (it has %s)", r.Mismatch.Selector(), n.Name, r.Mismatch.NodeLabel())
 	case placement.NodeAffinityMismatch:
 		return fmt.Sprintf("widen the %s to admit %s", r.Detail, n.Name)
 	case placement.TaintNotTolerated:

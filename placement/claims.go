@@ -481,10 +481,11 @@ func claimReason(tried []ClaimShortfall) *Reason {
 			taint := t
 			taint.Alternatives = sf.Alternatives
 			d := t.Untolerated[0]
-			detail := fmt.Sprintf("claim %s, request %s: %s, which the request does not tolerate; %d of the %d device(s) it accepts that no pod holds carry such a taint; it needs %d",
-				t.Claim, t.Request, d.words(), len(t.Untolerated), t.Free+len(t.Untolerated), t.Needed)
+			said := fmt.Sprintf("request %s: %s, which the request does not tolerate; %d of the %d device(s) it accepts that no pod holds carry such a taint; it needs %d",
+				t.Request, d.words(), len(t.Untolerated), t.Free+len(t.Untolerated), t.Needed)
+			detail := "claim " + t.Claim + ", " + said
 			if len(tried) > 1 {
-				detail = fmt.Sprintf("claim %s: no alternative fits; alternative %d: %s", t.Claim, i+1, strings.TrimPrefix(detail, "claim "+t.Claim+", "))
+				detail = fmt.Sprintf("claim %s: no alternative fits; alternative %d: %s", t.Claim, i+1, said)
 			}
 			return &Reason{Code: ClaimTaintNotTolerated, Resource: t.Class, Requested: int64(t.Needed), Free: int64(t.Free), Capacity: int64(t.Accepted),
 				Unit: "devices", Detail: detail, Claim: &taint}

@@ -194,8 +194,9 @@ func nodeReasons(d *Demand, s *NodeState) []Reason {
 		}
 	}
 	if found {
-		v := p.NodeSelector[mismatch]
-		rs = append(rs, Reason{Code: NodeSelectorMismatch, Detail: fmt.Sprintf("nodeSelector %s=%s (node has %s)", mismatch, v, labelOrNone(n.Labels, mismatch))})
+		offered, has := n.Labels[mismatch]
+		m := &Mismatch{Key: mismatch, Wanted: []string{p.NodeSelector[mismatch]}, Offered: offered, HasKey: has}
+		rs = append(rs, Reason{Code: NodeSelectorMismatch, Detail: m.Selector() + " (node has " + m.NodeLabel() + ")", Mismatch: m})
 	}
 	if len(p.RequiredAffinity) > 0 && !matchesAnyTerm(p.RequiredAffinity, n.Labels) {
 		rs = append(rs, Reason{Code: NodeAffinityMismatch, Detail: "required node affinity " + termsString(p.RequiredAffinity)})
@@ -232,13 +233,6 @@ func cordoned(n *cluster.Node, p *cluster.Pod) bool {
 // tooManyPods reports whether the node holds as many pods as it takes.
 func tooManyPods(s *NodeState) bool {
 	return s.Node.MaxPods != nil && s.Pods >= *s.Node.MaxPods
-}
-
-func labelOrNone(labels map[string]string, k string) string {
-	if v, ok := labels[k]; ok {
-		return k + "=" + v
-	}
-	return "no " + k + " label"
 }
 
 func taintDetail(t cluster.Taint) string {
@@ -410,7 +404,8 @@ func gpuReason(d *Demand, s *NodeState, counts [pass + 1]int) *Reason {
 		switch st {
 		case failModel:
 			r.Code, r.Unresolvable = GPUModelMismatch, true
-			r.Detail = fmt.Sprintf("node has %s, pod needs one of %s", n.GPUModel().Name, strings.Join(d.Pod.GPUModels, ", "))
+			r.Mismatch = &Mismatch{Wanted: d.Pod.GPUModels, Offered: n.GPUModel().Name}
+			r.Detail = fmt.Sprintf("node has %s, pod needs one of %s", r.Mismatch.Offered, r.Mismatch.Models())
 			r.Unit = ""
 		case failMode:
 			r.Code = SharingModeMismatch

@@ -139,9 +139,10 @@ func TestFitReasons(t *testing.T) {
 		"all gpus held": {state: place(t, h100, makePod("a").whole(7).obj()), pod: makePod("p").whole(2).obj(), want: []Reason{
 			{Code: InsufficientGPU, Resource: "nvidia.com/gpu", Requested: 2, Free: 1, Capacity: 8, Unit: "GPUs"}}},
 		"wrong model": {state: place(t, h100), pod: makePod("p").whole(1).models("A100-80GB").obj(), want: []Reason{
-			{Code: GPUModelMismatch, Resource: "nvidia.com/gpu", Requested: 1, Capacity: 8, Unresolvable: true}}},
+			{Code: GPUModelMismatch, Resource: "nvidia.com/gpu", Requested: 1, Capacity: 8, Unresolvable: true,
+				Mismatch: &Mismatch{Wanted: []string{"A100-80GB"}, Offered: "H100-80GB"}}}},
 		"selector": {state: place(t, h100), pod: makePod("p").whole(1).selector("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB").obj(), want: []Reason{
-			{Code: NodeSelectorMismatch}}},
+			{Code: NodeSelectorMismatch, Mismatch: &Mismatch{Key: "nvidia.com/gpu.product", Wanted: []string{"NVIDIA-A100-SXM4-80GB"}, Offered: "NVIDIA-H100-80GB-HBM3", HasKey: true}}}},
 		"taint":           {state: place(t, tainted), pod: makePod("p").whole(1).obj(), want: []Reason{{Code: TaintNotTolerated}}},
 		"taint tolerated": {state: place(t, tainted), pod: makePod("p").whole(1).tolerate("dedicated").obj(), gpus: []int{0}},
 		"cpu and gpu": {state: place(t, h100, makePod("a").whole(8).obj()), pod: makePod("p").whole(1).cpu(100000).obj(), want: []Reason{

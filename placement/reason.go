@@ -84,7 +84,8 @@ type Reason struct {
 	// bigger node) could cure it: the node's capacity or GPU model is the
 	// limit, not what is allocated or configured.
 	Unresolvable bool
-	// Detail names the label, taint, model or mode in question.
+	// Detail names the label, taint, model or mode in question, for
+	// display; code reads the typed fields (Mismatch, Claim, ...) instead.
 	Detail string
 	// Term is, for a reason of a spread constraint or a pod
 	// (anti-)affinity term of the pod, its index in the pod's list.
@@ -94,6 +95,43 @@ type Reason struct {
 	Claim *ClaimShortfall `json:",omitempty"`
 	// Constraint is set for ClaimConstraintUnsatisfied.
 	Constraint *ConstraintShortfall `json:",omitempty"`
+	// Mismatch is set for NodeSelectorMismatch and GPUModelMismatch. It
+	// stays out of JSON, where Detail words the same facts.
+	Mismatch *Mismatch `json:"-"`
+}
+
+// Mismatch is what the pod asks of a node and what the node offers
+// instead: for NodeSelectorMismatch, the first nodeSelector key (in key
+// order) whose value the node lacks; for GPUModelMismatch, the pod's GPU
+// models and the node's.
+type Mismatch struct {
+	// Key is the nodeSelector's label key; empty for GPUModelMismatch.
+	Key string
+	// Wanted is what the pod accepts: the selector's one value, or the
+	// pod's GPU models in its order.
+	Wanted []string
+	// Offered is the node's label value (HasKey false: the node lacks the
+	// label), or its GPU model.
+	Offered string
+	HasKey  bool
+}
+
+// Selector words the nodeSelector entry: "nodeSelector key=value".
+func (m *Mismatch) Selector() string {
+	return "nodeSelector " + m.Key + "=" + strings.Join(m.Wanted, ", ")
+}
+
+// NodeLabel words the node's label of Key: "key=value", or "no key label".
+func (m *Mismatch) NodeLabel() string {
+	if m.HasKey {
+		return m.Key + "=" + m.Offered
+	}
+	return "no " + m.Key + " label"
+}
+
+// Models words the GPU models the pod accepts: "A100-80GB, H100-80GB".
+func (m *Mismatch) Models() string {
+	return strings.Join(m.Wanted, ", ")
 }
 
 // Message words the reason as the kube-scheduler does where it has words
