@@ -63,7 +63,7 @@ func TestOutFiles(t *testing.T) {
 	o := defaults()
 	o.out = dir
 	o.window = "7d"
-	o.cluster.Snapshot, o.usage, o.autoscaling = "testdata/pools.cluster.yaml", "testdata/pools.usage.yaml", "demo/autoscaling.yaml"
+	o.cluster.Snapshot, o.usage, o.autoscaling = "testdata/pools.cluster.yaml", "testdata/pools.usage.yaml", "../../source/demo/autoscaling.yaml"
 	if err := run(context.Background(), &o, &bytes.Buffer{}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
