@@ -609,17 +609,13 @@ func groupByDevice(series []Series) ([]*deviceInput, []bool) {
 // window's slots, the accumulators of pods, nodes and the cluster, and
 // per-device buffers reused from one device to the next.
 type rawAccount struct {
+	deviceTotals
 	w                      Window
 	slots                  int
 	startMs, stepMs, endMs int64
 	pricing                Pricing
-	r                      *Report
 	q                      *Quality
 	pods                   map[podRef]*podState
-	nodes                  map[string]*acc
-	cluster                acc
-	coveredDeviceSeconds   float64
-	windowDeviceSeconds    float64
 	vals                   [][]float64
 	sampled                []bool
 	owners, present        []*ownerSeries
@@ -634,8 +630,8 @@ type rawAccount struct {
 func newRawAccount(w Window, pricing Pricing, r *Report) *rawAccount {
 	slots := w.Slots()
 	a := &rawAccount{w: w, slots: slots, startMs: w.Start.UnixMilli(), stepMs: w.Step.Milliseconds(), endMs: w.End.UnixMilli(),
-		pricing: pricing, r: r, q: &r.Quality,
-		pods: map[podRef]*podState{}, nodes: map[string]*acc{},
+		pricing: pricing, deviceTotals: deviceTotals{r: r, nodes: map[string]*acc{}}, q: &r.Quality,
+		pods: map[podRef]*podState{},
 		vals: make([][]float64, nMetrics), sampled: make([]bool, slots), present: make([]*ownerSeries, 0, 4),
 		hasMetric: make([]bool, nMetrics), mig: migGPU{sampled: make([]bool, slots)},
 		hours: hoursOf(w.Start, w.End), levels: modelLevels{}}
@@ -660,17 +656,52 @@ func (a *rawAccount) slotTime(k int) time.Time {
 	return time.UnixMilli(a.startMs + int64(k)*a.stepMs).UTC()
 }
 
+// deviceTotals is what both accountings total as they go through the
+// devices: the report's devices, the nodes' and the cluster's sums, and
+// the device-seconds of the window and those sampled, for the coverage.
+type deviceTotals struct {
+	r                    *Report
+	nodes                map[string]*acc
+	cluster              acc
+	coveredDeviceSeconds float64
+	windowDeviceSeconds  float64
+}
+
 // addDevice adds a device's accounting to the report, its node and the
 // cluster.
-func (a *rawAccount) addDevice(du DeviceUsage, dev *acc) {
-	a.r.Devices = append(a.r.Devices, du)
-	a.cluster.add(dev)
-	na := a.nodes[du.Node]
+func (t *deviceTotals) addDevice(du DeviceUsage, dev *acc) {
+	t.r.Devices = append(t.r.Devices, du)
+	t.cluster.add(dev)
+	na := t.nodes[du.Node]
 	if na == nil {
 		na = &acc{}
-		a.nodes[du.Node] = na
+		t.nodes[du.Node] = na
 	}
 	na.add(dev)
+}
+
+// total sets the report's coverage and the cluster's totals.
+func (t *deviceTotals) total() {
+	if t.windowDeviceSeconds > 0 {
+		t.r.Quality.Coverage = Known(t.coveredDeviceSeconds / t.windowDeviceSeconds)
+	}
+	t.r.Cluster = ClusterUsage{Totals: t.cluster.totals(), Capacity: t.cluster.capacityTotals()}
+}
+
+// shareAndPrice is the device's share of a GPU and its price per GPU-hour,
+// as a float (NaN if unknown) and as the Amount; it warns in q where a MIG
+// profile's share was read from its name.
+func shareAndPrice(pricing Pricing, q *Quality, d Device) (share, price float64, perHour Amount) {
+	share, shareKnown := pricing.Share(d)
+	if !shareKnown {
+		q.Warnings = append(q.Warnings, fmt.Sprintf("device %s: MIG profile %q is not in the catalogue; its share was read from the name as %.3g of a GPU", d.Key(), d.MIGProfile, share))
+	}
+	price = math.NaN()
+	perHour = pricing.PerHour(d)
+	if perHour.Known() {
+		price = perHour.Value()
+	}
+	return share, price, perHour
 }
 
 // flushUninstantiated accounts, once the devices move past a MIG GPU, the
@@ -708,15 +739,7 @@ func (a *rawAccount) flushUninstantiated() {
 // device accounts one device: its samples, its activity metric, its slots.
 func (a *rawAccount) device(d *deviceInput) {
 	a.load(d)
-	share, shareKnown := a.pricing.Share(d.device)
-	if !shareKnown {
-		a.q.Warnings = append(a.q.Warnings, fmt.Sprintf("device %s: MIG profile %q is not in the catalogue; its share was read from the name as %.3g of a GPU", d.device.Key(), d.device.MIGProfile, share))
-	}
-	price := math.NaN()
-	pa := a.pricing.PerHour(d.device)
-	if pa.Known() {
-		price = pa.Value()
-	}
+	share, price, pa := shareAndPrice(a.pricing, a.q, d.device)
 	source := a.activitySource()
 	du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
 	for _, o := range a.owners {
@@ -966,10 +989,7 @@ func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, g
 // finish totals the data quality and the cluster, and reads each pod's
 // percentiles, means, pattern statistics and first times from its samples.
 func (a *rawAccount) finish() {
-	if a.windowDeviceSeconds > 0 {
-		a.q.Coverage = Known(a.coveredDeviceSeconds / a.windowDeviceSeconds)
-	}
-	a.r.Cluster = ClusterUsage{Totals: a.cluster.totals(), Capacity: a.cluster.capacityTotals()}
+	a.total()
 	a.r.Hourly = a.levels.modelHours(a.w.Start, a.w.End)
 	for _, ps := range a.pods {
 		ps.usage.VRAMUsedMiB = percentiles(ps.vram)
@@ -1240,26 +1260,37 @@ func assemble(r *Report, pods map[podRef]*podState, nodes map[string]*acc, apps 
 	as.finish(nodes)
 }
 
-// migGPU collects the instances of one MIG GPU: their shares and the
-// slots in which any of them was sampled.
-type migGPU struct {
+// migInstances collects the instances of one MIG GPU: the first one's
+// device and price, how many there are and their shares of the GPU.
+type migInstances struct {
 	device    Device
 	instances int
 	shares    float64
 	price     Amount
-	sampled   []bool
 }
 
-func (g *migGPU) same(d Device) bool {
+// same reports whether d is an instance of the GPU being collected.
+func (g *migInstances) same(d Device) bool {
 	return g.instances > 0 && g.device.Node == d.Node && g.device.GPU == d.GPU && g.device.UUID == d.UUID
 }
 
-func (g *migGPU) addInstance(d Device, share float64, price Amount, sampled []bool) {
+func (g *migInstances) add(d Device, share float64, price Amount) {
 	if g.instances == 0 {
 		g.device, g.price = d, price
 	}
 	g.instances++
 	g.shares += share
+}
+
+// migGPU collects the instances of one MIG GPU and the slots in which any
+// of them was sampled.
+type migGPU struct {
+	migInstances
+	sampled []bool
+}
+
+func (g *migGPU) addInstance(d Device, share float64, price Amount, sampled []bool) {
+	g.add(d, share, price)
 	for k, s := range sampled {
 		g.sampled[k] = g.sampled[k] || s
 	}
