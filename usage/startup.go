@@ -608,3 +608,11 @@ func addKnown(a, b Amount) Amount {
 	}
 	return Known(a.Value() + b.Value())
 }
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
