@@ -10,6 +10,6 @@
 // that suit spot capacity.
 //
 // plan is a pure package: it must not import client-go, net/http, the
-// Prometheus client or any CLI library. Usage comes in as the small
-// usage.PodFacts struct defined here.
+// Prometheus client or any CLI library. Usage comes in as usage.Facts
+// (per pod usage.PodFacts), which package usage owns.
 package plan

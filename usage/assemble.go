@@ -40,7 +40,8 @@ type appAgg struct {
 
 // newAssembler starts assembling r, whose pods and containers number
 // pods and containers (the report's slices are made that large at once:
-// grown by appends, a month of a fleet's pods was copied over and over).
+// grown by appends, a month of a fleet's pods would be copied over and
+// over).
 // Application samples each stand for appSeconds of their time.
 func newAssembler(r *Report, pods, containers int, apps []AppSeries, podEvents []PodEvents, appSeconds func(tMs int64) float64) *assembler {
 	as := &assembler{r: r, events: make(map[podRef]*PodEvents, len(podEvents)), podApps: map[string]map[string]*appAgg{}, nsApps: map[string]map[string]*appAgg{},

@@ -237,9 +237,9 @@ func (i instant) time() time.Time {
 }
 
 // reportCollectOwners is how many owners' sums Report releases between
-// the collections it asks for (about 14 MB of them): at 50,000 a month of
-// 1,000 GPUs' report let the heap reach twice what was live, and its RSS
-// 760 MiB, against about 650 MiB at this.
+// the collections it asks for (about 14 MB of them): few enough that the
+// heap does not reach twice what was live at the last collection before
+// the next (docs/performance-history.md has the measurements behind it).
 const reportCollectOwners = 15_000
 
 // errSpent refuses to use an account after its Report.
@@ -581,11 +581,10 @@ func newBucketReport(a *BucketAccount, pricing Pricing, keys []string, podEvents
 	// The report's maps and slices are made whole next (a month of a
 	// fleet's pods is about 160 MB in two allocations), where the reading
 	// before left memory free but resident in pieces too small to hold
-	// them: handed back to the OS first, the process does not hold both
-	// (at 1,000 GPUs x 30 days this kept RSS from jumping by their size).
+	// them: handed back to the OS first, the process does not hold both.
 	a.Memory.HandBack(br.nOwners)
 	// Made as large as every device's owners at once: grown by inserts,
-	// a month of a fleet's pods left as much again of garbage.
+	// the maps would leave as much garbage again as they hold.
 	br.last = make(map[podRef]int, br.nOwners)
 	containers := make(map[Owner]bool, br.nOwners)
 	for i, key := range keys {
@@ -772,12 +771,10 @@ func (br *bucketReport) release(d *deviceSums) {
 	// and the report's slices, made at their size at the start. It
 	// would let the heap grow to twice that before it collects
 	// again, and the report would be laid beside the sums it
-	// replaces rather than in their memory. A month of a fleet's
-	// report (180,000 pods) collects twelve times, serve's week of
-	// 1,000 GPUs (42,000) twice at each refresh, whatever the
-	// memory policy: without them serve's refresh took 0.37 CPU-s
-	// against 0.44, but its process peaked at 925 MiB of RSS
-	// against 564 (BenchmarkRefreshAccount/incremental).
+	// replaces rather than in their memory. Every memory policy
+	// collects (serve's too: the collections cost a refresh some CPU
+	// and keep its process' peak far lower); a policy that hands
+	// memory back collects as it does.
 	if br.released += len(br.owner); br.released >= reportCollectOwners {
 		if !br.a.Memory.HandBack(br.nOwners) {
 			runtime.GC()
@@ -824,9 +821,7 @@ func (br *bucketReport) finish() *Report {
 	// The account's sums are released now, but the collector's goal and
 	// the process' memory are still those of the sums and the report
 	// together: handed back, what the caller does next (the queue waits,
-	// the JSON) starts from the report's size (at 1,000 GPUs x 30 days
-	// RSS rose to 531 MiB after the report without this, against the
-	// report's 270 MiB live).
+	// the JSON) starts from the report's size.
 	br.a.Memory.HandBack(br.nOwners)
 	return br.r
 }

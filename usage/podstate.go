@@ -11,8 +11,8 @@ import (
 type podState struct {
 	// usage holds the few figures of the pod's PodUsage known before
 	// assemble, which builds the rest in the report itself: a month of a
-	// fleet's pods is many, and a whole PodUsage in each state doubled
-	// them at the report's peak.
+	// fleet's pods is many, and a whole PodUsage in each state would
+	// double them at the report's peak.
 	usage podHead
 	acc   acc
 	// devices, sources and nodes are sets, kept as short lists: a pod
