@@ -197,7 +197,7 @@ func TestParseFileUnlisted(t *testing.T) {
 
 // TestUnlistedMIGProfileReadsBack: a pod that asks for a MIG profile no
 // catalogue model has, as a live pod may, is written with unlisted: true and
-// reads back; without it the profile is refused as a likely typo (#16).
+// reads back; without it the profile is refused as a likely typo.
 func TestUnlistedMIGProfileReadsBack(t *testing.T) {
 	n := &Node{Name: "n", CPU: 8000, Memory: 8192}
 	p := &Pod{Namespace: "ml", Name: "odd", GPU: Request{Kind: MIGSlice, Profile: "5g.60gb"}}

@@ -106,7 +106,7 @@ func benchCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage) 
 }
 
 // BenchmarkDiagnose5000x8 diagnoses 2,000 pending pods on 5,000 nodes of
-// 8 GPUs (the target: under 2 s and 1 GiB).
+// 8 GPUs (target: under 2 s and 1 GiB).
 func BenchmarkDiagnose5000x8(b *testing.B) {
 	s, u := benchCluster(b, 5000, 2000)
 	benchDiagnose(b, s, u, func(rep *Report) {
@@ -185,7 +185,7 @@ func spreadCluster(b *testing.B, nodes, pending int) (*cluster.Snapshot, *Usage)
 
 // BenchmarkDiagnose5000x8Spread diagnoses 2,000 pending pods with zone
 // spread constraints and pod (anti-)affinity on 5,000 nodes of 8 GPUs
-// whose bound pods have anti-affinity too (the target: under 2 s).
+// whose bound pods have anti-affinity too (target: under 2 s).
 func BenchmarkDiagnose5000x8Spread(b *testing.B) {
 	s, u := spreadCluster(b, 5000, 2000)
 	benchDiagnose(b, s, u, func(rep *Report) {

@@ -77,72 +77,12 @@ const ClaimMissing Cause = "claim-missing"
 // nodes where its claims would be allocated, or no node has enough devices
 // that the class and selectors accept); other.
 func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand) error {
-	// The pod without its rules, made when a node's rules stop it: most
-	// DRA nodes have none, and each demand holds the claims' accepted
-	// devices.
-	var relaxed *placement.Demand
-	verdicts := make([]classVerdict, len(e.classes))
-	stock := make([]statusGroup, len(e.classes))
-	stockOK := true
-	var fitsNow, allocK, placeK, claimK, taintK, constraintK []int
-	selectorError := ""
-	for k := range e.classes {
-		v := &verdicts[k]
-		cur := e.rep(k)
-		_, v.now = placement.Fit(d, cur)
-		v.sched = v.now
-		st, ok := stockStatus(p, cur, v.now)
-		stockOK = stockOK && ok
-		stock[k] = statusGroup{nodes: len(e.classes[k].nodes), NodeStatus: st}
-		if len(v.now) == 0 {
-			fitsNow = append(fitsNow, k)
-			continue
-		}
-		r := claimOf(v.now)
-		if r != nil && r.Code == placement.ClaimSelectorError && selectorError == "" {
-			selectorError = r.Detail
-		}
-		if v.rules = ruleReasons(v.now); len(v.rules) > 0 {
-			if relaxed == nil {
-				var err error
-				if relaxed, err = placement.NewDemand(relaxPod(p), e.s.Catalogue); err != nil {
-					return err
-				}
-			}
-			if _, rs := placement.Fit(relaxed, cur); len(rs) == 0 {
-				v.place = true
-				placeK = append(placeK, k)
-			}
-			continue
-		}
-		if r != nil && r.Code == placement.ClaimTaintNotTolerated && len(v.now) == 1 {
-			// Held devices that no taint keeps would serve it too:
-			// allocation comes first.
-			taintK = append(taintK, k)
-			if len(r.Claim.Held) > 0 {
-				if _, rs := placement.Fit(d, e.classes[k].empty); len(rs) == 0 {
-					v.alloc = true
-					allocK = append(allocK, k)
-				}
-			}
-			continue
-		}
-		if r != nil && r.Code == placement.ClaimConstraintUnsatisfied && len(v.now) == 1 {
-			constraintK = append(constraintK, k)
-			continue
-		}
-		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted && r.Code != placement.ClaimCapacityInsufficient) || len(v.now) > 1 {
-			continue // CPU, memory or pods short too
-		}
-		claimK = append(claimK, k)
-		if !r.Unresolvable {
-			if _, rs := placement.Fit(d, e.classes[k].empty); len(rs) == 0 {
-				v.alloc = true
-				allocK = append(allocK, k)
-			}
-		}
+	j, kinds, err := e.judgeClaimClasses(p, d)
+	if err != nil {
+		return err
 	}
-	e.summarize(f, p, stock, stockOK, verdicts)
+	verdicts, selectorError := j.verdicts, kinds.selectorError
+	e.summarize(f, p, j.stock, j.stockOK, verdicts)
 	missing := missingClaims(p)
 	switch {
 	case len(missing) > 0:
@@ -161,28 +101,28 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 		f.Cause = Placement
 		f.addAdvice("fix the selector that fails to evaluate: "+selectorError+" (guard the attribute with has() or compare values of its type); a claim's or template's spec cannot change, so recreate it",
 			"the selector's intent is the workload's; the error names the selector and the device")
-	case len(fitsNow) > 0:
-		e.fitsNow(f, fitsNow)
-	case len(allocK) > 0 && byCapacity(allocK, verdicts):
-		e.claimCapacity(f, p, allocK, verdicts, Allocation)
-		if len(placeK) > 0 {
+	case len(kinds.fitsNow) > 0:
+		e.fitsNow(f, kinds.fitsNow)
+	case len(kinds.alloc) > 0 && byCapacity(kinds.alloc, verdicts):
+		e.claimCapacity(f, p, kinds.alloc, verdicts, Allocation)
+		if len(kinds.place) > 0 {
 			f.Also = []Cause{Placement}
 		}
-	case len(allocK) > 0:
-		e.claimAllocation(f, p, allocK, verdicts)
-		if len(placeK)+len(taintK) > 0 {
+	case len(kinds.alloc) > 0:
+		e.claimAllocation(f, p, kinds.alloc, verdicts)
+		if len(kinds.place)+len(kinds.taint) > 0 {
 			f.Also = []Cause{Placement}
 		}
-	case len(taintK) > 0:
-		e.claimTaint(f, p, taintK, verdicts)
-	case len(constraintK) > 0:
-		e.claimConstraint(f, p, constraintK, verdicts)
-	case len(placeK) > 0:
-		e.placement(f, p, placeK, verdicts, false)
-	case len(claimK) > 0 && byCapacity(claimK, verdicts):
-		e.claimCapacity(f, p, claimK, verdicts, Placement)
-	case len(claimK) > 0:
-		e.claimPlacement(f, p, claimK, verdicts)
+	case len(kinds.taint) > 0:
+		e.claimTaint(f, p, kinds.taint, verdicts)
+	case len(kinds.constraint) > 0:
+		e.claimConstraint(f, p, kinds.constraint, verdicts)
+	case len(kinds.place) > 0:
+		e.placement(f, p, kinds.place, verdicts, false)
+	case len(kinds.claim) > 0 && byCapacity(kinds.claim, verdicts):
+		e.claimCapacity(f, p, kinds.claim, verdicts, Placement)
+	case len(kinds.claim) > 0:
+		e.claimPlacement(f, p, kinds.claim, verdicts)
 	default:
 		f.Cause = Other
 		var rs [][]placement.Reason
@@ -194,6 +134,86 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 			"which node to grow, or how far to lower the request, is a choice the evidence does not make")
 	}
 	return nil
+}
+
+// claimKinds are the classes of nodes (indices into engine.classes) by
+// what a pod with claims finds on them: it fits now; devices the claims
+// accept are held (alloc); only rules stop it, and with them relaxed it
+// fits (place); too few devices are accepted, out of counters or of
+// capacity (claim); device taints keep them (taint); a claim's constraint
+// cannot be met (constraint). selectorError is the first selector error
+// met.
+type claimKinds struct {
+	fitsNow, alloc, place, claim, taint, constraint []int
+	selectorError                                   string
+}
+
+// judgeClaimClasses fits the pod with claims on each class of nodes, and
+// with its rules relaxed or on the class's empty node where that tells
+// the kind; it gives each class's verdict and stock status, and the
+// classes by kind.
+func (e *engine) judgeClaimClasses(p *cluster.Pod, d *placement.Demand) (classJudgement, claimKinds, error) {
+	// The pod without its rules, made when a node's rules stop it: most
+	// DRA nodes have none, and each demand holds the claims' accepted
+	// devices.
+	var relaxed *placement.Demand
+	j := e.newClassJudgement()
+	var ks claimKinds
+	for k := range e.classes {
+		v := &j.verdicts[k]
+		cur := e.rep(k)
+		_, v.now = placement.Fit(d, cur)
+		v.sched = v.now
+		j.setStock(p, k, len(e.classes[k].nodes), cur, v.now)
+		if len(v.now) == 0 {
+			ks.fitsNow = append(ks.fitsNow, k)
+			continue
+		}
+		r := claimOf(v.now)
+		if r != nil && r.Code == placement.ClaimSelectorError && ks.selectorError == "" {
+			ks.selectorError = r.Detail
+		}
+		if v.rules = ruleReasons(v.now); len(v.rules) > 0 {
+			if relaxed == nil {
+				var err error
+				if relaxed, err = placement.NewDemand(relaxPod(p), e.s.Catalogue); err != nil {
+					return j, ks, err
+				}
+			}
+			if _, rs := placement.Fit(relaxed, cur); len(rs) == 0 {
+				v.place = true
+				ks.place = append(ks.place, k)
+			}
+			continue
+		}
+		if r != nil && r.Code == placement.ClaimTaintNotTolerated && len(v.now) == 1 {
+			// Held devices that no taint keeps would serve it too:
+			// allocation comes first.
+			ks.taint = append(ks.taint, k)
+			if len(r.Claim.Held) > 0 {
+				if _, rs := placement.Fit(d, e.classes[k].empty); len(rs) == 0 {
+					v.alloc = true
+					ks.alloc = append(ks.alloc, k)
+				}
+			}
+			continue
+		}
+		if r != nil && r.Code == placement.ClaimConstraintUnsatisfied && len(v.now) == 1 {
+			ks.constraint = append(ks.constraint, k)
+			continue
+		}
+		if r == nil || (r.Code != placement.ClaimUnallocatable && r.Code != placement.ClaimCounterExhausted && r.Code != placement.ClaimCapacityInsufficient) || len(v.now) > 1 {
+			continue // CPU, memory or pods short too
+		}
+		ks.claim = append(ks.claim, k)
+		if !r.Unresolvable {
+			if _, rs := placement.Fit(d, e.classes[k].empty); len(rs) == 0 {
+				v.alloc = true
+				ks.alloc = append(ks.alloc, k)
+			}
+		}
+	}
+	return j, ks, nil
 }
 
 // claimOf is the claims' reason among a node's reasons, nil when none.

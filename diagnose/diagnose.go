@@ -485,15 +485,7 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 	}
 	facts := e.usage.Pods[p.Key()]
 	need := memoryNeed(p, facts, c)
-	full := d
-	if need.perDevice > 0 && need.Source != "request" && need.Source != "mig-profile" && p.GPU.Kind != cluster.MIGSlice {
-		q := *p
-		q.GPU.Memory = need.perDevice
-		if full, err = placement.NewDemand(&q, c); err != nil {
-			return f, err
-		}
-	}
-	relaxed, err := placement.NewDemand(relaxPod(full.Pod), c)
+	full, relaxed, err := fullDemands(p, d, need, c)
 	if err != nil {
 		return f, err
 	}
@@ -507,89 +499,42 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		e.classes = e.splitByTopology(d)
 		defer func() { e.classes = all }()
 	}
-	verdicts := make([]classVerdict, len(e.classes))
-	stock := make([]statusGroup, len(e.classes))
-	stockOK := true
-	var fitsNow, allocK, memK, placeK, placeHeldK, layoutK, crossK []int
 	migTooSmall := p.GPU.Kind == cluster.MIGSlice && need.stated > need.perDevice
-	for k := range e.classes {
-		v := &verdicts[k]
-		cur := e.rep(k)
-		_, v.now = placement.Fit(full, cur)
-		v.sched = v.now
-		if full != d {
-			_, v.sched = placement.Fit(d, cur)
-		}
-		st, ok := stockStatus(p, cur, v.sched)
-		stockOK = stockOK && ok
-		stock[k] = statusGroup{nodes: len(e.classes[k].nodes), NodeStatus: st}
-		if len(v.now) == 0 {
-			fitsNow = append(fitsNow, k)
-			continue
-		}
-		v.rules = ruleReasons(v.now)
-		if len(v.rules) > 0 {
-			if _, rs := placement.Fit(relaxed, reconfigure(cur, p.GPU, false)); len(rs) == 0 {
-				v.place = true
-				placeK = append(placeK, k)
-				if crossNodeOnly(v.rules) {
-					crossK = append(crossK, k)
-				}
-			} else if _, rs := placement.Fit(relaxed, reconfigure(e.classes[k].empty, p.GPU, false)); len(rs) == 0 {
-				v.placeHeld = true
-				placeHeldK = append(placeHeldK, k)
-			}
-			continue
-		}
-		if heldOnly(v.now) {
-			if _, rs := placement.Fit(full, e.classes[k].empty); len(rs) == 0 {
-				v.alloc = true
-				allocK = append(allocK, k)
-				continue
-			}
-		}
-		if p.GPU.Kind == cluster.MIGSlice && !migTooSmall && e.hasRelayout(e.classes[k].nodes[:1], p) {
-			layoutK = append(layoutK, k)
-			continue
-		}
-		if memoryShort(v.now, p) {
-			v.mem = true
-			memK = append(memK, k)
-		}
-	}
-	e.summarize(&f, p, stock, stockOK, verdicts)
+	j, kinds := e.judgeClasses(p, d, full, relaxed, migTooSmall)
+	verdicts := j.verdicts
+	e.summarize(&f, p, j.stock, j.stockOK, verdicts)
 	for _, v := range verdicts {
 		f.CrossNode = f.CrossNode || slices.ContainsFunc(v.now, func(r placement.Reason) bool { return crossNode(r.Code) })
 	}
-	holds := map[Cause]bool{Allocation: len(allocK) > 0 && !migTooSmall, Memory: len(memK) > 0 || migTooSmall, Placement: len(placeK) > 0 || len(layoutK) > 0}
+	holds := map[Cause]bool{Allocation: len(kinds.alloc) > 0 && !migTooSmall, Memory: len(kinds.mem) > 0 || migTooSmall, Placement: len(kinds.place) > 0 || len(kinds.layout) > 0}
 	switch {
-	case len(fitsNow) > 0 && !migTooSmall:
-		e.fitsNow(&f, fitsNow)
+	case len(kinds.fitsNow) > 0 && !migTooSmall:
+		e.fitsNow(&f, kinds.fitsNow)
 		if facts.Measured && facts.Pattern.Underused() {
 			e.usageOf(&f, facts)
 		}
-	case len(crossK) > 0:
+	case len(kinds.cross) > 0:
 		// Nodes have free GPUs that only a spread constraint or pod
 		// (anti-)affinity keeps the pod off: the pods fit in total, and the
 		// rule is what to change, though freeing GPUs where the rule
 		// points would do too (Also: allocation).
-		e.placement(&f, p, placeK, verdicts, false)
+		e.placement(&f, p, kinds.place, verdicts, false)
 		if holds[Allocation] {
 			f.Also = append(f.Also, Allocation)
 		}
 	case holds[Allocation]:
-		e.allocation(&f, p, need, allocK)
+		e.allocation(&f, p, need, kinds.alloc)
 	case holds[Memory]:
-		e.memory(&f, p, need, memK, verdicts, migTooSmall)
-	case holds[Placement] && len(placeK) == 0:
-		e.migLayout(&f, p, layoutK)
+		e.memory(&f, p, need, kinds.mem, verdicts, migTooSmall)
+	case holds[Placement] && len(kinds.place) == 0:
+		e.migLayout(&f, p, kinds.layout)
 	case holds[Placement]:
-		e.placement(&f, p, placeK, verdicts, false)
-	case len(placeHeldK) > 0:
+		e.placement(&f, p, kinds.place, verdicts, false)
+	case len(kinds.placeHeld) > 0:
 		// The rules point the pod away from the only hardware that could
 		// run it, which is full as well: the rules are the first thing to
 		// change, so this is placement rather than quota or hardware.
-		e.placement(&f, p, placeHeldK, verdicts, true)
+		e.placement(&f, p, kinds.placeHeld, verdicts, true)
 	default:
 		e.beyond(&f, p, full, relaxed, need, verdicts)
 	}
@@ -601,6 +546,109 @@ func (e *engine) diagnose(p *cluster.Pod) (Finding, error) {
 		}
 	}
 	return f, nil
+}
+
+// fullDemands are the pod's demand with its full memory need (d itself
+// where the request states it, or the need is only a MIG profile's), and
+// that demand with the pod's rules relaxed.
+func fullDemands(p *cluster.Pod, d *placement.Demand, n need, c *gpu.Catalogue) (full, relaxed *placement.Demand, err error) {
+	full = d
+	if n.perDevice > 0 && n.Source != "request" && n.Source != "mig-profile" && p.GPU.Kind != cluster.MIGSlice {
+		q := *p
+		q.GPU.Memory = n.perDevice
+		if full, err = placement.NewDemand(&q, c); err != nil {
+			return nil, nil, err
+		}
+	}
+	relaxed, err = placement.NewDemand(relaxPod(full.Pod), c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return full, relaxed, nil
+}
+
+// classKinds are the classes of nodes (indices into engine.classes) by
+// what a pod finds on them: it fits now; held GPUs stop it (alloc); GPU
+// memory or MIG slices do (mem); only rules do, and with them relaxed it
+// fits now (place; cross where the rules are all cross-node ones) or once
+// the held GPUs are freed (placeHeld); another MIG layout would serve it
+// (layout).
+type classKinds struct {
+	fitsNow, alloc, mem, place, placeHeld, layout, cross []int
+}
+
+// classJudgement is what fitting a pod on each class of nodes gives: each
+// class's verdict and stock status, and whether every status could be
+// told.
+type classJudgement struct {
+	verdicts []classVerdict
+	stock    []statusGroup
+	stockOK  bool
+}
+
+func (e *engine) newClassJudgement() classJudgement {
+	return classJudgement{verdicts: make([]classVerdict, len(e.classes)), stock: make([]statusGroup, len(e.classes)), stockOK: true}
+}
+
+// setStock sets the stock status of the class k, of nodes nodes like
+// cur, from the reasons of the request as the scheduler sees it.
+func (j *classJudgement) setStock(p *cluster.Pod, k, nodes int, cur *placement.NodeState, sched []placement.Reason) {
+	st, ok := stockStatus(p, cur, sched)
+	j.stockOK = j.stockOK && ok
+	j.stock[k] = statusGroup{nodes: nodes, NodeStatus: st}
+}
+
+// judgeClasses fits the pod on each class of nodes: with its full need (now),
+// as the scheduler sees its request (sched), with its rules relaxed and
+// the node reconfigured, and on the class's empty node; it gives each
+// class's verdict and stock status, and the classes by kind.
+func (e *engine) judgeClasses(p *cluster.Pod, d, full, relaxed *placement.Demand, migTooSmall bool) (classJudgement, classKinds) {
+	j := e.newClassJudgement()
+	var ks classKinds
+	for k := range e.classes {
+		v := &j.verdicts[k]
+		cur := e.rep(k)
+		_, v.now = placement.Fit(full, cur)
+		v.sched = v.now
+		if full != d {
+			_, v.sched = placement.Fit(d, cur)
+		}
+		j.setStock(p, k, len(e.classes[k].nodes), cur, v.sched)
+		if len(v.now) == 0 {
+			ks.fitsNow = append(ks.fitsNow, k)
+			continue
+		}
+		v.rules = ruleReasons(v.now)
+		if len(v.rules) > 0 {
+			if _, rs := placement.Fit(relaxed, reconfigure(cur, p.GPU, false)); len(rs) == 0 {
+				v.place = true
+				ks.place = append(ks.place, k)
+				if crossNodeOnly(v.rules) {
+					ks.cross = append(ks.cross, k)
+				}
+			} else if _, rs := placement.Fit(relaxed, reconfigure(e.classes[k].empty, p.GPU, false)); len(rs) == 0 {
+				v.placeHeld = true
+				ks.placeHeld = append(ks.placeHeld, k)
+			}
+			continue
+		}
+		if heldOnly(v.now) {
+			if _, rs := placement.Fit(full, e.classes[k].empty); len(rs) == 0 {
+				v.alloc = true
+				ks.alloc = append(ks.alloc, k)
+				continue
+			}
+		}
+		if p.GPU.Kind == cluster.MIGSlice && !migTooSmall && e.hasRelayout(e.classes[k].nodes[:1], p) {
+			ks.layout = append(ks.layout, k)
+			continue
+		}
+		if memoryShort(v.now, p) {
+			v.mem = true
+			ks.mem = append(ks.mem, k)
+		}
+	}
+	return j, ks
 }
 
 // ruleReasons are the reasons that a pod rule or the node's configuration

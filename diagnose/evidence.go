@@ -169,42 +169,7 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 	idx := e.nodesOf(ks)
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
 	f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(p, e.nodeList(idx))
-	mf := &MemoryFacts{Need: n.perDevice, Source: n.Source, Estimate: n.estimate}
-	largestOn := make([]gpu.MiB, len(idx)) // each node's largest usable GPU
-	for x, i := range idx {
-		node, st := e.s.Nodes[i], e.states[i]
-		for gi, g := range node.GPUs {
-			if len(p.GPUModels) > 0 && !slices.Contains(p.GPUModels, g.Model.Name) {
-				continue
-			}
-			free, capacity := st.GPUs[gi].FreeMemory, g.Memory
-			if g.Sharing == cluster.MPS && g.Replicas > 0 {
-				capacity = g.Memory / gpu.MiB(g.Replicas)
-				free = min(free, capacity)
-			}
-			mf.LargestFree, mf.LargestGPU = max(mf.LargestFree, free), max(mf.LargestGPU, capacity)
-			largestOn[x] = max(largestOn[x], capacity)
-		}
-	}
-	var largest []int
-	for x, i := range idx {
-		if largestOn[x] == mf.LargestGPU && mf.LargestGPU > 0 {
-			largest = append(largest, i)
-		}
-	}
-	mf.LargestGPUNodes, mf.LargestGPUNodeCount = e.names(largest)
-	devices := gpu.MiB(max(p.GPU.Count, 1))
-	total := n.stated * devices
-	if n.stated == 0 || n.Source == "request" {
-		total = n.perDevice * devices
-	}
-	need := vram.Need(total)
-	if n.estimate != nil && n.Source == "estimate" {
-		// A model's estimate splits across a tensor-parallel group by its
-		// weights and KV heads, not evenly.
-		need = *n.estimate
-	}
-	mf.Options = vram.Options(e.s.Catalogue, need)
+	mf, total := e.memoryFacts(p, n, idx)
 	f.Evidence.Memory = mf
 
 	if migTooSmall {
@@ -235,6 +200,58 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 			f.addAdvice("quantise: "+strings.Join(parts, ", "), "quantising changes the model the workload serves, not a Kubernetes object")
 		}
 	}
+	e.hardwareAdvice(f, p, n, mf, total, migTooSmall)
+}
+
+// memoryFacts are the GPU memory the pod needs and what the nodes idx
+// offer: the largest free and largest usable GPU (an MPS client's share of
+// one), the nodes that have it, and the GPUs of the catalogue that would
+// hold the need; total is the need over all the pod's devices.
+func (e *engine) memoryFacts(p *cluster.Pod, n need, idx []int) (mf *MemoryFacts, total gpu.MiB) {
+	mf = &MemoryFacts{Need: n.perDevice, Source: n.Source, Estimate: n.estimate}
+	largestOn := make([]gpu.MiB, len(idx)) // each node's largest usable GPU
+	for x, i := range idx {
+		node, st := e.s.Nodes[i], e.states[i]
+		for gi, g := range node.GPUs {
+			if len(p.GPUModels) > 0 && !slices.Contains(p.GPUModels, g.Model.Name) {
+				continue
+			}
+			free, capacity := st.GPUs[gi].FreeMemory, g.Memory
+			if g.Sharing == cluster.MPS && g.Replicas > 0 {
+				capacity = g.Memory / gpu.MiB(g.Replicas)
+				free = min(free, capacity)
+			}
+			mf.LargestFree, mf.LargestGPU = max(mf.LargestFree, free), max(mf.LargestGPU, capacity)
+			largestOn[x] = max(largestOn[x], capacity)
+		}
+	}
+	var largest []int
+	for x, i := range idx {
+		if largestOn[x] == mf.LargestGPU && mf.LargestGPU > 0 {
+			largest = append(largest, i)
+		}
+	}
+	mf.LargestGPUNodes, mf.LargestGPUNodeCount = e.names(largest)
+	devices := gpu.MiB(max(p.GPU.Count, 1))
+	total = n.stated * devices
+	if n.stated == 0 || n.Source == "request" {
+		total = n.perDevice * devices
+	}
+	need := vram.Need(total)
+	if n.estimate != nil && n.Source == "estimate" {
+		// A model's estimate splits across a tensor-parallel group by its
+		// weights and KV heads, not evenly.
+		need = *n.estimate
+	}
+	mf.Options = vram.Options(e.s.Catalogue, need)
+	return mf, total
+}
+
+// hardwareAdvice advises the GPUs that would hold the pod: one GPU of a
+// model with enough memory (those the cluster has first), and, when no
+// GPU of the nodes holds the total, tensor parallelism across the fewest
+// GPUs.
+func (e *engine) hardwareAdvice(f *Finding, p *cluster.Pod, n need, mf *MemoryFacts, total gpu.MiB, migTooSmall bool) {
 	var single, multi []string
 	present := map[string]bool{}
 	for _, m := range e.s.ModelNames() {

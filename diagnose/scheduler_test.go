@@ -69,8 +69,8 @@ func TestSchedulerCauses(t *testing.T) {
 			message: "0/0 nodes are available.",
 			want:    []Cause{Other},
 		},
-		// Issue #16: gpupack said "agreement: NO" for these correct
-		// diagnoses.
+		// Messages where several of gpupack's causes agree with the
+		// scheduler: each of them must be read as agreeing.
 		"the only node big enough has free GPUs but no CPU": {
 			message: "0/3 nodes are available: 1 Insufficient cpu, 2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
 			want:    []Cause{Allocation, Memory, NoSuchHardware, Placement, Other},

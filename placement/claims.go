@@ -289,160 +289,207 @@ func allocate(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reason) 
 		return nil, &Reason{Code: ClaimNotFound, Detail: "the pod's " + strings.Join(cd.missing, ", ") + " does not exist"}
 	}
 	var unitBuf [maxStackGPUs]draUnit
-	units := draUnits(s, unitBuf[:0])
 	var takenBuf [maxStackGPUs]bool
-	taken := takenBuf[:0]
-	if len(units) > len(takenBuf) {
-		taken = make([]bool, len(units))
+	var takeBuf [4]cluster.Quantity
+	d := nodeDevices{units: draUnits(s, unitBuf[:0]), takeBuf: takeBuf[:0]}
+	if len(d.units) > len(takenBuf) {
+		d.taken = make([]bool, len(d.units))
 	} else {
-		taken = takenBuf[:len(units)]
+		d.taken = takenBuf[:len(d.units)]
 	}
-	var chosen []draUnit
-	// The counters left on the node's partitionable GPUs, made when a
-	// request first meets one; each alternative counts on a copy.
-	var left ledgers
-	for _, u := range units {
+	a := allocation{s: s, collect: collect}
+	for _, u := range d.units {
 		if len(u.uses) > 0 {
-			left = ledgers{}
+			a.left = ledgers{}
 			break
 		}
 	}
+	for ri := range cd.requests {
+		if r := a.serve(d, &cd.requests[ri], ri, ri == len(cd.requests)-1); r != nil {
+			return nil, r
+		}
+	}
+	return a.chosen, nil
+}
+
+// nodeDevices are the node's DRA units as the pod's requests take them:
+// the units, which an earlier request took, and a buffer for what a
+// unit's capacities give a request. They are kept apart from allocation
+// and passed by value so that their buffers stay on allocate's stack.
+type nodeDevices struct {
+	units   []draUnit
+	taken   []bool
+	takeBuf []cluster.Quantity
+}
+
+// allocation is allocate's state while the pod's requests take devices
+// in turn.
+type allocation struct {
+	s *NodeState
+	// collect says to collect the devices taken and to explain capacity
+	// refusals; Fits asks only whether the pod fits.
+	collect bool
+	// left is the counters left on the node's partitionable GPUs, made
+	// when a request first meets one; each alternative counts on a copy.
+	// Nil when no unit consumes counters.
+	left ledgers
 	// allocating is what the pod's earlier requests take of shared
 	// devices' capacities, by unit; nil until one does.
-	var allocating [][]cluster.Quantity
-	var takeBuf [4]cluster.Quantity
-	// fits judges the unit's capacity for the alternative: nil when the
-	// request and the device have none (MIG slices and partitions are not
-	// judged).
-	fits := func(alt *claimAlt, k int, u *draUnit) ([]cluster.Quantity, CapacityShortfall, bool) {
-		if u.dev.Slice >= 0 || (len(u.caps) == 0 && len(alt.capacity) == 0) {
-			return nil, CapacityShortfall{}, true
+	allocating [][]cluster.Quantity
+	chosen     []draUnit
+}
+
+// serve takes the devices for the request (the ri-th of the pod's, last
+// its last) by the first of its alternatives that the node's devices
+// serve; it gives the reason when none does.
+func (a *allocation) serve(d nodeDevices, r *claimRequest, ri int, last bool) *Reason {
+	var tried []ClaimShortfall
+	for i := range r.alts {
+		alt := &r.alts[i]
+		sf, reason := a.survey(d, r, alt)
+		if reason != nil {
+			return reason
 		}
-		var alloc []cluster.Quantity
-		if allocating != nil {
-			alloc = allocating[k]
+		if sf.Free < sf.Needed || (alt.all && sf.Free < sf.Accepted) {
+			tried = append(tried, sf)
+			continue
 		}
-		take, short, ok := capacityTake(u.caps, u.used, alloc, alt.capacity, takeBuf[:0], collect)
-		if !ok && collect {
-			short.Device, short.At = idOf(u.key), u.dev
-		}
-		return take, short, ok
+		a.take(d, alt, sf.Needed, ri, last)
+		return nil
 	}
-	for ri, r := range cd.requests {
-		var tried []ClaimShortfall
-		served := false
-		for a := range r.alts {
-			alt := &r.alts[a]
-			sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
-			// The counters this alternative has counted so far, copied
-			// from left on the first device it counts on a GPU.
-			var scratch ledgers
-			var tally counterTally
-			counted := func(gpu int) counterLedger {
-				if l, ok := scratch[gpu]; ok {
-					return l
-				}
-				return left.of(s, gpu)
-			}
-			for k := range units {
-				u := &units[k]
-				// The allocator evaluates selectors on every device for All,
-				// and for a count on the devices not in use, in order, until
-				// it has enough: a selector error on such a device aborts.
-				if msg, bad := alt.errors[u.key]; bad && (alt.all || (u.free && !taken[k] && sf.Free < alt.count)) {
-					return nil, &Reason{Code: ClaimSelectorError, Detail: msg}
-				}
-				if containsString(u.class, alt.class) {
-					sf.Offered++
-				}
-				if !alt.accepts[u.key] {
-					continue
-				}
-				sf.Accepted++
-				t, blocked := u.untolerated(alt)
-				switch {
-				case !u.free:
-					sf.Held = append(sf.Held, u.dev)
-				case taken[k]:
-				case blocked:
-					sf.Untolerated = append(sf.Untolerated, UntoleratedDevice{Device: u.dev, ID: cluster.DeviceID(u.key.driver, u.key.pool, u.key.device), Taint: t})
-				case len(u.uses) > 0 && !counted(u.dev.GPU).fits(u.uses):
-					counted(u.dev.GPU).shortOf(u.uses, func(set, counter string, needed, left int64) {
-						tally.add(u.dev.GPU, set, counter, needed, left)
-					})
-				default:
-					if _, short, ok := fits(alt, k, u); !ok {
-						if collect { // Fits asks only whether it fits
-							sf.Capacity = append(sf.Capacity, short)
-						}
-						break
-					}
-					sf.Free++
-					if len(u.uses) > 0 {
-						if _, ok := scratch[u.dev.GPU]; !ok {
-							if scratch == nil {
-								scratch = ledgers{}
-							}
-							scratch[u.dev.GPU] = left.of(s, u.dev.GPU).clone()
-						}
-						scratch[u.dev.GPU].take(u.uses)
-					}
-				}
-			}
-			if alt.all {
-				sf.Needed = max(sf.Accepted, 1)
-			}
-			if sf.Free < sf.Needed || (alt.all && sf.Free < sf.Accepted) {
-				sf.Counter = tally.best
-				tried = append(tried, sf)
-				continue
-			}
-			got := 0
-			for k := range units {
-				u := &units[k]
-				if got >= sf.Needed || !alt.accepts[u.key] || !u.free || taken[k] {
-					continue
-				}
-				if _, blocked := u.untolerated(alt); blocked {
-					continue
-				}
-				if len(u.uses) > 0 && !left.of(s, u.dev.GPU).fits(u.uses) {
-					continue
-				}
-				take, _, ok := fits(alt, k, u)
-				if !ok {
-					continue
-				}
-				if len(u.uses) > 0 {
-					left.of(s, u.dev.GPU).take(u.uses)
-				}
-				if !u.shared {
-					taken[k] = true
-				} else if len(take) > 0 && ri < len(cd.requests)-1 {
-					// Later requests of the pod see what this one takes.
-					if allocating == nil {
-						allocating = make([][]cluster.Quantity, len(units))
-					}
-					allocating[k] = addQuantities(allocating[k], take)
-				}
-				if collect {
-					c := *u
-					c.req, c.alt = ri, alt.name
-					if u.shared && len(take) > 0 {
-						c.take = append([]cluster.Quantity(nil), take...)
-					}
-					chosen = append(chosen, c)
-				}
-				got++
-			}
-			served = true
-			break
+	return claimReason(tried)
+}
+
+// survey counts, for one alternative of the request, the node's devices
+// its class offers, those its selectors accept, and of those the ones
+// held, taken by an earlier request, tainted, out of counters or of
+// capacity, and free; Needed is what it asks (for All, every accepted
+// device). A selector that fails to evaluate where the allocator meets it
+// gives its reason instead.
+func (a *allocation) survey(d nodeDevices, r *claimRequest, alt *claimAlt) (ClaimShortfall, *Reason) {
+	sf := ClaimShortfall{Claim: r.claim, Request: alt.name, Class: alt.class, Needed: alt.count, All: alt.all}
+	// The counters this alternative has counted so far, copied from
+	// left on the first device it counts on a GPU.
+	var scratch ledgers
+	var tally counterTally
+	counted := func(gpu int) counterLedger {
+		if l, ok := scratch[gpu]; ok {
+			return l
 		}
-		if !served {
-			return nil, claimReason(tried)
+		return a.left.of(a.s, gpu)
+	}
+	for k := range d.units {
+		u := &d.units[k]
+		// The allocator evaluates selectors on every device for All,
+		// and for a count on the devices not in use, in order, until
+		// it has enough: a selector error on such a device aborts.
+		if msg, bad := alt.errors[u.key]; bad && (alt.all || (u.free && !d.taken[k] && sf.Free < alt.count)) {
+			return sf, &Reason{Code: ClaimSelectorError, Detail: msg}
+		}
+		if containsString(u.class, alt.class) {
+			sf.Offered++
+		}
+		if !alt.accepts[u.key] {
+			continue
+		}
+		sf.Accepted++
+		t, blocked := u.untolerated(alt)
+		switch {
+		case !u.free:
+			sf.Held = append(sf.Held, u.dev)
+		case d.taken[k]:
+		case blocked:
+			sf.Untolerated = append(sf.Untolerated, UntoleratedDevice{Device: u.dev, ID: cluster.DeviceID(u.key.driver, u.key.pool, u.key.device), Taint: t})
+		case len(u.uses) > 0 && !counted(u.dev.GPU).fits(u.uses):
+			counted(u.dev.GPU).shortOf(u.uses, func(set, counter string, needed, left int64) {
+				tally.add(u.dev.GPU, set, counter, needed, left)
+			})
+		default:
+			if _, short, ok := a.fits(d, alt, k, u); !ok {
+				if a.collect { // Fits asks only whether it fits
+					sf.Capacity = append(sf.Capacity, short)
+				}
+				break
+			}
+			sf.Free++
+			if len(u.uses) > 0 {
+				if _, ok := scratch[u.dev.GPU]; !ok {
+					if scratch == nil {
+						scratch = ledgers{}
+					}
+					scratch[u.dev.GPU] = a.left.of(a.s, u.dev.GPU).clone()
+				}
+				scratch[u.dev.GPU].take(u.uses)
+			}
 		}
 	}
-	return chosen, nil
+	if alt.all {
+		sf.Needed = max(sf.Accepted, 1)
+	}
+	sf.Counter = tally.best
+	return sf, nil
+}
+
+// take takes for the alternative the first needed free devices it
+// accepts, in GPU order, as the pod's ri-th request (last: its last):
+// their counters, and the units or, of a shared device, its capacity.
+func (a *allocation) take(d nodeDevices, alt *claimAlt, needed, ri int, last bool) {
+	got := 0
+	for k := range d.units {
+		u := &d.units[k]
+		if got >= needed || !alt.accepts[u.key] || !u.free || d.taken[k] {
+			continue
+		}
+		if _, blocked := u.untolerated(alt); blocked {
+			continue
+		}
+		if len(u.uses) > 0 && !a.left.of(a.s, u.dev.GPU).fits(u.uses) {
+			continue
+		}
+		take, _, ok := a.fits(d, alt, k, u)
+		if !ok {
+			continue
+		}
+		if len(u.uses) > 0 {
+			a.left.of(a.s, u.dev.GPU).take(u.uses)
+		}
+		if !u.shared {
+			d.taken[k] = true
+		} else if len(take) > 0 && !last {
+			// Later requests of the pod see what this one takes.
+			if a.allocating == nil {
+				a.allocating = make([][]cluster.Quantity, len(d.units))
+			}
+			a.allocating[k] = addQuantities(a.allocating[k], take)
+		}
+		if a.collect {
+			c := *u
+			c.req, c.alt = ri, alt.name
+			if u.shared && len(take) > 0 {
+				c.take = append([]cluster.Quantity(nil), take...)
+			}
+			a.chosen = append(a.chosen, c)
+		}
+		got++
+	}
+}
+
+// fits judges the unit's capacity for the alternative, giving what the
+// unit's capacities give it: nil when the request and the device have
+// none (MIG slices and partitions are not judged).
+func (a *allocation) fits(d nodeDevices, alt *claimAlt, k int, u *draUnit) ([]cluster.Quantity, CapacityShortfall, bool) {
+	if u.dev.Slice >= 0 || (len(u.caps) == 0 && len(alt.capacity) == 0) {
+		return nil, CapacityShortfall{}, true
+	}
+	var alloc []cluster.Quantity
+	if a.allocating != nil {
+		alloc = a.allocating[k]
+	}
+	take, short, ok := capacityTake(u.caps, u.used, alloc, alt.capacity, d.takeBuf[:0], a.collect)
+	if !ok && a.collect {
+		short.Device, short.At = idOf(u.key), u.dev
+	}
+	return take, short, ok
 }
 
 // idOf is the device's "driver/pool/device".

@@ -243,26 +243,54 @@ func (pl *Plan) autoscale(s *cluster.Snapshot, ps []*pool, o Options) error {
 	if in.NodeClass != nil {
 		a.NodeClass = *in.NodeClass
 	}
+	groups := pl.nodeGroups(s, ps)
+	metrics, err := pl.scaledMetrics(in)
+	if err != nil {
+		return err
+	}
+	for _, d := range pl.Decisions {
+		pl.scaleDecision(a, groups, ps, d, metrics, o)
+	}
+	for _, key := range groups.order {
+		pl.addNodePool(a, groups.byKey[key], o)
+	}
+	pl.keepFitting(a)
+	pl.Autoscaling = a
+	return nil
+}
+
+// nodeGroups are the plan's node groups by key, in the order they were
+// made, and the group of each node.
+type nodeGroups struct {
+	byKey  map[string]*nodeGroup
+	ofNode map[string]*nodeGroup
+	order  []string
+}
+
+// group is the node group of the pool, role and capacity type, made at
+// the first call.
+func (gs *nodeGroups) group(p *pool, m Method, spot bool) *nodeGroup {
+	key := gpuoperator.ConfigName("gpupack", p.name, string(m))
+	if spot {
+		key += "-spot"
+	}
+	g, ok := gs.byKey[key]
+	if !ok {
+		g = &nodeGroup{np: &NodePool{Name: key, Pool: p.name, Model: p.model.Name, Role: m, Spot: spot}}
+		gs.byKey[key] = g
+		gs.order = append(gs.order, key)
+	}
+	return g
+}
+
+// nodeGroups groups the pools' nodes by the roles the plan gives them; a
+// DRA pool's nodes get none, and a warning says why.
+func (pl *Plan) nodeGroups(s *cluster.Snapshot, ps []*pool) *nodeGroups {
 	roleOf := map[string]NodeChange{}
 	for _, nc := range pl.Nodes {
 		roleOf[nc.Node] = nc
 	}
-	groups := map[string]*nodeGroup{}
-	groupOfNode := map[string]*nodeGroup{}
-	var order []string
-	group := func(p *pool, m Method, spot bool) *nodeGroup {
-		key := gpuoperator.ConfigName("gpupack", p.name, string(m))
-		if spot {
-			key += "-spot"
-		}
-		g, ok := groups[key]
-		if !ok {
-			g = &nodeGroup{np: &NodePool{Name: key, Pool: p.name, Model: p.model.Name, Role: m, Spot: spot}}
-			groups[key] = g
-			order = append(order, key)
-		}
-		return g
-	}
+	gs := &nodeGroups{byKey: map[string]*nodeGroup{}, ofNode: map[string]*nodeGroup{}}
 	for _, p := range ps {
 		if p.dra {
 			// A NodePool's role labels and nvidia.com/gpu limit are the
@@ -278,41 +306,49 @@ func (pl *Plan) autoscale(s *cluster.Snapshot, ps []*pool, o Options) error {
 			if changed {
 				m = nc.Role
 			}
-			g := group(p, m, false)
-			groupOfNode[n.Name] = g
+			g := gs.group(p, m, false)
+			gs.ofNode[n.Name] = g
 			g.nodes = append(g.nodes, n)
 			g.labels = append(g.labels, nc.Labels)
 		}
 	}
-	// The node group of a decision: that of the node the proof placed its
-	// first pod on (or that it stays on), else its pool's nodes of its
-	// method, else of whole GPUs; spot work gets the group's spot twin.
-	groupOf := func(d *Decision) *nodeGroup {
-		var g *nodeGroup
-		for _, p := range d.w.Pods {
-			if n, moved := pl.Proof.placed[p.Key()]; moved {
-				g = groupOfNode[n]
-			} else if p.Bound() {
-				g = groupOfNode[p.NodeName]
-			}
-			if g != nil {
-				break
-			}
+	return gs
+}
+
+// of is the node group of a decision: that of the node the proof placed
+// its first pod on (or that it stays on), else its pool's nodes of its
+// method, else of whole GPUs; spot work gets the group's spot twin.
+func (gs *nodeGroups) of(pl *Plan, ps []*pool, d *Decision) *nodeGroup {
+	var g *nodeGroup
+	for _, p := range d.w.Pods {
+		if n, moved := pl.Proof.placed[p.Key()]; moved {
+			g = gs.ofNode[n]
+		} else if p.Bound() {
+			g = gs.ofNode[p.NodeName]
 		}
-		for _, m := range []Method{d.Method, Whole} {
-			if g == nil {
-				g = groups[gpuoperator.ConfigName("gpupack", d.pool.name, string(m))]
-			}
+		if g != nil {
+			break
 		}
-		if g == nil || !d.Spot {
-			return g
-		}
-		sg := group(g.np.poolOf(ps), g.np.Role, true)
-		if sg.nodes == nil {
-			sg.nodes, sg.labels = g.nodes, g.labels
-		}
-		return sg
 	}
+	for _, m := range []Method{d.Method, Whole} {
+		if g == nil {
+			g = gs.byKey[gpuoperator.ConfigName("gpupack", d.pool.name, string(m))]
+		}
+	}
+	if g == nil || !d.Spot {
+		return g
+	}
+	sg := gs.group(g.np.poolOf(ps), g.np.Role, true)
+	if sg.nodes == nil {
+		sg.nodes, sg.labels = g.nodes, g.labels
+	}
+	return sg
+}
+
+// scaledMetrics is the input's metric of each workload it scales; it
+// refuses a workload that is not a GPU workload of the plan, a Job, or
+// work that serves no requests.
+func (pl *Plan) scaledMetrics(in *AutoscalingInput) (map[string]AppMetric, error) {
 	metrics := map[string]AppMetric{}
 	for _, m := range in.Workloads {
 		metrics[m.Workload] = m
@@ -325,62 +361,72 @@ func (pl *Plan) autoscale(s *cluster.Snapshot, ps []*pool, o Options) error {
 		d, ok := decisionOf[m.Workload]
 		switch {
 		case !ok:
-			return fmt.Errorf("autoscaling: workload %s is not a GPU workload of the cluster; name one that `gpupack plan` lists", m.Workload)
+			return nil, fmt.Errorf("autoscaling: workload %s is not a GPU workload of the cluster; name one that `gpupack plan` lists", m.Workload)
 		case d.w.Job:
-			return fmt.Errorf("autoscaling: workload %s is a Job; KEDA scales Jobs with a ScaledJob, and a ScaledObject only Deployments and StatefulSets that serve", m.Workload)
+			return nil, fmt.Errorf("autoscaling: workload %s is a Job; KEDA scales Jobs with a ScaledJob, and a ScaledObject only Deployments and StatefulSets that serve", m.Workload)
 		case d.Role == Training || d.Role == Interactive:
-			return fmt.Errorf("autoscaling: workload %s is %s work, which serves no requests to scale on; scale only serving workloads", m.Workload, d.Role)
+			return nil, fmt.Errorf("autoscaling: workload %s is %s work, which serves no requests to scale on; scale only serving workloads", m.Workload, d.Role)
 		}
 	}
-	healthy := func(g *nodeGroup) bool { return g != nil && len(g.nodes) > 0 }
-	for _, d := range pl.Decisions {
-		if d.Action == Unplaceable || d.pool == nil || d.pool.conflict || d.pool.dra {
-			if _, ok := metrics[d.Workload]; ok {
-				pl.Warnings = append(pl.Warnings, fmt.Sprintf("autoscaling: workload %s runs on no node pool the plan changes or keeps, so it gets no ScaledObject", d.Workload))
-			}
-			continue
+	return metrics, nil
+}
+
+// scaleDecision puts a decision's workload on its node group: its GPUs
+// count towards the group's need, at its most replicas where a metric
+// scales it with a ScaledObject.
+func (pl *Plan) scaleDecision(a *Autoscaling, groups *nodeGroups, ps []*pool, d *Decision, metrics map[string]AppMetric, o Options) {
+	if d.Action == Unplaceable || d.pool == nil || d.pool.conflict || d.pool.dra {
+		if _, ok := metrics[d.Workload]; ok {
+			pl.Warnings = append(pl.Warnings, fmt.Sprintf("autoscaling: workload %s runs on no node pool the plan changes or keeps, so it gets no ScaledObject", d.Workload))
 		}
-		g := groupOf(d)
-		if !healthy(g) {
-			continue
-		}
-		foot := footprint(d, pl.poolPlan(g.np.Pool))
-		g.np.Workloads = append(g.np.Workloads, d.Workload)
-		m, scaled := metrics[d.Workload]
-		if !scaled {
-			g.np.GPUsNeeded += foot * float64(len(d.w.Pods))
-			if !(d.Role == Inference && !d.w.Job && len(d.w.Pods) > 1) {
-				g.np.Consolidation = WhenEmpty
-			}
-			continue
-		}
-		if m.MetricType == "" {
-			m.MetricType = AverageValue
-		}
-		so := ScaledObject{Workload: d.Workload, Namespace: d.w.Namespace, Name: d.w.Owner, Metric: m, NodePool: g.np.Name, GPUsPerReplica: foot}
-		so.MinReplicas, so.MaxReplicas, so.Range = replicaRange(d, o.Headroom)
-		so.Replica = replicaShape(d)
-		g.np.GPUsNeeded += foot * float64(so.MaxReplicas)
-		a.ScaledObjects = append(a.ScaledObjects, so)
+		return
 	}
-	for _, key := range order {
-		g := groups[key]
-		if len(g.np.Workloads) == 0 || len(g.nodes) == 0 {
-			continue
-		}
-		g.shape(o.Headroom)
-		if g.np.Consolidation == "" {
-			g.np.Consolidation = WhenEmptyOrUnderutilized
-		}
-		if !g.np.Spot {
-			g.np.Weight = onDemandWeight
-		}
-		if g.np.Role == MIG && g.np.Labels[MIGConfigLabel] == "" {
-			pl.Warnings = append(pl.Warnings, fmt.Sprintf("NodePool %s: the pool's MIG nodes have different mig-parted configs, so its new nodes get none; label them %s by hand", g.np.Name, MIGConfigLabel))
-		}
-		a.NodePools = append(a.NodePools, *g.np)
+	g := groups.of(pl, ps, d)
+	if g == nil || len(g.nodes) == 0 {
+		return
 	}
-	// A replica that cannot fit is not scaled: the warning says why.
+	foot := footprint(d, pl.poolPlan(g.np.Pool))
+	g.np.Workloads = append(g.np.Workloads, d.Workload)
+	m, scaled := metrics[d.Workload]
+	if !scaled {
+		g.np.GPUsNeeded += foot * float64(len(d.w.Pods))
+		if !(d.Role == Inference && !d.w.Job && len(d.w.Pods) > 1) {
+			g.np.Consolidation = WhenEmpty
+		}
+		return
+	}
+	if m.MetricType == "" {
+		m.MetricType = AverageValue
+	}
+	so := ScaledObject{Workload: d.Workload, Namespace: d.w.Namespace, Name: d.w.Owner, Metric: m, NodePool: g.np.Name, GPUsPerReplica: foot}
+	so.MinReplicas, so.MaxReplicas, so.Range = replicaRange(d, o.Headroom)
+	so.Replica = replicaShape(d)
+	g.np.GPUsNeeded += foot * float64(so.MaxReplicas)
+	a.ScaledObjects = append(a.ScaledObjects, so)
+}
+
+// addNodePool shapes a node group that has nodes and workloads into its
+// NodePool.
+func (pl *Plan) addNodePool(a *Autoscaling, g *nodeGroup, o Options) {
+	if len(g.np.Workloads) == 0 || len(g.nodes) == 0 {
+		return
+	}
+	g.shape(o.Headroom)
+	if g.np.Consolidation == "" {
+		g.np.Consolidation = WhenEmptyOrUnderutilized
+	}
+	if !g.np.Spot {
+		g.np.Weight = onDemandWeight
+	}
+	if g.np.Role == MIG && g.np.Labels[MIGConfigLabel] == "" {
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("NodePool %s: the pool's MIG nodes have different mig-parted configs, so its new nodes get none; label them %s by hand", g.np.Name, MIGConfigLabel))
+	}
+	a.NodePools = append(a.NodePools, *g.np)
+}
+
+// keepFitting drops the ScaledObjects whose replica cannot fit: a replica
+// that cannot fit is not scaled, and the warning says why.
+func (pl *Plan) keepFitting(a *Autoscaling) {
 	kept := a.ScaledObjects[:0]
 	for _, so := range a.ScaledObjects {
 		if err := a.checkScaledObject(so); err != nil {
@@ -390,8 +436,6 @@ func (pl *Plan) autoscale(s *cluster.Snapshot, ps []*pool, o Options) error {
 		kept = append(kept, so)
 	}
 	a.ScaledObjects = kept
-	pl.Autoscaling = a
-	return nil
 }
 
 func (np *NodePool) poolOf(ps []*pool) *pool {

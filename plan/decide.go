@@ -226,6 +226,15 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 		d.Action = Reclaim
 		d.addRisks(ScaleDown)
 	}
+	d.chooseSharing(w, p, idle, o, loneTenant)
+	return d
+}
+
+// chooseSharing picks how a workload that fits a share of its pool's GPU
+// shares one, and why: a MIG slice where it needs hardware isolation (or
+// keeps its GPUs where the model has no slice for it) or where its tenant
+// is alone, MPS for steady replicas of one owner, time slices otherwise.
+func (d *Decision) chooseSharing(w *Workload, p *pool, idle bool, o Options, loneTenant func(*Workload) bool) {
 	needsHW := w.Isolation == cluster.ShareNone || (w.Role == Inference && w.Production)
 	pattern := w.Observed.Pattern
 	steady := pattern == usage.FlatLow || pattern == usage.Busy || pattern == usage.MemoryBound
@@ -238,7 +247,7 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 		if p.model.MIG == nil || !d.chooseMIG(p.model) {
 			d.keep(NoMIGHardware, fmt.Sprintf("%s needs hardware isolation; %s has no MIG profile for %s", why, p.model.Name, d.VRAMNeed))
 			d.addRisks(NoHardwareGuard)
-			return d
+			return
 		}
 		d.setReason(NeedsIsolation, fmt.Sprintf("%s: a MIG slice isolates memory and faults in hardware", why), idle, o)
 	case w.Isolation == cluster.ShareTenant && loneTenant(w) && p.model.MIG != nil && d.chooseMIG(p.model):
@@ -251,7 +260,6 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 		d.setReason(OneTrustBoundary, fmt.Sprintf("%s work within tenant %s: time slices of one GPU whose co-located VRAM needs add up to at most %s", strings.TrimPrefix(string(w.Role)+" "+string(pattern), "unknown "), w.Tenant, p.model.Usable), idle, o)
 		d.addRisks(SharedVRAM, NoisyNeighbour)
 	}
-	return d
 }
 
 // capAtHardware caps the sizing at the GPUs each pod holds (perPod GPUs of

@@ -13,6 +13,7 @@
 // Prometheus client, any CLI library, or the Kubernetes API types
 // (k8s.io/api, k8s.io/apimachinery). What it applies through Kubernetes
 // objects it states as its own types (DRAPlan, DeviceTaintRule), in the
-// words of api/nvidiadra; the edge (internal/render/planout) builds the objects.
-// Usage comes in as the small usage.PodFacts struct defined here.
+// words of api/nvidiadra; the edge (internal/render/planout) builds the
+// objects. Usage comes in as usage.Facts (per pod usage.PodFacts), which
+// package usage owns.
 package plan

@@ -372,38 +372,87 @@ type sharedBin struct {
 // node configurations.
 func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan) (PoolPlan, error) {
 	pp := PoolPlan{Name: p.name, Model: p.model.Name, Nodes: len(p.nodes)}
-	for _, i := range p.nodes {
-		pp.GPUs += len(s.Nodes[i].GPUs)
-	}
 	hadShared := false
 	for _, i := range p.nodes {
+		pp.GPUs += len(s.Nodes[i].GPUs)
 		for _, g := range s.Nodes[i].GPUs {
 			hadShared = hadShared || g.Sharing != cluster.Exclusive
 		}
 	}
-	migProfiles, tsBins, mpsPods, clients := p.tally(&pp)
-	// The device plugin takes one config per node, so time slices and MPS
-	// clients never share a node. When the pool is short of nodes, MPS
-	// workloads move to time slices, which then share nodes with the rest.
+	migProfiles, tsBins, mpsPods, clients := p.sharedDemand(&pp)
+	pp.Changed = len(migProfiles) > 0 || len(tsBins) > 0 || len(mpsPods) > 0 || hadShared
+	if !pp.Changed {
+		return pp, nil
+	}
+	packing, err := p.sizeShared(&pp, migProfiles, tsBins, mpsPods, clients)
+	if err != nil {
+		return pp, err
+	}
+	l := poolLayout{p: p, s: s, pl: pl, pp: &pp, packing: packing,
+		configs:     map[Method]string{Whole: gpuoperator.ConfigName(p.name, "exclusive"), MIG: gpuoperator.ConfigName(p.name, "mig"), TimeSlicing: gpuoperator.ConfigName(p.name, "time-slicing"), MPS: gpuoperator.ConfigName(p.name, "mps")},
+		draSelector: p.draSelector(s),
+		draLeft:     map[Method]int{TimeSlicing: pp.TimeSlicingGPUsNeeded, MPS: pp.MPSGPUsNeeded}}
+	role := p.nodeRoles(s, &pp, pl)
+	for _, i := range p.nodes {
+		m, ok := role[i]
+		if !ok {
+			m = Whole
+		}
+		newGPUs[i] = l.node(s.Nodes[i], m)
+	}
+	if p.dra && (l.nextLayout < len(packing.Layouts) || l.draLeft[TimeSlicing] > 0 || l.draLeft[MPS] > 0) {
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: %d MIG, %d time-sliced and %d MPS GPUs did not fit its GPUs; the proof shows what stays pending", p.name, len(packing.Layouts)-l.nextLayout, l.draLeft[TimeSlicing], l.draLeft[MPS]))
+	}
+	// Time slices and MPS clients are both offered as nvidia.com/gpu.shared
+	// (the plugin renames no resource otherwise), and MIG profiles of one
+	// name exist in several pools, so a rewritten request also selects the
+	// nodes of its own config.
+	for _, d := range p.decisions {
+		if d.Action != Keep && d.Action != Unplaceable && d.Method != Whole {
+			d.After.NodeSelector = map[string]string{DevicePluginConfigLabel: l.configs[d.Method]}
+			if p.dra {
+				d.After.NodeSelector = maps.Clone(l.draSelector)
+			}
+		}
+	}
+	if p.dra {
+		if err := pl.addClaims(p, pp, s); err != nil {
+			return pp, err
+		}
+	}
+	return pp, nil
+}
+
+// sharedDemand tallies the pool's shared workloads (as tally does) once
+// the node configurations they need are settled. The device plugin takes
+// one config per node, so time slices and MPS clients never share a node.
+// When the pool is short of nodes, MPS workloads move to time slices,
+// which then share nodes with the rest; in a DRA pool, the workloads a
+// claim cannot share stay whole (keepUnclaimable).
+func (p *pool) sharedDemand(pp *PoolPlan) ([]string, map[string][]sharedBin, map[*Decision]int, int) {
+	migProfiles, tsBins, mpsPods, clients := p.tally(pp)
 	if len(mpsPods) > 0 && p.nodesNeeded(migProfiles, tsBins, mpsPods, clients, pp.WholeGPUs) > len(p.nodes) {
 		for d := range mpsPods {
 			d.timeSlice(p.model)
 			d.Reason.Detail += "; time slices rather than MPS, which would need a node of its own in this pool"
 		}
-		migProfiles, tsBins, mpsPods, clients = p.tally(&pp)
+		migProfiles, tsBins, mpsPods, clients = p.tally(pp)
 	}
 	if p.dra && p.keepUnclaimable(tsBins) {
-		migProfiles, tsBins, mpsPods, clients = p.tally(&pp)
+		migProfiles, tsBins, mpsPods, clients = p.tally(pp)
 	}
-	pp.Changed = len(migProfiles) > 0 || len(tsBins) > 0 || len(mpsPods) > 0 || hadShared
-	if !pp.Changed {
-		return pp, nil
-	}
+	return migProfiles, tsBins, mpsPods, clients
+}
+
+// sizeShared packs the MIG instances onto GPUs and counts the time-sliced
+// and MPS GPUs the workloads need, with their replicas and clients, in pp;
+// it sets each MPS workload's VRAM limit.
+func (p *pool) sizeShared(pp *PoolPlan, migProfiles []string, tsBins map[string][]sharedBin, mpsPods map[*Decision]int, clients int) (MIGPacking, error) {
 	var packing MIGPacking
 	if len(migProfiles) > 0 {
 		var err error
 		if packing, err = PackMIG(p.model.MIG, migProfiles); err != nil {
-			return pp, fmt.Errorf("pool %s: %w", p.name, err)
+			return packing, fmt.Errorf("pool %s: %w", p.name, err)
 		}
 		pp.MIGGPUs, pp.MIGLowerBound, pp.MIGAreaBound, pp.MIGFirstFit, pp.MIGOptimal = len(packing.Layouts), packing.LowerBound, packing.AreaBound, packing.FirstFitDecreasing, packing.Optimal
 	}
@@ -418,8 +467,14 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		d.After.VRAMLimit = p.model.Usable / gpu.MiB(clients)
 	}
 	pp.MPSClients = clients
+	return packing, nil
+}
 
-	// Give nodes their roles, preferring nodes already in that mode.
+// nodeRoles gives nodes their roles (MIG, time-slicing, MPS; the rest stay
+// whole), preferring nodes already in that mode, and warns where the pool
+// has too few. A DRA pool shares GPUs, not nodes: its nodes get none (see
+// poolLayout.gpuMethod).
+func (p *pool) nodeRoles(s *cluster.Snapshot, pp *PoolPlan, pl *Plan) map[int]Method {
 	per := max(1, p.perNode)
 	need := map[Method]int{MIG: ceilDiv(pp.MIGGPUs, per), TimeSlicing: ceilDiv(pp.TimeSlicingGPUsNeeded, per), MPS: ceilDiv(pp.MPSGPUsNeeded, per)}
 	modeOf := map[Method]cluster.Sharing{MIG: cluster.MIG, TimeSlicing: cluster.TimeSliced, MPS: cluster.MPS}
@@ -441,127 +496,135 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 			pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: %d nodes needed for %s, %d left; the proof shows what stays pending", p.name, need[m], m, k))
 		}
 	}
-	configs := map[Method]string{Whole: gpuoperator.ConfigName(p.name, "exclusive"), MIG: gpuoperator.ConfigName(p.name, "mig"), TimeSlicing: gpuoperator.ConfigName(p.name, "time-slicing"), MPS: gpuoperator.ConfigName(p.name, "mps")}
-	draSelector := p.draSelector(s)
+	return role
+}
+
+// poolLayout configures a sized pool's nodes one by one: their GPUs, the
+// labels that select their configs, their MIG configs and the device
+// plugin's.
+type poolLayout struct {
+	p       *pool
+	s       *cluster.Snapshot
+	pl      *Plan
+	pp      *PoolPlan
+	packing MIGPacking
+	// configs names the device plugin's config of each method.
+	configs     map[Method]string
+	draSelector map[string]string
 	// A claim shares one GPU, not a node: a DRA pool's GPUs take, in
 	// order, the MIG layouts, the time-sliced and the MPS GPUs the
-	// workloads were sized into, and the rest stay whole.
-	draLeft := map[Method]int{TimeSlicing: pp.TimeSlicingGPUsNeeded, MPS: pp.MPSGPUsNeeded}
-	nextLayout := 0
-	gpuMethod := func(node Method) Method {
-		switch {
-		case !p.dra:
-			return node
-		case nextLayout < len(packing.Layouts):
-			return MIG
-		case draLeft[TimeSlicing] > 0:
-			return TimeSlicing
-		case draLeft[MPS] > 0:
-			return MPS
-		}
-		return Whole
+	// workloads were sized into, and the rest stay whole. nextLayout is
+	// the next MIG layout to give, draLeft the shared GPUs left to give.
+	draLeft    map[Method]int
+	nextLayout int
+}
+
+// gpuMethod is how the next GPU of a node of the role node is shared.
+func (l *poolLayout) gpuMethod(node Method) Method {
+	switch {
+	case !l.p.dra:
+		return node
+	case l.nextLayout < len(l.packing.Layouts):
+		return MIG
+	case l.draLeft[TimeSlicing] > 0:
+		return TimeSlicing
+	case l.draLeft[MPS] > 0:
+		return MPS
 	}
-	for _, i := range p.nodes {
-		n := s.Nodes[i]
-		m, ok := role[i]
-		if !ok {
-			m = Whole
-		}
-		if p.dra {
-			m = gpuMethod(Whole) // the node's first shared GPU names its role
-		}
-		gpus := make([]cluster.GPU, len(n.GPUs))
-		nc := NodeChange{Node: n.Name, Pool: p.name, Role: m, Labels: map[string]string{DevicePluginConfigLabel: configs[m]}}
-		if p.dra {
-			// The DRA driver shares by claim, not by node config: a DRA
-			// node gets the label its pool's claims select it by (when
-			// it lacks it) and, below, its MIG layout.
-			nc.Labels = map[string]string{}
-			for k, v := range draSelector {
-				if n.Labels[k] != v {
-					nc.Labels[k] = v
-				}
-			}
-		}
-		var groups []MIGDeviceConfig
-		for j, g := range n.GPUs {
-			ng := cluster.GPU{Index: j, UUID: g.UUID, Model: g.Model, Memory: g.Memory, Sharing: cluster.Exclusive}
-			switch gpuMethod(m) {
-			case MIG:
-				if nextLayout < len(packing.Layouts) {
-					ng.Sharing, ng.Layout = cluster.MIG, packing.Layouts[nextLayout]
-					nextLayout++
-				}
-			case TimeSlicing: // renameByDefault: offered as nvidia.com/gpu.shared
-				ng.Sharing, ng.Replicas, ng.SharedResource = cluster.TimeSliced, pp.TimeSlicingReplicas, true
-				draLeft[TimeSlicing]--
-			case MPS:
-				ng.Sharing, ng.Replicas, ng.SharedResource = cluster.MPS, pp.MPSClients, true
-				draLeft[MPS]--
-			}
-			gpus[j] = ng
-			if p.model.MIG != nil {
-				groups = gpuoperator.AppendMIGGroup(groups, j, ng.Layout)
-			}
-			if m == MIG {
-				nc.Layouts = append(nc.Layouts, ng.Layout.String())
-			}
-		}
-		counted := map[cluster.Sharing]bool{}
-		for _, g := range gpus {
-			switch g.Sharing {
-			case cluster.TimeSliced:
-				pp.TimeSlicingGPUs++
-			case cluster.MPS:
-				pp.MPSGPUs++
-			default:
-				continue
-			}
-			if !counted[g.Sharing] {
-				counted[g.Sharing] = true
-				if g.Sharing == cluster.TimeSliced {
-					pp.TimeSlicingNodes++
-				} else {
-					pp.MPSNodes++
-				}
-			}
-		}
-		newGPUs[i] = gpus
-		if p.model.MIG != nil {
-			name := MIGDisabled
-			if m == MIG {
-				name = pl.addMIGConfig(p.name, groups)
-			} else {
-				pl.MIGParted[MIGDisabled] = []MIGDeviceConfig{{Devices: "all", MIGEnabled: false}}
-			}
-			nc.Labels[MIGConfigLabel] = name
-		}
-		if !p.dra {
-			pl.DevicePlugin[configs[m]] = devicePluginConfig(m, pp)
-		}
-		pl.Nodes = append(pl.Nodes, nc)
-	}
-	if p.dra && (nextLayout < len(packing.Layouts) || draLeft[TimeSlicing] > 0 || draLeft[MPS] > 0) {
-		pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: %d MIG, %d time-sliced and %d MPS GPUs did not fit its GPUs; the proof shows what stays pending", p.name, len(packing.Layouts)-nextLayout, draLeft[TimeSlicing], draLeft[MPS]))
-	}
-	// Time slices and MPS clients are both offered as nvidia.com/gpu.shared
-	// (the plugin renames no resource otherwise), and MIG profiles of one
-	// name exist in several pools, so a rewritten request also selects the
-	// nodes of its own config.
-	for _, d := range p.decisions {
-		if d.Action != Keep && d.Action != Unplaceable && d.Method != Whole {
-			d.After.NodeSelector = map[string]string{DevicePluginConfigLabel: configs[d.Method]}
-			if p.dra {
-				d.After.NodeSelector = maps.Clone(draSelector)
-			}
-		}
-	}
+	return Whole
+}
+
+// node configures a node of the role m and gives its GPUs as the plan
+// leaves them.
+func (l *poolLayout) node(n *cluster.Node, m Method) []cluster.GPU {
+	p, pl := l.p, l.pl
 	if p.dra {
-		if err := pl.addClaims(p, pp, s); err != nil {
-			return pp, err
+		m = l.gpuMethod(Whole) // the node's first shared GPU names its role
+	}
+	nc := NodeChange{Node: n.Name, Pool: p.name, Role: m, Labels: map[string]string{DevicePluginConfigLabel: l.configs[m]}}
+	if p.dra {
+		// The DRA driver shares by claim, not by node config: a DRA
+		// node gets the label its pool's claims select it by (when
+		// it lacks it) and, below, its MIG layout.
+		nc.Labels = map[string]string{}
+		for k, v := range l.draSelector {
+			if n.Labels[k] != v {
+				nc.Labels[k] = v
+			}
 		}
 	}
-	return pp, nil
+	gpus, groups := l.gpus(n, m, &nc)
+	l.pp.countShared(gpus)
+	if p.model.MIG != nil {
+		name := MIGDisabled
+		if m == MIG {
+			name = pl.addMIGConfig(p.name, groups)
+		} else {
+			pl.MIGParted[MIGDisabled] = []MIGDeviceConfig{{Devices: "all", MIGEnabled: false}}
+		}
+		nc.Labels[MIGConfigLabel] = name
+	}
+	if !p.dra {
+		pl.DevicePlugin[l.configs[m]] = devicePluginConfig(m, *l.pp)
+	}
+	pl.Nodes = append(pl.Nodes, nc)
+	return gpus
+}
+
+// gpus shares the GPUs of a node of the role m as the pool was sized,
+// adding the MIG layouts of a MIG node to nc; it gives the GPUs and, for a
+// MIG-capable model, the MIG config's device groups.
+func (l *poolLayout) gpus(n *cluster.Node, m Method, nc *NodeChange) ([]cluster.GPU, []MIGDeviceConfig) {
+	gpus := make([]cluster.GPU, len(n.GPUs))
+	var groups []MIGDeviceConfig
+	for j, g := range n.GPUs {
+		ng := cluster.GPU{Index: j, UUID: g.UUID, Model: g.Model, Memory: g.Memory, Sharing: cluster.Exclusive}
+		switch l.gpuMethod(m) {
+		case MIG:
+			if l.nextLayout < len(l.packing.Layouts) {
+				ng.Sharing, ng.Layout = cluster.MIG, l.packing.Layouts[l.nextLayout]
+				l.nextLayout++
+			}
+		case TimeSlicing: // renameByDefault: offered as nvidia.com/gpu.shared
+			ng.Sharing, ng.Replicas, ng.SharedResource = cluster.TimeSliced, l.pp.TimeSlicingReplicas, true
+			l.draLeft[TimeSlicing]--
+		case MPS:
+			ng.Sharing, ng.Replicas, ng.SharedResource = cluster.MPS, l.pp.MPSClients, true
+			l.draLeft[MPS]--
+		}
+		gpus[j] = ng
+		if l.p.model.MIG != nil {
+			groups = gpuoperator.AppendMIGGroup(groups, j, ng.Layout)
+		}
+		if m == MIG {
+			nc.Layouts = append(nc.Layouts, ng.Layout.String())
+		}
+	}
+	return gpus, groups
+}
+
+// countShared counts a node's time-sliced and MPS GPUs, and the node once
+// for each of the two it has.
+func (pp *PoolPlan) countShared(gpus []cluster.GPU) {
+	counted := map[cluster.Sharing]bool{}
+	for _, g := range gpus {
+		switch g.Sharing {
+		case cluster.TimeSliced:
+			pp.TimeSlicingGPUs++
+		case cluster.MPS:
+			pp.MPSGPUs++
+		default:
+			continue
+		}
+		if !counted[g.Sharing] {
+			counted[g.Sharing] = true
+			if g.Sharing == cluster.TimeSliced {
+				pp.TimeSlicingNodes++
+			} else {
+				pp.MPSNodes++
+			}
+		}
+	}
 }
 
 // tally collects the pool's MIG instances, time-slice bins per tenant, MPS
@@ -653,18 +716,40 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 	}
 	pr := &pl.Proof
 	pr.Policy, pr.Currency, pr.Risks, pr.placed = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}, map[string]string{}
-	unpriced := map[string]int{} // freed GPUs of unpriced models, by model
-	defer func() {
-		for _, name := range slices.Sorted(maps.Keys(unpriced)) {
-			pl.Warnings = append(pl.Warnings, fmt.Sprintf("the monthly saving leaves out the %d freed GPUs of %s, whose price is unknown; give it with pricePerHour in a --catalogue file", unpriced[name], name))
-		}
-	}()
 	for _, d := range pl.Decisions {
 		for _, r := range d.Risks {
 			pr.Risks[r]++
 		}
 	}
-	// The changed nodes, with the labels that select their configs.
+	pods, moved := pl.movedPods(s, newGPUs)
+	changed, err := cluster.NewSnapshot(s.Catalogue, pl.changedNodes(s, newGPUs), pods)
+	if err != nil {
+		return fmt.Errorf("internal error: the changed snapshot: %w", err)
+	}
+	states, _, err := placement.States(changed)
+	if err != nil {
+		return err
+	}
+	if err := pl.replay(ctx, s.Catalogue, states, moved); err != nil {
+		return err
+	}
+	for _, p := range s.Pods {
+		if !p.Bound() && p.WantsGPU() {
+			pr.PendingBefore++
+		}
+	}
+	pr.PendingAfter = len(pr.StillPending) + len(pr.Unplaceable)
+	pr.GPUsBefore, pr.NodesBefore = inUse(before)
+	pr.GPUsAfter, pr.NodesAfter = inUse(states)
+	pr.GPUsFreed = pr.GPUsBefore - pr.GPUsAfter
+	pl.countFreed(before, states)
+	return nil
+}
+
+// changedNodes is the snapshot's nodes as the plan leaves them: the
+// changed ones with their new GPUs and the labels that select their
+// configs.
+func (pl *Plan) changedNodes(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU) []*cluster.Node {
 	labels := map[string]map[string]string{}
 	for _, nc := range pl.Nodes {
 		labels[nc.Node] = nc.Labels
@@ -685,14 +770,20 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 			nodes[i] = &cp
 		}
 	}
+	return nodes
+}
+
+// movedPods is the snapshot's pods as the plan leaves them, and those of
+// them that move: every pod but those bound to unchanged nodes, unbound
+// and rewritten as its decision says. A pending pod the plan finds no
+// place for is in neither; the proof lists it as unplaceable.
+func (pl *Plan) movedPods(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU) (pods, moved []*cluster.Pod) {
 	decisionOf := map[*cluster.Pod]*Decision{}
 	for _, d := range pl.Decisions {
 		for _, p := range d.w.Pods {
 			decisionOf[p] = d
 		}
 	}
-	var pods []*cluster.Pod
-	var moved []*cluster.Pod
 	for _, p := range s.Pods {
 		i, bound := s.NodeIndex(p.NodeName)
 		_, changed := newGPUs[i]
@@ -702,7 +793,7 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 			pods = append(pods, p)
 			continue
 		case d != nil && d.Action == Unplaceable && !p.Bound():
-			pr.Unplaceable = append(pr.Unplaceable, p.Key())
+			pl.Proof.Unplaceable = append(pl.Proof.Unplaceable, p.Key())
 			continue
 		}
 		cp := *p
@@ -713,15 +804,15 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 		pods = append(pods, &cp)
 		moved = append(moved, &cp)
 	}
-	changed, err := cluster.NewSnapshot(s.Catalogue, nodes, pods)
-	if err != nil {
-		return fmt.Errorf("internal error: the changed snapshot: %w", err)
-	}
-	states, _, err := placement.States(changed)
-	if err != nil {
-		return err
-	}
-	sort.SliceStable(moved, func(a, b int) bool { return placeOrder(s.Catalogue, moved[a]) > placeOrder(s.Catalogue, moved[b]) })
+	return pods, moved
+}
+
+// replay places the moved pods on the changed nodes' states, largest
+// first, with the proof's policy, and notes where each went or that it
+// stays pending.
+func (pl *Plan) replay(ctx context.Context, catalogue *gpu.Catalogue, states []*placement.NodeState, moved []*cluster.Pod) error {
+	pr := &pl.Proof
+	sort.SliceStable(moved, func(a, b int) bool { return placeOrder(catalogue, moved[a]) > placeOrder(catalogue, moved[b]) })
 	var maxCPU gpu.CPUMilli
 	var maxGPU gpu.Milli
 	for _, st := range states {
@@ -738,7 +829,7 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 				return fmt.Errorf("proof stopped after replaying %d of %d pods: %w", i, len(moved), err)
 			}
 		}
-		d, err := placement.NewDemand(p, s.Catalogue)
+		d, err := placement.NewDemand(p, catalogue)
 		if err != nil {
 			return err
 		}
@@ -750,16 +841,16 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 			pr.StillPending = append(pr.StillPending, p.Key())
 		}
 	}
-	for _, p := range s.Pods {
-		if !p.Bound() && p.WantsGPU() {
-			pr.PendingBefore++
-		}
-	}
-	pr.PendingAfter = len(pr.StillPending) + len(pr.Unplaceable)
-	pr.GPUsBefore, pr.NodesBefore = inUse(before)
-	pr.GPUsAfter, pr.NodesAfter = inUse(states)
-	pr.GPUsFreed = pr.GPUsBefore - pr.GPUsAfter
-	for i, st := range states {
+	return nil
+}
+
+// countFreed lists the GPU nodes that held pods before and hold none
+// after, with their GPUs and monthly saving; a warning names the freed
+// GPUs whose price is unknown, which the saving leaves out.
+func (pl *Plan) countFreed(before, after []*placement.NodeState) {
+	pr := &pl.Proof
+	unpriced := map[string]int{} // freed GPUs of unpriced models, by model
+	for i, st := range after {
 		if before[i].Pods > 0 && st.Pods == 0 && len(st.Node.GPUs) > 0 {
 			pr.NodesFreed = append(pr.NodesFreed, st.Node.Name)
 			for _, g := range st.Node.GPUs {
@@ -772,7 +863,9 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 		}
 	}
 	pr.MonthlySaving = math.Round(pr.MonthlySaving*100) / 100
-	return nil
+	for _, name := range slices.Sorted(maps.Keys(unpriced)) {
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("the monthly saving leaves out the %d freed GPUs of %s, whose price is unknown; give it with pricePerHour in a --catalogue file", unpriced[name], name))
+	}
 }
 
 // after rewrites a moved pod's request as the admission webhook would

@@ -160,18 +160,8 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 	}
 	observer, _ := policy.(placement.Observer)
 
-	var arrived, allocated gpu.Milli
-	var gaps gapTally
-	shares := newShareTally(states)
-	var failed failedTally
-	nextPercent := 0
-	record := func() {
-		for float64(arrived) >= float64(nextPercent)/100*float64(capacity) {
-			res.Curve = append(res.Curve, Point{ArrivedRatio: float64(nextPercent) / 100, AllocRatio: float64(allocated) / float64(capacity)})
-			nextPercent++
-		}
-	}
-	record()
+	t := runTally{res: &res, capacity: capacity, shares: newShareTally(states)}
+	t.record()
 	for k, d := range demands {
 		if k%64 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -181,56 +171,107 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 		if cfg.Progress != nil && k%512 == 0 {
 			cfg.Progress(k, len(demands))
 		}
-		arrived += gpu.Milli(d.Devices) * d.PerGPUMilli
-		gaps.arrived(d)
-		idle := shares.arrive(d)
+		idle := t.arrive(d)
 		best, a := Place(d, states, policy, ties)
 		if best < 0 {
-			res.PodsFailed++
-			if d.Devices > 0 {
-				res.GPUPodsFailed++
-			}
-			failed.add(d)
+			t.fail(d)
 		} else {
-			for _, dev := range a.Devices {
-				allocated += dev.Milli
-			}
-			res.PodsScheduled++
-			gaps.placed(d)
-			shares.placed(d, idle, best, states[best])
-			if idle && shares.idle == 0 {
-				r := float64(arrived) / float64(capacity)
-				res.IdleGPUsUntil = &r
-			}
+			t.placed(d, a, idle, best, states[best])
 			if observer != nil {
 				observer.Placed(d, states[best])
 			}
 		}
-		record()
-		if res.GPUAllocRatioAtFull == nil && arrived >= capacity {
-			r := float64(allocated) / float64(capacity)
-			res.GPUAllocRatioAtFull = &r
-		}
+		t.record()
 	}
 	if cfg.Progress != nil {
 		cfg.Progress(len(demands), len(demands))
 	}
-	res.GPUMilliArrived = int64(arrived)
-	res.GPUMilliAllocated = int64(allocated)
-	res.GPUAllocRatio = float64(allocated) / float64(capacity)
-	res.GPUAllocBound = 1 - float64(gaps.floor())/float64(capacity)
-	if floor, err := shares.floor(res.GPUs); err != nil {
+	t.finish(states, &typical)
+	res.WallSeconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// runTally is what Run counts as the pods arrive, into its Result: the
+// GPU milli arrived and allocated, the allocation curve, the pods of more
+// than half a GPU and the shares placed (for the bounds), and the pods
+// that failed.
+type runTally struct {
+	res                *Result
+	capacity           gpu.Milli
+	arrived, allocated gpu.Milli
+	gaps               gapTally
+	shares             *shareTally
+	failed             failedTally
+	// nextPercent is the next percent of the capacity arrived at which
+	// the curve takes a point.
+	nextPercent int
+}
+
+// arrive counts a pod's arrival; idle says a GPU was idle when it came.
+func (t *runTally) arrive(d *placement.Demand) (idle bool) {
+	t.arrived += gpu.Milli(d.Devices) * d.PerGPUMilli
+	t.gaps.arrived(d)
+	return t.shares.arrive(d)
+}
+
+// fail counts a pod that fits no node.
+func (t *runTally) fail(d *placement.Demand) {
+	t.res.PodsFailed++
+	if d.Devices > 0 {
+		t.res.GPUPodsFailed++
+	}
+	t.failed.add(d)
+}
+
+// placed counts a pod placed with a on the node best, whose state st is
+// after it; idle is what arrive said.
+func (t *runTally) placed(d *placement.Demand, a placement.Assignment, idle bool, best int, st *placement.NodeState) {
+	for _, dev := range a.Devices {
+		t.allocated += dev.Milli
+	}
+	t.res.PodsScheduled++
+	t.gaps.placed(d)
+	t.shares.placed(d, idle, best, st)
+	if idle && t.shares.idle == 0 {
+		r := float64(t.arrived) / float64(t.capacity)
+		t.res.IdleGPUsUntil = &r
+	}
+}
+
+// record adds a point to the curve for each percent of the capacity that
+// has arrived, and notes the allocation when the demand first reaches the
+// capacity.
+func (t *runTally) record() {
+	res, capacity := t.res, t.capacity
+	for float64(t.arrived) >= float64(t.nextPercent)/100*float64(capacity) {
+		res.Curve = append(res.Curve, Point{ArrivedRatio: float64(t.nextPercent) / 100, AllocRatio: float64(t.allocated) / float64(capacity)})
+		t.nextPercent++
+	}
+	if res.GPUAllocRatioAtFull == nil && t.arrived >= capacity {
+		r := float64(t.allocated) / float64(capacity)
+		res.GPUAllocRatioAtFull = &r
+	}
+}
+
+// finish sets the run's totals: GPU milli arrived and allocated, the
+// bounds on the allocation, the capacity left unallocated by cause, and
+// the fragmentation of the nodes' states for the typical workload.
+func (t *runTally) finish(states []*placement.NodeState, typical *placement.Workload) {
+	res, capacity := t.res, t.capacity
+	res.GPUMilliArrived = int64(t.arrived)
+	res.GPUMilliAllocated = int64(t.allocated)
+	res.GPUAllocRatio = float64(t.allocated) / float64(capacity)
+	res.GPUAllocBound = 1 - float64(t.gaps.floor())/float64(capacity)
+	if floor, err := t.shares.floor(res.GPUs); err != nil {
 		res.ShareBoundError = err.Error()
 	} else {
 		b := 1 - float64(floor)/float64(capacity)
 		res.GPUAllocShareBound = &b
 	}
-	res.Unallocated = unallocatedOf(states, &failed)
+	res.Unallocated = unallocatedOf(states, &t.failed)
 	for _, s := range states {
-		res.FragGPUMilli += placement.Fragmentation(s, &typical)
+		res.FragGPUMilli += placement.Fragmentation(s, typical)
 	}
-	res.WallSeconds = time.Since(start).Seconds()
-	return res, nil
 }
 
 // Ties says how Place breaks exact ties between the best nodes.

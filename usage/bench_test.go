@@ -154,12 +154,12 @@ func refreshWorld(gpus, hours int) (start, cur, end time.Time, complete, partial
 
 // BenchmarkRefreshAccount is the accounting of one serve refresh at 1,000
 // GPUs over a 7-day window (168 complete hours and a partial one): full
-// accounts every bucket of the window again (serve before #17 item 2);
-// incremental clones the complete hours' account, adds the partial hour
-// and reports (serve at each refresh); reportOnly is the report alone,
-// which every refresh makes (its pods' work: 42,000 pods in the window);
-// completeHours builds the complete hours' account (serve once per hour,
-// when an hour completes).
+// accounts every bucket of the window again (a refresh without the
+// complete hours' account); incremental clones the complete hours'
+// account, adds the partial hour and reports (serve at each refresh);
+// reportOnly is the report alone, which every refresh makes (its pods'
+// work: 42,000 pods in the window); completeHours builds the complete
+// hours' account (serve once per hour, when an hour completes).
 func BenchmarkRefreshAccount(b *testing.B) {
 	start, cur, end, complete, partial := refreshWorld(1000, 168)
 	pricing := Pricing{Catalogue: gpu.Default()}

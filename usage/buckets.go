@@ -237,9 +237,9 @@ func (i instant) time() time.Time {
 }
 
 // reportCollectOwners is how many owners' sums Report releases between
-// the collections it asks for (about 14 MB of them): at 50,000 a month of
-// 1,000 GPUs' report let the heap reach twice what was live, and its RSS
-// 760 MiB, against about 650 MiB at this.
+// the collections it asks for (about 14 MB of them): few enough that the
+// heap does not reach twice what was live at the last collection before
+// the next (docs/performance-history.md has the measurements behind it).
 const reportCollectOwners = 15_000
 
 // errSpent refuses to use an account after its Report.
@@ -353,6 +353,28 @@ func (a *BucketAccount) Add(b *Bucket) error {
 	if a.spent {
 		return errSpent
 	}
+	if err := a.fits(b); err != nil {
+		return err
+	}
+	a.step = b.Step
+	d := a.deviceOf(b)
+	if b.Owner.IsZero() {
+		d.add(b)
+		return nil
+	}
+	o := d.owners[b.Owner]
+	if o == nil {
+		o = &ownerSums{firstHeld: noInstant, firstUse: noInstant, firstHour: -1}
+		d.owners[b.Owner] = o
+	}
+	a.addHour(d, o, b)
+	o.add(b)
+	return nil
+}
+
+// fits says what is wrong with a bucket that does not fit the window or
+// the buckets before it.
+func (a *BucketAccount) fits(b *Bucket) error {
 	// where names the bucket in an error; made only for one.
 	where := func() string { return fmt.Sprintf("%s at %s", b.Device.Key(), b.Start.Format(time.RFC3339)) }
 	switch {
@@ -365,7 +387,11 @@ func (a *BucketAccount) Add(b *Bucket) error {
 	case a.end.Sub(a.start)%b.Step != 0:
 		return fmt.Errorf("%s: the window %s..%s is not a whole number of steps of %s; give a window of whole buckets", where(), a.start.Format(time.RFC3339), a.end.Format(time.RFC3339), b.Step)
 	}
-	a.step = b.Step
+	return nil
+}
+
+// deviceOf is the sums of the bucket's device, made at its first bucket.
+func (a *BucketAccount) deviceOf(b *Bucket) *deviceSums {
 	// Looked up in a buffer of the account's, its string made once per
 	// device: a month of a fleet is two million buckets.
 	a.key = b.Device.appendKey(a.key[:0])
@@ -377,65 +403,71 @@ func (a *BucketAccount) Add(b *Bucket) error {
 	if d.device.Model == "" {
 		d.device.Model = b.Device.Model
 	}
-	if !b.Owner.IsZero() {
-		o := d.owners[b.Owner]
-		if o == nil {
-			o = &ownerSums{firstHeld: noInstant, firstUse: noInstant, firstHour: -1}
-			d.owners[b.Owner] = o
+	return d
+}
+
+// addHour accounts an owner's bucket in the hour it starts in: the
+// device's shared hours, the owner's first hour and hours, and the hour
+// levels of the device's model.
+func (a *BucketAccount) addHour(d *deviceSums, o *ownerSums, b *Bucket) {
+	h := int(b.Start.Sub(a.start) / time.Hour)
+	if b.SharedSteps > 0 {
+		if d.sharedHours == nil {
+			d.sharedHours = map[int][]Owner{}
 		}
-		o.heldShare += b.HeldShareSteps
-		o.known += b.ActivityKnownShareSteps
-		o.active += b.ActiveShareSteps
-		if o.dra == nil && !b.DRA.IsZero() {
-			dra := b.DRA
-			o.dra = &dra
-		}
-		// A bucket counts in the hour it starts in.
-		h := int(b.Start.Sub(a.start) / time.Hour)
-		if b.SharedSteps > 0 {
-			if d.sharedHours == nil {
-				d.sharedHours = map[int][]Owner{}
-			}
-			d.sharedHours[h] = append(d.sharedHours[h], b.Owner)
-		}
-		if b.HeldShareSteps > 0 {
-			if o.firstHour < 0 || int32(h) < o.firstHour {
-				o.firstHour, o.firstHourShare = int32(h), 0
-			}
-			if int32(h) == o.firstHour {
-				o.firstHourShare += b.HeldShareSteps
-			}
-		}
-		lk := levelKey{d.device.Model, d.device.MIGProfile}
-		l := a.levels[lk]
-		if l == nil {
-			l = newHourLevels(a.hours)
-			a.levels[lk] = l
-		}
-		l.add(h, b.HeldShareSteps, b.ActivityKnownShareSteps, b.ActiveShareSteps)
-		o.hours.add(h, b.ActivityKnownShareSteps, b.ActiveShareSteps)
-		if b.EnergyJoules.Known() {
-			o.energy += b.EnergyJoules.Value()
-			o.energyKnown = true
-		}
-		o.vram.add(b.VRAMUsedMiB, b.HeldSteps)
-		o.activity.add(Percentiles{P50: b.ActivityP50, P95: quantileAmount(b.Activity), Max: b.ActivityMax}, b.Activity.Samples)
-		o.stats.Samples += b.Activity.Samples
-		o.stats.Sum += b.Activity.Sum
-		o.stats.BelowIdle += b.Activity.BelowIdle
-		o.stats.AtOrAboveBurst += b.Activity.AtOrAboveBurst
-		o.dramSum += b.DRAMSum
-		o.dramN += b.DRAMSteps
-		o.powSum += b.PowerSum
-		o.powN += b.PowerSteps
-		if t := instantOf(b.FirstHeld); t != noInstant && (o.firstHeld == noInstant || t < o.firstHeld) {
-			o.firstHeld = t
-		}
-		if t := instantOf(b.FirstUse); t != noInstant && (o.firstUse == noInstant || t < o.firstUse) {
-			o.firstUse = t
-		}
-		return nil
+		d.sharedHours[h] = append(d.sharedHours[h], b.Owner)
 	}
+	if b.HeldShareSteps > 0 {
+		if o.firstHour < 0 || int32(h) < o.firstHour {
+			o.firstHour, o.firstHourShare = int32(h), 0
+		}
+		if int32(h) == o.firstHour {
+			o.firstHourShare += b.HeldShareSteps
+		}
+	}
+	lk := levelKey{d.device.Model, d.device.MIGProfile}
+	l := a.levels[lk]
+	if l == nil {
+		l = newHourLevels(a.hours)
+		a.levels[lk] = l
+	}
+	l.add(h, b.HeldShareSteps, b.ActivityKnownShareSteps, b.ActiveShareSteps)
+	o.hours.add(h, b.ActivityKnownShareSteps, b.ActiveShareSteps)
+}
+
+// add sums an owner's bucket into the owner's figures on its device.
+func (o *ownerSums) add(b *Bucket) {
+	o.heldShare += b.HeldShareSteps
+	o.known += b.ActivityKnownShareSteps
+	o.active += b.ActiveShareSteps
+	if o.dra == nil && !b.DRA.IsZero() {
+		dra := b.DRA
+		o.dra = &dra
+	}
+	if b.EnergyJoules.Known() {
+		o.energy += b.EnergyJoules.Value()
+		o.energyKnown = true
+	}
+	o.vram.add(b.VRAMUsedMiB, b.HeldSteps)
+	o.activity.add(Percentiles{P50: b.ActivityP50, P95: quantileAmount(b.Activity), Max: b.ActivityMax}, b.Activity.Samples)
+	o.stats.Samples += b.Activity.Samples
+	o.stats.Sum += b.Activity.Sum
+	o.stats.BelowIdle += b.Activity.BelowIdle
+	o.stats.AtOrAboveBurst += b.Activity.AtOrAboveBurst
+	o.dramSum += b.DRAMSum
+	o.dramN += b.DRAMSteps
+	o.powSum += b.PowerSum
+	o.powN += b.PowerSteps
+	if t := instantOf(b.FirstHeld); t != noInstant && (o.firstHeld == noInstant || t < o.firstHeld) {
+		o.firstHeld = t
+	}
+	if t := instantOf(b.FirstUse); t != noInstant && (o.firstUse == noInstant || t < o.firstUse) {
+		o.firstUse = t
+	}
+}
+
+// add sums the device's own bucket (the zero Owner's) into its figures.
+func (d *deviceSums) add(b *Bucket) {
 	d.sampled += b.SampledSteps
 	d.held += b.HeldSteps
 	d.shared += b.SharedSteps
@@ -465,7 +497,6 @@ func (a *BucketAccount) Add(b *Bucket) error {
 		}
 		d.sampledByBucket[b.Start.UnixMilli()] += b.SampledSteps
 	}
-	return nil
 }
 
 // Report gives the accounting of the buckets added, priced by pricing,
@@ -479,18 +510,6 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 	if a.spent {
 		return nil, errSpent
 	}
-	step := a.step
-	if step == 0 {
-		// No buckets: nothing was sampled; the window still has a length.
-		step = a.end.Sub(a.start)
-	}
-	sec := step.Seconds()
-	windowSeconds := a.end.Sub(a.start).Seconds()
-	windowSteps := windowSeconds / sec
-
-	r := &Report{Accounting: HourlyAccounting, Start: a.start.UTC(), End: a.end.UTC(), StepSecond: Seconds(sec), Currency: pricing.Currency()}
-	q := &r.Quality
-	q.ActivitySources = map[string]int{}
 	keys := slices.Sorted(maps.Keys(a.devices))
 	devs := make([]Device, len(keys))
 	for i, k := range keys {
@@ -500,257 +519,311 @@ func (a *BucketAccount) Report(pricing Pricing, podEvents []PodEvents, apps []Ap
 		return nil, err
 	}
 	a.spent = true
+	br := newBucketReport(a, pricing, keys, podEvents, apps, appStep)
+	for i, key := range keys {
+		br.device(i, key, a.devices[key])
+	}
+	return br.finish(), nil
+}
 
-	seenMetric := make([]bool, nMetrics)
-	// last is the last device, in the order of keys, that each pod held:
-	// once that device is accounted, the pod's state is final and goes
-	// into the report, so a month of a fleet's pods is never held both as
-	// states and as the report.
-	nOwners := a.Owners()
+// bucketReport is a BucketAccount's report in the making. The devices go
+// by in the order of their keys; each owner's sums merge into its pod's
+// state, and a pod goes into the report once its last device is
+// accounted, so that a month of a fleet's pods is never held both as
+// states and as the report.
+type bucketReport struct {
+	deviceTotals
+	a       *BucketAccount
+	pricing Pricing
+	q       *Quality
+	// sec is a step's seconds; windowSeconds and windowSteps the window's.
+	sec, windowSeconds, windowSteps float64
+	seenMetric                      [nMetrics]bool
+	// nOwners is the account's owners (Owners), by which the memory
+	// policy sizes what it hands back.
+	nOwners int
+	// last is the index, in the order of keys, of the last device that
+	// each pod held.
+	last  map[podRef]int
+	as    *assembler
+	pods  map[podRef]*podState
+	pool  podPool
+	mig   bucketMIG
+	owner []Owner // the device's owners, sorted
+	// released counts the owners' sums released since the last
+	// collection.
+	released int
+}
+
+// bucketMIG collects the instances of one MIG GPU, as migGPU does, with
+// the most steps any of them was sampled in each bucket (by the bucket's
+// start in Unix milliseconds).
+type bucketMIG struct {
+	migInstances
+	sampled map[int64]float64
+}
+
+// newBucketReport starts the report of the account's devices, keys in
+// order: its head, and its maps and slices made at their whole size.
+func newBucketReport(a *BucketAccount, pricing Pricing, keys []string, podEvents []PodEvents, apps []AppSeries, appStep time.Duration) bucketReport {
+	step := a.step
+	if step == 0 {
+		// No buckets: nothing was sampled; the window still has a length.
+		step = a.end.Sub(a.start)
+	}
+	sec := step.Seconds()
+	windowSeconds := a.end.Sub(a.start).Seconds()
+	r := &Report{Accounting: HourlyAccounting, Start: a.start.UTC(), End: a.end.UTC(), StepSecond: Seconds(sec), Currency: pricing.Currency()}
+	r.Quality.ActivitySources = map[string]int{}
+	br := bucketReport{a: a, pricing: pricing, deviceTotals: deviceTotals{r: r, nodes: map[string]*acc{}}, q: &r.Quality,
+		sec: sec, windowSeconds: windowSeconds, windowSteps: windowSeconds / sec,
+		nOwners: a.Owners(), pods: map[podRef]*podState{}}
 	// The report's maps and slices are made whole next (a month of a
 	// fleet's pods is about 160 MB in two allocations), where the reading
 	// before left memory free but resident in pieces too small to hold
-	// them: handed back to the OS first, the process does not hold both
-	// (at 1,000 GPUs x 30 days this kept RSS from jumping by their size).
-	a.Memory.HandBack(nOwners)
+	// them: handed back to the OS first, the process does not hold both.
+	a.Memory.HandBack(br.nOwners)
 	// Made as large as every device's owners at once: grown by inserts,
-	// a month of a fleet's pods left as much again of garbage.
-	last := make(map[podRef]int, nOwners)
-	containers := make(map[Owner]bool, nOwners)
+	// the maps would leave as much garbage again as they hold.
+	br.last = make(map[podRef]int, br.nOwners)
+	containers := make(map[Owner]bool, br.nOwners)
 	for i, key := range keys {
 		for o := range a.devices[key].owners {
-			last[o.podRef()] = i
+			br.last[o.podRef()] = i
 			containers[o] = true
 		}
 	}
 	if appStep <= 0 {
 		appStep = time.Hour
 	}
-	as := newAssembler(r, len(last), len(containers), apps, podEvents, func(int64) float64 { return appStep.Seconds() })
-	pods := map[podRef]*podState{}
-	var pool podPool
-	nodes := map[string]*acc{}
-	var cluster acc
-	var coveredDeviceSeconds, windowDeviceSeconds float64
+	br.as = newAssembler(r, len(br.last), len(containers), apps, podEvents, func(int64) float64 { return appStep.Seconds() })
+	br.mig.sampled = map[int64]float64{}
+	return br
+}
 
-	addDevice := func(du DeviceUsage, dev *acc) {
-		r.Devices = append(r.Devices, du)
-		cluster.add(dev)
-		na := nodes[du.Node]
-		if na == nil {
-			na = &acc{}
-			nodes[du.Node] = na
-		}
-		na.add(dev)
+// device accounts the i-th device, of the key: its data quality and
+// capacity, its owners' shares, the pods that end with it, and its own
+// figures.
+func (br *bucketReport) device(i int, key string, d *deviceSums) {
+	if d.device.MIGInstance == "" || !br.mig.same(d.device) {
+		br.flushUninstantiated()
 	}
-	// The instances of the MIG GPU being accounted, with the most steps any
-	// of them was sampled in each bucket.
-	var mig struct {
-		device    Device
-		instances int
-		shares    float64
-		price     Amount
-		sampled   map[int64]float64
-	}
-	flushUninstantiated := func() {
-		rest := 1 - mig.shares
-		if mig.instances > 0 && rest > 1e-9 {
-			price := math.NaN()
-			if mig.price.Known() {
-				price = mig.price.Value()
-			}
-			var sampled float64
-			for _, s := range mig.sampled {
-				sampled += s
-			}
-			var dev acc
-			dev.unseen((windowSteps - sampled) * sec * rest)
-			dev.free(sampled*sec*rest, price)
-			du := DeviceUsage{Device: Device{Node: mig.device.Node, GPU: mig.device.GPU, UUID: mig.device.UUID, Model: mig.device.Model},
-				Uninstantiated: true, Share: rest, PricePerHour: mig.price, Coverage: Known(sampled * sec / windowSeconds),
-				Totals: dev.totals(), Capacity: dev.capacityTotals()}
-			addDevice(du, &dev)
-		}
-		mig.instances, mig.shares, mig.sampled = 0, 0, map[int64]float64{}
-	}
-	mig.sampled = map[int64]float64{}
+	share, price, pa := shareAndPrice(br.pricing, br.q, d.device)
+	du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa, ActivitySource: br.quality(d)}
 
-	var owners []Owner // each device's, sorted
-	released := 0      // owners' sums released since the last collection
-	for i, key := range keys {
-		d := a.devices[key]
-		if d.device.MIGInstance == "" || mig.instances == 0 || mig.device.Node != d.device.Node || mig.device.GPU != d.device.GPU || mig.device.UUID != d.device.UUID {
-			flushUninstantiated()
+	var dev acc
+	dev.energy, dev.energyKnown = d.energy, d.energyKnown
+	held := min(d.held, d.sampled)
+	dev.unseen((br.windowSteps - d.sampled) * br.sec * share)
+	dev.free((d.sampled-held)*br.sec*share, price)
+	dev.capacity += held * br.sec * share
+	br.windowDeviceSeconds += br.windowSeconds * share
+	br.coveredDeviceSeconds += d.sampled * br.sec * share
+
+	br.owner = slices.AppendSeq(br.owner[:0], maps.Keys(d.owners))
+	slices.SortFunc(br.owner, compareOwnerKeys)
+	du.SharedSeconds = Seconds(d.shared * br.sec)
+	du.SharedBy = br.accountOwners(key, d, &du, &dev, share, price)
+	br.reportFinalPods(i)
+	br.release(d)
+
+	du.Coverage = Known(d.sampled * br.sec / br.windowSeconds)
+	du.VRAMUsedMiB = d.vram.percentiles()
+	du.VRAMFreeMiB = d.vramFree.percentiles()
+	if d.powN > 0 {
+		du.PowerWatts = Known(d.powSum / d.powN)
+	}
+	du.Totals, du.Capacity = dev.totals(), dev.capacityTotals()
+	br.addDevice(du, &dev)
+	if d.device.MIGInstance != "" {
+		br.mig.add(d.device, share, pa)
+		for t, s := range d.sampledByBucket {
+			br.mig.sampled[t] = max(br.mig.sampled[t], s)
 		}
-		share, shareKnown := pricing.Share(d.device)
-		if !shareKnown {
-			q.Warnings = append(q.Warnings, fmt.Sprintf("device %s: MIG profile %q is not in the catalogue; its share was read from the name as %.3g of a GPU", d.device.Key(), d.device.MIGProfile, share))
+	}
+}
+
+// quality adds the device's data-quality counts to the report's and gives
+// its activity source ("" if none).
+func (br *bucketReport) quality(d *deviceSums) string {
+	q, source := br.q, ""
+	if d.sourceRank < len(ActivitySources) {
+		source = ActivitySources[d.sourceRank]
+		q.ActivitySources[source]++
+	} else {
+		q.ActivitySources["none"]++
+	}
+	q.Samples += int(d.samples)
+	q.NaNSamples += int(d.nan)
+	q.CounterResets += int(d.resets)
+	if d.afterGap > 0 {
+		q.Gaps += int(d.afterGap) - 1 // the device's first appearance is no gap
+	}
+	for mi, seen := range d.metrics {
+		br.seenMetric[mi] = br.seenMetric[mi] || seen
+	}
+	return source
+}
+
+// accountOwners adds each owner's share of the device (of the key) to the
+// device's accounting dev, its pod's and its container's, and gives the
+// pods that shared the device.
+func (br *bucketReport) accountOwners(key string, d *deviceSums, du *DeviceUsage, dev *acc, share, price float64) []string {
+	gs := br.sec * share
+	var sh sharers
+	for _, o := range br.owner {
+		os := d.owners[o]
+		allocated, known, active := os.heldShare*gs, os.known*gs, os.active*gs
+		dev.holdSums(allocated, known, active, price)
+		ps, ca := resolveOwner(br.pods, &br.pool, o, d.device, key, du.ActivitySource, 0, 0)
+		if os.dra != nil {
+			if c := os.dra.Claim(); c != "" {
+				ps.claim(c)
+			}
+			if id := os.dra.DeviceID(); id != "" && du.DRADevice == "" {
+				du.DRADevice = id
+			}
 		}
+		for h, sharing := range d.sharedHours {
+			if slices.Contains(sharing, o) {
+				sh.add(h, ps)
+			}
+		}
+		ps.acc.holdSums(allocated, known, active, price)
+		ca.holdSums(allocated, known, active, price)
+		if os.energyKnown {
+			ca.energy += os.energy
+			ca.energyKnown = true
+		}
+		ps.addOwnerSums(os, gs, br.a.start)
+	}
+	return sh.settle()
+}
+
+// addOwnerSums merges an owner's sums on one device into its pod's state
+// (gs GPU-seconds a share-step; start the window's): its hours, energy,
+// percentiles, activity statistics, DRAM and power means, and first
+// times.
+func (ps *podState) addOwnerSums(os *ownerSums, gs float64, start time.Time) {
+	for i, k := range os.hours.known {
+		ps.hours.add(os.hours.first+i, k*gs, os.hours.active[i]*gs)
+	}
+	if os.energyKnown {
+		ps.acc.energy += os.energy
+		ps.acc.energyKnown = true
+	}
+	ps.vramQ.merge(&os.vram)
+	ps.activityQ.merge(&os.activity)
+	st := &ps.stats
+	st.Samples += os.stats.Samples
+	st.Sum += os.stats.Sum
+	st.BelowIdle += os.stats.BelowIdle
+	st.AtOrAboveBurst += os.stats.AtOrAboveBurst
+	ps.dramSum += os.dramSum
+	ps.dramN += os.dramN
+	ps.powerSum += os.powSum
+	ps.powerN += os.powN
+	if os.firstHour >= 0 {
+		ps.countHeld(start.Add(time.Duration(os.firstHour)*time.Hour), os.firstHourShare*gs)
+	}
+	if t := os.firstHeld.time(); !t.IsZero() && (ps.attached.IsZero() || t.Before(ps.attached)) {
+		ps.attached = t
+	}
+	if t := os.firstUse.time(); !t.IsZero() && (ps.firstUseAt.IsZero() || t.Before(ps.firstUseAt)) {
+		ps.firstUseAt = t
+	}
+}
+
+// reportFinalPods puts into the report the pods whose last device is the
+// i-th, now accounted: their states are final.
+func (br *bucketReport) reportFinalPods(i int) {
+	for _, o := range br.owner {
+		ref := o.podRef()
+		if j, ok := br.last[ref]; !ok || j != i {
+			continue
+		}
+		delete(br.last, ref) // the pod's other containers on this device
+		ps := br.pods[ref]
+		ps.usage.VRAMUsedMiB = ps.vramQ.percentiles()
+		ps.usage.Activity = ps.activityQ.percentiles()
+		ps.stats.P95 = ps.usage.Activity.P95.Value()
+		if ps.dramN > 0 {
+			ps.usage.DRAMActive = Known(ps.dramSum / ps.dramN)
+		}
+		if ps.powerN > 0 {
+			ps.usage.PowerWatts = Known(ps.powerSum / ps.powerN)
+		}
+		br.as.add(ps)
+		delete(br.pods, ref)
+		br.pool.put(ps)
+	}
+}
+
+// release drops the sums of the device's owners, now accounted, and has
+// them collected now and then.
+func (br *bucketReport) release(d *deviceSums) {
+	// The device's owners are accounted: release their sums (most
+	// of the account's memory) before the next device's pods are
+	// built beside them.
+	d.owners, d.sharedHours = nil, nil
+	// And have them collected now and then. The collector paces
+	// itself by what was live at its last cycle: the whole account
+	// and the report's slices, made at their size at the start. It
+	// would let the heap grow to twice that before it collects
+	// again, and the report would be laid beside the sums it
+	// replaces rather than in their memory. Every memory policy
+	// collects (serve's too: the collections cost a refresh some CPU
+	// and keep its process' peak far lower); a policy that hands
+	// memory back collects as it does.
+	if br.released += len(br.owner); br.released >= reportCollectOwners {
+		if !br.a.Memory.HandBack(br.nOwners) {
+			runtime.GC()
+		}
+		br.released = 0
+	}
+}
+
+// flushUninstantiated accounts, once the devices move past a MIG GPU, the
+// compute slices its instances leave uncovered as one more device,
+// unallocated in the steps an instance was sampled in.
+func (br *bucketReport) flushUninstantiated() {
+	mig := &br.mig
+	rest := 1 - mig.shares
+	if mig.instances > 0 && rest > 1e-9 {
 		price := math.NaN()
-		pa := pricing.PerHour(d.device)
-		if pa.Known() {
-			price = pa.Value()
+		if mig.price.Known() {
+			price = mig.price.Value()
 		}
-		du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa}
-		if d.sourceRank < len(ActivitySources) {
-			du.ActivitySource = ActivitySources[d.sourceRank]
-			q.ActivitySources[du.ActivitySource]++
-		} else {
-			q.ActivitySources["none"]++
+		var sampled float64
+		for _, s := range mig.sampled {
+			sampled += s
 		}
-		q.Samples += int(d.samples)
-		q.NaNSamples += int(d.nan)
-		q.CounterResets += int(d.resets)
-		if d.afterGap > 0 {
-			q.Gaps += int(d.afterGap) - 1 // the device's first appearance is no gap
-		}
-		for mi, seen := range d.metrics {
-			seenMetric[mi] = seenMetric[mi] || seen
-		}
-
 		var dev acc
-		dev.energy, dev.energyKnown = d.energy, d.energyKnown
-		held := min(d.held, d.sampled)
-		dev.unseen((windowSteps - d.sampled) * sec * share)
-		dev.free((d.sampled-held)*sec*share, price)
-		dev.capacity += held * sec * share
-		windowDeviceSeconds += windowSeconds * share
-		coveredDeviceSeconds += d.sampled * sec * share
+		dev.unseen((br.windowSteps - sampled) * br.sec * rest)
+		dev.free(sampled*br.sec*rest, price)
+		du := DeviceUsage{Device: Device{Node: mig.device.Node, GPU: mig.device.GPU, UUID: mig.device.UUID, Model: mig.device.Model},
+			Uninstantiated: true, Share: rest, PricePerHour: mig.price, Coverage: Known(sampled * br.sec / br.windowSeconds),
+			Totals: dev.totals(), Capacity: dev.capacityTotals()}
+		br.addDevice(du, &dev)
+	}
+	mig.instances, mig.shares, mig.sampled = 0, 0, map[int64]float64{}
+}
 
-		owners = slices.AppendSeq(owners[:0], maps.Keys(d.owners))
-		slices.SortFunc(owners, compareOwnerKeys)
-		var sh sharers
-		for _, o := range owners {
-			os := d.owners[o]
-			gs := sec * share
-			allocated, known, active := os.heldShare*gs, os.known*gs, os.active*gs
-			dev.holdSums(allocated, known, active, price)
-			ps, ca := resolveOwner(pods, &pool, o, d.device, key, du.ActivitySource, 0, 0)
-			if os.dra != nil {
-				if c := os.dra.Claim(); c != "" {
-					ps.claim(c)
-				}
-				if id := os.dra.DeviceID(); id != "" && du.DRADevice == "" {
-					du.DRADevice = id
-				}
-			}
-			for h, sharing := range d.sharedHours {
-				if slices.Contains(sharing, o) {
-					sh.add(h, ps)
-				}
-			}
-			ps.acc.holdSums(allocated, known, active, price)
-			ca.holdSums(allocated, known, active, price)
-			for i, k := range os.hours.known {
-				ps.hours.add(os.hours.first+i, k*gs, os.hours.active[i]*gs)
-			}
-			if os.energyKnown {
-				ps.acc.energy += os.energy
-				ps.acc.energyKnown = true
-				ca.energy += os.energy
-				ca.energyKnown = true
-			}
-			ps.vramQ.merge(&os.vram)
-			ps.activityQ.merge(&os.activity)
-			st := &ps.stats
-			st.Samples += os.stats.Samples
-			st.Sum += os.stats.Sum
-			st.BelowIdle += os.stats.BelowIdle
-			st.AtOrAboveBurst += os.stats.AtOrAboveBurst
-			ps.dramSum += os.dramSum
-			ps.dramN += os.dramN
-			ps.powerSum += os.powSum
-			ps.powerN += os.powN
-			if os.firstHour >= 0 {
-				ps.countHeld(a.start.Add(time.Duration(os.firstHour)*time.Hour), os.firstHourShare*gs)
-			}
-			if t := os.firstHeld.time(); !t.IsZero() && (ps.attached.IsZero() || t.Before(ps.attached)) {
-				ps.attached = t
-			}
-			if t := os.firstUse.time(); !t.IsZero() && (ps.firstUseAt.IsZero() || t.Before(ps.firstUseAt)) {
-				ps.firstUseAt = t
-			}
-		}
-		du.SharedSeconds = Seconds(d.shared * sec)
-		du.SharedBy = sh.settle()
-		// The pods whose last device this is are final: into the report.
-		for _, o := range owners {
-			ref := o.podRef()
-			if j, ok := last[ref]; !ok || j != i {
-				continue
-			}
-			delete(last, ref) // the pod's other containers on this device
-			ps := pods[ref]
-			ps.usage.VRAMUsedMiB = ps.vramQ.percentiles()
-			ps.usage.Activity = ps.activityQ.percentiles()
-			ps.stats.P95 = ps.usage.Activity.P95.Value()
-			if ps.dramN > 0 {
-				ps.usage.DRAMActive = Known(ps.dramSum / ps.dramN)
-			}
-			if ps.powerN > 0 {
-				ps.usage.PowerWatts = Known(ps.powerSum / ps.powerN)
-			}
-			as.add(ps)
-			delete(pods, ref)
-			pool.put(ps)
-		}
-		// The device's owners are accounted: release their sums (most
-		// of the account's memory) before the next device's pods are
-		// built beside them.
-		d.owners, d.sharedHours = nil, nil
-		// And have them collected now and then. The collector paces
-		// itself by what was live at its last cycle: the whole account
-		// and the report's slices, made at their size at the start. It
-		// would let the heap grow to twice that before it collects
-		// again, and the report would be laid beside the sums it
-		// replaces rather than in their memory. A month of a fleet's
-		// report (180,000 pods) collects twelve times, serve's week of
-		// 1,000 GPUs (42,000) twice at each refresh, whatever the
-		// memory policy: without them serve's refresh took 0.37 CPU-s
-		// against 0.44, but its process peaked at 925 MiB of RSS
-		// against 564 (BenchmarkRefreshAccount/incremental).
-		if released += len(owners); released >= reportCollectOwners {
-			if !a.Memory.HandBack(nOwners) {
-				runtime.GC()
-			}
-			released = 0
-		}
-		du.Coverage = Known(d.sampled * sec / windowSeconds)
-		du.VRAMUsedMiB = d.vram.percentiles()
-		du.VRAMFreeMiB = d.vramFree.percentiles()
-		if d.powN > 0 {
-			du.PowerWatts = Known(d.powSum / d.powN)
-		}
-		du.Totals, du.Capacity = dev.totals(), dev.capacityTotals()
-		addDevice(du, &dev)
-		if d.device.MIGInstance != "" {
-			if mig.instances == 0 {
-				mig.device, mig.price = d.device, pa
-			}
-			mig.instances++
-			mig.shares += share
-			for t, s := range d.sampledByBucket {
-				mig.sampled[t] = max(mig.sampled[t], s)
-			}
-		}
-	}
-	flushUninstantiated()
-	q.Gaps = max(q.Gaps, 0)
-	q.MissingMetrics = missingMetrics(seenMetric)
-	if windowDeviceSeconds > 0 {
-		q.Coverage = Known(coveredDeviceSeconds / windowDeviceSeconds)
-	}
-	r.Cluster = ClusterUsage{Totals: cluster.totals(), Capacity: cluster.capacityTotals()}
-	r.Hourly = a.modelHours(pricing, sec)
-	as.finish(nodes)
+// finish totals the data quality, the cluster and the hours, and
+// assembles the report.
+func (br *bucketReport) finish() *Report {
+	br.flushUninstantiated()
+	br.q.Gaps = max(br.q.Gaps, 0)
+	br.q.MissingMetrics = missingMetrics(br.seenMetric[:])
+	br.total()
+	br.r.Hourly = br.a.modelHours(br.pricing, br.sec)
+	br.as.finish(br.nodes)
 	// The account's sums are released now, but the collector's goal and
 	// the process' memory are still those of the sums and the report
 	// together: handed back, what the caller does next (the queue waits,
-	// the JSON) starts from the report's size (at 1,000 GPUs x 30 days
-	// RSS rose to 531 MiB after the report without this, against the
-	// report's 270 MiB live).
-	a.Memory.HandBack(nOwners)
-	return r, nil
+	// the JSON) starts from the report's size.
+	br.a.Memory.HandBack(br.nOwners)
+	return br.r
 }
 
 func quantileAmount(st ActivityStats) Amount {

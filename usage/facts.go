@@ -136,11 +136,12 @@ type FactsFile struct {
 	Kind       string         `json:"kind"`
 	Window     string         `json:"window,omitempty"`
 	Pods       []FactsFilePod `json:"pods"`
-	// Hourly was added for the reservation baseline; files without it
-	// read as before.
+	// Hourly is the GPUs per model and hour (Facts.Hourly), which cap the
+	// planner's reservation level hour by hour; optional: without it no
+	// hour is capped.
 	Hourly []ModelHours `json:"hourly,omitempty"`
 	// UnhealthyGPUs are the GPUs that reported an XID marking them
-	// unhealthy; files without them read as before.
+	// unhealthy; optional: without them no GPU is.
 	UnhealthyGPUs []UnhealthyGPU `json:"unhealthyGPUs,omitempty"`
 }
 
@@ -152,8 +153,9 @@ type FactsFilePod struct {
 	VRAMUsedP95 string          `json:"vramUsedP95,omitempty"`
 	GPUMemory   string          `json:"gpuMemory,omitempty"`
 	Model       *FactsFileModel `json:"model,omitempty"`
-	// IdleHeldRatio and HourlyActivity were added for the planner; files
-	// without them read as before.
+	// IdleHeldRatio and HourlyActivity are for the planner (PodFacts'
+	// fields of the same names); optional: without them they are not
+	// measured.
 	IdleHeldRatio  *float64  `json:"idleHeldRatio,omitempty"`
 	HourlyActivity []float64 `json:"hourlyActivity,omitempty"`
 	// FirstHour is the hour of the window hourlyActivity starts at, 0 if

@@ -343,7 +343,7 @@ func startupOf(in startupInput, pod string) Startup {
 		pullPhase = Known(min(st.ImagePullSeconds.Value(), start.Value()))
 		initPhase = Known(start.Value() - pullPhase.Value())
 	}
-	// By position: a map of them was an allocation per pod.
+	// By position: a map of them would be an allocation per pod.
 	seconds := [nPhases]Amount{
 		phaseScheduling:      between(st.Created, st.Scheduled),
 		phaseImagePull:       pullPhase,
@@ -607,4 +607,12 @@ func addKnown(a, b Amount) Amount {
 		return a
 	}
 	return Known(a.Value() + b.Value())
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
