@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/gpupack/gpupack/gpu"
@@ -200,9 +199,10 @@ type ClaimDevice struct {
 	ConsumedCapacity map[string]string `json:"consumedCapacity,omitempty"`
 }
 
-// DeviceID is "driver/pool/device", the identity of a DRA device.
+// DeviceID is "driver/pool/device", the identity of a DRA device: the
+// text form of its DRADeviceID.
 func DeviceID(driver, pool, device string) string {
-	return fmt.Sprintf("%s/%s/%s", driver, pool, device)
+	return NewDRADeviceID(driver, pool, device).String()
 }
 
 // ID is the allocated device's DeviceID.

@@ -172,12 +172,8 @@ func checkClaimRequest(r *ClaimRequest, top bool) error {
 // checkDeviceID checks a DeviceID: driver/pool/device, none empty (a pool
 // name may itself have slashes).
 func checkDeviceID(id string) error {
-	driver, rest, ok := strings.Cut(id, "/")
-	i := strings.LastIndex(rest, "/")
-	if !ok || driver == "" || i <= 0 || i == len(rest)-1 {
-		return fmt.Errorf("%q is not a DRA device ID driver/pool/device", id)
-	}
-	return nil
+	_, err := ParseDRADeviceID(id)
+	return err
 }
 
 // checkDRA checks that no DRA device is offered twice in the snapshot.

@@ -377,13 +377,8 @@ func (p *Pod) Scheduler() string {
 	return p.SchedulerName
 }
 
-// Key is "namespace/name".
-func (p *Pod) Key() string {
-	if p.Namespace == "" {
-		return p.Name
-	}
-	return p.Namespace + "/" + p.Name
-}
+// Key is "namespace/name" (the text form of its PodKey).
+func (p *Pod) Key() string { return PodKey{Namespace: p.Namespace, Name: p.Name}.String() }
 
 // TenantName is the pod's trust boundary.
 func (p *Pod) TenantName() string {

@@ -1,9 +1,9 @@
 package diagnose
 
 import (
-	"strings"
 	"time"
 
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -17,8 +17,8 @@ func PendingWaits(rep *Report, created map[string]time.Time, now time.Time) []us
 		if f.Cause == "" {
 			continue
 		}
-		ns, _, _ := strings.Cut(f.Pod, "/")
-		w := usage.PodWait{Namespace: ns, Shape: f.Request, Cause: string(f.Cause)}
+		key, _ := cluster.ParsePodKey(f.Pod)
+		w := usage.PodWait{Namespace: key.Namespace, Shape: f.Request, Cause: string(f.Cause)}
 		if c, ok := created[f.Pod]; ok {
 			w.Seconds = usage.Known(max(0, now.Sub(c).Seconds()))
 		}

@@ -252,11 +252,11 @@ func addQuantities(a, b []cluster.Quantity) []cluster.Quantity {
 // warning for each amount it cannot read.
 func addClaimConsumption(s *cluster.Snapshot, states []*NodeState) []string {
 	type where struct{ node, gpu int }
-	devices := map[deviceKey]where{}
+	devices := map[cluster.DRADeviceID]where{}
 	for i, n := range s.Nodes {
 		for j := range n.GPUs {
 			if d := n.GPUs[j].DRA; d != nil && d.Device != "" && len(d.Capacity) > 0 {
-				devices[deviceKey{d.Driver, d.Pool, d.Device}] = where{i, j}
+				devices[cluster.NewDRADeviceID(d.Driver, d.Pool, d.Device)] = where{i, j}
 			}
 		}
 	}
@@ -273,7 +273,7 @@ func addClaimConsumption(s *cluster.Snapshot, states []*NodeState) []string {
 			}
 			seen[key] = true
 			for _, r := range c.Allocated {
-				w, ok := devices[deviceKey{r.Driver, r.Pool, r.Device}]
+				w, ok := devices[cluster.NewDRADeviceID(r.Driver, r.Pool, r.Device)]
 				if !ok || len(r.ConsumedCapacity) == 0 {
 					continue
 				}

@@ -79,27 +79,12 @@ type claimAlt struct {
 	class   string
 	count   int
 	all     bool
-	accepts map[deviceKey]bool
-	errors  map[deviceKey]string
+	accepts map[cluster.DRADeviceID]bool
+	errors  map[cluster.DRADeviceID]string
 	// tolerations are the request's tolerations of device taints.
 	tolerations []cluster.DeviceToleration
 	// capacity is the request's capacity requests, by capacity name.
 	capacity map[string]cluster.Quantity
-}
-
-// deviceKey is a DeviceID in parts, so that a node's devices are looked up
-// without building their IDs.
-type deviceKey struct{ driver, pool, device string }
-
-// keyOf splits a DeviceID "driver/pool/device" (the pool may itself hold
-// slashes).
-func keyOf(id string) deviceKey {
-	driver, rest, _ := strings.Cut(id, "/")
-	i := strings.LastIndex(rest, "/")
-	if i < 0 {
-		return deviceKey{driver: driver, device: rest}
-	}
-	return deviceKey{driver, rest[:i], rest[i+1:]}
 }
 
 // newClaimDemand prepares the claims of a pending pod that placement
@@ -133,18 +118,18 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 			}
 			cr := claimRequest{claim: name, index: ci}
 			for _, alt := range r.Alternatives() {
-				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[deviceKey]bool, len(alt.Accepts)), tolerations: alt.Tolerations, capacity: alt.Capacity}
+				a := claimAlt{name: alt.Name, class: alt.DeviceClass, count: alt.Count, all: alt.All, accepts: make(map[cluster.DRADeviceID]bool, len(alt.Accepts)), tolerations: alt.Tolerations, capacity: alt.Capacity}
 				if len(r.FirstAvailable) > 0 {
 					a.name = r.Name + "/" + alt.Name
 				}
 				for _, id := range alt.Accepts {
-					a.accepts[keyOf(id)] = true
+					a.accepts[cluster.SplitDRADeviceID(id)] = true
 				}
 				for id, msg := range alt.SelectorErrors {
 					if a.errors == nil {
-						a.errors = map[deviceKey]string{}
+						a.errors = map[cluster.DRADeviceID]string{}
 					}
-					a.errors[keyOf(id)] = msg
+					a.errors[cluster.SplitDRADeviceID(id)] = msg
 				}
 				cr.alts = append(cr.alts, a)
 			}
@@ -198,7 +183,7 @@ func evaluated(r *cluster.ClaimRequest) bool {
 // counters (uses).
 type draUnit struct {
 	dev   cluster.Device
-	key   deviceKey
+	key   cluster.DRADeviceID
 	class []string
 	// req and alt are, in a chosen unit, the index of the request in the
 	// demand and the name of the alternative that took it.
@@ -225,7 +210,7 @@ func (u *draUnit) untolerated(alt *claimAlt) (cluster.DeviceTaint, bool) {
 	if len(u.taints) == 0 {
 		return cluster.DeviceTaint{}, false
 	}
-	return cluster.Untolerated(u.taints, u.key.device, alt.tolerations)
+	return cluster.Untolerated(u.taints, u.key.Device(), alt.tolerations)
 }
 
 // draUnits lists the node's DRA devices in GPU order, with whether each is
@@ -246,16 +231,16 @@ func draUnits(s *NodeState, out []draUnit) []draUnit {
 				// counters exclude it.
 				free = !wholeHeld(st)
 			}
-			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, g.DRA.Device}, class: g.DRA.Classes,
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: -1}, key: cluster.NewDRADeviceID(g.DRA.Driver, g.DRA.Pool, g.DRA.Device), class: g.DRA.Classes,
 				free: free, shared: g.DRA.Shared, uses: g.DRA.Consumes, taints: g.DRA.Taints, caps: g.DRA.Capacity, used: st.Consumed})
 		}
 		for j := range g.DRA.Partitions {
 			p := &g.DRA.Partitions[j]
-			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, p.Device}, class: p.Classes,
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: cluster.NewDRADeviceID(g.DRA.Driver, g.DRA.Pool, p.Device), class: p.Classes,
 				free: st.UsedSlices&(1<<j) == 0, part: true, uses: p.Consumes, taints: g.DRA.Taints})
 		}
 		for j, name := range g.DRA.SliceDevices {
-			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: deviceKey{g.DRA.Driver, g.DRA.Pool, name}, class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0, taints: g.DRA.Taints})
+			out = append(out, draUnit{dev: cluster.Device{GPU: i, Slice: j}, key: cluster.NewDRADeviceID(g.DRA.Driver, g.DRA.Pool, name), class: g.DRA.Classes, free: st.UsedSlices&(1<<j) == 0, taints: g.DRA.Taints})
 		}
 	}
 	return out
@@ -399,7 +384,7 @@ func (a *allocation) survey(d nodeDevices, r *claimRequest, alt *claimAlt) (Clai
 			sf.Held = append(sf.Held, u.dev)
 		case d.taken[k]:
 		case blocked:
-			sf.Untolerated = append(sf.Untolerated, UntoleratedDevice{Device: u.dev, ID: cluster.DeviceID(u.key.driver, u.key.pool, u.key.device), Taint: t})
+			sf.Untolerated = append(sf.Untolerated, UntoleratedDevice{Device: u.dev, ID: u.key.String(), Taint: t})
 		case len(u.uses) > 0 && !counted(u.dev.GPU).fits(u.uses):
 			counted(u.dev.GPU).shortOf(u.uses, func(set, counter string, needed, left int64) {
 				tally.add(u.dev.GPU, set, counter, needed, left)
@@ -487,13 +472,10 @@ func (a *allocation) fits(d nodeDevices, alt *claimAlt, k int, u *draUnit) ([]cl
 	}
 	take, short, ok := capacityTake(u.caps, u.used, alloc, alt.capacity, d.takeBuf[:0], a.collect)
 	if !ok && a.collect {
-		short.Device, short.At = idOf(u.key), u.dev
+		short.Device, short.At = u.key.String(), u.dev
 	}
 	return take, short, ok
 }
-
-// idOf is the device's "driver/pool/device".
-func idOf(k deviceKey) string { return cluster.DeviceID(k.driver, k.pool, k.device) }
 
 // claimReason words the shortfall of a request whose every alternative
 // failed.

@@ -17,7 +17,7 @@ type claimConstraint struct {
 	at     int
 	spec   cluster.ClaimConstraint
 	match  bool
-	values map[deviceKey]string
+	values map[cluster.DRADeviceID]string
 }
 
 // ConstraintShortfall is, as data, why no choice of a node's devices
@@ -58,9 +58,9 @@ func (cd *claimDemand) addConstraints(index int, claim string, in []cluster.Clai
 		if !k.Evaluated {
 			continue
 		}
-		c := claimConstraint{claim: claim, index: index, at: at, spec: k, match: k.MatchAttribute != "", values: make(map[deviceKey]string, len(k.Values))}
+		c := claimConstraint{claim: claim, index: index, at: at, spec: k, match: k.MatchAttribute != "", values: make(map[cluster.DRADeviceID]string, len(k.Values))}
 		for id, v := range k.Values {
-			c.values[keyOf(id)] = v
+			c.values[cluster.SplitDRADeviceID(id)] = v
 		}
 		cd.constraints = append(cd.constraints, c)
 	}
@@ -222,7 +222,7 @@ func (c *claimConstraint) freeValues(cd *claimDemand, units []draUnit) valueCoun
 
 // accepted reports whether an alternative of a request the constraint
 // covers accepts the device.
-func (cd *claimDemand) accepted(c *claimConstraint, key deviceKey) bool {
+func (cd *claimDemand) accepted(c *claimConstraint, key cluster.DRADeviceID) bool {
 	for ri := range cd.requests {
 		for a := range cd.requests[ri].alts {
 			alt := &cd.requests[ri].alts[a]
@@ -252,7 +252,7 @@ func (cd *claimDemand) restricted(values []string) *claimDemand {
 				if !c.applies(cd, ri, alt.name) {
 					continue
 				}
-				accepts := make(map[deviceKey]bool, len(alt.accepts))
+				accepts := make(map[cluster.DRADeviceID]bool, len(alt.accepts))
 				for key := range alt.accepts {
 					if v, ok := c.values[key]; ok && (!c.match || v == values[k]) {
 						accepts[key] = true

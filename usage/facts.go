@@ -340,8 +340,7 @@ func ParseWindow(s string) (time.Duration, error) {
 }
 func (p *FactsFilePod) facts(windowHours int) (PodFacts, error) {
 	var facts PodFacts
-	ns, name, ok := strings.Cut(p.Pod, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+	if key, err := cluster.ParsePodKey(p.Pod); err != nil || key.Namespace == "" {
 		return facts, fmt.Errorf("pod: %q: want namespace/name", p.Pod)
 	}
 	switch {
