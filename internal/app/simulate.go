@@ -220,3 +220,64 @@ func checkModels(stderr io.Writer, nodes []*cluster.Node, pods []*cluster.Pod, n
 	fmt.Fprintf(stderr, "simulate: %s; they can never be placed and count as failed under every policy\n", msg)
 	return nil
 }
+
+// Replay is a churn experiment over a trace: the pod list replayed on its
+// own clock (creation times divided by Speedup), each pod leaving after its
+// traced run time; Load, when above 0, adds copies of listed pods until the
+// offered GPU load over the arrival window is that multiple of capacity.
+type Replay struct {
+	Simulation
+	Speedup, Load float64
+}
+
+// RunReplay replays the trace under every policy, in order. loaded, when
+// set, sees how far Load raised the offered load before the first run;
+// each, when set, sees each result as soon as it is done.
+func RunReplay(ctx context.Context, r Replay, stderr io.Writer, loaded func(sim.LoadInfo), each func(any) error) ([]sim.ReplayResult, error) {
+	if err := CheckPolicies(r.Policies); err != nil {
+		return nil, err
+	}
+	c := gpu.Default()
+	nodes, pods, err := LoadTrace(r.Nodes, r.Pods, c, stderr)
+	if err != nil {
+		return nil, err
+	}
+	f, src, err := OpenTrace(r.Pods)
+	if err != nil {
+		return nil, err
+	}
+	lifetimes, err := cluster.LoadTraceLifetimes(f, src)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("--replay: %w", err)
+	}
+	listed := pods
+	if r.Load > 0 {
+		var info sim.LoadInfo
+		pods, lifetimes, info, err = sim.AddReplayLoad(pods, lifetimes, Capacity(nodes), r.Speedup, r.Load, r.Seed)
+		if err != nil {
+			return nil, fmt.Errorf("--replay-load: %w", err)
+		}
+		if loaded != nil {
+			loaded(info)
+		}
+	}
+	var results []sim.ReplayResult
+	for _, policy := range r.Policies {
+		var progress func(done, total int)
+		if r.Progress != nil {
+			progress = r.Progress(policy)
+		}
+		res, err := sim.Replay(ctx, nodes, pods, lifetimes, c, sim.ReplayConfig{Policy: policy, Seed: r.Seed, Speedup: r.Speedup, Typical: listed, Progress: progress})
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, res)
+		if each != nil {
+			if err := each(res); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return results, nil
+}

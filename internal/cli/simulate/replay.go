@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
-	"github.com/gpupack/gpupack/cluster"
-	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/sim"
@@ -18,50 +16,18 @@ import (
 // runReplay is `simulate --replay`: every policy replays the pod list with
 // churn; each (JSON) sees each result as it is done, the table comes last.
 func (o *options) runReplay(ctx context.Context, stdout io.Writer, each func(any) error) error {
-	if err := app.CheckPolicies(o.policies); err != nil {
-		return err
+	r := app.Replay{Simulation: app.Simulation{Nodes: o.nodes, Pods: o.pods, Policies: o.policies, Seed: o.seed}, Speedup: o.speedup, Load: o.load}
+	if each == nil {
+		r.Progress = func(policy string) func(done, total int) { return clio.Progress(os.Stderr, "replay "+policy) }
 	}
-	c := gpu.Default()
-	nodes, pods, err := app.LoadTrace(o.nodes, o.pods, c, os.Stderr)
-	if err != nil {
-		return err
-	}
-	r, src, err := app.OpenTrace(o.pods)
-	if err != nil {
-		return err
-	}
-	lifetimes, err := cluster.LoadTraceLifetimes(r, src)
-	r.Close()
-	if err != nil {
-		return fmt.Errorf("--replay: %w", err)
-	}
-	listed := pods
-	if o.load > 0 {
-		var info sim.LoadInfo
-		pods, lifetimes, info, err = sim.AddReplayLoad(pods, lifetimes, app.Capacity(nodes), o.speedup, o.load, o.seed)
-		if err != nil {
-			return fmt.Errorf("--replay-load: %w", err)
-		}
+	loaded := func(info sim.LoadInfo) {
 		if o.format == "table" {
 			fmt.Fprintf(stdout, "load: the pod list offers %.2f%% of capacity; %d copies bring it to %.3gx\n", 100*info.TraceLoad, info.Copies, info.Load)
 		}
 	}
-	var results []sim.ReplayResult
-	for _, policy := range o.policies {
-		var progress func(done, total int)
-		if each == nil {
-			progress = clio.Progress(os.Stderr, "replay "+policy)
-		}
-		res, err := sim.Replay(ctx, nodes, pods, lifetimes, c, sim.ReplayConfig{Policy: policy, Seed: o.seed, Speedup: o.speedup, Typical: listed, Progress: progress})
-		if err != nil {
-			return err
-		}
-		results = append(results, res)
-		if each != nil {
-			if err := each(res); err != nil {
-				return err
-			}
-		}
+	results, err := app.RunReplay(ctx, r, os.Stderr, loaded, each)
+	if err != nil {
+		return err
 	}
 	if o.format == "table" {
 		writeReplayTable(stdout, results)
