@@ -84,52 +84,67 @@ type Cluster struct {
 // Component logs are written under t.TempDir() and printed if the test fails.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	bins := binDir(t)
 	timeout := opts.StartTimeout
 	if timeout == 0 {
 		timeout = DefaultStartTimeout
 	}
-
 	// t.TempDir registers its removal first, so it runs after the cleanups
 	// below: the processes stop, then their logs are printed, then removed.
 	dir := t.TempDir()
-	home := mkdir(t, dir, "home")
-	var procs []*process
+	b := &boot{t: t, bins: binDir(t), dir: dir, home: mkdir(t, dir, "home"), timeout: timeout}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
 		}
-		for _, p := range procs {
+		for _, p := range b.procs {
 			t.Logf("testcluster: ----- %s log -----\n%s", p.name, p.logTail())
 		}
 	})
-	starter := func(binary string) func(name string, args ...string) *process {
-		return func(name string, args ...string) *process {
-			t.Helper()
-			p := startProcess(t, name, dir, home, filepath.Join(bins, binary), args...)
-			procs = append(procs, p)
-			return p
-		}
-	}
-	// Each component is told its ports (none of them can bind port 0 and
-	// say which it got) and started again on new ones when another process
-	// holds one; see startOnPorts.
-	onPorts := func(name, binary string, n int, args func(ports []int) []string, probe func(ports []int) func(ctx context.Context) error) []int {
-		t.Helper()
-		_, ports, err := startOnPorts(t.Context(), timeout, starter(binary), name, n, args, probe)
-		if err != nil {
-			t.Fatalf("testcluster: %v", err)
-		}
-		return ports
-	}
+	etcdURL := b.etcd()
+	api := b.apiserver(etcdURL)
+	b.controllerManager(api)
+	b.scheduler(api.kubeconfig)
+	b.kwok(api.kubeconfig)
+	return &Cluster{t: t, kubeconfig: api.kubeconfig, config: api.config, client: api.client, timeout: timeout, dir: dir, home: b.home}
+}
 
-	etcdName := "testcluster-" + randomToken(t)[:12]
-	etcdPorts := onPorts("etcd", etcdBinary, 2, func(ports []int) []string {
+// boot starts the components of one test cluster in turn, each on loopback
+// ports, and keeps the processes for the logs of a failed test.
+type boot struct {
+	t               testing.TB
+	bins, dir, home string
+	timeout         time.Duration
+	procs           []*process
+}
+
+// onPorts starts a component on n ports of its own: none of them can bind
+// port 0 and say which it got, so each is told its ports and started again
+// on new ones when another process holds one (startOnPorts).
+func (b *boot) onPorts(name, binary string, n int, args func(ports []int) []string, probe func(ports []int) func(ctx context.Context) error) []int {
+	b.t.Helper()
+	start := func(name string, args ...string) *process {
+		b.t.Helper()
+		p := startProcess(b.t, name, b.dir, b.home, filepath.Join(b.bins, binary), args...)
+		b.procs = append(b.procs, p)
+		return p
+	}
+	_, ports, err := startOnPorts(b.t.Context(), b.timeout, start, name, n, args, probe)
+	if err != nil {
+		b.t.Fatalf("testcluster: %v", err)
+	}
+	return ports
+}
+
+// etcd starts etcd and returns its client URL.
+func (b *boot) etcd() string {
+	b.t.Helper()
+	etcdName := "testcluster-" + randomToken(b.t)[:12]
+	etcdPorts := b.onPorts("etcd", etcdBinary, 2, func(ports []int) []string {
 		clientURL, peerURL := "http://"+hostPort(ports[0]), "http://"+hostPort(ports[1])
 		return []string{
 			"--name=" + etcdName,
 			// A fresh data directory per attempt: a failed start may leave one behind.
-			"--data-dir=" + filepath.Join(dir, fmt.Sprintf("etcd-%d", ports[0])),
+			"--data-dir=" + filepath.Join(b.dir, fmt.Sprintf("etcd-%d", ports[0])),
 			"--listen-client-urls=" + clientURL,
 			"--advertise-client-urls=" + clientURL,
 			"--listen-peer-urls=" + peerURL,
@@ -141,17 +156,30 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}, func(ports []int) func(ctx context.Context) error {
 		return httpProbe(http.DefaultClient, "http://"+hostPort(ports[0])+"/health")
 	})
-	etcdURL := "http://" + hostPort(etcdPorts[0])
+	return "http://" + hostPort(etcdPorts[0])
+}
 
-	token := randomToken(t)
-	tokenFile := writeFile(t, dir, "tokens.csv", token+`,admin,admin,"system:masters"`+"\n")
-	saKey, saPub := serviceAccountKeyPair(t, dir)
-	apiserverCerts := mkdir(t, dir, "apiserver-certs")
-	apiserverCert := filepath.Join(apiserverCerts, "apiserver.crt")
-	var kubeconfig string
-	var config *rest.Config
-	var client kubernetes.Interface
-	onPorts("kube-apiserver", apiserverBinary, 1, func(ports []int) []string {
+// apiserverAccess is what the later components and the tests need of a
+// started kube-apiserver.
+type apiserverAccess struct {
+	kubeconfig string
+	config     *rest.Config
+	client     kubernetes.Interface
+	// cert is the apiserver's serving certificate and its CA; saKey the
+	// key that signs ServiceAccount tokens.
+	cert, saKey string
+}
+
+// apiserver starts kube-apiserver on etcd, with an administrator's token
+// and RBAC, and returns how to reach it.
+func (b *boot) apiserver(etcdURL string) apiserverAccess {
+	b.t.Helper()
+	token := randomToken(b.t)
+	tokenFile := writeFile(b.t, b.dir, "tokens.csv", token+`,admin,admin,"system:masters"`+"\n")
+	saKey, saPub := serviceAccountKeyPair(b.t, b.dir)
+	apiserverCerts := mkdir(b.t, b.dir, "apiserver-certs")
+	a := apiserverAccess{cert: filepath.Join(apiserverCerts, "apiserver.crt"), saKey: saKey}
+	b.onPorts("kube-apiserver", apiserverBinary, 1, func(ports []int) []string {
 		return []string{
 			"--etcd-servers=" + etcdURL,
 			"--bind-address=127.0.0.1",
@@ -173,27 +201,31 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--disable-admission-plugins=" + strings.Join(disabledAdmissionPlugins, ","),
 		}
 	}, func(ports []int) func(ctx context.Context) error {
-		kubeconfig = writeKubeconfig(t, dir, "https://"+hostPort(ports[0]), apiserverCert, token)
-		client = nil
+		a.kubeconfig = writeKubeconfig(b.t, b.dir, "https://"+hostPort(ports[0]), a.cert, token)
+		a.client = nil
 		return func(ctx context.Context) error {
-			if client == nil {
-				cfg, c, err := newClient(kubeconfig)
+			if a.client == nil {
+				cfg, c, err := newClient(a.kubeconfig)
 				if err != nil {
 					return err // the certificate is not written yet
 				}
-				config, client = cfg, c
+				a.config, a.client = cfg, c
 			}
-			_, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			_, err := a.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 			return err
 		}
 	})
+	return a
+}
 
-	// The controller-manager and the scheduler serve their health checks
-	// over HTTPS with a self-signed certificate that each writes to its
-	// --cert-dir, under its own name.
-	controllerManagerCerts := mkdir(t, dir, "controller-manager-certs")
-	onPorts("kube-controller-manager", controllerManagerBinary, 1, func(ports []int) []string {
-		return append(componentFlags(kubeconfig, controllerManagerCerts, ports[0]),
+// controllerManager starts kube-controller-manager. It and the scheduler
+// serve their health checks over HTTPS with a self-signed certificate that
+// each writes to its --cert-dir, under its own name.
+func (b *boot) controllerManager(api apiserverAccess) {
+	b.t.Helper()
+	certs := mkdir(b.t, b.dir, "controller-manager-certs")
+	b.onPorts("kube-controller-manager", controllerManagerBinary, 1, func(ports []int) []string {
+		return append(componentFlags(api.kubeconfig, certs, ports[0]),
 			"--controllers="+strings.Join(controllers, ","),
 			// Each controller acts as its own ServiceAccount in kube-system,
 			// with the system:controller:* role the apiserver bootstraps, as
@@ -201,24 +233,32 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--use-service-account-credentials",
 			// The serviceaccount-token-controller signs the tokens of legacy
 			// ServiceAccount token Secrets with the apiserver's signing key.
-			"--service-account-private-key-file="+saKey,
+			"--service-account-private-key-file="+api.saKey,
 			// The ca.crt of kube-root-ca.crt and of token Secrets: the
 			// apiserver's serving certificate and its CA, which the
 			// administrator's kubeconfig trusts too.
-			"--root-ca-file="+apiserverCert,
+			"--root-ca-file="+api.cert,
 		)
-	}, selfSignedProbe(filepath.Join(controllerManagerCerts, "kube-controller-manager.crt"), "/healthz"))
+	}, selfSignedProbe(filepath.Join(certs, "kube-controller-manager.crt"), "/healthz"))
+}
 
-	// The scheduler's /readyz includes the sync of its informers.
-	schedulerCerts := mkdir(t, dir, "scheduler-certs")
-	onPorts("kube-scheduler", schedulerBinary, 1, func(ports []int) []string {
-		return componentFlags(kubeconfig, schedulerCerts, ports[0])
-	}, selfSignedProbe(filepath.Join(schedulerCerts, "kube-scheduler.crt"), "/readyz"))
+// scheduler starts kube-scheduler; its /readyz includes the sync of its
+// informers.
+func (b *boot) scheduler(kubeconfig string) {
+	b.t.Helper()
+	certs := mkdir(b.t, b.dir, "scheduler-certs")
+	b.onPorts("kube-scheduler", schedulerBinary, 1, func(ports []int) []string {
+		return componentFlags(kubeconfig, certs, ports[0])
+	}, selfSignedProbe(filepath.Join(certs, "kube-scheduler.crt"), "/readyz"))
+}
 
-	onPorts("kwok", kwokBinary, 1, func(ports []int) []string {
+// kwok starts kwok, managing the nodes that carry its annotation.
+func (b *boot) kwok(kubeconfig string) {
+	b.t.Helper()
+	b.onPorts("kwok", kwokBinary, 1, func(ports []int) []string {
 		return []string{
 			"--kubeconfig=" + kubeconfig,
-			"--config=" + filepath.Join(bins, kwokStagesFile),
+			"--config=" + filepath.Join(b.bins, kwokStagesFile),
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=" + kwokNodeAnnotationValue,
 			"--server-address=" + hostPort(ports[0]),
@@ -226,8 +266,6 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}, func(ports []int) func(ctx context.Context) error {
 		return httpProbe(http.DefaultClient, "http://"+hostPort(ports[0])+"/healthz")
 	})
-
-	return &Cluster{t: t, kubeconfig: kubeconfig, config: config, client: client, timeout: timeout, dir: dir, home: home}
 }
 
 // componentFlags are the flags that kube-controller-manager and
