@@ -56,11 +56,45 @@ func Handler(o Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider) })
 	mux.Handle("/static/", http.FileServerFS(staticFS))
+	apiRoutes(mux, o.Provider)
+	mux.HandleFunc(filesPath+"{name}", func(w http.ResponseWriter, r *http.Request) { serveFile(w, r.PathValue("name"), o.Provider) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := o.Provider.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	if o.Metrics != nil {
+		mux.Handle("/metrics", o.Metrics)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range securityHeaders {
+			w.Header().Set(k, v)
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": gpupack serve is read-only; use GET")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// apiRoutes serves the view's parts as JSON under /api/v1/: 503 before the
+// first view, 404 where the view lacks the part asked for.
+func apiRoutes(mux *http.ServeMux, p Provider) {
 	api := func(name string, pick func(*app.View) (any, string)) {
 		mux.HandleFunc("/api/v1/"+name, func(w http.ResponseWriter, r *http.Request) {
-			v := o.Provider.View()
+			v := p.View()
 			if v == nil {
-				writeError(w, http.StatusServiceUnavailable, "no data yet: "+notReady(o.Provider))
+				writeError(w, http.StatusServiceUnavailable, "no data yet: "+notReady(p))
 				return
 			}
 			body, missing := pick(v)
@@ -98,58 +132,32 @@ func Handler(o Options) http.Handler {
 		}
 		return v.Plan, ""
 	})
-	mux.HandleFunc(filesPath+"{name}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
-		v := o.Provider.View()
-		if v == nil {
-			writeError(w, http.StatusServiceUnavailable, "no data yet: "+notReady(o.Provider))
-			return
-		}
-		for _, f := range v.PlanFiles {
-			if f.Name == name {
-				ctype := mime.TypeByExtension(path.Ext(name))
-				if ctype == "" || strings.HasPrefix(ctype, "text/") || strings.Contains(ctype, "yaml") {
-					ctype = "text/plain; charset=utf-8"
-				}
-				w.Header().Set("Content-Type", ctype)
-				w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
-				_, _ = w.Write(f.Data)
-				return
-			}
-		}
-		names := make([]string, len(v.PlanFiles))
-		for i, f := range v.PlanFiles {
-			names[i] = f.Name
-		}
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no plan file %q; the plan has: %s", name, strings.Join(names, ", ")))
-	})
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := o.Provider.Ready(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	if o.Metrics != nil {
-		mux.Handle("/metrics", o.Metrics)
+}
+
+// serveFile sends the plan's file of that name as a download.
+func serveFile(w http.ResponseWriter, name string, p Provider) {
+	v := p.View()
+	if v == nil {
+		writeError(w, http.StatusServiceUnavailable, "no data yet: "+notReady(p))
+		return
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for k, v := range securityHeaders {
-			w.Header().Set(k, v)
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": gpupack serve is read-only; use GET")
+	for _, f := range v.PlanFiles {
+		if f.Name == name {
+			ctype := mime.TypeByExtension(path.Ext(name))
+			if ctype == "" || strings.HasPrefix(ctype, "text/") || strings.Contains(ctype, "yaml") {
+				ctype = "text/plain; charset=utf-8"
+			}
+			w.Header().Set("Content-Type", ctype)
+			w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+			_, _ = w.Write(f.Data)
 			return
 		}
-		mux.ServeHTTP(w, r)
-	})
+	}
+	names := make([]string, len(v.PlanFiles))
+	for i, f := range v.PlanFiles {
+		names[i] = f.Name
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no plan file %q; the plan has: %s", name, strings.Join(names, ", ")))
 }
 
 // noProvider stands in for a missing Provider: never ready, no view.
