@@ -1,6 +1,7 @@
 // Package diagnose is the `gpupack diagnose` verb: why each Pending GPU pod
-// waits, with evidence and the fix. It reads the snapshot and usage files
-// and formats the diagnose package's findings; the diagnosis is there.
+// waits, with evidence and the fix. It turns flags into an
+// app.DiagnoseRequest and formats the findings; the use case is
+// internal/app's, the diagnosis the diagnose package's.
 package diagnose
 
 import (

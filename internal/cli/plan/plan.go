@@ -1,8 +1,9 @@
 // Package plan is the `gpupack plan` verb: which workloads to reclaim and
 // share, by which method, with which MIG layouts and time-slice or MPS
 // counts; the device plugin and mig-parted configs that do it; and the
-// proof by simulation. It reads the snapshot and usage files and formats
-// the plan package's result; the planning is there.
+// proof by simulation. It turns flags into an app.PlanRequest, writes the
+// files and formats the plan; the use case is internal/app's, the planning
+// the plan package's.
 package plan
 
 import (

@@ -1,9 +1,11 @@
 // Package report is the `gpupack report` verb: GPU-seconds allocated next
 // to GPU-seconds active, idle cost and cost per active GPU-hour, from a
-// Prometheus that scrapes dcgm-exporter or from the embedded demo, and
-// (gpupack serve keeps them current as a service).
+// Prometheus that scrapes dcgm-exporter or from the embedded demo.
+// (gpupack serve keeps the same figures current as a service.)
 //
-// It only wires flags, sources and formats; the accounting is usage's.
+// It only wires flags to app.Measure and formats the report; the hidden
+// --serve flag answers scripts that still pass it with where the counters
+// are served now.
 package report
 
 import (

@@ -1,6 +1,7 @@
 // Package serve is the `gpupack serve` verb: the dashboard, the JSON API
-// and the health endpoints of internal/serve, on the embedded demo (for
-// now the only source). It only wires flags and the provider.
+// and the health endpoints of internal/serve, on the embedded demo
+// (app.DemoView) or on the live cluster and Prometheus (internal/serve/live).
+// It only wires flags and the provider.
 package serve
 
 import (

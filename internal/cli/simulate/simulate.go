@@ -1,5 +1,7 @@
 // Package simulate is the `gpupack simulate` verb: the FGD paper's trace
-// experiment, run for one or more placement policies side by side.
+// experiment, run for one or more placement policies side by side, and its
+// churn replay. It turns flags into an app.Simulation or app.Replay and
+// prints the results.
 package simulate
 
 import (

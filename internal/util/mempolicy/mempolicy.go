@@ -33,21 +33,19 @@ const Large = 10_000
 
 // WritingGCPercent is the collector's margin (GOGC) while a large
 // report's JSON is written: half the live heap, the report. The JSON adds
-// nothing live, only its own garbage (about a seventh of its text), and at
-// GOGC's 100 the heap grew to twice the report. At a month of 1,000 GPUs
-// (a 270 MiB report) a quarter kept the JSON at about 400 MiB of RSS for
-// about six collections of the report instead of one; half keeps it at
-// about 450 MiB, under the reading's peak, for about three.
+// nothing live, only its own garbage (about a seventh of its text); at
+// GOGC's 100 the heap would grow to twice the report between collections.
+// A smaller margin collects more often for little less memory; half keeps
+// the write under the reading's peak (docs/benchmarks.md has the figures).
 const WritingGCPercent = 50
 
 // ReadingGCPercent is the collector's margin (GOGC) while a one-shot run
 // reads its window: the buckets, then the pods' times. What is live then
-// is the account as it grows and the answers in flight, about 220 MB at
-// the end of a month of 1,000 GPUs; each answer read is garbage at once.
-// At GOGC's 100 the heap grew to twice the live set between collections,
-// 480-507 MiB of RSS, above the report that follows (about 460). At 75 the
-// month read at 453-454 MiB of RSS for the same CPU within the runs'
-// spread (2 runs each, BenchmarkSyntheticMonth).
+// is the account as it grows and the answers in flight; each answer read
+// is garbage at once, so at GOGC's 100 the heap would grow to twice the
+// live set between collections, above the report that follows. 75 keeps
+// the reading under the report's peak for the same CPU
+// (BenchmarkSyntheticMonth; docs/benchmarks.md has the figures).
 const ReadingGCPercent = 75
 
 // Policy says whether a run hands memory back between its phases.
