@@ -239,7 +239,7 @@ func (i instant) time() time.Time {
 // reportCollectOwners is how many owners' sums Report releases between
 // the collections it asks for (about 14 MB of them): few enough that the
 // heap does not reach twice what was live at the last collection before
-// the next (docs/performance-history.md has the measurements behind it).
+// the next (docs/benchmarks.md has the measurements behind it).
 const reportCollectOwners = 15_000
 
 // errSpent refuses to use an account after its Report.

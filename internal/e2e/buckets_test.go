@@ -9,6 +9,7 @@ import (
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/gpusim"
 	"github.com/gpupack/gpupack/internal/source/promql"
+	"github.com/gpupack/gpupack/internal/testkit/reportdiff"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -72,7 +73,7 @@ func TestHourlyAgreesWithRaw(t *testing.T) {
 	}
 	t.Logf("hourly path: %s", time.Since(began))
 	t.Logf("%d pods, %d devices, %d buckets, %d raw series", len(raw.Pods), len(raw.Devices), len(buckets), len(data.Series))
-	for _, d := range usage.Disagreements(raw, hourly, 0.01) {
+	for _, d := range reportdiff.Disagreements(raw, hourly, 0.01) {
 		t.Error("hourly vs raw: " + d)
 	}
 	q, rq := hourly.Quality, raw.Quality

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/testkit/reportdiff"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -111,7 +112,7 @@ func TestPlainFiguresAgreeWithSubqueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range usage.Disagreements(raw, hourly, 0.01) {
+	for _, d := range reportdiff.Disagreements(raw, hourly, 0.01) {
 		t.Error("hourly (plain figures) vs raw: " + d)
 	}
 	// The second node's GPUs are DRA devices: their DRA identity, their

@@ -26,6 +26,7 @@ import (
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/testkit/reportdiff"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -172,7 +173,7 @@ func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 			r.Pods[i].HourlyActivity, r.Pods[i].FirstHour, r.Pods[i].Startup.HeldGPUs = nil, 0, usage.Unknown
 		}
 	}
-	for _, d := range usage.Disagreements(computed, recorded, 0.01) {
+	for _, d := range reportdiff.Disagreements(computed, recorded, 0.01) {
 		t.Error("recorded vs computed buckets: " + d)
 	}
 	if q, cq := recorded.Quality, computed.Quality; q.NaNSamples != cq.NaNSamples || q.CounterResets != cq.CounterResets || q.CounterResets == 0 || q.Samples != cq.Samples {

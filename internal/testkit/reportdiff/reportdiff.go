@@ -1,6 +1,12 @@
-package usage
+// Package reportdiff compares two usage reports figure by figure, within a
+// relative tolerance: the raw and the hourly accounting paths, and the
+// computed and the recorded ones, prove that they agree with it. Only tests
+// import it.
+package reportdiff
 
 import (
+	"github.com/gpupack/gpupack/usage"
+
 	"fmt"
 	"math"
 	"slices"
@@ -19,24 +25,24 @@ import (
 // devices the seconds they were shared, by whom, and their DRA device;
 // the GPUs per model and hour (Hourly). It is how the
 // raw path and the hourly path prove that they agree; empty when they do.
-func Disagreements(want, got *Report, rel float64) []string {
+func Disagreements(want, got *usage.Report, rel float64) []string {
 	var out []string
-	differ := func(g, w Amount) bool {
+	differ := func(g, w usage.Amount) bool {
 		if g.Known() != w.Known() {
 			return true
 		}
 		d := math.Abs(g.Value() - w.Value())
 		return d > 1e-6 && d > rel*math.Abs(w.Value())
 	}
-	totals := func(where string, w, g Totals) {
+	totals := func(where string, w, g usage.Totals) {
 		for _, f := range []struct {
 			name string
-			w, g Amount
+			w, g usage.Amount
 		}{
-			{"allocated GPU-seconds", Known(float64(w.AllocatedGPUSeconds)), Known(float64(g.AllocatedGPUSeconds))},
+			{"allocated GPU-seconds", usage.Known(float64(w.AllocatedGPUSeconds)), usage.Known(float64(g.AllocatedGPUSeconds))},
 			{"active GPU-seconds", w.ActiveGPUSeconds, g.ActiveGPUSeconds},
 			{"idle GPU-seconds", w.IdleAllocatedGPUSeconds, g.IdleAllocatedGPUSeconds},
-			{"activity-unknown GPU-seconds", Known(float64(w.ActivityUnknownGPUSeconds)), Known(float64(g.ActivityUnknownGPUSeconds))},
+			{"activity-unknown GPU-seconds", usage.Known(float64(w.ActivityUnknownGPUSeconds)), usage.Known(float64(g.ActivityUnknownGPUSeconds))},
 			{"cost", w.Cost, g.Cost},
 			{"energy", w.EnergyJoules, g.EnergyJoules},
 		} {
@@ -45,12 +51,12 @@ func Disagreements(want, got *Report, rel float64) []string {
 			}
 		}
 	}
-	capacity := func(where string, w, g Capacity) {
+	capacity := func(where string, w, g usage.Capacity) {
 		for _, f := range []struct {
 			name string
-			w, g Seconds
+			w, g usage.Seconds
 		}{{"capacity", w.CapacityGPUSeconds, g.CapacityGPUSeconds}, {"unallocated GPU-seconds", w.UnallocatedGPUSeconds, g.UnallocatedGPUSeconds}, {"unsampled GPU-seconds", w.UnsampledGPUSeconds, g.UnsampledGPUSeconds}} {
-			if differ(Known(float64(f.g)), Known(float64(f.w))) {
+			if differ(usage.Known(float64(f.g)), usage.Known(float64(f.w))) {
 				out = append(out, fmt.Sprintf("%s: %s %v, want %v", where, f.name, f.g, f.w))
 			}
 		}
@@ -75,7 +81,7 @@ func Disagreements(want, got *Report, rel float64) []string {
 		if differ(g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max) {
 			out = append(out, fmt.Sprintf("%s: VRAM max %s, want %s", where, g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max))
 		}
-		if differ(Known(float64(g.SharedSeconds)), Known(float64(d.SharedSeconds))) || !slices.Equal(g.SharedBy, d.SharedBy) || g.DRADevice != d.DRADevice {
+		if differ(usage.Known(float64(g.SharedSeconds)), usage.Known(float64(d.SharedSeconds))) || !slices.Equal(g.SharedBy, d.SharedBy) || g.DRADevice != d.DRADevice {
 			out = append(out, fmt.Sprintf("%s: shared %v by %v, DRA device %q; want %v by %v, %q", where, g.SharedSeconds, g.SharedBy, g.DRADevice, d.SharedSeconds, d.SharedBy, d.DRADevice))
 		}
 	}
