@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -490,8 +489,8 @@ func pendingGPUPods(st State, now time.Time) map[[2]string]*pendingStat {
 		if f.Cause == "" || f.Workload != nil {
 			continue // skipped, or a workload without pods
 		}
-		ns, _, _ := strings.Cut(f.Pod, "/")
-		k := [2]string{ns, string(f.Cause)}
+		key, _ := cluster.ParsePodKey(f.Pod)
+		k := [2]string{key.Namespace, string(f.Cause)}
 		p := out[k]
 		if p == nil {
 			p = &pendingStat{}
