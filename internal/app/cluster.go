@@ -139,3 +139,30 @@ func listKeys(keys []string) string {
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(keys[:most], ", "), len(keys)-most)
 }
+
+// LoadLive reads the live cluster for a report: its snapshot (every node's
+// labels, so that price rules match nodes even where Prometheus has no
+// kube_node_labels; the pending pods and when they were created, for their
+// queue wait) and the start-up of its GPU pods (kube.LoadStartup: phases,
+// the kubelet's image pulls, model storage), which the report merges over
+// kube-state-metrics' pod times. Warnings go to stderr.
+func LoadLive(ctx context.Context, kubeconfig string, stderr io.Writer) (*kube.State, []usage.PodEvents, error) {
+	client, err := kube.NewClient(kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := kube.Load(ctx, client, gpu.Default())
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, warnings, err := kube.LoadStartup(ctx, client)
+	if err != nil {
+		return nil, nil, err
+	}
+	if stderr != nil {
+		for _, w := range append(st.Warnings, warnings...) {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
+	}
+	return st, pods, nil
+}

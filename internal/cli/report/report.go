@@ -21,7 +21,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/usage"
@@ -141,7 +140,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		if opts.prometheus == "" {
 			return errors.New("--kubeconfig/--live read the node labels and pod start-ups of the cluster that --prometheus measures; give --prometheus too")
 		}
-		if live, livePods, err = readLive(ctx, opts.kubeconfig, opts.stderr); err != nil {
+		if live, livePods, err = app.LoadLive(ctx, opts.kubeconfig, opts.stderr); err != nil {
 			return err
 		}
 		pricing = app.PricedNodes(pricing, live.Snapshot)
@@ -250,31 +249,4 @@ func (o *options) checkWindow(hourly bool) error {
 		return fmt.Errorf("--window %s at --step %s is more than %d steps per series, the most that report accounts (and that one Prometheus query returns); use --step %s or more, or a shorter --window", o.window, o.step, usage.MaxSteps, usage.MinStep(o.window))
 	}
 	return nil
-}
-
-// readLive reads the live cluster: its snapshot (every node's labels, so
-// that price rules match nodes even where Prometheus has no
-// kube_node_labels; the pending pods and when they were created, for their
-// queue wait) and the start-up of its GPU pods (kube.LoadStartup: phases,
-// the kubelet's image pulls, model storage), which the report merges over
-// kube-state-metrics' pod times. Warnings go to stderr.
-func readLive(ctx context.Context, kubeconfig string, stderr io.Writer) (*kube.State, []usage.PodEvents, error) {
-	client, err := kube.NewClient(kubeconfig)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := kube.Load(ctx, client, gpu.Default())
-	if err != nil {
-		return nil, nil, err
-	}
-	pods, warnings, err := kube.LoadStartup(ctx, client)
-	if err != nil {
-		return nil, nil, err
-	}
-	if stderr != nil {
-		for _, w := range append(st.Warnings, warnings...) {
-			fmt.Fprintln(stderr, "warning:", w)
-		}
-	}
-	return st, pods, nil
 }
