@@ -300,7 +300,7 @@ func (v *draView) classesOf(d *draDevice) []string {
 func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[string]int) {
 	model := v.modelOf(c)
 	add := v.adder(nodes)
-	parents := &migParents{groups: map[string]*migParent{}}
+	parents := &migParents{groups: map[migParentKey]*migParent{}}
 	parts := &partitionGroups{groups: map[string]*partitionGroup{}}
 	for _, d := range devices {
 		v.unmodelled(d)
@@ -324,8 +324,8 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 		}
 	}
 	v.addPartitionable(parts, model, add)
-	for _, key := range parents.order {
-		v.addMIGGPU(key, parents.groups[key], model, add)
+	for _, p := range parents.order {
+		v.addMIGGPU(p, model, add)
 	}
 }
 
@@ -393,30 +393,35 @@ func (v *draView) addWholeGPU(d *draDevice, model func(*draDevice) *gpu.Model, a
 }
 
 // migParent is a GPU in MIG mode: the MIG devices on one node that name
-// it as their parent (parentUUID; a device that names none is its own).
+// it as their parent (parentUUID; a device that names none is its own
+// parent, by its DeviceID).
 type migParent struct {
-	node    string
+	migParentKey
 	devices []*draDevice
+}
+
+// migParentKey names a MIG parent GPU by its node and parent.
+type migParentKey struct {
+	node, parent string
 }
 
 // migParents gathers the MIG devices by their parent GPU, in the order
 // first met.
 type migParents struct {
-	groups map[string]*migParent // by node/parent
-	order  []string
+	groups map[migParentKey]*migParent
+	order  []*migParent
 }
 
 func (ps *migParents) add(d *draDevice) {
-	parent := d.str(draAttrParentUUID)
-	if parent == "" {
-		parent = d.id()
+	key := migParentKey{node: d.node, parent: d.str(draAttrParentUUID)}
+	if key.parent == "" {
+		key.parent = d.id()
 	}
-	key := d.node + "/" + parent
 	p, ok := ps.groups[key]
 	if !ok {
-		p = &migParent{node: d.node}
+		p = &migParent{migParentKey: key}
 		ps.groups[key] = p
-		ps.order = append(ps.order, key)
+		ps.order = append(ps.order, p)
 	}
 	p.devices = append(p.devices, d)
 }
@@ -425,7 +430,7 @@ func (ps *migParents) add(d *draDevice) {
 // they form as its slices; when they form no layout gpupack knows, each
 // device counts as one exclusive GPU of its memory, as the scheduler sees
 // it, with a warning.
-func (v *draView) addMIGGPU(key string, p *migParent, model func(*draDevice) *gpu.Model, add func(string, cluster.GPU, []string, []int)) {
+func (v *draView) addMIGGPU(p *migParent, model func(*draDevice) *gpu.Model, add func(string, cluster.GPU, []string, []int)) {
 	first := p.devices[0]
 	m := model(first)
 	if m == nil {
@@ -447,7 +452,7 @@ func (v *draView) addMIGGPU(key string, p *migParent, model func(*draDevice) *gp
 	if err != nil {
 		// Still count each MIG device, as one exclusive GPU with its
 		// memory, as the scheduler sees it.
-		v.warnf("ResourceSlice %s: the MIG devices %v of GPU %s do not form a layout gpupack knows (%v); each counts as one GPU of its memory", first.slice.Name, names, strings.TrimPrefix(key, p.node+"/"), err)
+		v.warnf("ResourceSlice %s: the MIG devices %v of GPU %s do not form a layout gpupack knows (%v); each counts as one GPU of its memory", first.slice.Name, names, p.parent, err)
 		for _, d := range p.devices {
 			one := *dra
 			one.Device = d.device.Name
