@@ -232,7 +232,8 @@ func (objs *listed) build(c *gpu.Catalogue) (*State, error) {
 const draNotServed = "the cluster does not serve resource.k8s.io/v1 (Kubernetes before 1.34, or DRA turned off): no DRA devices or claims are read"
 
 // notServed reports whether err is a list of a DRA resource that the
-// apiserver does not serve (404), as before Kubernetes 1.34.
+// apiserver does not serve (404): one of Kubernetes before 1.34, or with
+// DRA turned off.
 func notServed(err error) bool {
 	var le *listError
 	return errors.As(err, &le) && le.group() == resourcev1.GroupName && apierrors.IsNotFound(le.err)
