@@ -106,8 +106,8 @@ func check(t *testing.T, name string, got []byte) {
 
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6+1e-9*math.Abs(want) }
 
-// TestDayParses keeps the fixture of a day on three nodes (the demo before
-// the demo world, internal/source/demo) valid.
+// TestDayParses keeps testdata/day.yaml, a day on three GPU nodes that
+// FuzzParse also seeds from, a valid scenario.
 func TestDayParses(t *testing.T) {
 	s, err := Parse(dayYAML(t), "testdata/day.yaml", gpu.Default())
 	if err != nil || len(s.Pods) == 0 {

@@ -186,6 +186,10 @@ func (v *validator) fail(path []any, format string, args ...any) {
 
 func path(p ...any) []any { return p }
 
+// validate checks the scenario: its duration and nodes, then each node,
+// then each pod; a valid scenario's pods then get their default end (the
+// scenario's duration), and their memory is checked against their
+// devices'. Each error is recorded at its field path.
 func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
 	if s.Duration <= 0 {
 		v.fail(path("duration"), "want a positive duration such as 60s or 24h")
@@ -193,6 +197,26 @@ func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
 	if len(s.Nodes) == 0 {
 		v.fail(path("nodes"), "no nodes; add at least one node with name, model and gpus")
 	}
+	s.validateNodes(v, c)
+	seen := map[string]bool{}
+	for i := range s.Pods {
+		s.validatePod(v, i, seen)
+	}
+	if len(v.errs) > 0 {
+		return
+	}
+	for i := range s.Pods {
+		if s.Pods[i].To == 0 {
+			s.Pods[i].To = s.Duration
+		}
+	}
+	s.validateMemory(v)
+}
+
+// validateNodes checks each node (a name of its own, a catalogue model,
+// 1..64 GPUs, XIDs and MIG layouts of GPUs it has) and keeps each node's
+// model.
+func (s *Scenario) validateNodes(v *validator, c *gpu.Catalogue) {
 	s.models = map[string]*gpu.Model{}
 	for i, n := range s.Nodes {
 		if n.Name == "" {
@@ -234,81 +258,90 @@ func (s *Scenario) validate(v *validator, c *gpu.Catalogue) {
 			}
 		}
 	}
-	seen := map[string]bool{}
-	for i, p := range s.Pods {
-		at := func(f string) []any { return path("pods", i, f) }
-		if p.Name == "" || p.Namespace == "" {
-			v.fail(path("pods", i), "give the pod a namespace and a name")
+}
+
+// validatePod checks pod i: a namespace and name not seen before (seen
+// holds namespace/name of the pods checked), its span within the
+// scenario, its memory, DRAM ratio, application metric, activity and DRA
+// claim, and the device it holds.
+func (s *Scenario) validatePod(v *validator, i int, seen map[string]bool) {
+	p := &s.Pods[i]
+	at := func(f string) []any { return path("pods", i, f) }
+	if p.Name == "" || p.Namespace == "" {
+		v.fail(path("pods", i), "give the pod a namespace and a name")
+	}
+	if seen[p.Namespace+"/"+p.Name] {
+		v.fail(at("name"), "pod %s/%s is listed twice; one entry per pod", p.Namespace, p.Name)
+	}
+	seen[p.Namespace+"/"+p.Name] = true
+	if p.From < 0 {
+		v.fail(at("from"), "negative start; want 0s or later")
+	}
+	if p.To != 0 && p.To <= p.From {
+		v.fail(at("to"), "ends at %s, not after its start %s", p.To.D(), p.From.D())
+	}
+	if p.To > s.Duration {
+		v.fail(at("to"), "ends at %s, after the scenario's duration %s", p.To.D(), s.Duration.D())
+	}
+	if p.MemoryMiB < 0 || math.IsNaN(p.MemoryMiB) {
+		v.fail(at("memoryMiB"), "want MiB of framebuffer, 0 or more")
+	}
+	if p.DRAM < 0 || p.DRAM > 1 || math.IsNaN(p.DRAM) {
+		v.fail(at("dram"), "%v is not a ratio; want 0..1", p.DRAM)
+	}
+	if p.App != nil && (p.App.Name == "" || p.App.PerActiveSecond < 0 || math.IsNaN(p.App.PerActiveSecond)) {
+		v.fail(at("app"), "give the application metric a name and a non-negative perActiveSecond")
+	}
+	validateActivity(v, i, p.Activity)
+	if p.DRA != nil && (p.DRA.Claim == "" || p.DRA.Device == "") {
+		v.fail(at("dra"), "a DRA claim needs its claim and device names")
+	}
+	s.validateDevice(v, i, p)
+}
+
+// validateActivity checks pod i's activity: a known pattern, positive on
+// and off durations for a square one, and level and low ratios.
+func validateActivity(v *validator, i int, a Activity) {
+	switch a.Pattern {
+	case "constant", "idle":
+	case "square":
+		if a.On <= 0 || a.Off <= 0 {
+			v.fail(path("pods", i, "activity", "on"), "a square pattern needs positive on and off durations")
 		}
-		if seen[p.Namespace+"/"+p.Name] {
-			v.fail(at("name"), "pod %s/%s is listed twice; one entry per pod", p.Namespace, p.Name)
-		}
-		seen[p.Namespace+"/"+p.Name] = true
-		if p.From < 0 {
-			v.fail(at("from"), "negative start; want 0s or later")
-		}
-		if p.To != 0 && p.To <= p.From {
-			v.fail(at("to"), "ends at %s, not after its start %s", p.To.D(), p.From.D())
-		}
-		if p.To > s.Duration {
-			v.fail(at("to"), "ends at %s, after the scenario's duration %s", p.To.D(), s.Duration.D())
-		}
-		if p.MemoryMiB < 0 || math.IsNaN(p.MemoryMiB) {
-			v.fail(at("memoryMiB"), "want MiB of framebuffer, 0 or more")
-		}
-		if p.DRAM < 0 || p.DRAM > 1 || math.IsNaN(p.DRAM) {
-			v.fail(at("dram"), "%v is not a ratio; want 0..1", p.DRAM)
-		}
-		if p.App != nil && (p.App.Name == "" || p.App.PerActiveSecond < 0 || math.IsNaN(p.App.PerActiveSecond)) {
-			v.fail(at("app"), "give the application metric a name and a non-negative perActiveSecond")
-		}
-		a := p.Activity
-		switch a.Pattern {
-		case "constant", "idle":
-		case "square":
-			if a.On <= 0 || a.Off <= 0 {
-				v.fail(path("pods", i, "activity", "on"), "a square pattern needs positive on and off durations")
-			}
-		default:
-			v.fail(path("pods", i, "activity", "pattern"), "unknown pattern %q; want constant, idle or square", a.Pattern)
-		}
-		for _, r := range []struct {
-			name string
-			v    float64
-		}{{"level", a.Level}, {"low", a.Low}} {
-			if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
-				v.fail(path("pods", i, "activity", r.name), "%v is not a ratio; want 0..1", r.v)
-			}
-		}
-		if p.DRA != nil && (p.DRA.Claim == "" || p.DRA.Device == "") {
-			v.fail(at("dra"), "a DRA claim needs its claim and device names")
-		}
-		node, ok := s.node(p.Node)
-		if !ok {
-			v.fail(at("node"), "node %q is not defined; define it under nodes or fix the name", p.Node)
-			continue
-		}
-		if p.GPU < 0 || p.GPU >= node.GPUs {
-			v.fail(at("gpu"), "GPU %d does not exist on %s (0..%d)", p.GPU, node.Name, node.GPUs-1)
-			continue
-		}
-		slices := node.MIG[strconv.Itoa(p.GPU)]
-		switch {
-		case p.Slice == nil && len(slices) > 0:
-			v.fail(at("gpu"), "GPU %d of %s is MIG-partitioned; name the slice (0..%d)", p.GPU, node.Name, len(slices)-1)
-		case p.Slice != nil && (*p.Slice < 0 || *p.Slice >= len(slices)):
-			v.fail(at("slice"), "slice %d does not exist on GPU %d of %s, which has %d MIG slices", *p.Slice, p.GPU, node.Name, len(slices))
+	default:
+		v.fail(path("pods", i, "activity", "pattern"), "unknown pattern %q; want constant, idle or square", a.Pattern)
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"level", a.Level}, {"low", a.Low}} {
+		if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
+			v.fail(path("pods", i, "activity", r.name), "%v is not a ratio; want 0..1", r.v)
 		}
 	}
-	if len(v.errs) > 0 {
+}
+
+// validateDevice checks that the device pod i holds exists: its node, the
+// GPU on it, and, on a MIG-partitioned GPU, the slice, which a pod on a
+// whole GPU must not name.
+func (s *Scenario) validateDevice(v *validator, i int, p *Pod) {
+	at := func(f string) []any { return path("pods", i, f) }
+	node, ok := s.node(p.Node)
+	if !ok {
+		v.fail(at("node"), "node %q is not defined; define it under nodes or fix the name", p.Node)
 		return
 	}
-	for i := range s.Pods {
-		if s.Pods[i].To == 0 {
-			s.Pods[i].To = s.Duration
-		}
+	if p.GPU < 0 || p.GPU >= node.GPUs {
+		v.fail(at("gpu"), "GPU %d does not exist on %s (0..%d)", p.GPU, node.Name, node.GPUs-1)
+		return
 	}
-	s.validateMemory(v)
+	slices := node.MIG[strconv.Itoa(p.GPU)]
+	switch {
+	case p.Slice == nil && len(slices) > 0:
+		v.fail(at("gpu"), "GPU %d of %s is MIG-partitioned; name the slice (0..%d)", p.GPU, node.Name, len(slices)-1)
+	case p.Slice != nil && (*p.Slice < 0 || *p.Slice >= len(slices)):
+		v.fail(at("slice"), "slice %d does not exist on GPU %d of %s, which has %d MIG slices", *p.Slice, p.GPU, node.Name, len(slices))
+	}
 }
 
 // validateMemory refuses framebuffer use beyond the device's memory: a

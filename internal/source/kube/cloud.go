@@ -95,8 +95,9 @@ var instanceGPUs = map[string]instanceGPU{
 	// EC2 API (github.com/aws/karpenter-provider-aws,
 	// website/content/en/preview/reference/instance-types.md at commit
 	// 692ccdd, labels karpenter.k8s.aws/instance-gpu-name/-count/-memory);
-	// p3, no longer in it, from website/content/en/v1.0/reference/
-	// instance-types.md of the same repository (v100, 16384 MiB).
+	// p3, which that reference does not list, from website/content/en/
+	// v1.0/reference/instance-types.md of the same repository (v100,
+	// 16384 MiB).
 	// P3: V100 16 GB; P3dn: V100 32 GB.
 	"p3.2xlarge": {"V100-16GB", 1}, "p3.8xlarge": {"V100-16GB", 4}, "p3.16xlarge": {"V100-16GB", 8},
 	"p3dn.24xlarge": {"V100-32GB", 8},

@@ -123,6 +123,11 @@ type draView struct {
 	warnings []string
 }
 
+// warnf adds a warning about the DRA objects.
+func (v *draView) warnf(format string, args ...any) {
+	v.warnings = append(v.warnings, fmt.Sprintf(format, args...))
+}
+
 // draClass is a DeviceClass with its compiled selectors.
 type draClass struct {
 	class     *resourcev1.DeviceClass
@@ -145,18 +150,17 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 	if objs == nil {
 		return v
 	}
-	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
 	for _, dc := range objs.Classes {
 		cl := &draClass{class: dc}
 		for i, sel := range dc.Spec.Selectors {
 			if sel.CEL == nil {
-				warn("DeviceClass %s: selector %d is not a CEL selector, which gpupack does not know; the class selects no device", dc.Name, i)
+				v.warnf("DeviceClass %s: selector %d is not a CEL selector, which gpupack does not know; the class selects no device", dc.Name, i)
 				cl.broken = true
 				continue
 			}
 			r := celCache.GetOrCompile(sel.CEL.Expression)
 			if r.Error != nil {
-				warn("DeviceClass %s: selector %d does not compile (%v); the class selects no device", dc.Name, i, r.Error)
+				v.warnf("DeviceClass %s: selector %d does not compile (%v); the class selects no device", dc.Name, i, r.Error)
 				cl.broken = true
 				continue
 			}
@@ -165,7 +169,7 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 		v.classes[dc.Name] = cl
 		if name := dc.Spec.ExtendedResourceName; name != nil && *name != "" {
 			if prev, dup := v.extended[corev1.ResourceName(*name)]; dup {
-				warn("DeviceClasses %s and %s both serve the extended resource %s; gpupack takes %s", prev, dc.Name, *name, min(prev, dc.Name))
+				v.warnf("DeviceClasses %s and %s both serve the extended resource %s; gpupack takes %s", prev, dc.Name, *name, min(prev, dc.Name))
 				if dc.Name > prev {
 					continue
 				}
@@ -197,7 +201,6 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 // counters. What gpupack cannot model yet is named in a warning: devices
 // not local to one node, consumable capacity.
 func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[string]int) []*draDevice {
-	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
 	latest := map[string]int64{}
 	for _, s := range all {
 		key := s.Spec.Driver + "/" + s.Spec.Pool.Name
@@ -233,18 +236,18 @@ func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[stri
 				d.node = *d.device.NodeName
 			}
 			if d.node == "" {
-				warn("ResourceSlice %s: device %s is not local to one node (allNodes or a node selector), which gpupack cannot model yet; it is left out", s.Name, d.device.Name)
+				v.warnf("ResourceSlice %s: device %s is not local to one node (allNodes or a node selector), which gpupack cannot model yet; it is left out", s.Name, d.device.Name)
 				continue
 			}
 			if _, ok := nodes[d.node]; !ok {
-				warn("ResourceSlice %s: device %s is on node %s, which was not listed; it is left out", s.Name, d.device.Name, d.node)
+				v.warnf("ResourceSlice %s: device %s is on node %s, which was not listed; it is left out", s.Name, d.device.Name, d.node)
 				continue
 			}
 			out = append(out, d)
 		}
 	}
 	for _, driver := range slices.Sorted(maps.Keys(foreign)) {
-		warn("ResourceSlices of driver %s (%d devices): not NVIDIA's GPU driver (%s); their devices are not read as GPUs", driver, foreign[driver], DriverNVIDIAGPU)
+		v.warnf("ResourceSlices of driver %s (%d devices): not NVIDIA's GPU driver (%s); their devices are not read as GPUs", driver, foreign[driver], DriverNVIDIAGPU)
 	}
 	slices.SortFunc(out, func(a, b *draDevice) int {
 		return cmp.Or(strings.Compare(a.node, b.node), strings.Compare(a.slice.Spec.Pool.Name, b.slice.Spec.Pool.Name), strings.Compare(a.device.Name, b.device.Name))
@@ -279,7 +282,7 @@ func (v *draView) classesOf(d *draDevice) []string {
 		cl := v.classes[name]
 		ok, err := cl.selects(d)
 		if err != nil {
-			v.warnings = append(v.warnings, fmt.Sprintf("DeviceClass %s: evaluating its selectors failed (%v); taken as not selecting the device", name, err))
+			v.warnf("DeviceClass %s: evaluating its selectors failed (%v); taken as not selecting the device", name, err)
 		}
 		if ok {
 			out = append(out, name)
@@ -290,10 +293,72 @@ func (v *draView) classesOf(d *draDevice) []string {
 }
 
 // addGPUs turns the devices into GPUs of their nodes: whole GPUs (type
-// gpu) one each, MIG devices (type mig) as the slices of their parent GPU.
+// gpu) one each, MIG devices (type mig) as the slices of their parent GPU,
+// and devices that consume shared counters as partitionable GPUs
+// (addPartitionable). Each node gets its whole GPUs first, then its
+// partitionable GPUs, then its MIG GPUs.
 func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[string]int) {
-	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
-	add := func(node string, g cluster.GPU, names []string, slices []int) {
+	model := v.modelOf(c)
+	add := v.adder(nodes)
+	parents := &migParents{groups: map[migParentKey]*migParent{}}
+	parts := &partitionGroups{groups: map[string]*partitionGroup{}}
+	for _, d := range devices {
+		v.unmodelled(d)
+		switch t := d.str(draAttrType); t {
+		case draTypeGPU:
+			if len(d.device.ConsumesCounters) > 0 {
+				parts.add(d, true)
+				continue
+			}
+			v.addWholeGPU(d, model, add)
+		case draTypeMIG:
+			if len(d.device.ConsumesCounters) > 0 {
+				// A partition that is made when a claim gets it
+				// (dynamic MIG), not one that exists.
+				parts.add(d, false)
+				continue
+			}
+			parents.add(d)
+		default:
+			v.warnf("ResourceSlice %s: device %s has %s %q, not %q or %q; it is left out", d.slice.Name, d.device.Name, draAttrType, t, draTypeGPU, draTypeMIG)
+		}
+	}
+	v.addPartitionable(parts, model, add)
+	for _, p := range parents.order {
+		v.addMIGGPU(p, model, add)
+	}
+}
+
+// modelOf returns the function that finds the model of a device's GPU in
+// the catalogue by its productName attribute: nil, with a warning, when
+// the device has none; an unlisted model with the device's memory, with a
+// warning once per product, when the catalogue does not list it.
+func (v *draView) modelOf(c *gpu.Catalogue) func(d *draDevice) *gpu.Model {
+	unlisted := map[string]bool{}
+	return func(d *draDevice) *gpu.Model {
+		product := d.str(draAttrProduct)
+		if product == "" {
+			v.warnf("ResourceSlice %s: device %s has no %s attribute; it is left out (gpupack needs the model)", d.slice.Name, d.device.Name, draAttrProduct)
+			return nil
+		}
+		m, ok := c.Lookup(product)
+		if !ok {
+			m = c.Unlisted(product, d.memory())
+		}
+		if m.Unlisted && !unlisted[product] {
+			unlisted[product] = true
+			v.warnf("ResourceSlice %s: GPU product %q (attribute %s) is not in gpupack's catalogue; its devices count with the memory of their capacity; their price and MIG geometry are unknown (add the model to a --catalogue file)", d.slice.Name, product, draAttrProduct)
+		}
+		return m
+	}
+}
+
+// adder returns the function that appends a GPU to the DRA GPUs of its
+// node and records where its devices lie: each of names at its entry of
+// slices (-1 for the whole GPU), each partition at its index. nodes gives
+// how many GPUs each node has before its DRA GPUs.
+func (v *draView) adder(nodes map[string]int) func(node string, g cluster.GPU, names []string, slices []int) {
+	return func(node string, g cluster.GPU, names []string, slices []int) {
 		idx := nodes[node] + len(v.gpus[node])
 		v.gpus[node] = append(v.gpus[node], g)
 		for i, name := range names {
@@ -303,128 +368,116 @@ func (v *draView) addGPUs(c *gpu.Catalogue, devices []*draDevice, nodes map[stri
 			v.locations[cluster.DeviceID(g.DRA.Driver, g.DRA.Pool, p.Device)] = draLocation{node: node, gpu: idx, slice: j, part: true}
 		}
 	}
-	type migParent struct {
-		node    string
-		devices []*draDevice
+}
+
+// addWholeGPU adds a device of type gpu as one GPU of its memory capacity
+// (else its model's usable memory): exclusive, or fractional when the
+// device allows multiple allocations.
+func (v *draView) addWholeGPU(d *draDevice, model func(*draDevice) *gpu.Model, add func(string, cluster.GPU, []string, []int)) {
+	m := model(d)
+	if m == nil {
+		return
 	}
-	parents := map[string]*migParent{}
-	var parentOrder []string
-	parts := &partitionGroups{groups: map[string]*partitionGroup{}}
-	unlisted := map[string]bool{}
-	model := func(d *draDevice) *gpu.Model {
-		product := d.str(draAttrProduct)
-		if product == "" {
-			warn("ResourceSlice %s: device %s has no %s attribute; it is left out (gpupack needs the model)", d.slice.Name, d.device.Name, draAttrProduct)
-			return nil
-		}
-		m, ok := c.Lookup(product)
-		if !ok {
-			m = c.Unlisted(product, d.memory())
-		}
-		if m.Unlisted && !unlisted[product] {
-			unlisted[product] = true
-			warn("ResourceSlice %s: GPU product %q (attribute %s) is not in gpupack's catalogue; its devices count with the memory of their capacity; their price and MIG geometry are unknown (add the model to a --catalogue file)", d.slice.Name, product, draAttrProduct)
-		}
-		return m
+	mem := d.memory()
+	if mem == 0 {
+		mem = m.Usable
 	}
-	for _, d := range devices {
-		v.unmodelled(d)
-		switch t := d.str(draAttrType); t {
-		case draTypeGPU:
-			if len(d.device.ConsumesCounters) > 0 {
-				parts.add(d, true)
-				continue
-			}
-			m := model(d)
-			if m == nil {
-				continue
-			}
-			mem := d.memory()
-			if mem == 0 {
-				mem = m.Usable
-			}
-			g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
-				DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct), Taints: d.taints,
-					Capacity: deviceCapacities(d.device.Capacity)}}
-			if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
-				g.Sharing = cluster.Fractional
-				g.DRA.Shared = true
-			}
-			add(d.node, g, []string{d.device.Name}, []int{-1})
-		case draTypeMIG:
-			if len(d.device.ConsumesCounters) > 0 {
-				// A partition that is made when a claim gets it
-				// (dynamic MIG), not one that exists.
-				parts.add(d, false)
-				continue
-			}
-			parent := d.str(draAttrParentUUID)
-			if parent == "" {
-				parent = d.id()
-			}
-			key := d.node + "/" + parent
-			p, ok := parents[key]
-			if !ok {
-				p = &migParent{node: d.node}
-				parents[key] = p
-				parentOrder = append(parentOrder, key)
-			}
-			p.devices = append(p.devices, d)
-		default:
-			warn("ResourceSlice %s: device %s has %s %q, not %q or %q; it is left out", d.slice.Name, d.device.Name, draAttrType, t, draTypeGPU, draTypeMIG)
-		}
+	g := cluster.GPU{Model: m, Memory: mem, UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive,
+		DRA: &cluster.DRADevice{Driver: d.slice.Spec.Driver, Pool: d.slice.Spec.Pool.Name, Device: d.device.Name, Classes: v.classesOf(d), Product: d.str(draAttrProduct), Taints: d.taints,
+			Capacity: deviceCapacities(d.device.Capacity)}}
+	if d.device.AllowMultipleAllocations != nil && *d.device.AllowMultipleAllocations {
+		g.Sharing = cluster.Fractional
+		g.DRA.Shared = true
 	}
-	v.addPartitionable(parts, model, add)
-	for _, key := range parentOrder {
-		p := parents[key]
-		first := p.devices[0]
-		m := model(first)
-		if m == nil {
-			continue
-		}
-		var profiles, names []string
+	add(d.node, g, []string{d.device.Name}, []int{-1})
+}
+
+// migParent is a GPU in MIG mode: the MIG devices on one node that name
+// it as their parent (parentUUID; a device that names none is its own
+// parent, by its DeviceID).
+type migParent struct {
+	migParentKey
+	devices []*draDevice
+}
+
+// migParentKey names a MIG parent GPU by its node and parent.
+type migParentKey struct {
+	node, parent string
+}
+
+// migParents gathers the MIG devices by their parent GPU, in the order
+// first met.
+type migParents struct {
+	groups map[migParentKey]*migParent
+	order  []*migParent
+}
+
+func (ps *migParents) add(d *draDevice) {
+	key := migParentKey{node: d.node, parent: d.str(draAttrParentUUID)}
+	if key.parent == "" {
+		key.parent = d.id()
+	}
+	p, ok := ps.groups[key]
+	if !ok {
+		p = &migParent{migParentKey: key}
+		ps.groups[key] = p
+		ps.order = append(ps.order, p)
+	}
+	p.devices = append(p.devices, d)
+}
+
+// addMIGGPU adds the GPU whose MIG devices p gathers, with the layout
+// they form as its slices; when they form no layout gpupack knows, each
+// device counts as one exclusive GPU of its memory, as the scheduler sees
+// it, with a warning.
+func (v *draView) addMIGGPU(p *migParent, model func(*draDevice) *gpu.Model, add func(string, cluster.GPU, []string, []int)) {
+	first := p.devices[0]
+	m := model(first)
+	if m == nil {
+		return
+	}
+	var profiles, names []string
+	for _, d := range p.devices {
+		profiles = append(profiles, d.str(draAttrProfile))
+		names = append(names, d.device.Name)
+	}
+	dra := &cluster.DRADevice{Driver: first.slice.Spec.Driver, Pool: first.slice.Spec.Pool.Name, Classes: v.classesOf(first), Product: first.str(draAttrProduct)}
+	var layout gpu.Layout
+	var err error
+	if m.MIG == nil {
+		err = fmt.Errorf("gpupack knows no MIG geometry of %s", m.Name)
+	} else {
+		layout, err = m.MIG.Fit(profiles)
+	}
+	if err != nil {
+		// Still count each MIG device, as one exclusive GPU with its
+		// memory, as the scheduler sees it.
+		v.warnf("ResourceSlice %s: the MIG devices %v of GPU %s do not form a layout gpupack knows (%v); each counts as one GPU of its memory", first.slice.Name, names, p.parent, err)
 		for _, d := range p.devices {
-			profiles = append(profiles, d.str(draAttrProfile))
-			names = append(names, d.device.Name)
+			one := *dra
+			one.Device = d.device.Name
+			one.Taints = d.taints
+			add(p.node, cluster.GPU{Model: m, Memory: d.memory(), UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive, DRA: &one}, []string{d.device.Name}, []int{-1})
 		}
-		dra := &cluster.DRADevice{Driver: first.slice.Spec.Driver, Pool: first.slice.Spec.Pool.Name, Classes: v.classesOf(first), Product: first.str(draAttrProduct)}
-		var layout gpu.Layout
-		var err error
-		if m.MIG == nil {
-			err = fmt.Errorf("gpupack knows no MIG geometry of %s", m.Name)
-		} else {
-			layout, err = m.MIG.Fit(profiles)
-		}
-		if err != nil {
-			// Still count each MIG device, as one exclusive GPU with its
-			// memory, as the scheduler sees it.
-			warn("ResourceSlice %s: the MIG devices %v of GPU %s do not form a layout gpupack knows (%v); each counts as one GPU of its memory", first.slice.Name, names, strings.TrimPrefix(key, p.node+"/"), err)
-			for _, d := range p.devices {
-				one := *dra
-				one.Device = d.device.Name
-				one.Taints = d.taints
-				add(p.node, cluster.GPU{Model: m, Memory: d.memory(), UUID: d.str(draAttrUUID), Sharing: cluster.Exclusive, DRA: &one}, []string{d.device.Name}, []int{-1})
-			}
-			continue
-		}
-		dra.SliceDevices = cluster.InLayout(profiles, names, layout)
-		for _, d := range p.devices {
-			dra.Taints = append(dra.Taints, d.taints...)
-		}
-		idx := make([]int, len(layout))
-		for i := range idx {
-			idx[i] = i
-		}
-		mem := m.Usable
-		add(p.node, cluster.GPU{Model: m, Memory: mem, UUID: first.str(draAttrParentUUID), Sharing: cluster.MIG, Layout: layout, DRA: dra}, dra.SliceDevices, idx)
+		return
 	}
+	dra.SliceDevices = cluster.InLayout(profiles, names, layout)
+	for _, d := range p.devices {
+		dra.Taints = append(dra.Taints, d.taints...)
+	}
+	idx := make([]int, len(layout))
+	for i := range idx {
+		idx[i] = i
+	}
+	mem := m.Usable
+	add(p.node, cluster.GPU{Model: m, Memory: mem, UUID: first.str(draAttrParentUUID), Sharing: cluster.MIG, Layout: layout, DRA: dra}, dra.SliceDevices, idx)
 }
 
 // unmodelled warns about the features of a device that gpupack does not
 // model yet, naming the device, its slice and the feature.
 func (v *draView) unmodelled(d *draDevice) {
 	warn := func(feature, effect string) {
-		v.warnings = append(v.warnings, fmt.Sprintf("ResourceSlice %s: device %s uses %s, which gpupack does not model yet; %s", d.slice.Name, d.device.Name, feature, effect))
+		v.warnf("ResourceSlice %s: device %s uses %s, which gpupack does not model yet; %s", d.slice.Name, d.device.Name, feature, effect)
 	}
 	if d.str(draAttrType) == draTypeMIG {
 		for name, c := range d.device.Capacity {
@@ -446,20 +499,54 @@ func (v *draView) unmodelled(d *draDevice) {
 // the allocations.
 func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[string]*resourcev1.ResourceClaimTemplate) []string {
 	var warnings []string
-	warn := func(format string, args ...any) {
-		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
+	warn := podWarn(p, &warnings)
+	claims := v.specClaims(p, templates, warn)
+	if c, ok := v.extendedClaim(p, out); ok {
+		claims = append(claims, c)
 	}
+	held, heldDevices := v.allocations(claims, out, warn)
+	if len(out.Claims) == 0 {
+		return warnings
+	}
+	if out.NodeName != "" && len(held) > 0 {
+		warnings = append(warnings, v.bindDevices(p, out, held, heldDevices)...)
+		return warnings
+	}
+	v.unlistedClasses(out.Claims, warn)
+	if out.GPU.Kind == cluster.NoGPU {
+		out.GPU = v.claimRequest(out.Claims)
+	}
+	if out.NodeName == "" {
+		for i := range out.Claims {
+			if c := &out.Claims[i]; c.PodClaim != "" && len(c.Allocated) == 0 {
+				v.evaluate(p.Namespace, c)
+			}
+		}
+	}
+	return warnings
+}
+
+// podClaim is a claim of a pod with its ResourceClaim (nil when it was not
+// listed, or is not made yet).
+type podClaim struct {
+	claim *cluster.Claim
+	obj   *resourcev1.ResourceClaim
+}
+
+// specClaims reads the claims of the pod's spec.resourceClaims, each by
+// its name or made from a template (its name then in
+// status.resourceClaimStatuses), with the requests and constraints of the
+// claim, else of the template. A claim or template that was not listed
+// leaves them unknown, with a warning, and the claim Missing when the DRA
+// objects were listed.
+func (v *draView) specClaims(p *corev1.Pod, templates map[string]*resourcev1.ResourceClaimTemplate, warn func(format string, args ...any)) []podClaim {
 	statusNames := map[string]string{}
 	for _, s := range p.Status.ResourceClaimStatuses {
 		if s.ResourceClaimName != nil {
 			statusNames[s.Name] = *s.ResourceClaimName
 		}
 	}
-	type found struct {
-		claim *cluster.Claim
-		obj   *resourcev1.ResourceClaim
-	}
-	var claims []found
+	var claims []podClaim
 	for _, pc := range p.Spec.ResourceClaims {
 		c := &cluster.Claim{PodClaim: pc.Name}
 		switch {
@@ -489,8 +576,17 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 			warn("ResourceClaim %s (claim %s) was not listed; its requests are unknown", c.Name, pc.Name)
 			c.Missing = v.read
 		}
-		claims = append(claims, found{c, obj})
+		claims = append(claims, podClaim{c, obj})
 	}
+	return claims
+}
+
+// extendedClaim is the claim through which the scheduler serves the pod's
+// extended resources (status.extendedResourceClaimStatus); or, for a pod
+// without one that asks for whole nvidia.com/gpu that a DeviceClass
+// serves, the claim the scheduler will make through the class. false:
+// neither.
+func (v *draView) extendedClaim(p *corev1.Pod, out *cluster.Pod) (podClaim, bool) {
 	if s := p.Status.ExtendedResourceClaimStatus; s != nil && s.ResourceClaimName != "" {
 		var res corev1.ResourceName
 		for _, m := range s.RequestMappings {
@@ -502,31 +598,31 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 		if obj != nil {
 			c.Requests = claimRequests(obj.Spec.Devices.Requests)
 		}
-		claims = append(claims, found{c, obj})
-	} else if out.GPU.Kind == cluster.WholeGPUs && !out.GPU.SharedResource {
+		return podClaim{c, obj}, true
+	}
+	if out.GPU.Kind == cluster.WholeGPUs && !out.GPU.SharedResource {
 		if class, ok := v.extended[ResourceGPU]; ok {
 			// The scheduler will serve the request through the class;
 			// the claim exists once the pod is bound.
-			claims = append(claims, found{&cluster.Claim{ExtendedResource: string(ResourceGPU),
-				Requests: []cluster.ClaimRequest{{Name: string(ResourceGPU), DeviceClass: class, Count: out.GPU.Count}}}, nil})
+			return podClaim{&cluster.Claim{ExtendedResource: string(ResourceGPU),
+				Requests: []cluster.ClaimRequest{{Name: string(ResourceGPU), DeviceClass: class, Count: out.GPU.Count}}}, nil}, true
 		}
 	}
+	return podClaim{}, false
+}
 
+// allocations gives each claim the devices of its allocation and adds the
+// claims to the pod, in order. It returns where the allocated GPUs that
+// gpupack read lie, with their devices. An allocated device whose
+// NoExecute taint the allocation does not tolerate, and one of NVIDIA's
+// driver that is not among the GPUs read, are warned about.
+func (v *draView) allocations(claims []podClaim, out *cluster.Pod, warn func(format string, args ...any)) ([]draLocation, []cluster.ClaimDevice) {
 	var held []draLocation
 	var heldDevices []cluster.ClaimDevice
 	for _, f := range claims {
 		if f.obj != nil && f.obj.Status.Allocation != nil {
 			for _, r := range f.obj.Status.Allocation.Devices.Results {
-				cd := cluster.ClaimDevice{Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device}
-				if r.ShareID != nil {
-					cd.ShareID = string(*r.ShareID)
-				}
-				for name, q := range r.ConsumedCapacity {
-					if cd.ConsumedCapacity == nil {
-						cd.ConsumedCapacity = map[string]string{}
-					}
-					cd.ConsumedCapacity[string(name)] = q.String()
-				}
+				cd := claimDevice(r)
 				f.claim.Allocated = append(f.claim.Allocated, cd)
 				if msg := v.evicted(f.claim.Name, r); msg != "" {
 					warn("%s", msg)
@@ -541,14 +637,28 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 		}
 		out.Claims = append(out.Claims, *f.claim)
 	}
-	if len(out.Claims) == 0 {
-		return warnings
+	return held, heldDevices
+}
+
+// claimDevice converts a device of a claim's allocation.
+func claimDevice(r resourcev1.DeviceRequestAllocationResult) cluster.ClaimDevice {
+	cd := cluster.ClaimDevice{Request: r.Request, Driver: r.Driver, Pool: r.Pool, Device: r.Device}
+	if r.ShareID != nil {
+		cd.ShareID = string(*r.ShareID)
 	}
-	if out.NodeName != "" && len(held) > 0 {
-		warnings = append(warnings, v.bindDevices(p, out, held, heldDevices)...)
-		return warnings
+	for name, q := range r.ConsumedCapacity {
+		if cd.ConsumedCapacity == nil {
+			cd.ConsumedCapacity = map[string]string{}
+		}
+		cd.ConsumedCapacity[string(name)] = q.String()
 	}
-	for _, c := range out.Claims {
+	return cd
+}
+
+// unlistedClasses warns about each request, and each alternative of one,
+// whose DeviceClass was not listed: it is not counted as a GPU request.
+func (v *draView) unlistedClasses(claims []cluster.Claim, warn func(format string, args ...any)) {
+	for _, c := range claims {
 		for _, r := range c.Requests {
 			for _, alt := range append([]cluster.ClaimRequest{r}, r.FirstAvailable...) {
 				if _, ok := v.classes[alt.DeviceClass]; alt.DeviceClass != "" && !ok {
@@ -557,17 +667,6 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 			}
 		}
 	}
-	if out.GPU.Kind == cluster.NoGPU {
-		out.GPU = v.claimRequest(out.Claims)
-	}
-	if out.NodeName == "" {
-		for i := range out.Claims {
-			if c := &out.Claims[i]; c.PodClaim != "" && len(c.Allocated) == 0 {
-				v.evaluate(p.Namespace, c)
-			}
-		}
-	}
-	return warnings
 }
 
 // evaluate judges each request of an unallocated claim against every
@@ -721,9 +820,7 @@ func claimConstraints(in []resourcev1.DeviceConstraint) []cluster.ClaimConstrain
 // claims' allocations hold on its node.
 func (v *draView) bindDevices(p *corev1.Pod, out *cluster.Pod, held []draLocation, devices []cluster.ClaimDevice) []string {
 	var warnings []string
-	warn := func(format string, args ...any) {
-		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
-	}
+	warn := podWarn(p, &warnings)
 	gpus := v.gpus[out.NodeName]
 	var whole, slices, parts []cluster.Device
 	var shares []cluster.ClaimDevice

@@ -133,8 +133,8 @@ func fitFirstNode(t *testing.T, s *cluster.Snapshot, pod string) (placement.Assi
 }
 
 // TestBuildDRACapacity: the loader reads a device's capacities with their
-// request policies and a claim request's capacity, and warns no more that
-// consumable capacity is not modelled.
+// request policies and a claim request's capacity, and gives no warning
+// that consumable capacity is not modelled: placement models it.
 func TestBuildDRACapacity(t *testing.T) {
 	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 	g := testcluster.DRAGPU{Minor: 0, Product: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 << 10, Shared: true,

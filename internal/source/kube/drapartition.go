@@ -2,7 +2,6 @@ package kube
 
 import (
 	"cmp"
-	"fmt"
 
 	resourcev1 "k8s.io/api/resource/v1"
 
@@ -69,9 +68,8 @@ func (ps *partitionGroups) add(d *draDevice, whole bool) {
 // sets, a counter set that no slice of the pool publishes, more partitions
 // than gpupack models.
 func (v *draView) addPartitionable(ps *partitionGroups, model func(*draDevice) *gpu.Model, add func(string, cluster.GPU, []string, []int)) {
-	warn := func(format string, args ...any) { v.warnings = append(v.warnings, fmt.Sprintf(format, args...)) }
 	for _, d := range ps.multi {
-		warn("ResourceSlice %s: device %s consumes %d counter sets (DRAPartitionableDevices); gpupack models a device consuming one and leaves it out", d.slice.Name, d.device.Name, len(d.device.ConsumesCounters))
+		v.warnf("ResourceSlice %s: device %s consumes %d counter sets (DRAPartitionableDevices); gpupack models a device consuming one and leaves it out", d.slice.Name, d.device.Name, len(d.device.ConsumesCounters))
 	}
 	for _, key := range ps.order {
 		g := ps.groups[key]
@@ -79,7 +77,7 @@ func (v *draView) addPartitionable(ps *partitionGroups, model func(*draDevice) *
 		pool := first.slice.Spec.Driver + "/" + first.slice.Spec.Pool.Name
 		cs, ok := v.counterSets[pool][g.set]
 		if !ok {
-			warn("ResourceSlice %s: device %s consumes counter set %s, which no current ResourceSlice of pool %s publishes; the kube-scheduler treats the pool as invalid, and gpupack leaves its devices out", first.slice.Name, first.device.Name, g.set, pool)
+			v.warnf("ResourceSlice %s: device %s consumes counter set %s, which no current ResourceSlice of pool %s publishes; the kube-scheduler treats the pool as invalid, and gpupack leaves its devices out", first.slice.Name, first.device.Name, g.set, pool)
 			continue
 		}
 		m := model(first)
@@ -106,7 +104,7 @@ func (v *draView) addPartitionable(ps *partitionGroups, model func(*draDevice) *
 			names, idx = []string{w.device.Name}, []int{-1}
 		}
 		if len(g.parts) > cluster.MaxPartitions {
-			warn("ResourceSlice %s: GPU %s offers %d partitions; gpupack models the first %d by name and leaves the rest out", first.slice.Name, cmp.Or(gp.UUID, g.set), len(g.parts), cluster.MaxPartitions)
+			v.warnf("ResourceSlice %s: GPU %s offers %d partitions; gpupack models the first %d by name and leaves the rest out", first.slice.Name, cmp.Or(gp.UUID, g.set), len(g.parts), cluster.MaxPartitions)
 			g.parts = g.parts[:cluster.MaxPartitions]
 		}
 		for _, d := range g.parts {

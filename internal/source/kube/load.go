@@ -38,105 +38,160 @@ var failedSchedulingSelector = fields.Set{"reason": ReasonFailedScheduling, "inv
 // rejects the credentials. A cluster that does not serve resource.k8s.io/v1
 // is read without DRA, with a warning.
 func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*State, error) {
-	core := client.CoreV1()
-	var (
-		nodes  []*corev1.Node
-		pods   []*corev1.Pod
-		events []*corev1.Event
-		leases []*coordinationv1.Lease
-		dra    DRAObjects
-	)
 	// Leases tell which schedulers run (servingSchedulers); a reader that
-	// may not list them diagnoses without that, with a warning. The
-	// kubelets' heartbeats (one Lease per node in kube-node-lease) are left
-	// out at the apiserver: they name no scheduler, and a large cluster has
-	// thousands.
-	leasesErr := make(chan error, 1)
-	go func() {
-		var err error
-		leases, err = listAll[coordinationv1.Lease](ctx, "leases", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts)
-		}, metav1.ListOptions{FieldSelector: "metadata.namespace!=" + corev1.NamespaceNodeLease})
-		leasesErr <- err
-	}()
+	// may not list them diagnoses without that, with a warning.
+	leases := inBackground(func() (r leasesRead) {
+		r.leases, r.err = listLeases(ctx, client)
+		return r
+	})
 	// ResourceQuotas and the FailedCreate events tell which workloads a
 	// GPU quota keeps from creating pods; a reader that may not list the
 	// quotas diagnoses without them, with a warning.
-	var (
-		quotas       []cluster.ResourceQuota
-		refusals     []cluster.QuotaRefusal
-		quotaWarning []string
-	)
-	quotasErr := make(chan error, 1)
-	go func() {
-		var err error
-		quotas, refusals, quotaWarning, err = loadQuotas(ctx, client)
-		quotasErr <- err
-	}()
+	quotas := inBackground(func() (r quotasRead) {
+		r.quotas, r.refusals, r.warnings, r.err = loadQuotas(ctx, client)
+		return r
+	})
 	// Kueue's objects tell why Kueue's admission gate holds a pod; a
 	// cluster without Kueue has none, quietly.
-	var (
-		kueue        *cluster.Kueue
-		kueueWarning []string
-	)
-	kueueErr := make(chan error, 1)
-	go func() {
-		var err error
-		kueue, kueueWarning, err = loadKueue(ctx, client)
-		kueueErr <- err
-	}()
-	res := client.ResourceV1()
+	kueue := inBackground(func() (r kueueRead) {
+		r.kueue, r.warnings, r.err = loadKueue(ctx, client)
+		return r
+	})
+	objs, all := listObjects(ctx, client)
+	q, k := <-quotas, <-kueue
+	if q.err != nil {
+		all = append(all, q.err)
+	}
+	if k.err != nil {
+		all = append(all, k.err)
+	}
+	if len(all) > 0 {
+		return nil, explain(errors.Join(all...), server(client))
+	}
+	st, err := objs.build(c)
+	if err == nil {
+		st.Snapshot.Quotas, st.Snapshot.QuotaRefusals = q.quotas, q.refusals
+		st.Warnings = append(st.Warnings, q.warnings...)
+		st.Snapshot.Kueue = k.kueue
+		st.Warnings = append(st.Warnings, k.warnings...)
+	}
+	if l := <-leases; err == nil {
+		if l.err != nil {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("cannot list leases (coordination.k8s.io), so gpupack cannot tell which schedulers run and calls no pod no-scheduler: %v", l.err))
+		} else {
+			st.Snapshot.Schedulers = servingSchedulers(l.leases, objs.events, time.Now())
+		}
+	}
+	return st, err
+}
+
+// inBackground runs read in a goroutine of its own; the channel gives its
+// result once read returns.
+func inBackground[T any](read func() T) <-chan T {
+	out := make(chan T, 1)
+	go func() { out <- read() }()
+	return out
+}
+
+// leasesRead, quotasRead and kueueRead are what Load reads beside the
+// objects of listObjects, each in a goroutine of its own.
+type (
+	leasesRead struct {
+		leases []*coordinationv1.Lease
+		err    error
+	}
+	quotasRead struct {
+		quotas   []cluster.ResourceQuota
+		refusals []cluster.QuotaRefusal
+		warnings []string
+		err      error
+	}
+	kueueRead struct {
+		kueue    *cluster.Kueue
+		warnings []string
+		err      error
+	}
+)
+
+// listLeases lists the Leases at cluster scope but for the kubelets'
+// heartbeats (one Lease per node in kube-node-lease), which are left out at
+// the apiserver: they name no scheduler, and a large cluster has thousands.
+func listLeases(ctx context.Context, client kubernetes.Interface) ([]*coordinationv1.Lease, error) {
+	return listAll[coordinationv1.Lease](ctx, "leases", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, opts)
+	}, metav1.ListOptions{FieldSelector: "metadata.namespace!=" + corev1.NamespaceNodeLease})
+}
+
+// listed is what listObjects lists, for the State that build builds.
+type listed struct {
+	nodes  []*corev1.Node
+	pods   []*corev1.Pod
+	events []*corev1.Event
+	dra    DRAObjects
+	// draUnserved: the apiserver does not serve a resource of
+	// resource.k8s.io/v1, so the cluster is read without DRA.
+	draUnserved bool
+}
+
+// listObjects lists the nodes, the pods, the scheduler's FailedScheduling
+// events and the DRA objects, each in a goroutine of its own, and returns
+// the errors of the lists that failed. A DRA resource that the apiserver
+// does not serve is no error but draUnserved; DeviceTaintRules that it does
+// not serve are TaintRulesUnserved.
+func listObjects(ctx context.Context, client kubernetes.Interface) (*listed, []error) {
+	core, res := client.CoreV1(), client.ResourceV1()
+	objs := &listed{}
 	lists := []func() error{
 		func() (err error) {
-			dra.Classes, err = listAll[resourcev1.DeviceClass](ctx, "deviceclasses", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			objs.dra.Classes, err = listAll[resourcev1.DeviceClass](ctx, "deviceclasses", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return res.DeviceClasses().List(ctx, opts)
 			}, metav1.ListOptions{})
 			return err
 		},
 		func() (err error) {
-			dra.Slices, err = listAll[resourcev1.ResourceSlice](ctx, "resourceslices", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			objs.dra.Slices, err = listAll[resourcev1.ResourceSlice](ctx, "resourceslices", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return res.ResourceSlices().List(ctx, opts)
 			}, metav1.ListOptions{})
 			return err
 		},
 		func() (err error) {
-			dra.Claims, err = listAll[resourcev1.ResourceClaim](ctx, "resourceclaims", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			objs.dra.Claims, err = listAll[resourcev1.ResourceClaim](ctx, "resourceclaims", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return res.ResourceClaims(metav1.NamespaceAll).List(ctx, opts)
 			}, metav1.ListOptions{})
 			return err
 		},
 		func() (err error) {
-			dra.Templates, err = listAll[resourcev1.ResourceClaimTemplate](ctx, "resourceclaimtemplates", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			objs.dra.Templates, err = listAll[resourcev1.ResourceClaimTemplate](ctx, "resourceclaimtemplates", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return res.ResourceClaimTemplates(metav1.NamespaceAll).List(ctx, opts)
 			}, metav1.ListOptions{})
 			return err
 		},
 		func() (err error) {
-			dra.TaintRules, err = listAll[resourcev1.DeviceTaintRule](ctx, "devicetaintrules", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			objs.dra.TaintRules, err = listAll[resourcev1.DeviceTaintRule](ctx, "devicetaintrules", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return res.DeviceTaintRules().List(ctx, opts)
 			}, metav1.ListOptions{})
 			if notServed(err) {
 				// Served since Kubernetes 1.37; the other DRA objects
 				// still read without them.
-				dra.TaintRulesUnserved = true
+				objs.dra.TaintRulesUnserved = true
 				return nil
 			}
 			return err
 		},
 		func() (err error) {
-			nodes, err = listAll[corev1.Node](ctx, "nodes", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			objs.nodes, err = listAll[corev1.Node](ctx, "nodes", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return core.Nodes().List(ctx, opts)
 			}, metav1.ListOptions{})
 			return err
 		},
 		func() (err error) {
-			pods, err = listAll[corev1.Pod](ctx, "pods", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			objs.pods, err = listAll[corev1.Pod](ctx, "pods", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return core.Pods(metav1.NamespaceAll).List(ctx, opts)
 			}, metav1.ListOptions{})
 			return err
 		},
 		func() (err error) {
-			events, err = listAll[corev1.Event](ctx, "events", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			objs.events, err = listAll[corev1.Event](ctx, "events", func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 				return core.Events(metav1.NamespaceAll).List(ctx, opts)
 			}, metav1.ListOptions{FieldSelector: failedSchedulingSelector})
 			return err
@@ -147,55 +202,38 @@ func Load(ctx context.Context, client kubernetes.Interface, c *gpu.Catalogue) (*
 		go func() { errs <- list() }()
 	}
 	var all []error
-	unserved := false
 	for range lists {
 		if err := <-errs; err != nil {
 			if notServed(err) {
-				unserved = true
+				objs.draUnserved = true
 				continue
 			}
 			all = append(all, err)
 		}
 	}
-	if qerr := <-quotasErr; qerr != nil {
-		all = append(all, qerr)
-	}
-	if kerr := <-kueueErr; kerr != nil {
-		all = append(all, kerr)
-	}
-	if len(all) > 0 {
-		return nil, explain(errors.Join(all...), server(client))
-	}
-	var st *State
-	var err error
-	if unserved {
-		if st, err = Build(c, nodes, pods, events); err == nil {
+	return objs, all
+}
+
+// build builds the State of the listed objects: with their DRA objects,
+// or, where the apiserver does not serve resource.k8s.io/v1, without them
+// and with a warning that says so.
+func (objs *listed) build(c *gpu.Catalogue) (*State, error) {
+	if objs.draUnserved {
+		st, err := Build(c, objs.nodes, objs.pods, objs.events)
+		if err == nil {
 			st.Warnings = append(st.Warnings, draNotServed)
 		}
-	} else {
-		st, err = BuildDRA(c, nodes, pods, events, &dra)
+		return st, err
 	}
-	if err == nil {
-		st.Snapshot.Quotas, st.Snapshot.QuotaRefusals = quotas, refusals
-		st.Warnings = append(st.Warnings, quotaWarning...)
-		st.Snapshot.Kueue = kueue
-		st.Warnings = append(st.Warnings, kueueWarning...)
-	}
-	if lerr := <-leasesErr; err == nil {
-		if lerr != nil {
-			st.Warnings = append(st.Warnings, fmt.Sprintf("cannot list leases (coordination.k8s.io), so gpupack cannot tell which schedulers run and calls no pod no-scheduler: %v", lerr))
-		} else {
-			st.Snapshot.Schedulers = servingSchedulers(leases, events, time.Now())
-		}
-	}
-	return st, err
+	return BuildDRA(c, objs.nodes, objs.pods, objs.events, &objs.dra)
 }
 
 // draNotServed is the warning for a cluster without resource.k8s.io/v1.
 const draNotServed = "the cluster does not serve resource.k8s.io/v1 (Kubernetes before 1.34, or DRA turned off): no DRA devices or claims are read"
 
 // notServed reports whether err is a list of a DRA resource that the
-// apiserver does not serve (404), as before Kubernetes 1.34.
+// apiserver does not serve (404): one of Kubernetes before 1.34, or with
+// DRA turned off.
 func notServed(err error) bool {
 	var le *listError
 	return errors.As(err, &le) && le.group() == resourcev1.GroupName && apierrors.IsNotFound(le.err)

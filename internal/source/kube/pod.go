@@ -49,80 +49,14 @@ func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
 		out.Memory = gpu.MiB((q.Value() + mib - 1) / mib)
 	}
 	var warnings []string
-	warn := func(format string, args ...any) {
-		warnings = append(warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
-	}
-
-	whole, shared := quantity(req, ResourceGPU), quantity(req, ResourceGPUShared)
-	mig := map[string]int64{}
-	for name, q := range req {
-		if profile, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
-			mig[profile] = q.Value()
-		}
-	}
-	switch {
-	case whole > 0:
-		out.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: int(whole)}
-		if len(mig) > 0 || shared > 0 {
-			warn("asks for %s and other GPU resources (%s %d, MIG devices %v); gpupack counts only the %d whole GPUs", ResourceGPU, ResourceGPUShared, shared, mig, whole)
-		}
-	case shared > 0:
-		out.GPU = cluster.Request{Kind: cluster.WholeGPUs, Count: int(shared), SharedResource: true}
-		if len(mig) > 0 {
-			warn("asks for %s and MIG devices %v; gpupack counts only the %d shared GPUs", ResourceGPUShared, mig, shared)
-		}
-	case len(mig) > 0:
-		profiles := slices.Sorted(maps.Keys(mig))
-		out.GPU = cluster.Request{Kind: cluster.MIGSlice, Profile: profiles[0]}
-		if len(profiles) > 1 || mig[profiles[0]] > 1 {
-			warn("asks for MIG devices %v; gpupack models one MIG slice per pod and counts one %s", mig, profiles[0])
-		}
-	}
-
-	if text, ok := p.Annotations[wellknown.AnnotationGPUMemory]; ok && out.GPU.Kind == cluster.WholeGPUs {
-		if q, err := resource.ParseQuantity(text); err != nil || q.Sign() <= 0 || q.Cmp(maxGPUMemory) > 0 {
-			warn("annotation %s=%q is not a quantity between 1 and %s such as 10Gi; it is ignored", wellknown.AnnotationGPUMemory, text, maxGPUMemory.String())
-		} else {
-			out.GPU.Memory = gpu.MiB((q.Value() + mib - 1) / mib)
-		}
-	}
-
-	if text, ok := p.Annotations[wellknown.AnnotationGPUDevices]; ok && p.Spec.NodeName != "" && out.WantsGPU() {
-		// gpupack-scheduler's record of the devices it bound the pod to;
-		// placement.RebuildNode checks it against the node and the other pods.
-		if devices, err := wellknown.ParseDevices(text); err != nil {
-			warn("%v; the pod is placed as if it had no record", err)
-		} else {
-			out.Devices = devices
-		}
-	}
-
-	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			var t cluster.Term
-			for _, r := range term.MatchExpressions {
-				t.MatchExpressions = append(t.MatchExpressions, cluster.Requirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
-			}
-			if len(term.MatchFields) > 0 {
-				warn("required node affinity uses matchFields, which gpupack does not evaluate; they are ignored")
-			}
-			out.RequiredAffinity = append(out.RequiredAffinity, t)
-		}
-	}
+	warn := podWarn(p, &warnings)
+	out.GPU = gpuRequest(req, warn)
+	readGPUAnnotations(p, out, warn)
+	out.RequiredAffinity = requiredNodeAffinity(p.Spec.Affinity, warn)
 	for _, t := range p.Spec.Tolerations {
 		out.Tolerations = append(out.Tolerations, cluster.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: cluster.TaintEffect(t.Effect)})
 	}
-	for _, c := range p.Spec.TopologySpreadConstraints {
-		sc := cluster.SpreadConstraint{MaxSkew: c.MaxSkew, TopologyKey: c.TopologyKey, WhenUnsatisfiable: string(c.WhenUnsatisfiable),
-			LabelSelector: labelSelector(c.LabelSelector), MatchLabelKeys: c.MatchLabelKeys, MinDomains: c.MinDomains}
-		if c.NodeAffinityPolicy != nil {
-			sc.NodeAffinityPolicy = string(*c.NodeAffinityPolicy)
-		}
-		if c.NodeTaintsPolicy != nil {
-			sc.NodeTaintsPolicy = string(*c.NodeTaintsPolicy)
-		}
-		out.SpreadConstraints = append(out.SpreadConstraints, sc)
-	}
+	out.SpreadConstraints = spreadConstraints(p.Spec.TopologySpreadConstraints)
 	if a := p.Spec.Affinity; a != nil {
 		if a.PodAffinity != nil {
 			out.PodAffinity = podAffinityTerms(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
@@ -132,6 +66,108 @@ func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
 		}
 	}
 	return out, warnings
+}
+
+// podWarn returns the function that adds a warning about the pod to
+// *warnings, led by "pod namespace/name: ".
+func podWarn(p *corev1.Pod, warnings *[]string) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		*warnings = append(*warnings, fmt.Sprintf("pod %s/%s: ", p.Namespace, p.Name)+fmt.Sprintf(format, args...))
+	}
+}
+
+// gpuRequest is the GPU request of the pod's resources: whole GPUs
+// (nvidia.com/gpu), else shared ones (nvidia.com/gpu.shared), else one MIG
+// slice of the first profile asked for; what else it asks for is not
+// counted, with a warning.
+func gpuRequest(req corev1.ResourceList, warn func(format string, args ...any)) cluster.Request {
+	whole, shared := quantity(req, ResourceGPU), quantity(req, ResourceGPUShared)
+	mig := map[string]int64{}
+	for name, q := range req {
+		if profile, ok := strings.CutPrefix(string(name), ResourceMIGPrefix); ok && q.Value() > 0 {
+			mig[profile] = q.Value()
+		}
+	}
+	switch {
+	case whole > 0:
+		if len(mig) > 0 || shared > 0 {
+			warn("asks for %s and other GPU resources (%s %d, MIG devices %v); gpupack counts only the %d whole GPUs", ResourceGPU, ResourceGPUShared, shared, mig, whole)
+		}
+		return cluster.Request{Kind: cluster.WholeGPUs, Count: int(whole)}
+	case shared > 0:
+		if len(mig) > 0 {
+			warn("asks for %s and MIG devices %v; gpupack counts only the %d shared GPUs", ResourceGPUShared, mig, shared)
+		}
+		return cluster.Request{Kind: cluster.WholeGPUs, Count: int(shared), SharedResource: true}
+	case len(mig) > 0:
+		profiles := slices.Sorted(maps.Keys(mig))
+		if len(profiles) > 1 || mig[profiles[0]] > 1 {
+			warn("asks for MIG devices %v; gpupack models one MIG slice per pod and counts one %s", mig, profiles[0])
+		}
+		return cluster.Request{Kind: cluster.MIGSlice, Profile: profiles[0]}
+	}
+	return cluster.Request{}
+}
+
+// readGPUAnnotations reads gpupack's annotations on the pod: the GPU
+// memory a pod of whole GPUs needs on each (wellknown.AnnotationGPUMemory),
+// and the devices gpupack-scheduler bound a GPU pod to
+// (wellknown.AnnotationGPUDevices). A value that does not parse is
+// ignored, with a warning.
+func readGPUAnnotations(p *corev1.Pod, out *cluster.Pod, warn func(format string, args ...any)) {
+	if text, ok := p.Annotations[wellknown.AnnotationGPUMemory]; ok && out.GPU.Kind == cluster.WholeGPUs {
+		if q, err := resource.ParseQuantity(text); err != nil || q.Sign() <= 0 || q.Cmp(maxGPUMemory) > 0 {
+			warn("annotation %s=%q is not a quantity between 1 and %s such as 10Gi; it is ignored", wellknown.AnnotationGPUMemory, text, maxGPUMemory.String())
+		} else {
+			out.GPU.Memory = gpu.MiB((q.Value() + mib - 1) / mib)
+		}
+	}
+	if text, ok := p.Annotations[wellknown.AnnotationGPUDevices]; ok && p.Spec.NodeName != "" && out.WantsGPU() {
+		// gpupack-scheduler's record of the devices it bound the pod to;
+		// placement.RebuildNode checks it against the node and the other pods.
+		if devices, err := wellknown.ParseDevices(text); err != nil {
+			warn("%v; the pod is placed as if it had no record", err)
+		} else {
+			out.Devices = devices
+		}
+	}
+}
+
+// requiredNodeAffinity converts the terms of a required node affinity.
+// matchFields are ignored, with a warning.
+func requiredNodeAffinity(a *corev1.Affinity, warn func(format string, args ...any)) []cluster.Term {
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	var out []cluster.Term
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		var t cluster.Term
+		for _, r := range term.MatchExpressions {
+			t.MatchExpressions = append(t.MatchExpressions, cluster.Requirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
+		}
+		if len(term.MatchFields) > 0 {
+			warn("required node affinity uses matchFields, which gpupack does not evaluate; they are ignored")
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// spreadConstraints converts the pod's topology spread constraints.
+func spreadConstraints(in []corev1.TopologySpreadConstraint) []cluster.SpreadConstraint {
+	var out []cluster.SpreadConstraint
+	for _, c := range in {
+		sc := cluster.SpreadConstraint{MaxSkew: c.MaxSkew, TopologyKey: c.TopologyKey, WhenUnsatisfiable: string(c.WhenUnsatisfiable),
+			LabelSelector: labelSelector(c.LabelSelector), MatchLabelKeys: c.MatchLabelKeys, MinDomains: c.MinDomains}
+		if c.NodeAffinityPolicy != nil {
+			sc.NodeAffinityPolicy = string(*c.NodeAffinityPolicy)
+		}
+		if c.NodeTaintsPolicy != nil {
+			sc.NodeTaintsPolicy = string(*c.NodeTaintsPolicy)
+		}
+		out = append(out, sc)
+	}
+	return out
 }
 
 // labelSelector converts a label selector; nil stays nil (it selects

@@ -271,7 +271,7 @@ func PodStartup(pod *corev1.Pod, pulled []corev1.Event, claimClass func(claim st
 
 // containersStarted is when the last of the pod's app containers started
 // (running, else terminated), or zero while one has not, or when one has
-// restarted (its first start is no longer stated).
+// restarted (the kubelet states only a container's latest start).
 func containersStarted(pod *corev1.Pod) time.Time {
 	started := map[string]time.Time{}
 	for _, s := range pod.Status.ContainerStatuses {
