@@ -320,25 +320,25 @@ func (s *Source) recordedCoverage(ctx context.Context, r v1.Range, step, bucket 
 	return true, nil
 }
 
-// streamRecorded reads the buckets of chunk r from the recorded windows,
-// one range query per figure, and files them with get, as the subqueries
-// would.
-func (s *Source) streamRecorded(ctx context.Context, r v1.Range, step, bucket time.Duration, each func(m model.Matrix, f func(start time.Time, d usage.Device, v float64, labels model.Metric)), get func(time.Time, usage.Device, usage.Owner) *usage.Bucket) error {
+// streamRecorded reads the buckets of the chunk c from the recorded
+// windows, one range query per figure, bucketParallel at a time, and
+// files them as the subqueries would.
+func (s *Source) streamRecorded(ctx context.Context, c *chunkRead) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(bucketParallel)
 	for i := range bucketFigures {
 		fig := &bucketFigures[i]
-		q, err := recordedQuery(*fig, step, bucket)
+		q, err := recordedQuery(*fig, c.step, c.bucket)
 		if err != nil {
 			return err
 		}
 		g.Go(func() error {
-			m, err := s.queryRange(gctx, q, r)
+			m, err := s.queryRange(gctx, q, c.r)
 			if err != nil {
 				return fmt.Errorf("bucket figure %q from its recording rule: %w", fig.name, err)
 			}
-			each(m, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
-				fig.set(ownersBucket(get, start, d, fig.owner, labels), v, labels)
+			c.each(m, anyHour, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
+				fig.set(c.ownersBucket(start, d, fig.owner, labels), v, labels)
 			})
 			return nil
 		})
