@@ -480,7 +480,7 @@ func (s *Source) streamChunk(ctx context.Context, c *chunkRead, add func(*usage.
 	switch {
 	case recorded:
 		err = s.streamRecorded(ctx, c)
-	case s.subqueriesOnly:
+	case s.paths().fastest == pathSubqueries:
 		err = s.subqueryChunk(ctx, c)
 	default:
 		err = s.computeChunk(ctx, c)

@@ -94,7 +94,7 @@ func (s *Source) xidFind(ctx context.Context, w usage.Window, at time.Time) (str
 	raw := func(d time.Duration) string {
 		return fmt.Sprintf(`group by (%s) (max_over_time(%s[%dms]) > 0)`, gpuLabels, usage.XIDErrors, d.Milliseconds())
 	}
-	if s.ignoreRecorded {
+	if s.paths().fastest >= pathComputed {
 		return raw(span), nil
 	}
 	sel := fmt.Sprintf("%s{%s=%q}", recordedXID, StepLabel, stepValue(w.Step))

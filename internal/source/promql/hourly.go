@@ -245,7 +245,7 @@ const (
 // shifted by up to an hour. It says false, having read nothing, where the
 // rules do not hold w.
 func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.Duration, add func(*usage.Bucket) error) (bool, error) {
-	if s.ignoreRecorded || s.ignoreHourly || s.subqueriesOnly || bucket != HourWindow {
+	if s.paths().fastest > pathHourlyRules || bucket != HourWindow {
 		return false, nil
 	}
 	plan, err := s.planHourly(ctx, w)
@@ -444,8 +444,8 @@ const groupDeviceDays = 1000
 // groupDays is how many days of hourly windows a query of the hourly path
 // reads for a fleet of devices (the most an hourly window held).
 func (s *Source) groupDays(devices int) int {
-	if s.daysPerGroup > 0 {
-		return s.daysPerGroup
+	if n := s.paths().daysPerGroup; n > 0 {
+		return n
 	}
 	return min(max(groupDeviceDays/max(devices, 1), 1), daysPerQuery)
 }

@@ -102,8 +102,11 @@ func BenchmarkBucketQueries(b *testing.B) {
 			b.Logf("%-18s %d queries one by one: %.3f s for %d device-days", path.name, len(path.queries), sum.Seconds(), gpus)
 		}
 		for _, only := range []bool{true, false} {
-			src := *s
-			src.subqueriesOnly = only
+			var ref referencePaths
+			if only {
+				ref.fastest = pathSubqueries
+			}
+			src := s.readingBy(ref)
 			n, k := 0, 3
 			if only {
 				k = runs

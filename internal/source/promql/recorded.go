@@ -289,7 +289,7 @@ func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket ti
 // that the 5-minute rules (in the same file) ran too, and an hour without
 // a recorded window had nothing to record.
 func (s *Source) recordedCoverage(ctx context.Context, r v1.Range, step, bucket time.Duration, emptyOK bool) (bool, error) {
-	if s.ignoreRecorded || s.subqueriesOnly || bucket%time.Hour != 0 {
+	if s.paths().fastest >= pathComputed || bucket%time.Hour != 0 {
 		return false, nil
 	}
 	m, err := s.queryRange(ctx, recordedCheckQuery(step, bucket), r)

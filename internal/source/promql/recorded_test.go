@@ -145,8 +145,7 @@ func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 		// empty).
 		t.Errorf("provenance %+v; want the day's 24 hours (and the empty one after it, or not) read from the 5-minute recording rules", p)
 	}
-	ref := *s
-	ref.ignoreRecorded = true
+	ref := s.readingBy(referencePaths{fastest: pathComputed})
 	want, err := ref.LoadBuckets(ctx, w, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -240,8 +239,15 @@ func BenchmarkRecordedQueries(b *testing.B) {
 			name               string
 			computed, fiveOnly bool
 		}{{"hourly", false, false}, {"recorded", false, true}, {"computed", true, false}} {
-			src := *s
-			src.ignoreRecorded, src.ignoreHourly, src.provenance = path.computed, path.fiveOnly, &provenanceCounts{}
+			var ref referencePaths
+			if path.fiveOnly {
+				ref.fastest = pathFiveMinuteRules
+			}
+			if path.computed {
+				ref.fastest = pathComputed
+			}
+			src := s.readingBy(ref)
+			src.provenance = &provenanceCounts{}
 			n := 0
 			d := median(func() error {
 				n = 0
@@ -345,15 +351,15 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		// Answers read by client_golang (as before) and by decodeMatrix,
 		// side by side.
 		for _, decoder := range []struct {
-			name      string
-			viaClient bool
-		}{{"client_golang", true}, {"decodeMatrix", false}} {
-			src := *s
-			src.viaClient, src.provenance = decoder.viaClient, &provenanceCounts{}
+			name    string
+			answers answerReader
+		}{{"client_golang", clientDecoding{}}, {"decodeMatrix", nil}} {
+			src := s.readingBy(referencePaths{answers: decoder.answers})
+			src.provenance = &provenanceCounts{}
 			var reportCPU [2]time.Duration
 			for i, w := range []usage.Window{day, both} {
 				phases := make([]time.Duration, len(reportPhases))
-				wall := median(func() error { return hourlyReport(ctx, b, &src, w, phases) })
+				wall := median(func() error { return hourlyReport(ctx, b, src, w, phases) })
 				reportCPU[i] = cpu
 				var split []string
 				for j, p := range phases {
@@ -827,7 +833,7 @@ func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.daysPerGroup = 2
+	s = s.readingBy(referencePaths{daysPerGroup: 2})
 	var handed []*usage.Bucket
 	err = s.StreamBuckets(t.Context(), w, time.Hour, func(b *usage.Bucket) error {
 		handed = append(handed, b)
@@ -964,8 +970,7 @@ func TestHourlyDailyGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := func(group int) []usage.Bucket {
-		g := *s
-		g.daysPerGroup = group
+		g := s.readingBy(referencePaths{daysPerGroup: group})
 		g.provenance = &provenanceCounts{}
 		var out []usage.Bucket
 		if err := g.StreamBuckets(t.Context(), w, time.Hour, func(b *usage.Bucket) error {
@@ -1010,8 +1015,7 @@ func TestGroupDays(t *testing.T) {
 			t.Errorf("groupDays(%d devices) = %d: %d device-days, over %d", c.devices, got, got*c.devices, groupDeviceDays)
 		}
 	}
-	s.daysPerGroup = 3
-	if got := s.groupDays(1000); got != 3 {
+	if got := s.readingBy(referencePaths{daysPerGroup: 3}).groupDays(1000); got != 3 {
 		t.Errorf("groupDays with daysPerGroup 3 = %d, want 3", got)
 	}
 }

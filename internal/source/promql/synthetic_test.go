@@ -350,7 +350,7 @@ func TestSyntheticFleetReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.daysPerGroup = 1
+	s = s.readingBy(referencePaths{daysPerGroup: 1})
 	w := usage.Window{Start: start, End: start.Add(48 * time.Hour), Step: 30 * time.Second}
 	held := map[string]float64{}
 	var ends []string
