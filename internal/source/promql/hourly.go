@@ -34,7 +34,8 @@ type hourlyPlan struct {
 // hourlyDevices. It says no (a nil plan) unless they are 1 h apart and
 // leave less than an hour at each end: the second level was not
 // recorded over the whole window (installed later, or its group's
-// evaluation offset changed), and the window is read as before.
+// evaluation offset changed), and the window is read from the 5-minute
+// rules or the series instead.
 func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, error) {
 	// Evaluated at E, a window ends at E - hourLag; the ones inside w
 	// were evaluated in [w.Start + 1h + hourLag - 1ms, w.End + hourLag - 1ms].
@@ -438,7 +439,7 @@ func (g *groupRead) hourlySet(m model.Metric) model.Metric {
 const daysPerQuery = 7
 
 // groupDeviceDays bounds a group's days times its devices: two groups
-// then hold about what two days of 1,000 GPUs a day at a time did.
+// then hold about as much as two days of 1,000 GPUs.
 const groupDeviceDays = 1000
 
 // groupDays is how many days of hourly windows a query of the hourly path
@@ -538,10 +539,10 @@ func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), labe
 
 // combinedQueries combine, for goCombined, each of the figures figs over
 // the recorded series that name gives it in the last span: a query per
-// figure. Joining several in one query (each series labelled with its
-// figure, joined by "or") cost Prometheus a third more for the same
-// series: each "or" hashes every series of both sides, and each label
-// added is one more to encode.
+// figure, not several joined by "or" (each series labelled with its
+// figure), which would cost Prometheus more for the same series: each
+// "or" hashes every series of both sides, and each label added is one
+// more to encode.
 func combinedQueries(step, span time.Duration, figs []int, name func(string) string) ([]string, error) {
 	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
 	var out []string

@@ -141,9 +141,8 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	// A month of a fleet is a sample per pod in each answer: each is read
 	// as it is decoded, and a pod's strings are kept once. The times are
 	// gathered in a record a third of usage.PodEvents' size, and the
-	// pods' events made once, at their number, when all are read: a
-	// month of a fleet's 180,000 pods grew a slice of events by copies
-	// beside the answer being read.
+	// pods' events made once, at their number, when all are read, not
+	// grown by copies beside the answer being read.
 	type podRef struct{ namespace, pod string }
 	type podTimes struct {
 		ref      podRef
@@ -181,10 +180,10 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	if err != nil {
 		return err
 	}
-	// The events are one allocation (49 MB for 180,000 pods), made after
-	// six answers of a sample per pod were read and dropped: that memory
-	// is free but resident, in pieces too small to hold it, and the heap
-	// would grow by its size beside them.
+	// The events are one allocation (49 MB for a month of a fleet's
+	// 180,000 pods), made after six answers of a sample per pod were read
+	// and dropped: that memory is free but resident, in pieces too small
+	// to hold it, and the heap would grow by its size beside them.
 	s.Memory.HandBack(len(pods))
 	d.Pods = slices.Grow(d.Pods, len(pods))
 	for _, p := range pods {

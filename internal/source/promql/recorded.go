@@ -252,14 +252,13 @@ func recordedCheckQuery(step, bucket time.Duration) string {
 }
 
 // checkMetric is the series whose devices the check counts in the raw
-// data. Counting the devices of every DCGM series at each hour's middle
-// cost Prometheus a quarter of a month's report (eight series per device
-// and pod, looked up and read 24 times a day); one metric finds a device
-// the rules missed as well, for rules that record a device record all its
-// series. It is the framebuffer in use, which dcgm-exporter's default
-// counters export for every GPU and MIG instance. A fleet that does not
-// export it has no device to count, and its check is that of something
-// recorded in every hour.
+// data: one metric, for counting the devices of every DCGM series at each
+// hour's middle looks up and reads eight series per device and pod, 24
+// times a day, and one finds a device the rules missed as well (rules
+// that record a device record all its series). It is the framebuffer in
+// use, which dcgm-exporter's default counters export for every GPU and
+// MIG instance. A fleet that does not export it has no device to count,
+// and its check is that of something recorded in every hour.
 const checkMetric = usage.FBUsed
 
 // checkCounts are recordedCheckQuery's three counts: the devices recorded,
@@ -276,9 +275,8 @@ func checkCounts(step, bucket time.Duration) (recorded, checked, raw string) {
 // recordedCovers says whether every bucket of the chunk r was recorded
 // by gpupack's rules at step: some devices recorded in each, and no fewer
 // recorded with checkMetric's samples than had one at its middle. Only
-// whole hours are read from
-// the rules: serve's current partial hour is computed from the series, so
-// that it does not lag by up to a window.
+// whole hours are read from the rules: serve's current partial hour is
+// computed from the series, so that it does not lag by up to a window.
 func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket time.Duration) (bool, error) {
 	return s.recordedCoverage(ctx, r, step, bucket, false)
 }

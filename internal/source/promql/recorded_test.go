@@ -85,8 +85,8 @@ func TestRecordingRules(t *testing.T) {
 // device, an energy counter reset on another) into a real Prometheus,
 // records gpupack's rules over it with promtool tsdb create-blocks-from
 // rules (evaluated at the offsets Prometheus would evaluate them), and
-// reads the buckets twice: from the recorded windows, and from the series
-// as before (the reference). Totals per device and pod, energy, VRAM
+// reads the buckets twice: from the recorded windows, and computed from
+// the series (the reference). Totals per device and pod, energy, VRAM
 // maxima, start-up times and data quality must agree within 1%; the
 // hourly levels and the GPUs a pod held at start may not, since an hour's
 // recorded windows are shifted from the hour (by up to one 5-minute
@@ -196,7 +196,7 @@ func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 // step; GPUPACK_BENCH_REPORT_PROFILE=file writes a CPU profile of ten
 // two-day reports (run it without -cpuprofile). Run it once:
 //
-//	GPUPACK_E2E=1 go test ./internal/promsource -run XXX -bench RecordedQueries -benchtime 1x -v
+//	GPUPACK_E2E=1 go test ./internal/source/promql -run XXX -bench RecordedQueries -benchtime 1x -v
 func BenchmarkRecordedQueries(b *testing.B) {
 	if os.Getenv("GPUPACK_E2E") == "" {
 		b.Skip("set GPUPACK_E2E=1: backfills and starts a real Prometheus")
@@ -345,11 +345,10 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		b.Logf("hourly   StreamBuckets over both days: %.3f s, %.1f ms per device-day; gpupack's own CPU %.3f s, %.3f ms per added device-day", two.Seconds(), two.Seconds()/float64(2*gpus)*1000, cpu.Seconds(), (cpu-dayCPU).Seconds()/float64(gpus)*1000)
 		b.ReportMetric((cpu-dayCPU).Seconds()/float64(gpus)*1000, "cpu-ms/added-device-day")
 		// The whole of report --accounting hourly --format json in this
-		// process (app.Measure's steps, which this
-		// package cannot import): the buckets streamed into the account,
-		// the pods, the report and its JSON, over one day and both.
-		// Answers read by client_golang (as before) and by decodeMatrix,
-		// side by side.
+		// process (app.Measure's steps, which this package cannot
+		// import): the buckets streamed into the account, the pods, the
+		// report and its JSON, over one day and both. Answers read by
+		// client_golang (the reference) and by decodeMatrix, side by side.
 		for _, decoder := range []struct {
 			name    string
 			answers answerReader
