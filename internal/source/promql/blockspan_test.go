@@ -25,7 +25,7 @@ import (
 // the long blocks seven days read a day to a query against the same seven
 // days in one range query at a one-day step. Run it once:
 //
-//	GPUPACK_E2E=1 go test ./internal/promsource -run XXX -bench BlockSpan -benchtime 1x -v
+//	GPUPACK_E2E=1 go test ./internal/source/promql -run XXX -bench BlockSpan -benchtime 1x -v
 func BenchmarkBlockSpan(b *testing.B) {
 	if os.Getenv("GPUPACK_E2E") == "" {
 		b.Skip("set GPUPACK_E2E=1: backfills and starts two real Prometheus servers")

@@ -17,11 +17,10 @@ var bodyPieces = sync.Pool{New: func() any { b := make([]byte, bodyPiece); retur
 // do sends req and reads its answer's body whole, as client_golang's
 // Client.Do does, but into one slice of the body's length. Do reads into
 // a buffer that doubles as it fills, each time a new one, zeroed whole:
-// for a month of a fleet, about 3 GB allocated for answers of about 1 GB,
-// the largest part of everything gpupack allocated, and a tenth of its
-// CPU in zeroing and copying it. Here the body is read into reused pieces,
-// then copied once into a slice of its length (or read straight into one
-// where the server said a length of one piece or less).
+// several times the body's size allocated, zeroed and copied, and a month
+// of a fleet's answers run to gigabytes. Here the body is read into
+// reused pieces, then copied once into a slice of its length (or read
+// straight into one where the server said a length of one piece or less).
 func (s *Source) do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
 	resp, err := s.http.Do(req.WithContext(ctx))
 	if err != nil {

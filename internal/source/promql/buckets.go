@@ -414,6 +414,10 @@ type hourKey struct {
 	device string
 }
 
+// anyHour keeps every device-hour of an answer: the query's figure is
+// right on all of them.
+func anyHour(hourKey) bool { return true }
+
 // StreamBuckets reads what LoadBuckets reads and hands each bucket to add
 // as soon as its day is read, holding one day of buckets at a time: for a
 // month of a fleet, feed a usage.BucketAccount. It stops at add's first
@@ -433,153 +437,203 @@ func (s *Source) StreamBuckets(ctx context.Context, w usage.Window, bucket time.
 		if to.After(w.End) {
 			to = w.End
 		}
-		set := newPieceSet(w.Step, bucket)
-		get := func(start time.Time, d usage.Device, o usage.Owner) *usage.Bucket {
-			return set.bucket(0, start, d, d.Key(), o)
-		}
-		// each calls f for every finite point of m, at its bucket's start,
-		// for the device-hours that keep says are this query's, under the
-		// set's lock.
-		each := func(m model.Matrix, keep func(hourKey) bool, f func(start time.Time, d usage.Device, v float64, labels model.Metric)) {
-			set.mu.Lock()
-			defer set.mu.Unlock()
-			for _, ss := range m {
-				d := device(ss.Metric)
-				for _, p := range ss.Values {
-					v := float64(p.Value)
-					if math.IsNaN(v) || math.IsInf(v, 0) {
-						continue
-					}
-					start := p.Timestamp.Time().Add(time.Millisecond - bucket).UTC()
-					if keep(hourKey{start.UnixMilli(), d.Key()}) {
-						f(start, d, v, ss.Metric)
-					}
-				}
-			}
-		}
-		// The point at t sums the bucket (t-bucket, t]: the steps from the
-		// bucket's start to its last step.
-		r := v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket}
-		// Where gpupack's recording rules hold the whole chunk, its
-		// buckets are read from them and nothing else runs.
-		recorded, err := s.recordedCovers(ctx, r, w.Step, bucket)
-		if err != nil {
-			return err
-		}
-		s.countBuckets(recorded, int(to.Sub(from)/bucket))
-		others := notPlainSet{}
-		plainFiguresToRun, subqueryFigures := plainFigures, bucketFigures
-		if recorded {
-			all := func(hourKey) bool { return true }
-			err := s.streamRecorded(ctx, r, w.Step, bucket, func(m model.Matrix, f func(time.Time, usage.Device, float64, model.Metric)) { each(m, all, f) }, get)
-			if err != nil {
-				return err
-			}
-			plainFiguresToRun, subqueryFigures = nil, nil
-		} else if !s.subqueriesOnly {
-			if others, err = s.notPlain(ctx, r, w.Step, bucket); err != nil {
-				return err
-			}
-		}
-		isPlain := func(k hourKey) bool { return !others.devices[k] }
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(bucketParallel)
-		if s.subqueriesOnly {
-			// Every figure as a subquery over every device for the day.
-			for i := range bucketFigures {
-				fig := &bucketFigures[i]
-				g.Go(func() error {
-					m, err := s.queryRange(gctx, expand(fig.query, w.Step, bucket, ""), r)
-					if err != nil {
-						return fmt.Errorf("bucket figure %q: %w", fig.name, err)
-					}
-					each(m, func(hourKey) bool { return true }, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
-						fig.set(ownersBucket(get, start, d, fig.owner, labels), v, labels)
-					})
-					return nil
-				})
-			}
-			plainFiguresToRun, subqueryFigures = nil, nil
-		}
-		// Plain figures run over every device for the day; what they say
-		// of a device-hour that is not plain is dropped.
-		for i := range plainFiguresToRun {
-			fig := &plainFiguresToRun[i]
-			g.Go(func() error {
-				m, err := s.queryRange(gctx, expandPlain(fig.query, w.Step, bucket, ""), r)
-				if err != nil {
-					return fmt.Errorf("bucket figure %q: %w", fig.name, err)
-				}
-				each(m, isPlain, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
-					var own *usage.Bucket
-					if o := owner(labels); !o.IsZero() {
-						own = ownersBucket(get, start, d, true, labels)
-					}
-					fig.set(get(start, d, usage.Owner{}), own, v, labels)
-				})
-				return nil
-			})
-		}
-		var subqueries []int
-		for i, fig := range subqueryFigures {
-			if fig.name == "samples" { // exact on every device-hour
-				g.Go(func() error {
-					m, err := s.queryRange(gctx, expand(fig.query, w.Step, bucket, ""), r)
-					if err != nil {
-						return fmt.Errorf("bucket figure %q: %w", fig.name, err)
-					}
-					each(m, func(hourKey) bool { return true }, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
-						fig.set(get(start, d, usage.Owner{}), v, labels)
-					})
-					return nil
-				})
-				continue
-			}
-			subqueries = append(subqueries, i)
-		}
-		// The subqueries run hour by hour on the devices that are not plain
-		// in that hour (selected by UUID; the other devices that the
-		// selector also matches, such as a MIG GPU's other instances, are
-		// dropped).
-		for _, t := range others.hours() {
-			hr := v1.Range{Start: t, End: t, Step: bucket}
-			sel := others.selector(t)
-			for lo := 0; lo < len(subqueries); lo += fallbackGroup {
-				group := subqueries[lo:min(lo+fallbackGroup, len(subqueries))]
-				g.Go(func() error {
-					m, err := s.queryRange(gctx, fallbackQuery(group, w.Step, bucket, sel), hr)
-					if err != nil {
-						return fmt.Errorf("bucket figures %s at %s: %w", figureNames(group), t.Add(time.Millisecond-bucket).UTC().Format(time.RFC3339), err)
-					}
-					each(m, func(k hourKey) bool { return !isPlain(k) }, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
-						i, err := strconv.Atoi(string(labels["gpupack_figure"]))
-						if err != nil || i < 0 || i >= len(bucketFigures) {
-							return
-						}
-						fig := &bucketFigures[i]
-						fig.set(ownersBucket(get, start, d, fig.owner, labels), v, labels)
-					})
-					return nil
-				})
-			}
-		}
-		if err := g.Wait(); err != nil {
-			return err
-		}
-		if err := set.emit(add); err != nil {
+		if err := s.streamChunk(ctx, newChunkRead(w.Step, bucket, from, to), add); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ownersBucket is get's bucket of the device, or, for a figure of owners,
-// of the owner that labels name, with the DRA hold they state.
-func ownersBucket(get func(time.Time, usage.Device, usage.Owner) *usage.Bucket, start time.Time, d usage.Device, ofOwner bool, labels model.Metric) *usage.Bucket {
-	if !ofOwner {
-		return get(start, d, usage.Owner{})
+// chunkRead is one chunk of StreamBuckets' window (a day at most) being
+// read: the buckets filed so far, and the range that its queries read.
+type chunkRead struct {
+	set          *pieceSet
+	step, bucket time.Duration
+	// r's point at t sums the bucket (t-bucket, t]: the steps from the
+	// bucket's start to its last step.
+	r v1.Range
+	// buckets is how many buckets of a device the chunk spans.
+	buckets int
+}
+
+// newChunkRead is the chunk [from, to) of a window at step, in buckets of
+// bucket.
+func newChunkRead(step, bucket time.Duration, from, to time.Time) *chunkRead {
+	return &chunkRead{
+		set:     newPieceSet(step, bucket),
+		step:    step,
+		bucket:  bucket,
+		r:       v1.Range{Start: from.Add(bucket - time.Millisecond), End: to.Add(-time.Millisecond), Step: bucket},
+		buckets: int(to.Sub(from) / bucket),
 	}
-	b := get(start, d, owner(labels))
+}
+
+// streamChunk reads the buckets of the chunk c and hands them to add:
+// from gpupack's recording rules where they hold the whole chunk (and
+// nothing else runs), computed from the series otherwise.
+func (s *Source) streamChunk(ctx context.Context, c *chunkRead, add func(*usage.Bucket) error) error {
+	recorded, err := s.recordedCovers(ctx, c.r, c.step, c.bucket)
+	if err != nil {
+		return err
+	}
+	s.countBuckets(recorded, c.buckets)
+	switch {
+	case recorded:
+		err = s.streamRecorded(ctx, c)
+	case s.paths().fastest == pathSubqueries:
+		err = s.subqueryChunk(ctx, c)
+	default:
+		err = s.computeChunk(ctx, c)
+	}
+	if err != nil {
+		return err
+	}
+	return c.set.emit(add)
+}
+
+// computeChunk computes the buckets of the chunk c from the series: the
+// plain figures over every device, the samples per metric over every
+// device, and the subqueries hour by hour on the device-hours that are
+// not plain (see LoadBuckets), bucketParallel queries at a time.
+func (s *Source) computeChunk(ctx context.Context, c *chunkRead) error {
+	others, err := s.notPlain(ctx, c.r, c.step, c.bucket)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(bucketParallel)
+	s.goPlainFigures(gctx, g, c, others)
+	s.goSamples(gctx, g, c)
+	s.goFallbacks(gctx, g, c, others)
+	return g.Wait()
+}
+
+// subqueryChunk computes every figure of the chunk c as a subquery over
+// every device, bucketParallel queries at a time: the reference that
+// tests compare the plain figures with.
+func (s *Source) subqueryChunk(ctx context.Context, c *chunkRead) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(bucketParallel)
+	for i := range bucketFigures {
+		fig := &bucketFigures[i]
+		s.goFigure(gctx, g, c, fig.name, fig.query, expand, anyHour, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
+			fig.set(c.ownersBucket(start, d, fig.owner, labels), v, labels)
+		})
+	}
+	return g.Wait()
+}
+
+// goPlainFigures runs, in g, the plain figures over every device of the
+// chunk c; what they say of a device-hour that is not plain (in others)
+// is dropped.
+func (s *Source) goPlainFigures(ctx context.Context, g *errgroup.Group, c *chunkRead, others notPlainSet) {
+	isPlain := func(k hourKey) bool { return !others.devices[k] }
+	for i := range plainFigures {
+		fig := &plainFigures[i]
+		s.goFigure(ctx, g, c, fig.name, fig.query, expandPlain, isPlain, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
+			var own *usage.Bucket
+			if o := owner(labels); !o.IsZero() {
+				own = c.ownersBucket(start, d, true, labels)
+			}
+			fig.set(c.bucketOf(start, d, usage.Owner{}), own, v, labels)
+		})
+	}
+}
+
+// goSamples runs, in g, the figure of the samples per metric over every
+// device of the chunk c: it counts each sample where it is, so it is
+// exact on every device-hour, plain or not.
+func (s *Source) goSamples(ctx context.Context, g *errgroup.Group, c *chunkRead) {
+	for i := range bucketFigures {
+		if fig := &bucketFigures[i]; fig.name == "samples" {
+			s.goFigure(ctx, g, c, fig.name, fig.query, expand, anyHour, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
+				fig.set(c.bucketOf(start, d, usage.Owner{}), v, labels)
+			})
+		}
+	}
+}
+
+// goFallbacks runs, in g, the subqueries of fallbackFigures hour by hour
+// of the chunk c on the devices that are not plain in that hour (in
+// others), fallbackGroup figures to a query. The devices are selected by
+// UUID; the other devices that the selector also matches, such as a MIG
+// GPU's other instances, are dropped.
+func (s *Source) goFallbacks(ctx context.Context, g *errgroup.Group, c *chunkRead, others notPlainSet) {
+	figs := fallbackFigures()
+	notPlain := func(k hourKey) bool { return others.devices[k] }
+	for _, t := range others.hours() {
+		hr := v1.Range{Start: t, End: t, Step: c.bucket}
+		sel := others.selector(t)
+		for lo := 0; lo < len(figs); lo += fallbackGroup {
+			group := figs[lo:min(lo+fallbackGroup, len(figs))]
+			g.Go(func() error {
+				m, err := s.queryRange(ctx, fallbackQuery(group, c.step, c.bucket, sel), hr)
+				if err != nil {
+					return fmt.Errorf("bucket figures %s at %s: %w", figureNames(group), t.Add(time.Millisecond-c.bucket).UTC().Format(time.RFC3339), err)
+				}
+				c.each(m, notPlain, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
+					i, err := strconv.Atoi(string(labels["gpupack_figure"]))
+					if err != nil || i < 0 || i >= len(bucketFigures) {
+						return
+					}
+					fig := &bucketFigures[i]
+					fig.set(c.ownersBucket(start, d, fig.owner, labels), v, labels)
+				})
+				return nil
+			})
+		}
+	}
+}
+
+// goFigure runs, in g, the query of the figure called name over the
+// chunk c, written out by write (expand or expandPlain), and hands f the
+// points of its answer that keep says are the query's.
+func (s *Source) goFigure(ctx context.Context, g *errgroup.Group, c *chunkRead, name, query string, write func(q string, step, bucket time.Duration, sel string) string, keep func(hourKey) bool, f func(start time.Time, d usage.Device, v float64, labels model.Metric)) {
+	g.Go(func() error {
+		m, err := s.queryRange(ctx, write(query, c.step, c.bucket, ""), c.r)
+		if err != nil {
+			return fmt.Errorf("bucket figure %q: %w", name, err)
+		}
+		c.each(m, keep, f)
+		return nil
+	})
+}
+
+// each calls f for every finite point of m, at its bucket's start, for
+// the device-hours that keep says are this query's, under the set's lock.
+func (c *chunkRead) each(m model.Matrix, keep func(hourKey) bool, f func(start time.Time, d usage.Device, v float64, labels model.Metric)) {
+	c.set.mu.Lock()
+	defer c.set.mu.Unlock()
+	bucket := c.bucket
+	for _, ss := range m {
+		d := device(ss.Metric)
+		for _, p := range ss.Values {
+			v := float64(p.Value)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			start := p.Timestamp.Time().Add(time.Millisecond - bucket).UTC()
+			if keep(hourKey{start.UnixMilli(), d.Key()}) {
+				f(start, d, v, ss.Metric)
+			}
+		}
+	}
+}
+
+// bucketOf is the chunk's bucket of d and o that starts at start, made on
+// first use; the caller holds c.set.mu (as each's f does).
+func (c *chunkRead) bucketOf(start time.Time, d usage.Device, o usage.Owner) *usage.Bucket {
+	return c.set.bucket(0, start, d, d.Key(), o)
+}
+
+// ownersBucket is the chunk's bucket of the device, or, for a figure of
+// owners, of the owner that labels name, with the DRA hold they state;
+// the caller holds c.set.mu.
+func (c *chunkRead) ownersBucket(start time.Time, d usage.Device, ofOwner bool, labels model.Metric) *usage.Bucket {
+	if !ofOwner {
+		return c.bucketOf(start, d, usage.Owner{})
+	}
+	b := c.bucketOf(start, d, owner(labels))
 	if b.DRA.IsZero() {
 		b.DRA = draHold(labels)
 	}
@@ -597,15 +651,23 @@ func fallbackQuery(group []int, step, bucket time.Duration, sel string) string {
 	return strings.Join(parts, " or ")
 }
 
-// fallbackQueries are the queries of a hour that is not plain for the
-// devices sel selects.
-func fallbackQueries(step, bucket time.Duration, sel string) []string {
+// fallbackFigures are the figures (indexes into bucketFigures) that an
+// hour that is not plain computes as subqueries: all but the samples per
+// metric, which are exact on every device-hour.
+func fallbackFigures() []int {
 	var figs []int
 	for i, f := range bucketFigures {
 		if f.name != "samples" {
 			figs = append(figs, i)
 		}
 	}
+	return figs
+}
+
+// fallbackQueries are the queries of an hour that is not plain for the
+// devices sel selects.
+func fallbackQueries(step, bucket time.Duration, sel string) []string {
+	figs := fallbackFigures()
 	var out []string
 	for lo := 0; lo < len(figs); lo += fallbackGroup {
 		out = append(out, fallbackQuery(figs[lo:min(lo+fallbackGroup, len(figs))], step, bucket, sel))

@@ -25,12 +25,11 @@ const gpuLabels = "Hostname, hostname, node, kubernetes_node, gpu, UUID, uuid"
 // subquery at the window's step sees the gauge's distinct positive values
 // (a value held for less than a step may be missed).
 //
-// A subquery over a month evaluates the gauge of every GPU at every step,
-// which costs Prometheus more than the rest of a month's report; so a
-// first query (xidFind) finds the GPUs whose gauge was ever positive (few:
-// most GPUs never report an XID), and the subquery runs on their series
-// alone. It finds what the subquery over every GPU finds: a GPU left out
-// had no positive value.
+// A subquery over a month evaluates the gauge of every GPU at every step
+// (86,400 steps of 30 s); so a first query (xidFind) finds the GPUs whose
+// gauge was ever positive (few: most GPUs never report an XID), and the
+// subquery runs on their series alone. It finds what the subquery over
+// every GPU finds: a GPU left out had no positive value.
 func (s *Source) LoadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error) {
 	at := w.End.Add(-time.Millisecond)
 	find, err := s.xidFind(ctx, w, at)
@@ -87,14 +86,13 @@ const xidMargin = time.Hour
 // span, it reads their 5-minute windows (twelve numbers per GPU-hour), and
 // the raw gauge over the last two windows only, which the rules may not
 // have evaluated yet; elsewhere, one pass of a plain range function over
-// every raw sample (a sixth of a 250-GPU fleet's Prometheus time per
-// added day of a report).
+// every raw sample.
 func (s *Source) xidFind(ctx context.Context, w usage.Window, at time.Time) (string, error) {
 	span := w.End.Sub(w.Start) + xidMargin
 	raw := func(d time.Duration) string {
 		return fmt.Sprintf(`group by (%s) (max_over_time(%s[%dms]) > 0)`, gpuLabels, usage.XIDErrors, d.Milliseconds())
 	}
-	if s.ignoreRecorded {
+	if s.paths().fastest >= pathComputed {
 		return raw(span), nil
 	}
 	sel := fmt.Sprintf("%s{%s=%q}", recordedXID, StepLabel, stepValue(w.Step))
@@ -119,7 +117,7 @@ const xidSelectorChunk = 200
 // xidSelectors are the matchers that select the XID series of the GPUs in
 // found, by UUID (or dcgm-exporter's older uuid label), a chunk of GPUs
 // per matcher; a GPU named by neither makes one matcher that selects every
-// series, as the subquery did before.
+// series (the subquery then runs over every GPU).
 func xidSelectors(found model.Vector) []string {
 	byLabel := map[string][]string{}
 	for _, smp := range found {

@@ -86,7 +86,7 @@ func TestHealthAgreesWithRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rawSource.ignoreRecorded = true
+	rawSource = rawSource.readingBy(referencePaths{fastest: pathComputed})
 	fromRaw, err := rawSource.LoadHealth(ctx, later)
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,8 @@ type hourlyPlan struct {
 // hourlyDevices. It says no (a nil plan) unless they are 1 h apart and
 // leave less than an hour at each end: the second level was not
 // recorded over the whole window (installed later, or its group's
-// evaluation offset changed), and the window is read as before.
+// evaluation offset changed), and the window is read from the 5-minute
+// rules or the series instead.
 func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, error) {
 	// Evaluated at E, a window ends at E - hourLag; the ones inside w
 	// were evaluated in [w.Start + 1h + hourLag - 1ms, w.End + hourLag - 1ms].
@@ -245,7 +246,7 @@ const (
 // shifted by up to an hour. It says false, having read nothing, where the
 // rules do not hold w.
 func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.Duration, add func(*usage.Bucket) error) (bool, error) {
-	if s.ignoreRecorded || s.ignoreHourly || s.subqueriesOnly || bucket != HourWindow {
+	if s.paths().fastest > pathHourlyRules || bucket != HourWindow {
 		return false, nil
 	}
 	plan, err := s.planHourly(ctx, w)
@@ -438,14 +439,14 @@ func (g *groupRead) hourlySet(m model.Metric) model.Metric {
 const daysPerQuery = 7
 
 // groupDeviceDays bounds a group's days times its devices: two groups
-// then hold about what two days of 1,000 GPUs a day at a time did.
+// then hold about as much as two days of 1,000 GPUs.
 const groupDeviceDays = 1000
 
 // groupDays is how many days of hourly windows a query of the hourly path
 // reads for a fleet of devices (the most an hourly window held).
 func (s *Source) groupDays(devices int) int {
-	if s.daysPerGroup > 0 {
-		return s.daysPerGroup
+	if n := s.paths().daysPerGroup; n > 0 {
+		return n
 	}
 	return min(max(groupDeviceDays/max(devices, 1), 1), daysPerQuery)
 }
@@ -538,10 +539,10 @@ func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), labe
 
 // combinedQueries combine, for goCombined, each of the figures figs over
 // the recorded series that name gives it in the last span: a query per
-// figure. Joining several in one query (each series labelled with its
-// figure, joined by "or") cost Prometheus a third more for the same
-// series: each "or" hashes every series of both sides, and each label
-// added is one more to encode.
+// figure, not several joined by "or" (each series labelled with its
+// figure), which would cost Prometheus more for the same series: each
+// "or" hashes every series of both sides, and each label added is one
+// more to encode.
 func combinedQueries(step, span time.Duration, figs []int, name func(string) string) ([]string, error) {
 	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
 	var out []string

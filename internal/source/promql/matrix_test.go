@@ -195,8 +195,7 @@ func TestDecodeMatrixAgreesWithClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := *s
-	client.viaClient = true
+	client := s.readingBy(referencePaths{answers: clientDecoding{}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	hours := v1.Range{Start: day.Start.Add(time.Hour - time.Millisecond), End: day.End.Add(-time.Millisecond), Step: time.Hour}

@@ -43,8 +43,7 @@ func TestPlainFiguresAgreeWithSubqueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := *s
-	ref.subqueriesOnly = true
+	ref := s.readingBy(referencePaths{fastest: pathSubqueries})
 	want, err := ref.LoadBuckets(ctx, w, time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -36,26 +36,9 @@ type Source struct {
 	// answers gpupack's own decoders read.
 	client api.Client
 	http   *http.Client
-	// viaClient makes queryRange read answers with client_golang's
-	// decoding, as before decodeMatrix: the reference that tests and
-	// benchmarks compare it with.
-	viaClient bool
-	// subqueriesOnly makes StreamBuckets compute every figure of every
-	// device-hour with subqueries, as before the plain figures: the
-	// reference that tests and benchmarks compare the plain path with.
-	subqueriesOnly bool
-	// ignoreRecorded makes StreamBuckets compute every bucket from the
-	// series even where gpupack's recording rules hold it: the reference
-	// that the recorded path is compared with.
-	ignoreRecorded bool
-	// ignoreHourly makes StreamBuckets read recorded hours from the
-	// 5-minute rules alone, as before the hourly ones: what benchmarks
-	// compare the hourly rules with.
-	ignoreHourly bool
-	// daysPerGroup, where set, is how many days of hourly windows one
-	// query of the hourly path reads (daysPerQuery otherwise): what tests
-	// compare the grouping with.
-	daysPerGroup int
+	// ref, nil in production, is set by tests only: the reference paths
+	// that they compare gpupack's own with.
+	ref *referencePaths
 	// provenance counts how the buckets read so far were computed.
 	provenance *provenanceCounts
 }
@@ -158,9 +141,8 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	// A month of a fleet is a sample per pod in each answer: each is read
 	// as it is decoded, and a pod's strings are kept once. The times are
 	// gathered in a record a third of usage.PodEvents' size, and the
-	// pods' events made once, at their number, when all are read: a
-	// month of a fleet's 180,000 pods grew a slice of events by copies
-	// beside the answer being read.
+	// pods' events made once, at their number, when all are read, not
+	// grown by copies beside the answer being read.
 	type podRef struct{ namespace, pod string }
 	type podTimes struct {
 		ref      podRef
@@ -198,10 +180,10 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	if err != nil {
 		return err
 	}
-	// The events are one allocation (49 MB for 180,000 pods), made after
-	// six answers of a sample per pod were read and dropped: that memory
-	// is free but resident, in pieces too small to hold it, and the heap
-	// would grow by its size beside them.
+	// The events are one allocation (49 MB for a month of a fleet's
+	// 180,000 pods), made after six answers of a sample per pod were read
+	// and dropped: that memory is free but resident, in pieces too small
+	// to hold it, and the heap would grow by its size beside them.
 	s.Memory.HandBack(len(pods))
 	d.Pods = slices.Grow(d.Pods, len(pods))
 	for _, p := range pods {
@@ -257,16 +239,8 @@ func (s *Source) queryRange(ctx context.Context, query string, r v1.Range) (mode
 // the label sets that labels holds (and adding theirs), where labels is
 // not nil: the series' maps must not be changed.
 func (s *Source) queryRangeSharing(ctx context.Context, query string, r v1.Range, labels *labelSets) (model.Matrix, error) {
-	if s.viaClient {
-		v, _, _, err := s.api.QueryRange(ctx, query, r)
-		if err != nil {
-			return nil, s.fail(query, err)
-		}
-		m, ok := v.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want a range vector", s.url, query, v.Type())
-		}
-		return m, nil
+	if a := s.paths().answers; a != nil {
+		return a.queryRange(ctx, s, query, r)
 	}
 	args := neturl.Values{"query": {query}, "start": {formatTime(r.Start)}, "end": {formatTime(r.End)},
 		"step": {strconv.FormatFloat(r.Step.Seconds(), 'f', -1, 64)}}
@@ -326,8 +300,8 @@ func formatTime(t time.Time) string {
 // that a vector of a sample per pod of a month of a fleet is never held
 // whole; f copies what it keeps (the strings it reads are its own).
 func (s *Source) eachSample(ctx context.Context, query string, t time.Time, f func(m model.Metric, v model.SampleValue)) error {
-	if s.viaClient {
-		vec, err := s.queryVector(ctx, query, t)
+	if a := s.paths().answers; a != nil {
+		vec, err := a.queryVector(ctx, s, query, t)
 		for _, smp := range vec {
 			f(smp.Metric, smp.Value)
 		}
@@ -351,16 +325,8 @@ func (s *Source) askInstant(ctx context.Context, query string, t time.Time) ([]b
 // queryVector runs an instant query at t whose answer must be an instant
 // vector.
 func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (model.Vector, error) {
-	if s.viaClient {
-		v, _, _, err := s.api.Query(ctx, query, t)
-		if err != nil {
-			return nil, s.fail(query, err)
-		}
-		vec, ok := v.(model.Vector)
-		if !ok {
-			return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want an instant vector", s.url, query, v.Type())
-		}
-		return vec, nil
+	if a := s.paths().answers; a != nil {
+		return a.queryVector(ctx, s, query, t)
 	}
 	body, err := s.askInstant(ctx, query, t)
 	if err != nil {

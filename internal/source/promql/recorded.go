@@ -252,14 +252,13 @@ func recordedCheckQuery(step, bucket time.Duration) string {
 }
 
 // checkMetric is the series whose devices the check counts in the raw
-// data. Counting the devices of every DCGM series at each hour's middle
-// cost Prometheus a quarter of a month's report (eight series per device
-// and pod, looked up and read 24 times a day); one metric finds a device
-// the rules missed as well, for rules that record a device record all its
-// series. It is the framebuffer in use, which dcgm-exporter's default
-// counters export for every GPU and MIG instance. A fleet that does not
-// export it has no device to count, and its check is that of something
-// recorded in every hour.
+// data: one metric, for counting the devices of every DCGM series at each
+// hour's middle looks up and reads eight series per device and pod, 24
+// times a day, and one finds a device the rules missed as well (rules
+// that record a device record all its series). It is the framebuffer in
+// use, which dcgm-exporter's default counters export for every GPU and
+// MIG instance. A fleet that does not export it has no device to count,
+// and its check is that of something recorded in every hour.
 const checkMetric = usage.FBUsed
 
 // checkCounts are recordedCheckQuery's three counts: the devices recorded,
@@ -276,9 +275,8 @@ func checkCounts(step, bucket time.Duration) (recorded, checked, raw string) {
 // recordedCovers says whether every bucket of the chunk r was recorded
 // by gpupack's rules at step: some devices recorded in each, and no fewer
 // recorded with checkMetric's samples than had one at its middle. Only
-// whole hours are read from
-// the rules: serve's current partial hour is computed from the series, so
-// that it does not lag by up to a window.
+// whole hours are read from the rules: serve's current partial hour is
+// computed from the series, so that it does not lag by up to a window.
 func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket time.Duration) (bool, error) {
 	return s.recordedCoverage(ctx, r, step, bucket, false)
 }
@@ -289,7 +287,7 @@ func (s *Source) recordedCovers(ctx context.Context, r v1.Range, step, bucket ti
 // that the 5-minute rules (in the same file) ran too, and an hour without
 // a recorded window had nothing to record.
 func (s *Source) recordedCoverage(ctx context.Context, r v1.Range, step, bucket time.Duration, emptyOK bool) (bool, error) {
-	if s.ignoreRecorded || s.subqueriesOnly || bucket%time.Hour != 0 {
+	if s.paths().fastest >= pathComputed || bucket%time.Hour != 0 {
 		return false, nil
 	}
 	m, err := s.queryRange(ctx, recordedCheckQuery(step, bucket), r)
@@ -320,25 +318,25 @@ func (s *Source) recordedCoverage(ctx context.Context, r v1.Range, step, bucket 
 	return true, nil
 }
 
-// streamRecorded reads the buckets of chunk r from the recorded windows,
-// one range query per figure, and files them with get, as the subqueries
-// would.
-func (s *Source) streamRecorded(ctx context.Context, r v1.Range, step, bucket time.Duration, each func(m model.Matrix, f func(start time.Time, d usage.Device, v float64, labels model.Metric)), get func(time.Time, usage.Device, usage.Owner) *usage.Bucket) error {
+// streamRecorded reads the buckets of the chunk c from the recorded
+// windows, one range query per figure, bucketParallel at a time, and
+// files them as the subqueries would.
+func (s *Source) streamRecorded(ctx context.Context, c *chunkRead) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(bucketParallel)
 	for i := range bucketFigures {
 		fig := &bucketFigures[i]
-		q, err := recordedQuery(*fig, step, bucket)
+		q, err := recordedQuery(*fig, c.step, c.bucket)
 		if err != nil {
 			return err
 		}
 		g.Go(func() error {
-			m, err := s.queryRange(gctx, q, r)
+			m, err := s.queryRange(gctx, q, c.r)
 			if err != nil {
 				return fmt.Errorf("bucket figure %q from its recording rule: %w", fig.name, err)
 			}
-			each(m, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
-				fig.set(ownersBucket(get, start, d, fig.owner, labels), v, labels)
+			c.each(m, anyHour, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
+				fig.set(c.ownersBucket(start, d, fig.owner, labels), v, labels)
 			})
 			return nil
 		})

@@ -86,8 +86,8 @@ func TestRecordingRules(t *testing.T) {
 // device, an energy counter reset on another) into a real Prometheus,
 // records gpupack's rules over it with promtool tsdb create-blocks-from
 // rules (evaluated at the offsets Prometheus would evaluate them), and
-// reads the buckets twice: from the recorded windows, and from the series
-// as before (the reference). Totals per device and pod, energy, VRAM
+// reads the buckets twice: from the recorded windows, and computed from
+// the series (the reference). Totals per device and pod, energy, VRAM
 // maxima, start-up times and data quality must agree within 1%; the
 // hourly levels and the GPUs a pod held at start may not, since an hour's
 // recorded windows are shifted from the hour (by up to one 5-minute
@@ -146,8 +146,7 @@ func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 		// empty).
 		t.Errorf("provenance %+v; want the day's 24 hours (and the empty one after it, or not) read from the 5-minute recording rules", p)
 	}
-	ref := *s
-	ref.ignoreRecorded = true
+	ref := s.readingBy(referencePaths{fastest: pathComputed})
 	want, err := ref.LoadBuckets(ctx, w, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +197,7 @@ func recordedAgreesWithBuckets(t *testing.T, byLevel bool) {
 // step; GPUPACK_BENCH_REPORT_PROFILE=file writes a CPU profile of ten
 // two-day reports (run it without -cpuprofile). Run it once:
 //
-//	GPUPACK_E2E=1 go test ./internal/promsource -run XXX -bench RecordedQueries -benchtime 1x -v
+//	GPUPACK_E2E=1 go test ./internal/source/promql -run XXX -bench RecordedQueries -benchtime 1x -v
 func BenchmarkRecordedQueries(b *testing.B) {
 	if os.Getenv("GPUPACK_E2E") == "" {
 		b.Skip("set GPUPACK_E2E=1: backfills and starts a real Prometheus")
@@ -241,8 +240,15 @@ func BenchmarkRecordedQueries(b *testing.B) {
 			name               string
 			computed, fiveOnly bool
 		}{{"hourly", false, false}, {"recorded", false, true}, {"computed", true, false}} {
-			src := *s
-			src.ignoreRecorded, src.ignoreHourly, src.provenance = path.computed, path.fiveOnly, &provenanceCounts{}
+			var ref referencePaths
+			if path.fiveOnly {
+				ref.fastest = pathFiveMinuteRules
+			}
+			if path.computed {
+				ref.fastest = pathComputed
+			}
+			src := s.readingBy(ref)
+			src.provenance = &provenanceCounts{}
 			n := 0
 			d := median(func() error {
 				n = 0
@@ -340,21 +346,20 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		b.Logf("hourly   StreamBuckets over both days: %.3f s, %.1f ms per device-day; gpupack's own CPU %.3f s, %.3f ms per added device-day", two.Seconds(), two.Seconds()/float64(2*gpus)*1000, cpu.Seconds(), (cpu-dayCPU).Seconds()/float64(gpus)*1000)
 		b.ReportMetric((cpu-dayCPU).Seconds()/float64(gpus)*1000, "cpu-ms/added-device-day")
 		// The whole of report --accounting hourly --format json in this
-		// process (app.Measure's steps, which this
-		// package cannot import): the buckets streamed into the account,
-		// the pods, the report and its JSON, over one day and both.
-		// Answers read by client_golang (as before) and by decodeMatrix,
-		// side by side.
+		// process (app.Measure's steps, which this package cannot
+		// import): the buckets streamed into the account, the pods, the
+		// report and its JSON, over one day and both. Answers read by
+		// client_golang (the reference) and by decodeMatrix, side by side.
 		for _, decoder := range []struct {
-			name      string
-			viaClient bool
-		}{{"client_golang", true}, {"decodeMatrix", false}} {
-			src := *s
-			src.viaClient, src.provenance = decoder.viaClient, &provenanceCounts{}
+			name    string
+			answers answerReader
+		}{{"client_golang", clientDecoding{}}, {"decodeMatrix", nil}} {
+			src := s.readingBy(referencePaths{answers: decoder.answers})
+			src.provenance = &provenanceCounts{}
 			var reportCPU [2]time.Duration
 			for i, w := range []usage.Window{day, both} {
 				phases := make([]time.Duration, len(reportPhases))
-				wall := median(func() error { return hourlyReport(ctx, b, &src, w, phases) })
+				wall := median(func() error { return hourlyReport(ctx, b, src, w, phases) })
 				reportCPU[i] = cpu
 				var split []string
 				for j, p := range phases {
@@ -828,7 +833,7 @@ func TestStreamHourlyStopsAtAFailedDay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.daysPerGroup = 2
+	s = s.readingBy(referencePaths{daysPerGroup: 2})
 	var handed []*usage.Bucket
 	err = s.StreamBuckets(t.Context(), w, time.Hour, func(b *usage.Bucket) error {
 		handed = append(handed, b)
@@ -965,8 +970,7 @@ func TestHourlyDailyGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := func(group int) []usage.Bucket {
-		g := *s
-		g.daysPerGroup = group
+		g := s.readingBy(referencePaths{daysPerGroup: group})
 		g.provenance = &provenanceCounts{}
 		var out []usage.Bucket
 		if err := g.StreamBuckets(t.Context(), w, time.Hour, func(b *usage.Bucket) error {
@@ -1011,8 +1015,7 @@ func TestGroupDays(t *testing.T) {
 			t.Errorf("groupDays(%d devices) = %d: %d device-days, over %d", c.devices, got, got*c.devices, groupDeviceDays)
 		}
 	}
-	s.daysPerGroup = 3
-	if got := s.groupDays(1000); got != 3 {
+	if got := s.readingBy(referencePaths{daysPerGroup: 3}).groupDays(1000); got != 3 {
 		t.Errorf("groupDays with daysPerGroup 3 = %d, want 3", got)
 	}
 }

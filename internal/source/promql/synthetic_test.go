@@ -350,7 +350,7 @@ func TestSyntheticFleetReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.daysPerGroup = 1
+	s = s.readingBy(referencePaths{daysPerGroup: 1})
 	w := usage.Window{Start: start, End: start.Add(48 * time.Hour), Step: 30 * time.Second}
 	held := map[string]float64{}
 	var ends []string
@@ -393,15 +393,15 @@ func TestSyntheticFleetReport(t *testing.T) {
 // hourly --format json` against syntheticFleet's answers for
 // GPUPACK_BENCH_GPUS GPUs (1,000) over GPUPACK_BENCH_DAYS days (30)
 // (GPUPACK_BENCH_KEEP: where to keep the last report's JSON): the
-// issue's size, which a real Prometheus cannot be given on this machine
-// in a session (recording the rules over it takes about a day). It
+// issue's size, which a real Prometheus cannot be given in a benchmark's
+// time (recording the rules over it takes about a day). It
 // measures gpupack's side at that size, all of it: decoding the answers,
 // filing them, accounting, the report and its JSON, as gpupack's peak
 // RSS (the process' ru_maxrss, which Linux starts from this process' RSS
 // at the fork, logged beside it) and its CPU; the wall time includes the
 // synthetic server's, on the same cores.
 //
-//	go test ./internal/promsource -run XXX -bench SyntheticMonth -benchtime 1x -v -timeout 60m
+//	go test ./internal/source/promql -run XXX -bench SyntheticMonth -benchtime 1x -v -timeout 60m
 func BenchmarkSyntheticMonth(b *testing.B) {
 	gpus := testcluster.EnvInt(b, "GPUPACK_BENCH_GPUS", 1000)
 	days := testcluster.EnvInt(b, "GPUPACK_BENCH_DAYS", 30)

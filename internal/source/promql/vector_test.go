@@ -129,8 +129,7 @@ func TestDecodeVectorAgreesWithClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := *s
-	client.viaClient = true
+	client := s.readingBy(referencePaths{answers: clientDecoding{}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	at := day.Start.Add(12 * time.Hour)
