@@ -60,10 +60,21 @@ func newCSVTable(r io.Reader, file string, required []string) (*csvTable, error)
 	}
 	for _, c := range required {
 		if _, ok := t.cols[c]; !ok {
-			return nil, &TraceError{File: file, Line: 1, Err: fmt.Errorf("missing column %q (header has %s; want %s)", c, strings.Join(header, ","), strings.Join(required, ","))}
+			return nil, &TraceError{File: file, Line: 1, Err: fmt.Errorf("missing column %q (header has %s; want %s)", c, quoteAll(header), strings.Join(required, ","))}
 		}
 	}
 	return t, nil
+}
+
+// quoteAll lists a header's names for a message, each quoted with its
+// control bytes escaped: they are the file's, and a terminal prints the
+// message.
+func quoteAll(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = strconv.Quote(n)
+	}
+	return strings.Join(quoted, ",")
 }
 
 func csvError(file string, err error) error {

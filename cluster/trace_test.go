@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,6 +86,66 @@ func TestLoadTraceErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoadTraceErrorsEscapeControlBytes: a value that a trace CSV holds
+// reaches an error message quoted, its control bytes escaped, so that a
+// hostile file cannot move the cursor, recolour or overwrite the terminal
+// that prints the error.
+func TestLoadTraceErrorsEscapeControlBytes(t *testing.T) {
+	const hostile = "\x1b[2J\rok"
+	podHead := "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+	nodeHead := "sn,cpu_milli,memory_mib,gpu,model\n"
+	quoted := func(cells ...string) string {
+		for i, c := range cells {
+			cells[i] = `"` + c + `"`
+		}
+		return strings.Join(cells, ",") + "\n"
+	}
+	cases := map[string]struct {
+		load func(string) error
+		doc  string
+	}{
+		"pod header":    {loadPods, quoted("name", hostile, "cpu_milli")},
+		"pod name":      {loadPods, podHead + quoted(hostile, "1", "1", "0", "0", "") + quoted(hostile, "1", "1", "0", "0", "")},
+		"pod cpu":       {loadPods, podHead + quoted("p", hostile, "1", "0", "0", "")},
+		"pod gpu_spec":  {loadPods, podHead + quoted("p", "1", "1", "1", "1000", hostile)},
+		"node header":   {loadNodes, quoted("sn", hostile)},
+		"node name":     {loadNodes, nodeHead + quoted(hostile, "1", "1", "0", "") + quoted(hostile, "1", "1", "0", "")},
+		"node gpus":     {loadNodes, nodeHead + quoted("n", "1", "1", hostile, "")},
+		"node model":    {loadNodes, nodeHead + quoted("n", "1", "1", "8", hostile)},
+		"lifetime time": {loadLifetimes, "name,creation_time,deletion_time\n" + quoted("p", hostile, "1")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := tc.load(tc.doc)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if i := strings.IndexFunc(msg, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+				t.Errorf("err = %q: a raw control byte at %d", msg, i)
+			}
+			if !strings.Contains(msg, strconv.Quote(hostile)) {
+				t.Errorf("err = %q, want the value quoted, %s", msg, strconv.Quote(hostile))
+			}
+		})
+	}
+}
+
+func loadPods(doc string) error {
+	_, err := LoadTracePods(strings.NewReader(doc), "x.csv", gpu.Default())
+	return err
+}
+
+func loadNodes(doc string) error {
+	_, err := LoadTraceNodes(strings.NewReader(doc), "x.csv", gpu.Default())
+	return err
+}
+
+func loadLifetimes(doc string) error {
+	_, err := LoadTraceLifetimes(strings.NewReader(doc), "x.csv")
+	return err
 }
 
 func FuzzLoadTracePods(f *testing.F) {

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -239,6 +240,14 @@ type UsageSummary struct {
 // pods without a GPU request get a Finding with only a Note. usage may be
 // nil.
 func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
+	return DiagnoseContext(context.Background(), s, usage)
+}
+
+// DiagnoseContext is Diagnose that stops, returning ctx's error, soon after
+// ctx is done (a signal): it looks at ctx before each pending pod, so a
+// snapshot of thousands of pending pods on thousands of nodes is not
+// diagnosed to the end for nobody.
+func DiagnoseContext(ctx context.Context, s *cluster.Snapshot, usage *Usage) (*Report, error) {
 	if usage == nil {
 		usage = &Usage{}
 	}
@@ -252,13 +261,17 @@ func Diagnose(s *cluster.Snapshot, usage *Usage) (*Report, error) {
 	}
 	e.classify()
 	rep := &Report{Nodes: len(s.Nodes), GPUs: s.GPUCount(), Warnings: warnings, UnknownModels: s.UnknownModels()}
+	pending := s.Pending()
 	e.like = map[string]int{}
-	for _, p := range s.Pending() {
+	for _, p := range pending {
 		e.like[e.fingerprint(p)]++
 	}
 	done := map[string]int{}         // pod fingerprint -> finding index
 	firsts := map[int]*cluster.Pod{} // finding index -> the pod it was made for
-	for _, p := range s.Pending() {
+	for k, p := range pending {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("diagnosis stopped after %d of %d pending pods: %w", k, len(pending), err)
+		}
 		rep.Pending++
 		key := e.fingerprint(p)
 		if i, ok := done[key]; ok {

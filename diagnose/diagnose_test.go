@@ -1,7 +1,9 @@
 package diagnose
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -57,5 +59,21 @@ func TestUsageDoesNotChangeFitsNowCause(t *testing.T) {
 	}
 	if a.Evidence.Usage == nil || b.Evidence.Usage != nil {
 		t.Errorf("usage evidence with facts %v, without %v; want it only with them", a.Evidence.Usage, b.Evidence.Usage)
+	}
+}
+
+// TestDiagnoseContextStops: a done context (a signal) stops the diagnosis
+// with its error and no report; a live one diagnoses every pending pod.
+func TestDiagnoseContextStops(t *testing.T) {
+	s, u, _ := loadScenario(t, "testdata/corpus/alloc-and-placement.yaml")
+	ctx, cancel := context.WithCancel(context.Background())
+	rep, err := DiagnoseContext(ctx, s, u)
+	if err != nil || len(rep.Findings) == 0 {
+		t.Fatalf("live context: %v, %v; want findings", rep, err)
+	}
+	cancel()
+	rep, err = DiagnoseContext(ctx, s, u)
+	if !errors.Is(err, context.Canceled) || rep != nil {
+		t.Errorf("done context: %v, %v; want no report and context.Canceled", rep, err)
 	}
 }

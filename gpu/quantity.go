@@ -1,6 +1,10 @@
 package gpu
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // MiB is an amount of memory in mebibytes (2^20 bytes).
 type MiB int64
@@ -8,16 +12,15 @@ type MiB int64
 // GiB converts gibibytes to MiB.
 func GiB(n float64) MiB { return MiB(n * 1024) }
 
-// String prints the amount in the largest unit that keeps it readable.
+// String prints the amount in the largest unit that keeps it readable:
+// under 1 GiB in MiB, else in GiB to one decimal, a whole number of GiB
+// without it ("15GiB" for the T4's 15,360 MiB and the A16's 15,356 alike,
+// "22.5GiB"), so that one amount has one form wherever it is printed.
 func (m MiB) String() string {
-	switch {
-	case m >= 1024 && m%1024 == 0:
-		return fmt.Sprintf("%dGiB", m/1024)
-	case m >= 1024:
-		return fmt.Sprintf("%.1fGiB", float64(m)/1024)
-	default:
+	if m < 1024 {
 		return fmt.Sprintf("%dMiB", int64(m))
 	}
+	return strings.TrimSuffix(strconv.FormatFloat(float64(m)/1024, 'f', 1, 64), ".0") + "GiB"
 }
 
 // Milli is a fraction of one GPU in thousandths: 1000 is a whole GPU, 250 a

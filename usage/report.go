@@ -22,11 +22,20 @@ type Totals struct {
 	Cost                    Amount `json:"cost"`
 	IdleCost                Amount `json:"idleCost"`
 	CostPerAllocatedGPUHour Amount `json:"costPerAllocatedGPUHour"`
-	// CostPerActiveGPUHour is unknown where nothing was active: there is
-	// no active hour to divide by. Every money figure is unknown where
-	// some allocated time has no price.
+	// CostPerActiveGPUHour has no value (null in JSON) where activity was
+	// measured and was none (NoActiveHour): no active hour was bought, so
+	// there is none to price. It is unknown, null too, where activity was
+	// not measured. Every money figure is unknown where some allocated
+	// time has no price.
 	CostPerActiveGPUHour Amount `json:"costPerActiveGPUHour"`
 	EnergyJoules         Amount `json:"energyJoules"`
+}
+
+// NoActiveHour reports that activity was measured and was none (a known 0
+// of ActiveGPUSeconds), so that CostPerActiveGPUHour has no value because
+// there is no active hour, not because a figure is missing.
+func (t Totals) NoActiveHour() bool {
+	return t.ActiveGPUSeconds.Known() && t.ActiveGPUSeconds.Value() == 0
 }
 
 // Capacity is the GPU time that a device, a node or the cluster offered

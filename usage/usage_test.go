@@ -328,6 +328,16 @@ func TestZeroIsNotNull(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("JSON figures (-want +got):\n%s", diff)
 	}
+	// The idle pod's null is a figure with no value, since nothing was
+	// active; the others' are unknown.
+	for name, tc := range map[string]struct {
+		p    *PodUsage
+		want bool
+	}{"idle": {idle, true}, "no activity": {noActivity, false}, "unpriced": {unpriced, false}} {
+		if got := tc.p.NoActiveHour(); got != tc.want {
+			t.Errorf("%s: NoActiveHour() = %v, want %v", name, got, tc.want)
+		}
+	}
 }
 
 // TestCompareOwnerKeys: owners order as their joined keys do, including

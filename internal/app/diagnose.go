@@ -43,7 +43,7 @@ func Diagnose(ctx context.Context, req DiagnoseRequest, stderr io.Writer) (*Diag
 	if err != nil {
 		return nil, err
 	}
-	rep, err := diagnose.Diagnose(s, u)
+	rep, err := diagnose.DiagnoseContext(ctx, s, u)
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func QueueWait(r *usage.Report, s *cluster.Snapshot, diag *diagnose.Report, crea
 func ReportQueueWait(ctx context.Context, r *usage.Report, fromPrometheus bool, live *kube.State, now time.Time) (*usage.QueueWait, error) {
 	switch {
 	case live != nil:
-		diag, err := diagnose.Diagnose(live.Snapshot, r.Facts())
+		diag, err := diagnose.DiagnoseContext(ctx, live.Snapshot, r.Facts())
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/gpupack/gpupack/internal/testkit/golden"
 )
 
@@ -17,4 +19,21 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "../../docs/reference/cli.md", b.Bytes())
+}
+
+// TestFlagValueNamesAreTypes: help shows each flag's value as its type
+// ("--usage string"). pflag takes a back-quoted word of the usage string
+// for the value's name instead, so a usage quoting a command in back
+// quotes would print "--usage gpupack report --format podusage".
+func TestFlagValueNamesAreTypes(t *testing.T) {
+	for _, c := range documented(NewRoot(context.Background())) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			plain := *f
+			plain.Usage = ""
+			want, _ := pflag.UnquoteUsage(&plain)
+			if got, _ := pflag.UnquoteUsage(f); got != want {
+				t.Errorf("%s --%s: help names the value %q, not its type %q; keep back quotes out of the usage string", c.CommandPath(), f.Name, got, want)
+			}
+		})
+	}
 }

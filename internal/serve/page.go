@@ -60,6 +60,7 @@ func newPage() *page {
 			}
 			return usage.Known(t.ActiveGPUSeconds.Value() / float64(t.AllocatedGPUSeconds))
 		},
+		"perActiveHour": perActiveHour,
 		"causes": func(f diagnose.Finding) string {
 			s := string(f.Cause)
 			for _, c := range f.Also {
@@ -290,6 +291,16 @@ func amountHours(a usage.Amount) string {
 }
 
 func money(a usage.Amount) string { return a.Fixed(1, 2, "") }
+
+// perActiveHour is the cost per active GPU-hour, or "no active hour" where
+// activity was measured and was none: the figure has no value then, which
+// "unknown" would misstate.
+func perActiveHour(t usage.Totals) string {
+	if t.NoActiveHour() {
+		return "no active hour"
+	}
+	return money(t.CostPerActiveGPUHour)
+}
 
 func ratio(a usage.Amount) string { return a.Fixed(100, 1, "%") }
 

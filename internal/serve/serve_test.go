@@ -452,3 +452,33 @@ func TestCurveTableShareBound(t *testing.T) {
 		}
 	}
 }
+
+// TestCostPerActiveHourOfNoActivity: where activity was measured and was
+// none, the page says the cost per active GPU-hour has no active hour to
+// price, not that it is unknown; "unknown" stays for unmeasured activity.
+func TestCostPerActiveHourOfNoActivity(t *testing.T) {
+	totals := func(active usage.Amount) usage.Totals {
+		return usage.Totals{AllocatedGPUSeconds: 3600, ActiveGPUSeconds: active, Cost: usage.Known(3), IdleCost: usage.Known(3)}
+	}
+	r := &usage.Report{Currency: "EUR",
+		Pods: []usage.PodUsage{{Namespace: "idle", Pod: "p", Totals: totals(usage.Known(0))}},
+		Namespaces: []usage.GroupUsage{
+			{Name: "idle", Pods: 1, Totals: totals(usage.Known(0))},
+			{Name: "unmeasured", Pods: 1, Totals: totals(usage.Unknown)},
+		}}
+	r.Cluster.Totals = totals(usage.Known(0))
+	page := body(t, get(t, Handler(Options{Provider: &provider{v: &app.View{Report: r}}}), http.MethodGet, "/"))
+	for _, want := range []string{
+		`id="card-cost-active">no active hour<`,
+		`<td class="f">p</td>`,
+		`>no active hour</td><td class="pattern">`,
+		`<tr><td>idle</td>`,
+		`>no active hour</td></tr>`,
+		`<tr><td>unmeasured</td>`,
+		`>unknown</td></tr>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}

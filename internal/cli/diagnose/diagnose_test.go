@@ -3,6 +3,7 @@ package diagnose
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -91,5 +92,26 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("err = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCancelled: gpupack diagnose stops on SIGINT or SIGTERM, as simulate
+// does: with main's signal context done, the command fails with the
+// context's error (so gpupack exits non-zero) and prints no report.
+func TestCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as a SIGINT would
+	cmd := NewCommand(ctx)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as the root sets them
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(nil)
+	err := cmd.ExecuteContext(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("wrote %q before failing", out.String())
 	}
 }

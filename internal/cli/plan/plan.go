@@ -78,7 +78,7 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	}
 	f := cmd.Flags()
 	clio.AddClusterFlags(f, &o.cluster, "plan")
-	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage, as `gpupack report --format podusage` writes); with the demo, the demo's usage")
+	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage, written by gpupack report --format podusage); with the demo, the demo's usage")
 	f.StringVar(&o.autoscaling, "autoscaling", "", "autoscaling file (kind Autoscaling): the Prometheus KEDA queries, the Karpenter node class, and each inference workload's application metric; with the demo, the demo's")
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
 	f.StringVar(&o.window, "window", "", "the usage window the plan is for, such as 7d or 24h; must match the usage file's (default: the file's)")

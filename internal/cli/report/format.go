@@ -42,6 +42,16 @@ func amountHours(a usage.Amount) string {
 
 func money(a usage.Amount) string { return a.Fixed(1, 2, "") }
 
+// perActiveHour is the cost per active GPU-hour, or "no active hour" where
+// activity was measured and was none: the figure has no value then, which
+// "unknown" would misstate.
+func perActiveHour(t usage.Totals) string {
+	if t.NoActiveHour() {
+		return "no active hour"
+	}
+	return money(t.CostPerActiveGPUHour)
+}
+
 func ratio(a usage.Amount) string { return a.Fixed(100, 1, "%") }
 
 func mib(a usage.Amount) string {
@@ -74,7 +84,7 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	fmt.Fprintf(tw, "cost of idle allocation (%s)\t%s\n", cur, money(c.IdleCost))
 	fmt.Fprintf(tw, "cost of unallocated capacity (%s)\t%s\n", cur, money(c.UnallocatedCost))
 	fmt.Fprintf(tw, "%s per allocated GPU-hour\t%s\n", cur, money(c.CostPerAllocatedGPUHour))
-	fmt.Fprintf(tw, "%s per active GPU-hour\t%s\n", cur, money(c.CostPerActiveGPUHour))
+	fmt.Fprintf(tw, "%s per active GPU-hour\t%s\n", cur, perActiveHour(c.Totals))
 	tw.Flush()
 
 	ns := append([]usage.GroupUsage(nil), r.Namespaces...)
@@ -86,7 +96,7 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 		if i == top {
 			break
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Name, g.Pods, hours(g.AllocatedGPUSeconds), amountHours(g.ActiveGPUSeconds), amountHours(g.IdleAllocatedGPUSeconds), money(g.IdleCost), money(g.CostPerActiveGPUHour))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.Name, g.Pods, hours(g.AllocatedGPUSeconds), amountHours(g.ActiveGPUSeconds), amountHours(g.IdleAllocatedGPUSeconds), money(g.IdleCost), perActiveHour(g.Totals))
 	}
 	tw.Flush()
 

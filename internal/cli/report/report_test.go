@@ -238,3 +238,35 @@ func TestLargeReportJSONGCPercent(t *testing.T) {
 		}
 	}
 }
+
+// TestCostPerActiveHourOfNoActivity: where activity was measured and was
+// none, the cost per active GPU-hour has no value since no active hour was
+// bought, and the table says so, not "unknown"; "unknown" stays for
+// activity that was not measured.
+func TestCostPerActiveHourOfNoActivity(t *testing.T) {
+	totals := func(active usage.Amount) usage.Totals {
+		return usage.Totals{AllocatedGPUSeconds: 3600, ActiveGPUSeconds: active, Cost: usage.Known(3), IdleCost: usage.Known(3)}
+	}
+	r := &usage.Report{Currency: "EUR", Namespaces: []usage.GroupUsage{
+		{Name: "idle", Pods: 1, Totals: totals(usage.Known(0))},
+		{Name: "unmeasured", Pods: 1, Totals: totals(usage.Unknown)},
+	}}
+	r.Cluster.Totals = totals(usage.Known(0))
+	var b strings.Builder
+	if err := writeTable(&b, r, "test", 10); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"EUR per active GPU-hour": "no active hour", "idle ": "no active hour", "unmeasured ": "unknown"}
+	for prefix, cell := range want {
+		var line string
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(l, prefix) {
+				line = l
+				break
+			}
+		}
+		if !strings.HasSuffix(line, cell) {
+			t.Errorf("line %q: want it to end in %q\n%s", line, cell, b.String())
+		}
+	}
+}

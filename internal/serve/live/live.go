@@ -431,7 +431,7 @@ func (e *Engine) diagnoseAndPlan(ctx context.Context, next *State) {
 	if next.Report != nil {
 		facts = next.Report.Facts()
 	}
-	rep, err := diagnose.Diagnose(next.Snapshot, facts)
+	rep, err := diagnose.DiagnoseContext(ctx, next.Snapshot, facts)
 	if err != nil {
 		next.Err = joinErr(next.Err, fmt.Sprintf("diagnose: %v", err))
 	} else {
