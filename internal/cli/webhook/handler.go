@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"gomodules.xyz/jsonpatch/v2"
+	evanphx "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,7 +29,7 @@ type stage string
 const (
 	stageDecode stage = "decode" // the pod in the request did not decode
 	stageMutate stage = "mutate" // admission.Mutate failed
-	stagePatch  stage = "patch"  // the patch could not be made
+	stagePatch  stage = "patch"  // the patch could not be made, or does not apply to the pod as sent
 	stagePanic  stage = "panic"  // the handler panicked
 )
 
@@ -84,6 +85,7 @@ func (h *handler) Handle(_ context.Context, req ctrladmission.Request) (resp ctr
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
+	before := pod.DeepCopy()
 	changes, err := admission.Mutate(pod, h.requests())
 	var contradiction *admission.ContradictionError
 	switch {
@@ -95,13 +97,9 @@ func (h *handler) Handle(_ context.Context, req ctrladmission.Request) (resp ctr
 	case changes == nil:
 		return ctrladmission.Allowed("no GPU request")
 	}
-	mutated, err := json.Marshal(pod)
+	patch, err := rawPatch(req.Object.Raw, before, pod)
 	if err != nil {
-		return h.unchanged(req, stagePatch, fmt.Errorf("encoding the mutated pod: %w", err))
-	}
-	patch, err := jsonpatch.CreatePatch(req.Object.Raw, mutated)
-	if err != nil {
-		return h.unchanged(req, stagePatch, fmt.Errorf("making the patch: %w", err))
+		return h.unchanged(req, stagePatch, err)
 	}
 	return ctrladmission.Patched("", patch...)
 }
@@ -136,4 +134,40 @@ func podName(req ctrladmission.Request) string {
 		meta.Name = req.Name
 	}
 	return admission.PodName(&corev1.Pod{ObjectMeta: meta})
+}
+
+// rawPatch returns the JSON patch that turns raw, the pod as the apiserver
+// sent it, into the pod that admission.Mutate made of before (after), and
+// changes nothing else. It is the difference between before and after,
+// both marshalled by this build: a field that this build's k8s.io/api does
+// not know (one that a newer apiserver sends) is in neither, so no
+// operation touches it, where a patch from raw to the re-marshalled pod
+// would remove it. The patch is applied to raw here first, with the
+// library the apiserver applies it with, because the apiserver refuses a
+// pod whose patch does not apply whatever the failurePolicy.
+func rawPatch(raw []byte, before, after *corev1.Pod) ([]jsonpatch.Operation, error) {
+	b, err := json.Marshal(before)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the pod: %w", err)
+	}
+	a, err := json.Marshal(after)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the mutated pod: %w", err)
+	}
+	ops, err := jsonpatch.CreatePatch(b, a)
+	if err != nil {
+		return nil, fmt.Errorf("making the patch: %w", err)
+	}
+	doc, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the patch: %w", err)
+	}
+	patch, err := evanphx.DecodePatch(doc)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the patch: %w", err)
+	}
+	if _, err := patch.Apply(raw); err != nil {
+		return nil, fmt.Errorf("the patch does not apply to the pod as sent: %w", err)
+	}
+	return ops, nil
 }
