@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // TestWebhook registers `gpupack webhook` with the real apiserver: unchanged
 // manifests in an opted-in namespace are rewritten per the plan and sent to
 // gpupack-scheduler, the same manifests elsewhere are untouched, a
-// contradictory request is rejected, and killing the webhook while pods are
+// contradictory request is rejected and the rejection logged, and killing the webhook while pods are
 // created fails no creation (failurePolicy Ignore).
 func TestWebhook(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
@@ -81,6 +82,8 @@ func TestWebhook(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "asks for nvidia.com/gpu and nvidia.com/mig-1g.10gb together") {
 		t.Errorf("contradictory pod: error %v, want the webhook's rejection", err)
 	}
+	// The webhook's log names the pod it denied.
+	hook.LogAddress(regexp.MustCompile(`level=INFO msg="denied the pod" pod=(packed/confused) `))
 
 	// Kill the webhook while pods are being created: none may fail.
 	const storm = 60

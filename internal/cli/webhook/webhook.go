@@ -4,6 +4,9 @@
 // over TLS; the MutatingWebhookConfiguration (deploy/webhook.yaml) sends it
 // the pods of namespaces labelled gpupack.io/pack=enabled, with
 // failurePolicy Ignore, so pods are created unchanged while it is down.
+// It denies only a pod that contradicts itself: any failure of its own
+// admits the pod unchanged with a warning (handler.Handle), since the
+// apiserver obeys a denial whatever the failurePolicy.
 //
 // Its certificate comes either from --cert-dir (cert-manager's Secret,
 // mounted, watched by controller-runtime's certwatcher) or, with
@@ -23,11 +26,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -36,13 +39,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/gpupack/gpupack/api/wellknown"
@@ -205,6 +208,11 @@ func run(ctx context.Context, o *options, cmd *cobra.Command) error {
 	if err := o.checkCertFlags(cmd.Flags().Changed); err != nil {
 		return err
 	}
+	// controller-runtime's packages that take no logger (its certificate
+	// watcher) log through its global logger, which discards everything
+	// until it is set and then complains on stderr.
+	log := logr.FromSlogHandler(slog.NewTextHandler(stderr, nil))
+	ctrllog.SetLogger(log)
 	var requests *requestsFile
 	if o.requests != "" {
 		requests = &requestsFile{path: o.requests, log: stderr}
@@ -224,9 +232,10 @@ func run(ctx context.Context, o *options, cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", o.listen, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle(Path, &ctrlwebhook.Admission{Handler: NewHandler(requests.current)})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux, err := newMux(requests.current, log)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "gpupack webhook: serving https://%s%s (%s)\n", ln.Addr(), Path, source)
 	errc := make(chan error, 1)
@@ -243,6 +252,24 @@ func run(ctx context.Context, o *options, cmd *cobra.Command) error {
 		}
 		return nil
 	}
+}
+
+// newMux routes the webhook's endpoints: pod admission at Path, through
+// controller-runtime's admission webhook with its metrics; /metrics, the
+// metrics of controller-runtime's registry (the admission webhook's
+// requests, latency and panics, the certificate watcher's reads, and
+// gpupack_webhook_failures_total); and /readyz.
+func newMux(requests func() map[string]plan.WorkloadRequest, log logr.Logger) (*http.ServeMux, error) {
+	hook, err := ctrladmission.StandaloneWebhook(&ctrladmission.Webhook{Handler: newHandler(requests, log)},
+		ctrladmission.StandaloneOptions{Logger: log.WithName("admission"), MetricsPath: Path})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, hook)
+	mux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	return mux, nil
 }
 
 // certificate returns what serves the TLS certificate and where it comes
@@ -270,47 +297,6 @@ func (o *options) certificate(ctx context.Context, stderr io.Writer) (func(*tls.
 		}
 	}()
 	return certs.GetCertificate, "certificates in " + o.certDir, nil
-}
-
-// handler adapts admission.Mutate to controller-runtime's admission.Handler.
-type handler struct {
-	decoder  ctrladmission.Decoder
-	requests func() map[string]plan.WorkloadRequest
-}
-
-// NewHandler returns the pod admission handler; requests returns the
-// planned requests for each admission (nil: only the scheduler name is
-// set).
-func NewHandler(requests func() map[string]plan.WorkloadRequest) ctrladmission.Handler {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	return &handler{decoder: ctrladmission.NewDecoder(scheme), requests: requests}
-}
-
-// Handle decodes the pod and patches it with what admission.Mutate changed.
-func (h *handler) Handle(_ context.Context, req ctrladmission.Request) ctrladmission.Response {
-	pod := &corev1.Pod{}
-	if err := h.decoder.Decode(req, pod); err != nil {
-		return ctrladmission.Errored(http.StatusBadRequest, err)
-	}
-	if pod.Namespace == "" {
-		pod.Namespace = req.Namespace
-	}
-	changes, err := admission.Mutate(pod, h.requests())
-	var contradiction *admission.ContradictionError
-	switch {
-	case errors.As(err, &contradiction):
-		return ctrladmission.Denied(err.Error())
-	case err != nil:
-		return ctrladmission.Errored(http.StatusInternalServerError, err)
-	case changes == nil:
-		return ctrladmission.Allowed("no GPU request")
-	}
-	mutated, err := json.Marshal(pod)
-	if err != nil {
-		return ctrladmission.Errored(http.StatusInternalServerError, err)
-	}
-	return ctrladmission.PatchResponseFromRaw(req.Object.Raw, mutated)
 }
 
 // writeSelfSigned writes tls.crt, tls.key and ca.crt (the certificate

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // syncBuffer is the webhook's stderr, read by the test while the webhook
@@ -86,6 +87,11 @@ func TestRequestsFileReloaded(t *testing.T) {
 		}
 		return m != nil
 	})
+	// controller-runtime's packages (its certificate watcher) log through
+	// its global logger, which discards everything until it is set.
+	if !ctrllog.Log.Enabled() {
+		t.Error("run did not set controller-runtime's logger: its packages' logs are discarded")
+	}
 	if !strings.Contains(stderr.String(), "does not exist: no request is rewritten") {
 		t.Errorf("stderr does not say that the missing file rewrites nothing:\n%s", stderr)
 	}
@@ -163,11 +169,23 @@ func admitRanker(t *testing.T, client *http.Client, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	answer := admit(t, client, url, "packed", "ranker-0", raw)
+	if !answer.Allowed {
+		t.Fatalf("review answered %+v, want allowed", answer)
+	}
+	return string(answer.Patch)
+}
+
+// admit sends the apiserver's AdmissionReview for creating the pod raw in
+// namespace (the request names it name) and returns the response, whose
+// UID it checks: the apiserver ignores an answer to another request.
+func admit(t *testing.T, client *http.Client, url, namespace, name string, raw []byte) *admissionv1.AdmissionResponse {
+	t.Helper()
 	review := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID: types.UID("review-1"), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
-			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "packed", Name: "ranker-0",
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: namespace, Name: name,
 			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw},
 		},
 	}
@@ -184,10 +202,10 @@ func admitRanker(t *testing.T, client *http.Client, url string) string {
 	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
 		t.Fatal(err)
 	}
-	if answer.Response == nil || !answer.Response.Allowed {
-		t.Fatalf("review answered %+v, want allowed", answer.Response)
+	if answer.Response == nil || answer.Response.UID != review.Request.UID {
+		t.Fatalf("review answered %+v, want the response to %s", answer.Response, review.Request.UID)
 	}
-	return string(answer.Response.Patch)
+	return answer.Response
 }
 
 // TestCertificateFlags checks that contradictory or incomplete

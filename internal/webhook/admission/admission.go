@@ -237,7 +237,7 @@ func checkContradiction(pod *corev1.Pod) error {
 		}
 	}
 	if whole && mig > 0 {
-		return &ContradictionError{Pod: podName(pod), Resources: slices.Sorted(maps.Keys(asked))}
+		return &ContradictionError{Pod: PodName(pod), Resources: slices.Sorted(maps.Keys(asked))}
 	}
 	return nil
 }
@@ -253,7 +253,9 @@ func podWithName(pod *corev1.Pod) *corev1.Pod {
 	return &named
 }
 
-func podName(pod *corev1.Pod) string {
+// PodName names a pod at admission for messages: namespace/name, or
+// namespace/generateName* for a pod named when it is created.
+func PodName(pod *corev1.Pod) string {
 	name := pod.Name
 	if name == "" {
 		name = pod.GenerateName + "*"
