@@ -169,6 +169,11 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		}
 		w = usage.Window{Start: end.Add(-opts.window), End: end, Step: opts.step}
 	}
+	if opts.prometheus == "" {
+		if err := inDemoWeek(w); err != nil {
+			return err
+		}
+	}
 	r, err := app.Measure(ctx, app.Measurement{Prometheus: opts.prometheus, Window: w, Hourly: hourly, Pricing: pricing, Apps: apps, Live: livePods})
 	if err != nil {
 		if _, unpriced := errors.AsType[*usage.UnpricedError](err); unpriced {
@@ -216,6 +221,21 @@ func (o *options) defaults() {
 			o.step = demo.Step(o.window)
 		}
 	}
+}
+
+// inDemoWeek refuses a window that reaches beyond the demo's week: the
+// demo holds no data outside it, and a longer window would only stretch
+// the step (demo.Step) and change the same week's figures.
+func inDemoWeek(w usage.Window) error {
+	const day = "2006-01-02"
+	week := fmt.Sprintf("the demo holds one week, %s..%s", demo.Start.Format(day), demo.End().Format(day))
+	switch {
+	case w.End.Sub(w.Start) > demo.Window:
+		return fmt.Errorf("--window %s: %s; give --window %gh or less", w.End.Sub(w.Start), week, demo.Window.Hours())
+	case w.Start.Before(demo.Start) || w.End.After(demo.End()):
+		return fmt.Errorf("--end %s --window %s: %s; give an --end and --window within it", w.End.Format(time.RFC3339), w.End.Sub(w.Start), week)
+	}
+	return nil
 }
 
 // hourly decides --accounting: whether the window is read in hourly

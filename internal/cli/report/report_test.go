@@ -52,6 +52,18 @@ func TestDemoGolden(t *testing.T) {
 	}
 }
 
+// TestDemoWeekWindow: --window 168h names the demo's whole week, so it
+// prints what the default prints.
+func TestDemoWeekWindow(t *testing.T) {
+	opts := defaults()
+	opts.window, opts.windowSet = 168*time.Hour, true
+	var b bytes.Buffer
+	if err := run(context.Background(), opts, &b); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "demo.table", b.Bytes())
+}
+
 func demoReport(t *testing.T, opts *options) *usage.Report {
 	t.Helper()
 	opts.format = "json"
@@ -85,8 +97,12 @@ func TestBadInput(t *testing.T) {
 		}, "want a whole hour such as 2026-01-05T10:00:00Z"},
 		// The demo is bounded as Prometheus is: these ate all memory.
 		"demo window": {func(o *options) { o.window, o.step = 100000*time.Hour, 30*time.Second }, "--window 100000h0m0s at --step 30s is more than 11000 steps per series, the most that report accounts (and that one Prometheus query returns); use --step 9h5m28s or more, or a shorter --window"},
-		"demo step":   {func(o *options) { o.step = time.Nanosecond }, "--step 1ns: want a whole number of milliseconds"},
-		"tiny step":   {func(o *options) { o.window, o.step = 24*time.Hour, time.Millisecond }, "use --step 8s or more"},
+		// The demo holds one week: a longer window stretched the step to
+		// 32728 s and changed the week's figures.
+		"demo beyond week":      {func(o *options) { o.window = 100000 * time.Hour }, "--window 100000h0m0s: the demo holds one week, 2026-01-05..2026-01-12; give --window 168h or less"},
+		"demo end outside week": {func(o *options) { o.end, o.window = "2026-02-01T00:00:00Z", 24*time.Hour }, "the demo holds one week, 2026-01-05..2026-01-12; give an --end and --window within it"},
+		"demo step":             {func(o *options) { o.step = time.Nanosecond }, "--step 1ns: want a whole number of milliseconds"},
+		"tiny step":             {func(o *options) { o.window, o.step = 24*time.Hour, time.Millisecond }, "use --step 8s or more"},
 		// Nonsense flag values, accepted silently before.
 		"negative top":   {func(o *options) { o.top = -1 }, "--top -1: want 0 or more"},
 		"zero step":      {func(o *options) { o.step, o.stepSet = 0, true }, "--step 0s: want a positive step"},
