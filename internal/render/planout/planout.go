@@ -339,7 +339,7 @@ func autoscalingLines(p *plan.Plan) []string {
 		if np.Spot {
 			capacity = "spot"
 		}
-		out = append(out, fmt.Sprintf("nodepool: %s (%s, %s %s) nvidia.com/gpu limit %d (needs %g), %s: %s", np.Name, np.Model, np.Role, capacity, np.GPULimit, np.GPUsNeeded, np.Consolidation, strings.Join(np.Workloads, ", ")))
+		out = append(out, fmt.Sprintf("nodepool: %s (%s, %s %s) nvidia.com/gpu limit %d (needs %g), %s: %s", np.Name, np.Model, np.Role, capacity, np.GPULimit, np.GPUsNeeded, np.Consolidation, listSome(np.Workloads)))
 	}
 	return out
 }
@@ -357,7 +357,20 @@ func listOrNone(xs []string) string {
 	if len(xs) == 0 {
 		return "none"
 	}
-	return strings.Join(xs, ", ")
+	return listSome(xs)
+}
+
+// mostListed is how many names a line lists before "and N more": a plan of
+// thousands of pods or nodes otherwise printed lines of hundreds of
+// thousands of characters. The JSON lists them all.
+const mostListed = 10
+
+// listSome lists xs, the first mostListed of them and how many more.
+func listSome(xs []string) string {
+	if len(xs) <= mostListed {
+		return strings.Join(xs, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(xs[:mostListed], ", "), len(xs)-mostListed)
 }
 
 func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
