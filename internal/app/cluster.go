@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/util/listing"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -123,21 +123,12 @@ func CheckUsage(u *usage.Facts, name string, s *cluster.Snapshot, clusterName st
 	case len(unmatched) == 0:
 	case len(unmatched) == len(u.Pods):
 		return nil, fmt.Errorf("%s: none of its %d pods is in %s (%s): it describes another cluster; give the usage measured on this one (gpupack report --format podusage), or leave out --usage",
-			name, len(u.Pods), clusterName, listKeys(unmatched))
+			name, len(u.Pods), clusterName, listing.Some(unmatched))
 	default:
 		fmt.Fprintf(stderr, "warning: %s: %d of its %d pods are not in %s, so their facts are not used: %s\n",
-			name, len(unmatched), len(u.Pods), clusterName, listKeys(unmatched))
+			name, len(unmatched), len(u.Pods), clusterName, listing.Some(unmatched))
 	}
 	return u, nil
-}
-
-// listKeys joins pod keys for a message, the first ten of them.
-func listKeys(keys []string) string {
-	const most = 10
-	if len(keys) <= most {
-		return strings.Join(keys, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(keys[:most], ", "), len(keys)-most)
 }
 
 // LoadLive reads the live cluster for a report: its snapshot (every node's

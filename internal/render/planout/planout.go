@@ -26,6 +26,7 @@ import (
 	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/internal/util/listing"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -339,7 +340,7 @@ func autoscalingLines(p *plan.Plan) []string {
 		if np.Spot {
 			capacity = "spot"
 		}
-		out = append(out, fmt.Sprintf("nodepool: %s (%s, %s %s) nvidia.com/gpu limit %d (needs %g), %s: %s", np.Name, np.Model, np.Role, capacity, np.GPULimit, np.GPUsNeeded, np.Consolidation, listSome(np.Workloads)))
+		out = append(out, fmt.Sprintf("nodepool: %s (%s, %s %s) nvidia.com/gpu limit %d (needs %g), %s: %s", np.Name, np.Model, np.Role, capacity, np.GPULimit, np.GPUsNeeded, np.Consolidation, listing.Some(np.Workloads)))
 	}
 	return out
 }
@@ -353,24 +354,14 @@ func sortedRisks(m map[plan.Risk]int) []plan.Risk {
 	return out
 }
 
+// listOrNone lists names as listing.Some does ("and N more" past ten: a
+// plan of thousands of pods or nodes would print lines of hundreds of
+// thousands of characters; the JSON lists them all), or "none".
 func listOrNone(xs []string) string {
 	if len(xs) == 0 {
 		return "none"
 	}
-	return listSome(xs)
-}
-
-// mostListed is how many names a line lists before "and N more": a plan of
-// thousands of pods or nodes otherwise printed lines of hundreds of
-// thousands of characters. The JSON lists them all.
-const mostListed = 10
-
-// listSome lists xs, the first mostListed of them and how many more.
-func listSome(xs []string) string {
-	if len(xs) <= mostListed {
-		return strings.Join(xs, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(xs[:mostListed], ", "), len(xs)-mostListed)
+	return listing.Some(xs)
 }
 
 func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
