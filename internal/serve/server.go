@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,11 +53,16 @@ func Handler(o Options) http.Handler {
 	if o.Provider == nil {
 		o.Provider = noProvider{}
 	}
+	return handler(o, newAPICache(encodeJSON))
+}
+
+// handler is Handler with the cache of the API's bodies given.
+func handler(o Options, cache *apiCache) http.Handler {
 	page := newPage()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider) })
 	mux.Handle("/static/", http.FileServerFS(staticFS))
-	apiRoutes(mux, o.Provider)
+	apiRoutes(mux, o.Provider, cache)
 	mux.HandleFunc(filesPath+"{name}", func(w http.ResponseWriter, r *http.Request) { serveFile(w, r.PathValue("name"), o.Provider) })
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -88,8 +94,9 @@ func Handler(o Options) http.Handler {
 }
 
 // apiRoutes serves the view's parts as JSON under /api/v1/: 503 before the
-// first view, 404 where the view lacks the part asked for.
-func apiRoutes(mux *http.ServeMux, p Provider) {
+// first view, 404 where the view lacks the part asked for. Each part of a
+// view is encoded once, by the first request for it (see apiCache).
+func apiRoutes(mux *http.ServeMux, p Provider, cache *apiCache) {
 	api := func(name string, pick func(*app.View) (any, string)) {
 		mux.HandleFunc("/api/v1/"+name, func(w http.ResponseWriter, r *http.Request) {
 			v := p.View()
@@ -102,7 +109,13 @@ func apiRoutes(mux *http.ServeMux, p Provider) {
 				writeError(w, http.StatusNotFound, missing)
 				return
 			}
-			writeJSON(w, body)
+			b, err := cache.body(v, name, body)
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, "encoding /api/v1/"+name+": "+err.Error())
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(b)
 		})
 	}
 	api("view", func(v *app.View) (any, string) { return v, "" })
@@ -185,27 +198,62 @@ func orEmpty[T any](xs []T) []T {
 	return xs
 }
 
+// apiCache keeps the encoded parts of the latest view it was asked for: a
+// view never changes once published (Provider.View), so each part is
+// encoded once per refresh, however many requests ask for it. It holds one
+// view's bodies at a time.
+type apiCache struct {
+	encode func(any) ([]byte, error)
+
+	mu     sync.Mutex
+	view   *app.View
+	bodies map[string]*encoded
+}
+
+// encoded is one part of a view, encoded once.
+type encoded struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+func newAPICache(encode func(any) ([]byte, error)) *apiCache {
+	return &apiCache{encode: encode}
+}
+
+// body returns part name of view v, value x, encoded, encoding it if no
+// request for it has yet.
+func (c *apiCache) body(v *app.View, name string, x any) ([]byte, error) {
+	c.mu.Lock()
+	if c.view != v {
+		c.view, c.bodies = v, map[string]*encoded{}
+	}
+	e := c.bodies[name]
+	if e == nil {
+		e = &encoded{}
+		c.bodies[name] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.b, e.err = c.encode(x) })
+	return e.b, e.err
+}
+
 // streamer is a value that writes its own indented JSON, the bytes
-// json.Encoder with a two-space indent would, as it goes (usage.Report).
+// json.Encoder with a two-space indent would (usage.Report).
 type streamer interface{ WriteJSON(io.Writer) error }
 
-// writeJSON writes v as the CLI's --format json does: indented by two
+// encodeJSON encodes v as the CLI's --format json does: indented by two
 // spaces, one trailing newline.
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
 	if sw, ok := v.(streamer); ok {
-		// The same bytes, without the whole text in memory.
-		if err := sw.WriteJSON(w); err != nil {
-			_, _ = fmt.Fprintf(w, "\n{\"error\": %q}\n", err.Error())
-		}
-		return
+		err := sw.WriteJSON(&buf)
+		return buf.Bytes(), err
 	}
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		// The header is out; all that is left is to end the body visibly.
-		_, _ = fmt.Fprintf(w, "\n{\"error\": %q}\n", err.Error())
-	}
+	err := enc.Encode(v)
+	return buf.Bytes(), err
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
@@ -213,6 +261,21 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	w.WriteHeader(code)
 	b, _ := json.Marshal(map[string]string{"error": msg})
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// newServer is the server of Handler(o), with bounds on what a client may
+// hold: ten seconds to send its headers, which may not pass 64 KiB; a
+// minute to be sent the response (the largest, a week's report of a big
+// fleet, is a few MiB, encoded once per refresh); two minutes for an idle
+// keep-alive connection.
+func newServer(o Options) *http.Server {
+	return &http.Server{
+		Handler:           Handler(o),
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
 
 // Serve listens on o.Addr, prints "serving gpupack on http://ADDR/" to
@@ -229,7 +292,7 @@ func Serve(ctx context.Context, o Options, stderr io.Writer) error {
 		return fmt.Errorf("--listen %s: %v; pick a free address such as %s", addr, err, DefaultAddr)
 	}
 	fmt.Fprintf(stderr, "serving gpupack on http://%s/\n", ln.Addr())
-	srv := &http.Server{Handler: Handler(o), ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(o)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {

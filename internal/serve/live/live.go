@@ -46,7 +46,9 @@ type Options struct {
 	// Window is the sliding window accounted (default 7 days); Bucket the
 	// length of one bucket (default 1 h); Step the evaluation step of the
 	// pushed-down queries (default 30 s); Refresh how often the engine
-	// reads again (default 1 min).
+	// reads again (default 1 min). Each read from the Source must answer
+	// within readTimeout (four fifths of Refresh), and the data goes
+	// stale, for Ready, after staleAfter.
 	Window, Bucket, Step, Refresh time.Duration
 	// Pricing prices devices; its NodeLabels are filled from the cluster.
 	Pricing usage.Pricing
@@ -102,9 +104,30 @@ func (o Options) Check() error {
 	return nil
 }
 
+// partialStart is the start of the partial bucket at now: the complete
+// buckets end there.
+func (o Options) partialStart(now time.Time) time.Time {
+	return now.Add(-o.settle()).Truncate(o.Bucket)
+}
+
 // settle is how long after a bucket ends its last scrapes may still be
 // arriving: until then it is read again as the partial one.
 func (o Options) settle() time.Duration { return 2 * o.Step }
+
+// readTimeout is how long one refresh's reads may take once the window is
+// read: four fifths of the refresh interval, so that a hung Prometheus
+// fails the refresh (and Ready says so) before the next tick is due,
+// rather than after the HTTP client's own timeout. The first read of the
+// window (or a catch-up after a long outage) reads up to a week a day at a
+// time and keeps each day it read: there each read from the Source gets
+// this deadline of its own instead, so that a slow but working Prometheus
+// still gets through, while a hung one still fails at the first read.
+func (o Options) readTimeout() time.Duration { return o.Refresh * 4 / 5 }
+
+// staleAfter is how old the data may be before Ready says the engine is
+// not ready: three refresh intervals, plus one step because the data's end
+// is the last whole step.
+func (o Options) staleAfter() time.Duration { return 3*o.Refresh + o.Step }
 
 // loadChunk is how much history one read asks for: a day.
 const loadChunk = 24 * time.Hour
@@ -176,7 +199,7 @@ func New(o Options, src Source, client kubernetes.Interface) (*Engine, error) {
 		return nil, err
 	}
 	o.defaults()
-	e := &Engine{o: o, src: src, store: newStore(o.Bucket, o.Window)}
+	e := &Engine{o: o, src: timedSource{src, o.readTimeout()}, store: newStore(o.Bucket, o.Window)}
 	if client != nil {
 		e.watcher = kube.NewWatcher(client, o.Pricing.Catalogue)
 	}
@@ -217,17 +240,25 @@ func (e *Engine) Start(ctx context.Context) error {
 }
 
 // Refresh reads what is new and publishes the new state. It is called by
-// the loop; tests call it to step the engine.
+// the loop; tests call it to step the engine. Its reads from the Source
+// end by readTimeout (see there); diagnosing and planning do not read
+// Prometheus and run on ctx alone.
 func (e *Engine) Refresh(ctx context.Context) {
 	e.refreshMu.Lock()
 	defer e.refreshMu.Unlock()
 	now := e.o.Now().UTC()
 	next := e.snapshotState(now)
-	err := e.readUsage(ctx, now, &next)
+	readCtx := ctx
+	if e.store.caughtUp(e.o.partialStart(now)) {
+		var cancel context.CancelFunc
+		readCtx, cancel = context.WithTimeout(ctx, e.o.readTimeout())
+		defer cancel()
+	}
+	err := e.readUsage(readCtx, now, &next)
 	if err != nil {
 		next.Err, next.ErrAt = err.Error(), now
 		fmt.Fprintf(e.o.Log, "serve: refresh at %s: %v\n", now.Format(time.RFC3339), err)
-	} else if err := e.readHealth(ctx, &next); err != nil {
+	} else if err := e.readHealth(readCtx, &next); err != nil {
 		// After a usage read that failed, health is not asked again: the
 		// error is the same.
 		next.Err, next.ErrAt = "GPU health: "+err.Error(), now
@@ -312,7 +343,7 @@ func (e *Engine) snapshotState(now time.Time) State {
 // hours once (store.account), the partial hour at every refresh.
 func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) error {
 	s := e.store
-	cur := now.Add(-e.o.settle()).Truncate(e.o.Bucket) // the partial bucket's start
+	cur := e.o.partialStart(now)
 	from := cur.Add(-e.o.Window)
 	s.slide(from, from.Add(-forgetAfter))
 	pricing := e.o.Pricing
@@ -462,7 +493,7 @@ func (e *Engine) State() State {
 
 // Ready says why the engine cannot serve yet, or nil: it needs one good
 // read of the window and, with a cluster, a snapshot; the last refresh
-// must have gone well.
+// must have gone well, and its data must be newer than staleAfter.
 func (e *Engine) Ready() error {
 	st := e.State()
 	switch {
@@ -475,7 +506,35 @@ func (e *Engine) Ready() error {
 	case st.Err != "":
 		return fmt.Errorf("last refresh at %s failed (serving data as of %s): %s", st.ErrAt.Format(time.RFC3339), st.AsOf.Format(time.RFC3339), st.Err)
 	}
+	if age := e.o.Now().Sub(st.AsOf); age > e.o.staleAfter() {
+		return fmt.Errorf("the data is %s old (as of %s), older than %s (3 refresh intervals of %s and a step): no refresh has finished since; see the log for the one running",
+			age.Round(time.Second), st.AsOf.Format(time.RFC3339), e.o.staleAfter(), e.o.Refresh)
+	}
 	return nil
+}
+
+// timedSource gives each read from a Source a deadline of its own.
+type timedSource struct {
+	src     Source
+	timeout time.Duration
+}
+
+func (t timedSource) LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	return t.src.LoadBuckets(ctx, w, bucket)
+}
+
+func (t timedSource) LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promql.PodTimes, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	return t.src.LoadPodTimes(ctx, w, bucket)
+}
+
+func (t timedSource) LoadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	return t.src.LoadHealth(ctx, w)
 }
 
 // pendingGPUPods counts the pending GPU pods by namespace and cause, with

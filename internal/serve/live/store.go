@@ -148,6 +148,13 @@ func newStore(bucket, window time.Duration) *store {
 	return &store{bucket: bucket, window: window, hours: map[time.Time]*hour{}, retired: newCounters(), emitted: newCounters()}
 }
 
+// caughtUp says whether at most one complete bucket before cur, the
+// partial bucket's start, is still to be read: a refresh's usual work,
+// not the first read of the window nor a catch-up after an outage.
+func (s *store) caughtUp(cur time.Time) bool {
+	return !s.loadedTo.IsZero() && !s.loadedTo.Before(cur.Add(-s.bucket))
+}
+
 // slide drops the hours that start before from, adding their counters to
 // the retired ones, and forgets retired pods and nodes that no hour has
 // named since forget.
