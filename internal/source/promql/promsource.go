@@ -32,6 +32,10 @@ type Source struct {
 	// (mempolicy.OneShot) does for a large window; the zero value,
 	// serve's, does not.
 	Memory mempolicy.Policy
+	// MaxAnswer is the most bytes of one answer that are read, counted
+	// after decompression; a longer answer fails its query. Zero means
+	// DefaultMaxAnswer.
+	MaxAnswer int64
 	// client makes the URLs of the queries that http sends (do), whose
 	// answers gpupack's own decoders read.
 	client api.Client
@@ -340,7 +344,7 @@ func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (mo
 }
 
 func (s *Source) fail(query string, err error) error {
-	return fmt.Errorf("prometheus %s: query %q: %v; check that Prometheus is up at that URL and scrapes dcgm-exporter", s.url, query, err)
+	return fmt.Errorf("prometheus %s: query %q: %w; check that Prometheus is up at that URL and scrapes dcgm-exporter", s.url, query, err)
 }
 
 // label reads the first of the names that is set. A Prometheus that scrapes
