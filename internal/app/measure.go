@@ -73,7 +73,10 @@ type Measurement struct {
 	// Prometheus is the URL of the PromQL store holding dcgm-exporter's
 	// series; "" accounts the embedded demo's scenario over Window.
 	Prometheus string
-	Window     usage.Window
+	// MaxAnswer is the most bytes of one Prometheus answer that are
+	// read (promql.Source.MaxAnswer); 0 is promql.DefaultMaxAnswer.
+	MaxAnswer int64
+	Window    usage.Window
 	// Hourly reads the window in hourly buckets that the query engine
 	// sums (Accounting.Hourly decides it); otherwise every sample.
 	Hourly  bool
@@ -98,9 +101,9 @@ func Measure(ctx context.Context, m Measurement) (*usage.Report, error) {
 		}
 		return demo.Account(s, m.Window, m.Pricing)
 	case m.Hourly:
-		return measureHourly(ctx, m.Prometheus, m.Window, m.Pricing, m.Apps, m.Live)
+		return measureHourly(ctx, m.Prometheus, m.MaxAnswer, m.Window, m.Pricing, m.Apps, m.Live)
 	}
-	return measureRaw(ctx, m.Prometheus, m.Window, m.Pricing, m.Apps, m.Live)
+	return measureRaw(ctx, m.Prometheus, m.MaxAnswer, m.Window, m.Pricing, m.Apps, m.Live)
 }
 
 // measureRaw reads a window of DCGM (and kube-state-metrics and
@@ -109,11 +112,12 @@ func Measure(ctx context.Context, m Measurement) (*usage.Report, error) {
 // else from kube-state-metrics' kube_node_labels. live holds pods'
 // start-ups read from the live cluster (kube.LoadStartup), merged over
 // kube-state-metrics' pod times (usage.MergePodEvents); nil when none.
-func measureRaw(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
+func measureRaw(ctx context.Context, url string, maxAnswer int64, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
 	src, err := promql.New(url)
 	if err != nil {
 		return nil, err
 	}
+	src.MaxAnswer = maxAnswer
 	d, err := src.Load(ctx, w, apps)
 	if err != nil {
 		return nil, err
@@ -128,11 +132,12 @@ func measureRaw(ctx context.Context, url string, w usage.Window, pricing usage.P
 // Prometheus computes (promql.LoadBuckets), never pulling raw samples:
 // for windows of days to months. The window must start and end on whole
 // hours. live is as for measureRaw.
-func measureHourly(ctx context.Context, url string, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
+func measureHourly(ctx context.Context, url string, maxAnswer int64, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
 	src, err := promql.New(url)
 	if err != nil {
 		return nil, err
 	}
+	src.MaxAnswer = maxAnswer
 	acct, err := usage.NewBucketAccount(w.Start, w.End)
 	if err != nil {
 		return nil, err

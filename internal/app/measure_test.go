@@ -60,7 +60,7 @@ func TestHourlyReadsAtReadingGCPercent(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"status":"success","data":{"resultType":"` + kind + `","result":[]}}`))
 		}))
-		_, err := measureHourly(t.Context(), srv.URL, w, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
+		_, err := measureHourly(t.Context(), srv.URL, 0, w, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
 		returned.Store(true)
 		srv.Close()
 		if (err != nil) != failing {

@@ -21,9 +21,11 @@ import (
 // autoscaling file ("" for none, the demo's with the demo cluster); and
 // the planner's options.
 type PlanRequest struct {
-	Cluster     Cluster
-	Usage       string
-	Prometheus  string
+	Cluster    Cluster
+	Usage      string
+	Prometheus string
+	// MaxAnswer is Measurement.MaxAnswer.
+	MaxAnswer   int64
 	Window      string
 	Autoscaling string
 	Options     plan.Options
@@ -42,7 +44,7 @@ func MakePlan(ctx context.Context, req PlanRequest, stderr io.Writer) (*plan.Pla
 	var u *usage.Facts
 	usageName := req.Usage
 	if req.Prometheus != "" {
-		if u, err = MeasureFacts(ctx, req.Prometheus, req.Window, s.Catalogue, time.Now()); err != nil {
+		if u, err = MeasureFacts(ctx, req.Prometheus, req.MaxAnswer, req.Window, s.Catalogue, time.Now()); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -88,7 +90,7 @@ func DemoPlan(ctx context.Context, stderr io.Writer) (*plan.Plan, *cluster.Snaps
 // MeasureFacts accounts the window of this length ("7d" when "") that ends
 // now from a PromQL store, read raw or hourly as Accounting auto chooses,
 // and returns the planner's input.
-func MeasureFacts(ctx context.Context, url, window string, c *gpu.Catalogue, now time.Time) (*usage.Facts, error) {
+func MeasureFacts(ctx context.Context, url string, maxAnswer int64, window string, c *gpu.Catalogue, now time.Time) (*usage.Facts, error) {
 	if window == "" {
 		window = "7d"
 	}
@@ -106,7 +108,7 @@ func MeasureFacts(ctx context.Context, url, window string, c *gpu.Catalogue, now
 	if hourly {
 		step = hourlyStep
 	}
-	r, err := Measure(ctx, Measurement{Prometheus: url, Window: LatestWindow(now, length, step, hourly), Hourly: hourly, Pricing: usage.Pricing{Catalogue: c}})
+	r, err := Measure(ctx, Measurement{Prometheus: url, MaxAnswer: maxAnswer, Window: LatestWindow(now, length, step, hourly), Hourly: hourly, Pricing: usage.Pricing{Catalogue: c}})
 	if err != nil {
 		return nil, err
 	}

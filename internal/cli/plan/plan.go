@@ -29,6 +29,7 @@ type options struct {
 	usage       string
 	autoscaling string
 	prometheus  string
+	maxAnswer   int64
 	window      string
 	out         string
 	format      string
@@ -81,6 +82,7 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage, written by gpupack report --format podusage); with the demo, the demo's usage")
 	f.StringVar(&o.autoscaling, "autoscaling", "", "autoscaling file (kind Autoscaling): the Prometheus KEDA queries, the Karpenter node class, and each inference workload's application metric; with the demo, the demo's")
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
+	clio.AddMaxAnswerFlag(f, &o.maxAnswer)
 	f.StringVar(&o.window, "window", "", "the usage window the plan is for, such as 7d or 24h; must match the usage file's (default: the file's)")
 	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests, KEDA ScaledObjects, Karpenter NodePools, the DRA objects (when some GPUs are offered through DRA) and plan.md to")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
@@ -115,7 +117,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 
 // request is the plan the flags ask for.
 func (o *options) request() app.PlanRequest {
-	return app.PlanRequest{Cluster: o.cluster, Usage: o.usage, Prometheus: o.prometheus, Window: o.window, Autoscaling: o.autoscaling,
+	return app.PlanRequest{Cluster: o.cluster, Usage: o.usage, Prometheus: o.prometheus, MaxAnswer: o.maxAnswer, Window: o.window, Autoscaling: o.autoscaling,
 		Options: plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, ReserveDiscount: o.reserveOff, SpotDiscount: o.spotOff}}
 }
 

@@ -29,6 +29,7 @@ type options struct {
 	demo       bool
 	listen     string
 	prometheus string
+	maxAnswer  int64
 	kubeconfig string
 	live       bool
 	window     time.Duration
@@ -86,6 +87,7 @@ report, diagnose, plan and simulate, with no cluster.`,
 	f := cmd.Flags()
 	f.BoolVar(&o.demo, "demo", false, "serve the embedded demo (the default without --prometheus)")
 	f.StringVar(&o.listen, "listen", serve.DefaultAddr, "address to serve on; a port of 0 picks a free one; give 0.0.0.0:PORT to serve beyond this machine")
+	clio.AddMaxAnswerFlag(f, &o.maxAnswer)
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus (or Thanos, Mimir, Cortex, VictoriaMetrics) URL holding dcgm-exporter's DCGM_FI_* series; serves the live cluster")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
 	f.BoolVar(&o.live, "live", false, "watch the live cluster, found as --kubeconfig says when it is not given (the default with --prometheus)")
@@ -134,6 +136,7 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--prometheus: %w", err)
 	}
+	src.MaxAnswer = o.maxAnswer
 	cfg, err := kube.RESTConfig(o.kubeconfig)
 	if err != nil {
 		return err

@@ -31,6 +31,15 @@ const gpuLabels = "Hostname, hostname, node, kubernetes_node, gpu, UUID, uuid"
 // subquery runs on their series alone. It finds what the subquery over
 // every GPU finds: a GPU left out had no positive value.
 func (s *Source) LoadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error) {
+	hs, err := s.loadHealth(ctx, w)
+	if err != nil {
+		return nil, fmt.Errorf("GPU health, the XIDs each GPU reported: %w", err)
+	}
+	return hs, nil
+}
+
+// loadHealth is LoadHealth, its errors not yet saying what was read.
+func (s *Source) loadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error) {
 	at := w.End.Add(-time.Millisecond)
 	find, err := s.xidFind(ctx, w, at)
 	if err != nil {

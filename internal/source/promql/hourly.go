@@ -43,7 +43,7 @@ func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, e
 	q := fmt.Sprintf("%s{%s=%q}[%dms]", hourlyDevices, StepLabel, stepValue(w.Step), w.End.Sub(w.Start).Milliseconds())
 	v, _, _, err := s.api.Query(ctx, q, at)
 	if err != nil {
-		return nil, fmt.Errorf("bucket figures, whether gpupack's hourly recording rules hold them: %w", s.fail(q, err))
+		return nil, fmt.Errorf("bucket figures, whether gpupack's hourly recording rules hold them: %w", s.fail(q, instantWhen(at), err))
 	}
 	m, ok := v.(model.Matrix)
 	if !ok || len(m) != 1 || m[0].Metric[model.MetricNameLabel] != hourlyDevices {

@@ -88,7 +88,7 @@ func (s *Source) LoadPodTimes(ctx context.Context, w usage.Window, bucket time.D
 	for f, fam := range podTimeFamilies {
 		m, err := s.queryRange(ctx, fmt.Sprintf("%s_over_time(%s[%dms])", fam.over, fam.metric, bucket.Milliseconds()), r)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("pods' %s times from kube-state-metrics: %w", fam.metric, err)
 		}
 		for _, ss := range m {
 			key := string(ss.Metric["namespace"]) + "/" + string(ss.Metric["pod"])
@@ -102,7 +102,7 @@ func (s *Source) LoadPodTimes(ctx context.Context, w usage.Window, bucket time.D
 	}
 	m, err := s.queryRange(ctx, fmt.Sprintf("last_over_time(%s[%dms])", podOwners, bucket.Milliseconds()), r)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pods' owners from kube-state-metrics: %w", err)
 	}
 	for _, ss := range m {
 		o := podOwner{key: string(ss.Metric["namespace"]) + "/" + string(ss.Metric["pod"]),

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -32,6 +33,10 @@ type Source struct {
 	// (mempolicy.OneShot) does for a large window; the zero value,
 	// serve's, does not.
 	Memory mempolicy.Policy
+	// MaxAnswer is the most bytes of one answer that are read, counted
+	// after decompression; a longer answer fails its query. Zero means
+	// DefaultMaxAnswer.
+	MaxAnswer int64
 	// client makes the URLs of the queries that http sends (do), whose
 	// answers gpupack's own decoders read.
 	client api.Client
@@ -121,7 +126,7 @@ func (s *Source) loadApp(ctx context.Context, d *Data, app map[string]string, wr
 	for name, query := range app {
 		m, err := s.queryRange(ctx, wrap(query), r)
 		if err != nil {
-			return err
+			return fmt.Errorf("application metric %q: %w", name, err)
 		}
 		for _, ss := range m {
 			o := owner(ss.Metric)
@@ -166,7 +171,7 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 			pods[i].read[f] = true
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("pods' %s times from kube-state-metrics: %w", ev.metric, err)
 		}
 	}
 	// The owner names the workload: a ReplicaSet's name less its
@@ -178,7 +183,7 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 		}
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("pods' owners from kube-state-metrics: %w", err)
 	}
 	// The events are one allocation (49 MB for a month of a fleet's
 	// 180,000 pods), made after six answers of a sample per pod were read
@@ -198,7 +203,7 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 	const nodeLabels = "kube_node_labels"
 	vec, err := s.queryVector(ctx, nodeLabels, w.End)
 	if err != nil {
-		return err
+		return fmt.Errorf("node labels from kube-state-metrics: %w", err)
 	}
 	for _, smp := range vec {
 		node := string(smp.Metric["node"])
@@ -244,13 +249,13 @@ func (s *Source) queryRangeSharing(ctx context.Context, query string, r v1.Range
 	}
 	args := neturl.Values{"query": {query}, "start": {formatTime(r.Start)}, "end": {formatTime(r.End)},
 		"step": {strconv.FormatFloat(r.Step.Seconds(), 'f', -1, 64)}}
-	body, err := s.ask(ctx, "/api/v1/query_range", query, args)
+	body, err := s.ask(ctx, "/api/v1/query_range", query, rangeWhen(r), args)
 	if err != nil {
 		return nil, err
 	}
 	m, err := decodeMatrixSharing(body, labels)
 	if err != nil {
-		return nil, s.fail(query, err)
+		return nil, s.fail(query, rangeWhen(r), err)
 	}
 	return m, nil
 }
@@ -259,12 +264,12 @@ func (s *Source) queryRangeSharing(ctx context.Context, query string, r v1.Range
 // POST, and again as a GET where the server refuses POST (as client_golang
 // falls back), and returns the body of a successful answer; where
 // Prometheus answered its own error, or the HTTP status is not a success,
-// the error says so.
-func (s *Source) ask(ctx context.Context, path, query string, args neturl.Values) ([]byte, error) {
+// the error says so (s.fail, with when).
+func (s *Source) ask(ctx context.Context, path, query, when string, args neturl.Values) ([]byte, error) {
 	u := s.client.URL(path, nil)
 	req, err := http.NewRequest(http.MethodPost, u.String(), strings.NewReader(args.Encode()))
 	if err != nil {
-		return nil, s.fail(query, err)
+		return nil, s.fail(query, when, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, body, err := s.do(ctx, req)
@@ -275,15 +280,15 @@ func (s *Source) ask(ctx context.Context, path, query string, args neturl.Values
 		}
 	}
 	if err != nil {
-		return nil, s.fail(query, err)
+		return nil, s.fail(query, when, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		// Prometheus' own error, where the body is its JSON.
 		var answer *answerError
 		if _, err := decodeMatrix(body); errors.As(err, &answer) {
-			return nil, s.fail(query, err)
+			return nil, s.fail(query, when, err)
 		}
-		return nil, s.fail(query, fmt.Errorf("HTTP %s: %.200s", resp.Status, body))
+		return nil, s.fail(query, when, fmt.Errorf("HTTP %s: %.200s", resp.Status, body))
 	}
 	return body, nil
 }
@@ -312,14 +317,14 @@ func (s *Source) eachSample(ctx context.Context, query string, t time.Time, f fu
 		return err
 	}
 	if err := eachVectorSample(body, func(smp *model.Sample) { f(smp.Metric, smp.Value) }); err != nil {
-		return s.fail(query, err)
+		return s.fail(query, instantWhen(t), err)
 	}
 	return nil
 }
 
 // askInstant sends an instant query at t with ask.
 func (s *Source) askInstant(ctx context.Context, query string, t time.Time) ([]byte, error) {
-	return s.ask(ctx, "/api/v1/query", query, neturl.Values{"query": {query}, "time": {formatTime(t)}})
+	return s.ask(ctx, "/api/v1/query", query, instantWhen(t), neturl.Values{"query": {query}, "time": {formatTime(t)}})
 }
 
 // queryVector runs an instant query at t whose answer must be an instant
@@ -334,13 +339,47 @@ func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (mo
 	}
 	vec, err := decodeVector(body)
 	if err != nil {
-		return nil, s.fail(query, err)
+		return nil, s.fail(query, instantWhen(t), err)
 	}
 	return vec, nil
 }
 
-func (s *Source) fail(query string, err error) error {
-	return fmt.Errorf("prometheus %s: query %q: %v; check that Prometheus is up at that URL and scrapes dcgm-exporter", s.url, query, err)
+// fail says which query failed and why: Prometheus' URL, the query (at
+// most queryShown characters of it: its callers name the figure it
+// reads), err (which names Prometheus' error type or the HTTP status)
+// and when (a range's start, end and step, or an instant's time, as
+// rangeWhen and instantWhen write it).
+func (s *Source) fail(query, when string, err error) error {
+	advice := "; check that Prometheus is up at that URL and scrapes dcgm-exporter"
+	if tooBig := (*AnswerTooLargeError)(nil); errors.As(err, &tooBig) {
+		advice = "" // the error says what to do
+	}
+	return fmt.Errorf("prometheus %s: query %s: %w (%s)%s", s.url, shownQuery(query), err, when, advice)
+}
+
+// queryShown is the most characters of a query that an error quotes: a
+// month's bucket query runs to kilobytes, and a refresh that fails would
+// log it whole each time.
+const queryShown = 200
+
+// shownQuery quotes query, cut to queryShown characters with "…" and
+// its whole length where it is longer.
+func shownQuery(query string) string {
+	if utf8.RuneCountInString(query) <= queryShown {
+		return strconv.Quote(query)
+	}
+	runes := []rune(query)
+	return fmt.Sprintf("%s… (%d characters)", strconv.Quote(string(runes[:queryShown])), len(runes))
+}
+
+// rangeWhen is the range of a range query, for fail.
+func rangeWhen(r v1.Range) string {
+	return fmt.Sprintf("over %s to %s, step %s", r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), r.Step)
+}
+
+// instantWhen is the time of an instant query, for fail.
+func instantWhen(t time.Time) string {
+	return "at " + t.UTC().Format(time.RFC3339)
 }
 
 // label reads the first of the names that is set. A Prometheus that scrapes

@@ -2,6 +2,7 @@ package promql
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -80,5 +81,70 @@ func TestLoadRefusesLongWindow(t *testing.T) {
 	_, err = src.Load(context.Background(), usage.Window{Start: start, End: start.Add(24 * time.Hour), Step: time.Second}, nil)
 	if err == nil || !strings.Contains(err.Error(), "more than the 11000 one window may have") || queried {
 		t.Errorf("error = %v, queried %v; want the window refused before any query", err, queried)
+	}
+}
+
+// TestQueryErrorIsShort: a query that Prometheus refuses fails with an
+// error that names the figure, the range, Prometheus' error type and a
+// bounded part of the query with its length, never the whole query (a
+// month's bucket query runs to kilobytes, logged at each refresh).
+func TestQueryErrorIsShort(t *testing.T) {
+	long := "sum by (namespace, pod) (rate(vllm:generation_tokens_total{" + strings.Repeat(`model!="x",`, 900) + `}[5m]))`
+	cases := map[string]struct {
+		status int
+		body   string
+		want   []string
+	}{
+		"prometheus' own error": {
+			status: http.StatusBadRequest,
+			body:   `{"status":"error","errorType":"bad_data","error":"1:60: parse error: unexpected character"}`,
+			want:   []string{`application metric "tokens"`, "bad_data: 1:60: parse error", "2024-05-01T00:00:00Z", fmt.Sprintf("… (%d characters)", len(long))},
+		},
+		"an HTTP error": {
+			status: http.StatusBadGateway,
+			body:   strings.Repeat("<html>bad gateway</html>", 100),
+			want:   []string{`application metric "tokens"`, "HTTP 502 Bad Gateway", "2024-05-01T00:00:00Z", fmt.Sprintf("… (%d characters)", len(long))},
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				r.ParseForm()
+				w.Header().Set("Content-Type", "application/json")
+				switch {
+				case r.Form.Get("query") == long:
+					w.WriteHeader(c.status)
+					fmt.Fprint(w, c.body)
+				case strings.HasSuffix(r.URL.Path, "/query"):
+					fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+				default:
+					fmt.Fprint(w, `{"status":"success","data":{"resultType":"matrix","result":[]}}`)
+				}
+			}))
+			defer srv.Close()
+			s, err := New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+			w := usage.Window{Start: start, End: start.Add(time.Hour), Step: time.Minute}
+			_, err = s.Load(t.Context(), w, map[string]string{"tokens": long})
+			if err == nil {
+				t.Fatal("a refused query: no error")
+			}
+			// At most queryShown characters of the query (escaped) and 200 of
+			// the body, with the URL, the figure and the range.
+			const maxLine = 800
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if len(line) > maxLine {
+					t.Errorf("an error line of %d bytes, want at most %d (the query is %d): %.300s…", len(line), maxLine, len(long), line)
+				}
+			}
+			for _, want := range c.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %.700q does not say %q", err, want)
+				}
+			}
+		})
 	}
 }

@@ -25,7 +25,7 @@ type clientDecoding struct{}
 func (clientDecoding) queryRange(ctx context.Context, s *Source, query string, r v1.Range) (model.Matrix, error) {
 	v, _, _, err := s.api.QueryRange(ctx, query, r)
 	if err != nil {
-		return nil, s.fail(query, err)
+		return nil, s.fail(query, rangeWhen(r), err)
 	}
 	m, ok := v.(model.Matrix)
 	if !ok {
@@ -37,7 +37,7 @@ func (clientDecoding) queryRange(ctx context.Context, s *Source, query string, r
 func (clientDecoding) queryVector(ctx context.Context, s *Source, query string, t time.Time) (model.Vector, error) {
 	v, _, _, err := s.api.Query(ctx, query, t)
 	if err != nil {
-		return nil, s.fail(query, err)
+		return nil, s.fail(query, instantWhen(t), err)
 	}
 	vec, ok := v.(model.Vector)
 	if !ok {
