@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/source/promql"
 
 	"github.com/spf13/cobra"
 
@@ -159,7 +160,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	if opts.prometheus == "" {
 		w = usage.Window{Start: demo.End().Add(-opts.window), End: demo.End(), Step: opts.step}
 	} else {
-		source = "Prometheus " + opts.prometheus
+		source = "Prometheus " + promql.Redacted(opts.prometheus)
 	}
 	if opts.end != "" {
 		end, err := time.Parse(time.RFC3339, opts.end)

@@ -286,3 +286,47 @@ func TestCostPerActiveHourOfNoActivity(t *testing.T) {
 		}
 	}
 }
+
+// TestPrometheusPasswordHidden: the report's source line and its errors
+// name the Prometheus URL with its password redacted.
+func TestPrometheusPasswordHidden(t *testing.T) {
+	cases := map[string]struct {
+		status int
+		body   func(path string) string
+	}{
+		"a report": {status: http.StatusOK, body: func(path string) string {
+			if strings.HasSuffix(path, "/query") {
+				return `{"status":"success","data":{"resultType":"vector","result":[]}}`
+			}
+			return `{"status":"success","data":{"resultType":"matrix","result":[]}}`
+		}},
+		"an error": {status: http.StatusBadRequest, body: func(string) string {
+			return `{"status":"error","errorType":"bad_data","error":"too many samples"}`
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body(r.URL.Path))
+			}))
+			defer prom.Close()
+			opts := defaults()
+			opts.prometheus = strings.Replace(prom.URL, "http://", "http://user:secret@", 1)
+			opts.window, opts.accounting = time.Hour, string(app.AccountingRaw)
+			var out bytes.Buffer
+			err := run(context.Background(), opts, &out)
+			shown := out.String()
+			if err != nil {
+				shown += err.Error()
+			}
+			if want := strings.Replace(prom.URL, "http://", "http://user:xxxxx@", 1); !strings.Contains(shown, want) {
+				t.Errorf("output and error %q do not name %s", shown, want)
+			}
+			if strings.Contains(shown, "secret") {
+				t.Errorf("output and error show the password: %q", shown)
+			}
+		})
+	}
+}

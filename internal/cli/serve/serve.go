@@ -122,6 +122,12 @@ type fixed struct{ v *app.View }
 func (f fixed) View() *app.View { return f.v }
 func (f fixed) Ready() error    { return nil }
 
+// liveSource is the live view's Source: the Prometheus URL, Redacted,
+// and the apiserver's host.
+func liveSource(prometheus, apiserver string) string {
+	return fmt.Sprintf("Prometheus %s and the cluster at %s", promql.Redacted(prometheus), apiserver)
+}
+
 // runLive serves the live cluster from Prometheus and the apiserver.
 func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	pricing, err := app.LoadPricing(o.prices)
@@ -145,7 +151,7 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts.Source = fmt.Sprintf("Prometheus %s and the cluster at %s", o.prometheus, cfg.Host)
+	opts.Source = liveSource(o.prometheus, cfg.Host)
 	e, err := live.New(opts, src, client)
 	if err != nil {
 		return err

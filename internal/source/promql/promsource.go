@@ -26,8 +26,9 @@ import (
 
 // Source queries one Prometheus server.
 type Source struct {
-	url string
-	api v1.API
+	// shown is the server's URL as errors name it: Redacted.
+	shown string
+	api   v1.API
 	// Memory says whether reading hands memory back to the operating
 	// system between its phases: a one-shot command's
 	// (mempolicy.OneShot) does for a large window; the zero value,
@@ -49,13 +50,18 @@ type Source struct {
 }
 
 // New connects to the Prometheus at url; nothing is sent until a query.
+// Its errors, and every query's, name url Redacted.
 func New(url string) (*Source, error) {
+	if _, err := neturl.Parse(url); err != nil {
+		return nil, fmt.Errorf("prometheus %s: %s; give a URL such as http://127.0.0.1:9090", Redacted(url), parseProblem(url, err))
+	}
 	hc := &http.Client{Timeout: 60 * time.Second}
 	c, err := api.NewClient(api.Config{Address: url, Client: hc})
 	if err != nil {
-		return nil, fmt.Errorf("prometheus %s: %v; give a URL such as http://127.0.0.1:9090", url, err)
+		redactURLError(err)
+		return nil, fmt.Errorf("prometheus %s: %v; give a URL such as http://127.0.0.1:9090", Redacted(url), err)
 	}
-	return &Source{url: url, api: v1.NewAPI(c), client: c, http: hc, provenance: &provenanceCounts{}}, nil
+	return &Source{shown: Redacted(url), api: v1.NewAPI(c), client: c, http: hc, provenance: &provenanceCounts{}}, nil
 }
 
 // Data is what Load read.
@@ -344,7 +350,8 @@ func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (mo
 	return vec, nil
 }
 
-// fail says which query failed and why: Prometheus' URL, the query (at
+// fail says which query failed and why: Prometheus' URL (Redacted, as
+// is any URL that err names), the query (at
 // most queryShown characters of it: its callers name the figure it
 // reads), err (which names Prometheus' error type or the HTTP status)
 // and when (a range's start, end and step, or an instant's time, as
@@ -354,7 +361,8 @@ func (s *Source) fail(query, when string, err error) error {
 	if tooBig := (*AnswerTooLargeError)(nil); errors.As(err, &tooBig) {
 		advice = "" // the error says what to do
 	}
-	return fmt.Errorf("prometheus %s: query %s: %w (%s)%s", s.url, shownQuery(query), err, when, advice)
+	redactURLError(err)
+	return fmt.Errorf("prometheus %s: query %s: %w (%s)%s", s.shown, shownQuery(query), err, when, advice)
 }
 
 // queryShown is the most characters of a query that an error quotes: a

@@ -29,7 +29,7 @@ func (clientDecoding) queryRange(ctx context.Context, s *Source, query string, r
 	}
 	m, ok := v.(model.Matrix)
 	if !ok {
-		return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want a range vector", s.url, query, v.Type())
+		return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want a range vector", s.shown, query, v.Type())
 	}
 	return m, nil
 }
@@ -41,7 +41,7 @@ func (clientDecoding) queryVector(ctx context.Context, s *Source, query string, 
 	}
 	vec, ok := v.(model.Vector)
 	if !ok {
-		return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want an instant vector", s.url, query, v.Type())
+		return nil, fmt.Errorf("prometheus %s: query %q returned a %s, want an instant vector", s.shown, query, v.Type())
 	}
 	return vec, nil
 }
