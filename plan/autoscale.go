@@ -16,6 +16,7 @@ import (
 	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/util/yamldoc"
 )
 
 // The autoscaling file's identity.
@@ -81,17 +82,26 @@ const (
 var gpuUtilisationMetrics = []string{"DCGM_FI_", "nvidia_gpu_", "nvidia_smi_"}
 
 // ParseAutoscaling reads an autoscaling file; name is where it came from,
-// for errors.
-func ParseAutoscaling(data []byte, name string) (*AutoscalingInput, error) {
+// for errors, which name the line of the field at fault where they can.
+// parseQuery is the PromQL parser: every query must parse, since KEDA
+// sends it to Prometheus as it is. The parser is the caller's, so that
+// this package stays free of the parser's HTTP dependencies.
+func ParseAutoscaling(data []byte, name string, parseQuery func(string) error) (*AutoscalingInput, error) {
 	var in AutoscalingInput
-	if err := yaml.UnmarshalStrict(data, &in); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	doc, err := yamldoc.Decode(data, name, &in)
+	if err != nil {
+		return nil, err
 	}
 	if in.APIVersion != AutoscalingAPIVersion || in.Kind != AutoscalingKind {
 		return nil, fmt.Errorf("%s: apiVersion %q, kind %q: want apiVersion %s and kind %s", name, in.APIVersion, in.Kind, AutoscalingAPIVersion, AutoscalingKind)
 	}
 	if err := in.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	for i, m := range in.Workloads {
+		if err := parseQuery(m.Query); err != nil {
+			return nil, doc.Errorf([]any{"workloads", i, "query"}, "%q does not parse as PromQL: %v; write a PromQL query such as sum(vllm:num_requests_waiting{namespace=\"shop\"})", m.Query, err)
+		}
 	}
 	return &in, nil
 }

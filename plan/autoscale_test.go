@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metricsql"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -252,9 +254,48 @@ func TestAutoscalingInputRefused(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseAutoscaling([]byte("apiVersion: gpupack.io/v1alpha1\nkind: Autoscaling\nprometheus: http://p:9090\nworkloads: [{workload: a/b, kind: Deployment, metric: m, query: q, target: 1, extra: 1}]\n"), "a.yaml"); err == nil || !strings.Contains(err.Error(), "a.yaml") {
+	if _, err := ParseAutoscaling([]byte("apiVersion: gpupack.io/v1alpha1\nkind: Autoscaling\nprometheus: http://p:9090\nworkloads: [{workload: a/b, kind: Deployment, metric: m, query: q, target: 1, extra: 1}]\n"), "a.yaml", parsePromQL); err == nil || !strings.Contains(err.Error(), "a.yaml") {
 		t.Errorf("ParseAutoscaling with an unknown field = %v, want an error naming a.yaml", err)
 	}
+}
+
+// TestParseAutoscalingQuery checks that a query that does not parse as
+// PromQL is refused at its file and line, before KEDA would send it to
+// Prometheus, and that the demo's queries parse.
+func TestParseAutoscalingQuery(t *testing.T) {
+	file := `apiVersion: gpupack.io/v1alpha1
+kind: Autoscaling
+prometheus: http://prometheus:9090
+workloads:
+- workload: shop/ranker
+  kind: StatefulSet
+  metric: queue_depth
+  query: sum(vllm:num_requests_waiting{namespace="shop"})
+  target: 8
+- workload: ml/chat
+  kind: Deployment
+  metric: tokens_per_second
+  query: sum(rate(vllm:generation_tokens_total[2m])
+  target: 100
+`
+	_, err := ParseAutoscaling([]byte(file), "scale.yaml", parsePromQL)
+	want := `scale.yaml:13: workloads[1].query: "sum(rate(vllm:generation_tokens_total[2m])" does not parse as PromQL`
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "write a PromQL query such as") {
+		t.Errorf("ParseAutoscaling with an unbalanced parenthesis = %v, want an error starting %q", err, want)
+	}
+	in, err := ParseAutoscaling(demo.Autoscaling(), demo.AutoscalingName, parsePromQL)
+	if err != nil {
+		t.Fatalf("the demo autoscaling file: %v", err)
+	}
+	if len(in.Workloads) == 0 {
+		t.Error("the demo autoscaling file has no workloads")
+	}
+}
+
+// parsePromQL is the PromQL parser the CLI gives ParseAutoscaling.
+func parsePromQL(query string) error {
+	_, err := metricsql.Parse(query)
+	return err
 }
 
 // replicasAlike reports whether a workload's pods ask for the same and its

@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/VictoriaMetrics/metricsql"
+
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/source/demo"
@@ -124,7 +126,7 @@ const hourlyStep = 30 * time.Second
 func readAutoscaling(file string, isDemo bool) (*plan.AutoscalingInput, error) {
 	if file == "" {
 		if isDemo {
-			return plan.ParseAutoscaling(demo.Autoscaling(), demo.AutoscalingName)
+			return plan.ParseAutoscaling(demo.Autoscaling(), demo.AutoscalingName, parsePromQL)
 		}
 		return nil, nil
 	}
@@ -132,5 +134,12 @@ func readAutoscaling(file string, isDemo bool) (*plan.AutoscalingInput, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--autoscaling: %w", err)
 	}
-	return plan.ParseAutoscaling(data, file)
+	return plan.ParseAutoscaling(data, file, parsePromQL)
+}
+
+// parsePromQL parses a query that KEDA will send to Prometheus, with the
+// MetricsQL parser, which reads all of PromQL.
+func parsePromQL(query string) error {
+	_, err := metricsql.Parse(query)
+	return err
 }
