@@ -19,7 +19,7 @@ import (
 // cluster (Kubeconfig, or Live for the default kubeconfig) or, when none is
 // named, the embedded demo; Catalogue is a file whose GPU models extend the
 // built-in catalogue ("" for none). The CLI fills it from --snapshot,
-// --kubeconfig, --live and --catalogue (clio.AddClusterFlags).
+// --kubeconfig, --live and --catalogue (sourceflag.AddCluster).
 type Cluster struct {
 	Snapshot   string
 	Kubeconfig string

@@ -18,6 +18,7 @@ import (
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
 	"github.com/gpupack/gpupack/placement"
 )
 
@@ -66,7 +67,7 @@ FailedScheduling message and whether gpupack's cause is one the message implies.
 		},
 	}
 	f := cmd.Flags()
-	clio.AddClusterFlags(f, &o.cluster, "diagnose")
+	sourceflag.AddCluster(f, &o.cluster, "diagnose")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage); with the demo, the demo's usage")
 	f.StringVar(&o.pod, "pod", "", "diagnose only this pending pod (namespace/name)")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")

@@ -20,6 +20,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 )
@@ -78,11 +79,11 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 		},
 	}
 	f := cmd.Flags()
-	clio.AddClusterFlags(f, &o.cluster, "plan")
+	sourceflag.AddCluster(f, &o.cluster, "plan")
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage, written by gpupack report --format podusage); with the demo, the demo's usage")
 	f.StringVar(&o.autoscaling, "autoscaling", "", "autoscaling file (kind Autoscaling): the Prometheus KEDA queries, the Karpenter node class, and each inference workload's application metric; with the demo, the demo's")
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
-	clio.AddMaxAnswerFlag(f, &o.maxAnswer)
+	sourceflag.AddMaxAnswer(f, &o.maxAnswer)
 	f.StringVar(&o.window, "window", "", "the usage window the plan is for, such as 7d or 24h; must match the usage file's (default: the file's)")
 	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests, KEDA ScaledObjects, Karpenter NodePools, the DRA objects (when some GPUs are offered through DRA) and plan.md to")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")

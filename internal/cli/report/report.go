@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
 	"github.com/gpupack/gpupack/internal/source/demo"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -95,7 +96,7 @@ windows longer than 6h or of more than 11000 steps. The JSON's
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.prometheus, "prometheus", "", "Prometheus URL; empty runs the embedded demo")
-	clio.AddMaxAnswerFlag(f, &opts.maxAnswer)
+	sourceflag.AddMaxAnswer(f, &opts.maxAnswer)
 	f.DurationVar(&opts.window, "window", 0, "length of the window accounted, ending at --end (default 24h; the demo's week, 168h, for --demo)")
 	f.DurationVar(&opts.step, "step", 0, "query step; each sample stands for one step (default 30s; for --demo the shortest that the window allows and that divides an hour: 60s for the week)")
 	f.StringVar(&opts.end, "end", "", "end of the window, RFC 3339; default now (the demo's end for --demo)")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/serve/live"
 	"github.com/gpupack/gpupack/internal/source/kube"
@@ -87,7 +88,7 @@ report, diagnose, plan and simulate, with no cluster.`,
 	f := cmd.Flags()
 	f.BoolVar(&o.demo, "demo", false, "serve the embedded demo (the default without --prometheus)")
 	f.StringVar(&o.listen, "listen", serve.DefaultAddr, "address to serve on; a port of 0 picks a free one; give 0.0.0.0:PORT to serve beyond this machine")
-	clio.AddMaxAnswerFlag(f, &o.maxAnswer)
+	sourceflag.AddMaxAnswer(f, &o.maxAnswer)
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus (or Thanos, Mimir, Cortex, VictoriaMetrics) URL holding dcgm-exporter's DCGM_FI_* series; serves the live cluster")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
 	f.BoolVar(&o.live, "live", false, "watch the live cluster, found as --kubeconfig says when it is not given (the default with --prometheus)")

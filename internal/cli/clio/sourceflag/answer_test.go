@@ -1,4 +1,4 @@
-package clio
+package sourceflag
 
 import (
 	"testing"
@@ -27,7 +27,7 @@ func TestMaxAnswerFlag(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := pflag.NewFlagSet("t", pflag.ContinueOnError)
 			var got int64
-			AddMaxAnswerFlag(f, &got)
+			AddMaxAnswer(f, &got)
 			err := f.Parse(c.args)
 			if (err != nil) != c.wantErr {
 				t.Fatalf("%v: error %v, want one: %v", c.args, err, c.wantErr)

@@ -1,4 +1,4 @@
-package clio
+package sourceflag
 
 import (
 	"fmt"
@@ -9,9 +9,9 @@ import (
 	"github.com/gpupack/gpupack/internal/source/promql"
 )
 
-// AddMaxAnswerFlag registers --prometheus-max-answer into p, bytes, its
+// AddMaxAnswer registers --prometheus-max-answer into p, bytes, its
 // default promql.DefaultMaxAnswer.
-func AddMaxAnswerFlag(f *pflag.FlagSet, p *int64) {
+func AddMaxAnswer(f *pflag.FlagSet, p *int64) {
 	*p = promql.DefaultMaxAnswer
 	f.Var((*byteQuantity)(p), "prometheus-max-answer", "most bytes of one Prometheus answer read (after decompression), a Kubernetes quantity (256Mi, 1Gi) or plain bytes; a longer answer fails its query")
 }
