@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/VictoriaMetrics/metricsql"
 	"sigs.k8s.io/yaml"
 )
 
@@ -43,7 +42,7 @@ func TestDemoPlanScaledObjectQueriesParse(t *testing.T) {
 		}
 		for _, tr := range so.Spec.Triggers {
 			queries++
-			if _, err := metricsql.Parse(tr.Metadata.Query); err != nil {
+			if err := parsePromQL(tr.Metadata.Query); err != nil {
 				t.Errorf("ScaledObject %d: query %q: %v", i, tr.Metadata.Query, err)
 			}
 		}
