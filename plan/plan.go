@@ -110,6 +110,18 @@ type Plan struct {
 	// Autoscaling is the KEDA ScaledObjects and Karpenter NodePools that
 	// fit the plan.
 	Autoscaling *Autoscaling `json:"autoscaling"`
+	// gpusAfter are the GPUs of each changed node as its configs leave
+	// them, by node name.
+	gpusAfter map[string][]cluster.GPU
+}
+
+// GPUsAfter returns the GPUs of a node that the plan changes as its new
+// configs leave them (MIG layouts, time slices, MPS clients); ok is false
+// for a node the plan leaves as it is. It is known only for a plan made in
+// this process (Make), not for one read back from JSON.
+func (pl *Plan) GPUsAfter(node string) (gpus []cluster.GPU, ok bool) {
+	gpus, ok = pl.gpusAfter[node]
+	return gpus, ok
 }
 
 // PoolPlan is what the plan puts on one node pool.
@@ -172,6 +184,14 @@ type Proof struct {
 	Risks map[Risk]int `json:"risks"`
 	// placed is the node each moved pod was placed on, by pod key.
 	placed map[string]string
+}
+
+// PlacedOn is the node the proof placed a moved pod on: every pod of a
+// changed node and every pending pod it found room for. ok is false for a
+// pod the proof did not move or left pending.
+func (pr *Proof) PlacedOn(key cluster.PodKey) (node string, ok bool) {
+	node, ok = pr.placed[key.String()]
+	return node, ok
 }
 
 // ReserveQuantile is the share of the window's hours in which a level of
@@ -318,6 +338,10 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options) (
 	}
 	if err := pl.prove(ctx, s, poolOf, newGPUs); err != nil {
 		return nil, err
+	}
+	pl.gpusAfter = make(map[string][]cluster.GPU, len(newGPUs))
+	for i, g := range newGPUs {
+		pl.gpusAfter[s.Nodes[i].Name] = g
 	}
 	pl.reserve(u, o)
 	pl.spot(o)

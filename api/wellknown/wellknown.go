@@ -49,6 +49,26 @@ const (
 	LabelRole = "gpupack.io/role"
 )
 
+// What `gpupack apply` records on a node it changes, so that a rollback
+// (by this run, a later one or a person) restores exactly what was there.
+const (
+	// AnnotationChangeSet is the hash of the change set being applied to
+	// the node; it is removed when the change ends.
+	AnnotationChangeSet = "gpupack.io/change-set"
+	// AnnotationPreviousLabels holds, as a JSON object, the values the
+	// change replaced of the labels it set; a label that was absent has
+	// the value null.
+	AnnotationPreviousLabels = "gpupack.io/previous-labels"
+	// AnnotationCordoned is set (to the change set's hash) when apply
+	// cordoned the node, so that only what apply fenced is unfenced.
+	AnnotationCordoned = "gpupack.io/cordoned-by-change"
+)
+
+// TaintApply is the key of the device taint (effect NoSchedule) that
+// apply puts on the DRA GPUs it changes, with the change set's hash as
+// its value, so that the node's other GPUs keep scheduling.
+const TaintApply = "gpupack.io/change"
+
 // TaintXID is the key of the device taint that plan's DeviceTaintRules put
 // on a DRA GPU that reported an XID error marking it unhealthy; the
 // taint's value is the XID.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpupack/gpupack/internal/cli/apply"
 	"github.com/gpupack/gpupack/internal/cli/diagnose"
 	"github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/cli/plan"
@@ -19,12 +20,13 @@ import (
 )
 
 // verbs lists gpupack's commands, one line each, in the order of the
-// mission: measure, diagnose, plan, then the engine's own tools.
+// mission: measure, diagnose, plan, act, then the engine's own tools.
 func verbs(ctx context.Context) []*cobra.Command {
 	return []*cobra.Command{
 		report.NewCommand(ctx),
 		diagnose.NewCommand(ctx),
 		plan.NewCommand(ctx),
+		apply.NewCommand(ctx),
 		serve.NewCommand(ctx),
 		rules.NewCommand(),
 		snapshot.NewCommand(ctx),

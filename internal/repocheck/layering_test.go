@@ -45,6 +45,8 @@ func TestRulesCatch(t *testing.T) {
 		"app on a verb":                    {m("internal/app"), []string{m("internal/cli/report")}, 1},
 		"app on serve":                     {m("internal/app"), []string{m("internal/serve")}, 1},
 		"adapter on the app":               {m("internal/source/kube"), []string{m("internal/app")}, 1},
+		"actuator on the app":              {m("internal/actuator/kube"), []string{m("internal/app")}, 1},
+		"change on client-go":              {m("change"), []string{"k8s.io/client-go/kubernetes"}, 1},
 		"production on the test kit":       {m("internal/source/demo"), []string{m("internal/testkit/golden")}, 1},
 		"scheduler module on the test kit": {m("scheduler/gpupack"), []string{m("internal/testkit/testcluster")}, 1},
 		"test kit on the test kit":         {m("internal/testkit/difftest"), []string{m("internal/testkit/testcluster")}, 0},

@@ -18,7 +18,7 @@ type Package struct {
 
 // corePaths are the pure core and the vocabulary it imports: they know
 // nothing of HTTP, flags, client-go or Prometheus' client.
-var corePaths = []string{"gpu", "cluster", "placement", "sim", "usage", "diagnose", "plan", "vram", "dataset", "api"}
+var corePaths = []string{"gpu", "cluster", "placement", "sim", "usage", "diagnose", "plan", "change", "vram", "dataset", "api"}
 
 // forbiddenInCore are the dependencies a core package must not have, by
 // prefix: the edges' libraries.
@@ -43,7 +43,8 @@ var coreLeaves = []string{"internal/util/yamldoc", "internal/util/mempolicy"}
 //     the verbs' shared flag and output helpers, is not a verb;
 //   - internal/serve depends on a verb;
 //   - internal/app depends on a verb or on internal/serve;
-//   - an adapter (internal/source, internal/render) depends on internal/app,
+//   - an adapter (internal/source, internal/render, internal/actuator)
+//     depends on internal/app,
 //     internal/serve or a verb;
 //   - production code depends on internal/testkit.
 func Violations(pkgs []Package) []string {
@@ -88,7 +89,7 @@ func broken(rel, dep string) string {
 		return "serve calls internal/app, never a verb"
 	case under(rel, "internal/app") && ours && (verb(depRel) != "" || under(depRel, "internal/serve")):
 		return "the application layer is called by the edges, never the reverse"
-	case (under(rel, "internal/source") || under(rel, "internal/render")) && ours &&
+	case (under(rel, "internal/source") || under(rel, "internal/render") || under(rel, "internal/actuator")) && ours &&
 		(under(depRel, "internal/app") || under(depRel, "internal/serve") || verb(depRel) != ""):
 		return "adapters are called by the application layer, never the reverse"
 	}

@@ -1,0 +1,36 @@
+package change
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Verify checks that a node's allocatable shows exactly the device-plugin
+// resources the change promised: each promised resource at its count, and
+// no other GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared,
+// nvidia.com/mig-*) above zero.
+func Verify(want, got map[string]int64) error {
+	var diffs []string
+	for _, r := range slices.Sorted(maps.Keys(want)) {
+		if got[r] != want[r] {
+			diffs = append(diffs, fmt.Sprintf("%s %d, want %d", r, got[r], want[r]))
+		}
+	}
+	for _, r := range slices.Sorted(maps.Keys(got)) {
+		if _, promised := want[r]; !promised && IsGPUResource(r) && got[r] != 0 {
+			diffs = append(diffs, fmt.Sprintf("%s %d, want none", r, got[r]))
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("allocatable shows %s", strings.Join(diffs, ", "))
+	}
+	return nil
+}
+
+// IsGPUResource says whether a resource name is one of the device
+// plugin's GPU resources.
+func IsGPUResource(name string) bool {
+	return name == ResourceGPU || name == ResourceGPUShared || strings.HasPrefix(name, resourceMIGPrefix)
+}
