@@ -178,8 +178,10 @@ func Build(s *cluster.Snapshot, pl *plan.Plan, budgets map[cluster.PodKey]Budget
 		if len(labels) == 0 {
 			continue
 		}
+		after = withDRA(n.GPUs, after)
 		node := Node{Name: n.Name, Pool: nc.Pool, Role: nc.Role, Labels: labels}
-		node.GPUs, node.Repartition, node.DRA = gpuChanges(n.GPUs, after)
+		node.GPUs, node.Repartition = gpuChanges(n.GPUs, after)
+		node.DRA = slices.ContainsFunc(n.GPUs, func(g cluster.GPU) bool { return g.DRA != nil })
 		if !node.DRA {
 			node.Allocatable = Offered(after)
 		}
@@ -221,9 +223,21 @@ func labelChanges(now, target map[string]string) []Label {
 	return out
 }
 
-// gpuChanges lists the GPUs whose configuration differs, whether any is
-// re-partitioned, and whether the touched GPUs are DRA's.
-func gpuChanges(before, after []cluster.GPU) (out []GPU, repartition, dra bool) {
+// withDRA is the GPUs after the change with the DRA identity of the GPUs
+// before it: DRA offers the same devices, configured otherwise.
+func withDRA(before, after []cluster.GPU) []cluster.GPU {
+	out := slices.Clone(after)
+	for i := range min(len(before), len(out)) {
+		if out[i].DRA == nil {
+			out[i].DRA = before[i].DRA
+		}
+	}
+	return out
+}
+
+// gpuChanges lists the GPUs whose configuration differs and whether any
+// is re-partitioned.
+func gpuChanges(before, after []cluster.GPU) (out []GPU, repartition bool) {
 	for i := range min(len(before), len(after)) {
 		from, to := Describe(before[i]), Describe(after[i])
 		if from == to {
@@ -231,7 +245,6 @@ func gpuChanges(before, after []cluster.GPU) (out []GPU, repartition, dra bool) 
 		}
 		g := GPU{Index: i, From: from, To: to}
 		if d := before[i].DRA; d != nil {
-			dra = true
 			for _, name := range append([]string{d.Device}, d.SliceDevices...) {
 				if name != "" {
 					g.Devices = append(g.Devices, cluster.NewDRADeviceID(d.Driver, d.Pool, name))
@@ -243,7 +256,7 @@ func gpuChanges(before, after []cluster.GPU) (out []GPU, repartition, dra bool) 
 			repartition = true
 		}
 	}
-	return out, repartition, dra
+	return out, repartition
 }
 
 // Describe says how a GPU is configured: "whole", "time-slicing x4",

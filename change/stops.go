@@ -47,6 +47,9 @@ func stops(n *cluster.Node, pods []*cluster.Pod, node Node, owners map[*cluster.
 		for _, d := range p.Devices {
 			st.GPUs += heldShare(n, d)
 		}
+		if len(p.Devices) == 0 {
+			st.GPUs = requestShare(n, r, count)
+		}
 		if w := owners[p]; w != nil {
 			st.Owner, st.Job = w.Key, w.Job
 		}
@@ -118,4 +121,26 @@ func heldShare(n *cluster.Node, d cluster.Device) float64 {
 		}
 	}
 	return 1 / float64(max(1, g.Shares()))
+}
+
+// requestShare is the share of GPUs a pod with no recorded devices holds:
+// count times what one of the resource is on the node's first GPU that
+// offers it.
+func requestShare(n *cluster.Node, resource string, count int) float64 {
+	for i, g := range n.GPUs {
+		if g.DRA != nil {
+			continue
+		}
+		switch {
+		case g.Sharing == cluster.MIG:
+			for j, sl := range g.Layout {
+				if resourceMIGPrefix+sl.Profile == resource {
+					return float64(count) * heldShare(n, cluster.Device{GPU: i, Slice: j})
+				}
+			}
+		case Offered([]cluster.GPU{g})[resource] > 0:
+			return float64(count) * heldShare(n, cluster.Device{GPU: i, Slice: -1})
+		}
+	}
+	return 0
 }

@@ -31,7 +31,7 @@ func (r *nodeRun) drain(ctx context.Context) error {
 	for _, s := range r.n.Stop {
 		if err := r.stop(dctx, s); err != nil {
 			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("drain: %s did not stop within %s: %w", s.Pod, r.o.DrainTimeout, errTimeout)
+				return fmt.Errorf("drain: %s did not stop within %s (%v): %w", s.Pod, r.o.DrainTimeout, err, errTimeout)
 			}
 			return fmt.Errorf("drain: %s: %w", s.Pod, err)
 		}

@@ -27,7 +27,7 @@ func printDryRun(w io.Writer, format string, set *change.Set) error {
 	for _, n := range set.Nodes {
 		stops += len(n.Stop)
 	}
-	fmt.Fprintf(w, "change set %s: %d nodes change, %s stop, %.2f GPU-hours lost (estimate)\n", set.Hash, len(set.Nodes), pods(stops), set.GPUHoursLost)
+	fmt.Fprintf(w, "change set %s: %s change, %s stop, %.2f GPU-hours lost (estimate)\n", set.Hash, plural(len(set.Nodes), "node"), pods(stops), set.GPUHoursLost)
 	g := set.Gain
 	fmt.Fprintf(w, "expected gain of the whole plan: %d GPUs freed, nodes freed: %s; pending GPU pods %d -> %d; %.2f %s a month\n",
 		g.GPUsFreed, listing.Some(orNone(g.NodesFreed)), g.PendingBefore, g.PendingAfter, g.MonthlySaving, g.Currency)
@@ -148,9 +148,11 @@ func orNone(xs []string) []string {
 	return xs
 }
 
-func pods(n int) string {
+func pods(n int) string { return plural(n, "pod") }
+
+func plural(n int, noun string) string {
 	if n == 1 {
-		return "1 pod"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d pods", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }
