@@ -142,8 +142,10 @@ func (m *memCluster) EnsureConfigs(_ context.Context, set *change.Set, n change.
 	return nil
 }
 
-func (m *memCluster) TaintDevices(context.Context, string, string, []cluster.DRADeviceID) error { return nil }
-func (m *memCluster) UntaintDevices(context.Context, string, string) error                      { return nil }
+func (m *memCluster) TaintDevices(context.Context, string, string, []cluster.DRADeviceID) error {
+	return nil
+}
+func (m *memCluster) UntaintDevices(context.Context, string, string) error { return nil }
 
 func (m *memCluster) Event(_ context.Context, node string, warning bool, reason, message string) {
 	m.mu.Lock()
@@ -269,7 +271,9 @@ func TestApplyOutcomes(t *testing.T) {
 			outcome: OutcomeAborted, reason: "mig-manager is not at rest", evicted: 0,
 		},
 		"mig-manager not deployed": {
-			setup:   func(m *memCluster, _ *change.Set) { delete(m.nodes[testNode].labels, gpuoperator.MIGManagerDeployLabel) },
+			setup: func(m *memCluster, _ *change.Set) {
+				delete(m.nodes[testNode].labels, gpuoperator.MIGManagerDeployLabel)
+			},
 			outcome: OutcomeAborted, reason: "mig-manager does not run on the node", evicted: 0,
 		},
 	}
