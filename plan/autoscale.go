@@ -196,6 +196,10 @@ type NodePool struct {
 	// the device plugin and MIG configs of the role.
 	Labels        map[string]string `json:"labels"`
 	Taints        []cluster.Taint   `json:"taints,omitempty"`
+	// StartupTaints keep pods off a new node until mig-manager has applied
+	// its mig-parted config (wellknown.TaintMIGPending), on every NodePool
+	// that labels its nodes with one.
+	StartupTaints []cluster.Taint `json:"startupTaints,omitempty"`
 	InstanceTypes []string          `json:"instanceTypes,omitempty"`
 	// GPUsNeeded is the GPUs the plan puts on these nodes, scaled
 	// workloads at their most replicas; GPULimit is that plus headroom,
@@ -428,6 +432,9 @@ func (pl *Plan) addNodePool(a *Autoscaling, g *nodeGroup, o Options) {
 	if !g.np.Spot {
 		g.np.Weight = onDemandWeight
 	}
+	if g.np.Labels[MIGConfigLabel] != "" {
+		g.np.StartupTaints = []cluster.Taint{{Key: wellknown.TaintMIGPending, Value: "true", Effect: cluster.NoSchedule}}
+	}
 	if g.np.Role == MIG && g.np.Labels[MIGConfigLabel] == "" {
 		pl.Warnings = append(pl.Warnings, fmt.Sprintf("NodePool %s: the pool's MIG nodes have different mig-parted configs, so its new nodes get none; label them %s by hand", g.np.Name, MIGConfigLabel))
 	}
@@ -647,6 +654,9 @@ func (pl *Plan) KarpenterNodePools() ([]byte, error) {
 		tmpl := map[string]any{"nodeClassRef": a.NodeClass, "requirements": reqs}
 		if len(np.Taints) > 0 {
 			tmpl["taints"] = np.Taints
+		}
+		if len(np.StartupTaints) > 0 {
+			tmpl["startupTaints"] = np.StartupTaints
 		}
 		spec := map[string]any{
 			"template":   map[string]any{"metadata": map[string]any{"labels": np.Labels}, "spec": tmpl},

@@ -11,6 +11,7 @@ import (
 	"github.com/VictoriaMetrics/metricsql"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/source/demo"
@@ -106,6 +107,12 @@ func TestAutoscaling(t *testing.T) {
 		gotNP = append(gotNP, npView{np.Name, np.Spot, np.GPULimit, np.Consolidation, np.InstanceTypes, np.Workloads})
 		if len(np.Taints) != 1 || np.Labels["nvidia.com/gpu.product"] != "NVIDIA-H100-80GB-HBM3" {
 			t.Errorf("NodePool %s: taints %v, labels %v: want the nodes' common GPU taint and product label", np.Name, np.Taints, np.Labels)
+		}
+		// A node labelled with a mig-parted config starts tainted until
+		// mig-manager has applied it (gpu-operator issue 2670).
+		wantStartup := np.Labels[MIGConfigLabel] != ""
+		if got := len(np.StartupTaints) == 1 && np.StartupTaints[0].Key == wellknown.TaintMIGPending && np.StartupTaints[0].Effect == cluster.NoSchedule; got != wantStartup {
+			t.Errorf("NodePool %s (labels %v): startup taints %v, want the mig-pending taint: %v", np.Name, np.Labels, np.StartupTaints, wantStartup)
 		}
 	}
 	var names []string

@@ -69,6 +69,13 @@ const (
 // its value, so that the node's other GPUs keep scheduling.
 const TaintApply = "gpupack.io/change"
 
+// TaintMIGPending is the startup taint (effect NoSchedule) of the nodes
+// that gpupack's Karpenter NodePools create with a mig-parted config
+// label: no pod lands on a GPU that mig-manager has not partitioned yet.
+// The apply controller removes it once the node's
+// nvidia.com/mig.config.state is success.
+const TaintMIGPending = "gpupack.io/mig-pending"
+
 // TaintXID is the key of the device taint that plan's DeviceTaintRules put
 // on a DRA GPU that reported an XID error marking it unhealthy; the
 // taint's value is the XID.
