@@ -416,3 +416,37 @@ func TestApplyInterruptedRollsBack(t *testing.T) {
 		t.Errorf("after the interrupt: labels %v, cordoned %v", n.labels, n.unschedulable)
 	}
 }
+
+// TestChangeController: the controller publishes the set, applies it only
+// once an approval names its hash, and never twice.
+func TestChangeController(t *testing.T) {
+	m, set := migWorld()
+	approvals := map[string]string{}
+	var observed []string
+	c := &ChangeController{
+		Build:     func(context.Context) (*change.Set, error) { return set, nil },
+		Approvals: func(context.Context) (map[string]string, error) { return approvals, nil },
+		Actuator:  m, Options: testOptions(nil), Interval: time.Hour,
+		Observe: func(r NodeResult) { observed = append(observed, r.Outcome) },
+	}
+	ctx := context.Background()
+	c.Once(ctx)
+	if st := c.Status(); st.Set == nil || st.Set.Hash != set.Hash || st.Approved != "" || len(m.evicted) != 0 {
+		t.Fatalf("unapproved: status %+v, evicted %v", st, m.evicted)
+	}
+	approvals["ffffffffffffffff"] = "mallory" // another hash approves nothing
+	c.Once(ctx)
+	if len(m.evicted) != 0 {
+		t.Fatalf("an approval of another hash applied the set: evicted %v", m.evicted)
+	}
+	approvals[set.Hash] = "bob"
+	c.Once(ctx)
+	st := c.Status()
+	if st.Approved != "bob" || len(st.Results) != 1 || st.Results[0].Outcome != OutcomeApplied || st.Results[0].ApprovedBy != "bob" || len(st.Steps) == 0 {
+		t.Fatalf("approved: status %+v", st)
+	}
+	c.Once(ctx)
+	if got := len(c.Status().Results); got != 1 || len(observed) != 1 {
+		t.Errorf("the same hash applied again: %d results, observed %v", got, observed)
+	}
+}

@@ -1,0 +1,173 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gpupack/gpupack/change"
+)
+
+// ChangeController is apply as a loop, for `serve --apply-controller`:
+// every Interval it builds the change set of the live cluster and
+// publishes it (Status), applies it when an approval names its hash, and
+// releases the startup taints of nodes whose MIG config mig-manager has
+// applied. It applies a hash at most once per process: a set that failed
+// is not retried until the cluster changes its hash or the process
+// restarts.
+type ChangeController struct {
+	// Build makes the change set of the cluster now.
+	Build func(ctx context.Context) (*change.Set, error)
+	// Approvals reads the approved hashes, each with who approved it.
+	Approvals func(ctx context.Context) (map[string]string, error)
+	// ReleaseStartupTaints removes the mig-pending startup taint of the
+	// nodes whose MIG config is applied, and names them.
+	ReleaseStartupTaints func(ctx context.Context) ([]string, error)
+	Actuator             change.Actuator
+	Options              ApplyOptions
+	Interval             time.Duration
+	// Observe is told of each node's result (the metrics); nil for none.
+	Observe func(NodeResult)
+
+	mu       sync.Mutex
+	status   ChangeStatus
+	attempts map[string]bool
+}
+
+// ChangeStatus is what the controller shows: the change set it built
+// last, whether it is approved and being applied, the steps of the
+// current run and the results of the last ones.
+type ChangeStatus struct {
+	Set      *change.Set  `json:"changeSet"`
+	Built    time.Time    `json:"built"`
+	Error    string       `json:"error,omitempty"`
+	Approved string       `json:"approvedBy,omitempty"`
+	Applying bool         `json:"applying"`
+	Steps    []Step       `json:"steps"`
+	Results  []NodeResult `json:"results"`
+	Released []string     `json:"startupTaintsReleased,omitempty"`
+}
+
+// keepSteps and keepResults bound what the status remembers.
+const (
+	keepSteps   = 200
+	keepResults = 100
+)
+
+// Status returns a copy of the current status.
+func (c *ChangeController) Status() ChangeStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.status
+	s.Steps = append([]Step(nil), s.Steps...)
+	s.Results = append([]NodeResult(nil), s.Results...)
+	return s
+}
+
+// Run loops until ctx ends.
+func (c *ChangeController) Run(ctx context.Context) error {
+	if c.Interval <= 0 {
+		return fmt.Errorf("the apply controller's interval %s must be positive", c.Interval)
+	}
+	c.attempts = map[string]bool{}
+	t := time.NewTicker(c.Interval)
+	defer t.Stop()
+	for {
+		c.Once(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Once is one round of the loop.
+func (c *ChangeController) Once(ctx context.Context) {
+	if c.attempts == nil {
+		c.attempts = map[string]bool{}
+	}
+	if c.ReleaseStartupTaints != nil {
+		released, err := c.ReleaseStartupTaints(ctx)
+		c.update(func(s *ChangeStatus) {
+			for _, n := range released {
+				s.Released = appendBounded(s.Released, n, keepResults)
+			}
+			if err != nil {
+				s.Error = "releasing startup taints: " + err.Error()
+			}
+		})
+	}
+	set, err := c.Build(ctx)
+	now := c.Options.now()
+	if err != nil {
+		c.update(func(s *ChangeStatus) { s.Error, s.Built = err.Error(), now })
+		return
+	}
+	approvals, err := c.Approvals(ctx)
+	by, approved := approvals[set.Hash]
+	c.update(func(s *ChangeStatus) {
+		s.Set, s.Built, s.Error, s.Approved = set, now, "", ""
+		if err != nil {
+			s.Error = "reading approvals: " + err.Error()
+		}
+		if approved {
+			s.Approved = by
+		}
+	})
+	if !approved || len(set.Nodes) == 0 || c.attempts[set.Hash] {
+		return
+	}
+	c.attempts[set.Hash] = true
+	c.apply(ctx, set, by)
+}
+
+func (c *ChangeController) apply(ctx context.Context, set *change.Set, by string) {
+	o := c.Options
+	o.ApprovedBy = by
+	progress := o.Progress
+	o.Progress = func(st Step) {
+		c.update(func(s *ChangeStatus) { s.Steps = appendBounded(s.Steps, st, keepSteps) })
+		if progress != nil {
+			progress(st)
+		}
+	}
+	c.update(func(s *ChangeStatus) { s.Applying, s.Steps = true, nil })
+	results, err := Apply(ctx, set, c.Actuator, o)
+	c.update(func(s *ChangeStatus) {
+		s.Applying = false
+		for _, r := range results {
+			s.Results = appendBounded(s.Results, r, keepResults)
+		}
+		if err != nil {
+			s.Error = err.Error()
+		}
+	})
+	if c.Observe != nil {
+		for _, r := range results {
+			c.Observe(r)
+		}
+	}
+}
+
+func (c *ChangeController) update(f func(*ChangeStatus)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f(&c.status)
+}
+
+func appendBounded[T any](xs []T, x T, limit int) []T {
+	xs = append(xs, x)
+	if len(xs) > limit {
+		xs = xs[len(xs)-limit:]
+	}
+	return xs
+}
+
+func (o ApplyOptions) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
