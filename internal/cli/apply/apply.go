@@ -12,48 +12,36 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/gpupack/gpupack/change"
-	actuator "github.com/gpupack/gpupack/internal/actuator/kube"
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/clio/applyflag"
 	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
 	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/plan"
 )
 
 type options struct {
-	cluster     app.Cluster
-	usage       string
-	prometheus  string
-	maxAnswer   int64
-	window      string
-	format      string
-	nodes       []string
-	outage      time.Duration
-	approve     string
-	approvedBy  string
-	maxPerPool  int
-	drain       time.Duration
-	switchLimit time.Duration
-	letJobs     bool
-	requireMIG  bool
-	maintenance string
-	auditLog    string
-	migParted   string
-	devPlugin   string
+	cluster    app.Cluster
+	usage      string
+	prometheus string
+	maxAnswer  int64
+	window     string
+	format     string
+	nodes      []string
+	outage     time.Duration
+	approve    string
+	auditLog   string
+	flags      applyflag.Flags
 }
 
 // NewCommand returns the apply command.
 func NewCommand(ctx context.Context) *cobra.Command {
 	o := &options{}
-	def := app.DefaultApplyOptions()
 	cmd := &cobra.Command{
 		Use:   "apply",
 		Short: "Apply a plan's node changes safely: dry-run by default, approval by hash, drain through the Eviction API, verify, roll back",
@@ -103,22 +91,11 @@ With no flags it prints the dry run of the embedded demo's plan.`,
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
 	f.StringSliceVar(&o.nodes, "node", nil, "change only these nodes (repeat or comma-separate); the hash covers only them")
 	f.DurationVar(&o.outage, "outage", time.Duration(change.DefaultOptions().OutageHours*float64(time.Hour)), "expected time a stopped pod is down, to estimate the GPU-hours a change loses")
-	addApplyFlags(f, o, def)
-	return cmd
-}
-
-func addApplyFlags(f *pflag.FlagSet, o *options, def app.ApplyOptions) {
 	f.StringVar(&o.approve, "approve", "", "apply the change set with this hash (printed by the dry run); without it nothing is written")
-	f.StringVar(&o.approvedBy, "approved-by", "", "who approved, for the audit log and Events (default: the local user)")
-	f.IntVar(&o.maxPerPool, "max-per-pool", def.MaxPerPool, "nodes of one pool that change at once")
-	f.DurationVar(&o.drain, "drain-timeout", def.DrainTimeout, "how long a node's drain may wait for PodDisruptionBudgets before its change is aborted")
-	f.DurationVar(&o.switchLimit, "switch-timeout", def.SwitchTimeout, "how long to wait for mig-manager and the device plugin after the switch (and again for a rollback)")
-	f.BoolVar(&o.letJobs, "let-jobs-finish", false, "wait for the pods of Jobs to finish (within --drain-timeout) instead of evicting them")
-	f.BoolVar(&o.requireMIG, "require-mig-manager", def.RequireMIGManager, "refuse a MIG change on a node where mig-manager is not deployed (nvidia.com/gpu.deploy.mig-manager=true) and at rest (nvidia.com/mig.config.state=success)")
-	f.StringVar(&o.maintenance, "maintenance-window", "", "start node changes only in this daily window, HH:MM-HH:MM in UTC (e.g. 22:00-06:00)")
+	f.StringVar(&o.flags.ApprovedBy, "approved-by", "", "who approved, for the audit log and Events (default: the local user)")
 	f.StringVar(&o.auditLog, "audit-log", "", "append one JSON line per node change (who approved, hash, allocatable before and after, pods evicted, durations, GPU-hours lost, outcome) to this file")
-	f.StringVar(&o.migParted, "mig-config-map", "gpu-operator/custom-mig-config:config.yaml", "NAMESPACE/NAME:KEY of the mig-parted config mig-manager reads (the GPU operator's migManager.config.name)")
-	f.StringVar(&o.devPlugin, "device-plugin-config-map", plan.ConfigMapNamespace+"/"+plan.ConfigMapName, "NAMESPACE/NAME of the device plugin's named configs (the GPU operator's devicePlugin.config.name)")
+	applyflag.Add(f, &o.flags)
+	return cmd
 }
 
 func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
@@ -156,7 +133,7 @@ func (o *options) changeSet(ctx context.Context, stderr io.Writer) (*change.Set,
 
 // apply carries out the approved set with the Kubernetes actuator.
 func (o *options) apply(ctx context.Context, set *change.Set, stdout, stderr io.Writer) error {
-	ao, err := o.applyOptions(stderr)
+	ao, err := o.flags.Options(stderr)
 	if err != nil {
 		return err
 	}
@@ -176,15 +153,10 @@ func (o *options) apply(ctx context.Context, set *change.Set, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	mig, err := parseConfigMapRef(o.migParted, true)
+	a, err := o.flags.Actuator(client, cat, "gpupack-apply")
 	if err != nil {
-		return fmt.Errorf("--mig-config-map: %w", err)
+		return err
 	}
-	dp, err := parseConfigMapRef(o.devPlugin, false)
-	if err != nil {
-		return fmt.Errorf("--device-plugin-config-map: %w", err)
-	}
-	a := &actuator.Actuator{Client: client, Catalogue: cat, MIGParted: mig, DevicePlugin: dp, Component: "gpupack-apply"}
 	results, applyErr := app.Apply(ctx, set, a, ao)
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -196,45 +168,4 @@ func (o *options) apply(ctx context.Context, set *change.Set, stdout, stderr io.
 		printResults(stdout, results)
 	}
 	return applyErr
-}
-
-func (o *options) applyOptions(stderr io.Writer) (app.ApplyOptions, error) {
-	ao := app.DefaultApplyOptions()
-	ao.MaxPerPool, ao.DrainTimeout, ao.SwitchTimeout = o.maxPerPool, o.drain, o.switchLimit
-	ao.LetJobsFinish, ao.RequireMIGManager = o.letJobs, o.requireMIG
-	ao.ApprovedBy = o.approvedBy
-	if ao.ApprovedBy == "" {
-		if u, err := user.Current(); err == nil {
-			ao.ApprovedBy = u.Username
-		}
-	}
-	if o.maintenance != "" {
-		w, err := app.ParseMaintenanceWindow(o.maintenance)
-		if err != nil {
-			return ao, fmt.Errorf("--maintenance-window: %w", err)
-		}
-		ao.Window = w
-	}
-	ao.Progress = func(s app.Step) {
-		line := fmt.Sprintf("%s %s: %s", s.At.UTC().Format(time.TimeOnly), s.Node, s.Name)
-		if s.Detail != "" {
-			line += ": " + s.Detail
-		}
-		fmt.Fprintln(stderr, line)
-	}
-	return ao, nil
-}
-
-// parseConfigMapRef reads NAMESPACE/NAME[:KEY].
-func parseConfigMapRef(s string, wantKey bool) (actuator.ConfigMapRef, error) {
-	ref, key, hasKey := strings.Cut(s, ":")
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok || ns == "" || name == "" || (wantKey && (!hasKey || key == "")) || (!wantKey && hasKey) {
-		want := "NAMESPACE/NAME"
-		if wantKey {
-			want += ":KEY"
-		}
-		return actuator.ConfigMapRef{}, fmt.Errorf("%q: want %s", s, want)
-	}
-	return actuator.ConfigMapRef{Namespace: ns, Name: name, Key: key}, nil
 }

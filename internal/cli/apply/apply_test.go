@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/change"
+	"github.com/gpupack/gpupack/internal/cli/clio/applyflag"
 	"github.com/gpupack/gpupack/internal/testkit/golden"
 )
 
@@ -69,11 +70,11 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{"cm", "ns/", "/name", "ns/name", "ns/name:"} {
-		if _, err := parseConfigMapRef(bad, true); err == nil {
-			t.Errorf("parseConfigMapRef(%q) accepted", bad)
+		if _, err := applyflag.ParseConfigMapRef(bad, true); err == nil {
+			t.Errorf("applyflag.ParseConfigMapRef(%q) accepted", bad)
 		}
 	}
-	if ref, err := parseConfigMapRef("gpu-operator/custom-mig-config:config.yaml", true); err != nil || ref.Key != "config.yaml" || ref.Name != "custom-mig-config" {
+	if ref, err := applyflag.ParseConfigMapRef("gpu-operator/custom-mig-config:config.yaml", true); err != nil || ref.Key != "config.yaml" || ref.Name != "custom-mig-config" {
 		t.Errorf("parseConfigMapRef: %+v, %v", ref, err)
 	}
 }
