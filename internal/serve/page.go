@@ -110,10 +110,15 @@ type pageData struct {
 	Charts   []*chart
 	Startup  *chart
 	Curve    *chart
+	// Changes is the apply controller's status; nil when none runs.
+	Changes *app.ChangeStatus
 }
 
-func (p *page) serve(w http.ResponseWriter, prov Provider) {
+func (p *page) serve(w http.ResponseWriter, prov Provider, changes func() *app.ChangeStatus) {
 	d := pageData{V: prov.View()}
+	if changes != nil {
+		d.Changes = changes()
+	}
 	if d.V == nil {
 		d.Waiting = notReady(prov)
 	} else {

@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
 
+	"github.com/gpupack/gpupack/change"
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/render/planout"
@@ -480,5 +482,31 @@ func TestCostPerActiveHourOfNoActivity(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
+	}
+}
+
+// TestChanges: the apply controller's status is on the page and at
+// /api/v1/changes when a controller runs, and /api/v1/changes is 404
+// without one; a pod whose budget blocks it is named.
+func TestChanges(t *testing.T) {
+	v := testView("x")
+	if resp := get(t, Handler(Options{Provider: &provider{v: v}}), http.MethodGet, "/api/v1/changes"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/api/v1/changes without a controller: %d, want 404", resp.StatusCode)
+	}
+	st := &app.ChangeStatus{Approved: "bob", Set: &change.Set{Hash: "0123456789abcdef", Nodes: []change.Node{{Name: "gpu-1", Pool: "h100",
+		Labels: []change.Label{{Key: "nvidia.com/mig.config", To: "h100-mig-1"}},
+		Stop:   []change.Stop{{Pod: cluster.PodKey{Namespace: "ml", Name: "held"}, Budget: &change.Budget{Namespace: "ml", Name: "pdb"}}}}}},
+		Results: []app.NodeResult{{Node: "gpu-0", Outcome: app.OutcomeRolledBack, Reason: "mig-manager failed the change"}}}
+	h := Handler(Options{Provider: &provider{v: v}, Changes: func() *app.ChangeStatus { return st }})
+	page := body(t, get(t, h, http.MethodGet, "/"))
+	for _, want := range []string{`id="changes-hash">0123456789abcdef<`, "approved by bob", "nvidia.com/mig.config=h100-mig-1", "ml/held", "rolled-back", "mig-manager failed the change"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	resp := get(t, h, http.MethodGet, "/api/v1/changes")
+	var got app.ChangeStatus
+	if err := json.Unmarshal([]byte(body(t, resp)), &got); err != nil || got.Set.Hash != "0123456789abcdef" || got.Results[0].Outcome != app.OutcomeRolledBack {
+		t.Errorf("/api/v1/changes: %+v, %v", got, err)
 	}
 }

@@ -34,6 +34,9 @@ type Options struct {
 	Provider Provider
 	// Metrics serves /metrics; nil serves none (404).
 	Metrics http.Handler
+	// Changes returns the apply controller's status, shown on the page and
+	// at /api/v1/changes; nil when no controller runs (404).
+	Changes func() *app.ChangeStatus
 }
 
 // securityHeaders go on every response: no script, style or image from
@@ -60,7 +63,8 @@ func Handler(o Options) http.Handler {
 func handler(o Options, cache *apiCache) http.Handler {
 	page := newPage()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider) })
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider, o.Changes) })
+	mux.HandleFunc("/api/v1/changes", func(w http.ResponseWriter, r *http.Request) { serveChanges(w, o.Changes) })
 	mux.Handle("/static/", http.FileServerFS(staticFS))
 	apiRoutes(mux, o.Provider, cache)
 	mux.HandleFunc(filesPath+"{name}", func(w http.ResponseWriter, r *http.Request) { serveFile(w, r.PathValue("name"), o.Provider) })
@@ -254,6 +258,23 @@ func encodeJSON(v any) ([]byte, error) {
 	enc.SetIndent("", "  ")
 	err := enc.Encode(v)
 	return buf.Bytes(), err
+}
+
+// serveChanges writes the apply controller's status as JSON; it is
+// bounded (app.ChangeController keeps the last steps and results), so it
+// is encoded per request.
+func serveChanges(w http.ResponseWriter, changes func() *app.ChangeStatus) {
+	if changes == nil {
+		writeError(w, http.StatusNotFound, "no apply controller runs in this server: start serve with --apply-controller")
+		return
+	}
+	b, err := encodeJSON(changes())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encoding /api/v1/changes: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

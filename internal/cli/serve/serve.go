@@ -9,15 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/gpupack/gpupack/change"
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
+	"github.com/gpupack/gpupack/internal/cli/clio/applyflag"
 	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/serve/live"
@@ -37,6 +38,11 @@ type options struct {
 	step       time.Duration
 	refresh    time.Duration
 	prices     string
+	// The apply controller (off unless applyController).
+	applyController bool
+	approvals       string
+	applyEvery      time.Duration
+	apply           applyflag.Flags
 }
 
 // NewCommand returns the serve command.
@@ -96,6 +102,10 @@ report, diagnose, plan and simulate, with no cluster.`,
 	f.DurationVar(&o.step, "step", 30*time.Second, "evaluation step of the pushed-down queries (the scrape resolution accounted); divides an hour")
 	f.DurationVar(&o.refresh, "refresh", time.Minute, "how often to read the current hour and the cluster again")
 	f.StringVar(&o.prices, "prices", "", "price file (YAML: currency, prices per model, nodeRules per node label), as gpupack report --prices")
+	f.BoolVar(&o.applyController, "apply-controller", false, "run the apply controller: build the plan's change set at every --apply-interval, show it on the page and at /api/v1/changes, apply it when --apply-approvals holds its hash (as gpupack apply does), and remove the gpupack.io/mig-pending startup taint of nodes mig-manager has partitioned")
+	f.StringVar(&o.approvals, "apply-approvals", "gpupack/gpupack-approvals", "NAMESPACE/NAME of the ConfigMap whose keys are the approved change set hashes (each value: who approved); only the approver role may write it")
+	f.DurationVar(&o.applyEvery, "apply-interval", 10*time.Minute, "how often the apply controller builds the change set again")
+	applyflag.Add(f, &o.apply)
 	return cmd
 }
 
@@ -109,12 +119,20 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if o.live || o.kubeconfig != "" {
 		return errors.New("--kubeconfig/--live need --prometheus, which holds the GPU metrics to account; give --prometheus too, or drop them for the demo")
 	}
-	fmt.Fprintln(stderr, "serve: building the demo view (report, diagnose, plan and a simulator run)...")
+	if o.applyController {
+		return errors.New("--apply-controller changes the live cluster: give --prometheus (and --kubeconfig or --live); the demo shows its change set without it")
+	}
+	fmt.Fprintln(stderr, "serve: building the demo view (report, diagnose, plan, its change set and a simulator run)...")
 	v, err := app.DemoView(ctx)
 	if err != nil {
 		return fmt.Errorf("serve --demo: %w", err)
 	}
-	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: fixed{v}}, stderr)
+	set, _, _, err := app.BuildChangeSet(ctx, app.ChangeSetRequest{Plan: app.PlanRequest{Options: plan.DefaultOptions()}, Change: change.DefaultOptions()}, io.Discard)
+	if err != nil {
+		return fmt.Errorf("serve --demo: %w", err)
+	}
+	demoChanges := &app.ChangeStatus{Set: set, Built: v.AsOf}
+	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: fixed{v}, Changes: func() *app.ChangeStatus { return demoChanges }}, stderr)
 }
 
 // fixed is a provider of one view that never changes: the demo's.
@@ -162,6 +180,15 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e.Collector())
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
-	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: e, Metrics: http.Handler(metrics)}, stderr)
+	so := serve.Options{Addr: o.listen, Provider: e}
+	if o.applyController {
+		c, err := o.controller(e, client, reg, stderr)
+		if err != nil {
+			return err
+		}
+		go func() { _ = c.Run(ctx) }()
+		so.Changes = func() *app.ChangeStatus { s := c.Status(); return &s }
+	}
+	so.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	return serve.Serve(ctx, so, stderr)
 }
