@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/plan"
 )
 
 // Actuator is what applying a change set reads and writes of the cluster.
@@ -33,6 +34,9 @@ type Actuator interface {
 	// from the node's devices.
 	TaintDevices(ctx context.Context, hash, node string, devices []cluster.DRADeviceID) error
 	UntaintDevices(ctx context.Context, hash, node string) error
+	// EnsureTaintRule creates a DeviceTaintRule of the plan, and fails when
+	// one of the same name says something else.
+	EnsureTaintRule(ctx context.Context, r plan.DeviceTaintRule) error
 	// Event records an Event on the node.
 	Event(ctx context.Context, node string, warning bool, reason, message string)
 	// Snapshot reads the whole cluster, to check that the pending pods a

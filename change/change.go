@@ -29,6 +29,10 @@ type Set struct {
 	// target labels name, by name.
 	MIGConfigs          map[string][]gpuoperator.MIGDeviceConfig `json:"migConfigs,omitempty"`
 	DevicePluginConfigs map[string]plan.DevicePluginConfig       `json:"devicePluginConfigs,omitempty"`
+	// TaintRules are the plan's DeviceTaintRules (NoSchedule on the DRA
+	// GPUs that reported an XID error marking them unhealthy): created
+	// before any node changes, they stop new claims and evict nothing.
+	TaintRules []plan.DeviceTaintRule `json:"deviceTaintRules,omitempty"`
 	// GPUHoursLost is the estimate of GPU-hours the stopped pods lose
 	// (Options.Outage each); Gain is what the plan's proof expects.
 	GPUHoursLost float64  `json:"gpuHoursLost"`
@@ -199,6 +203,7 @@ func Build(s *cluster.Snapshot, pl *plan.Plan, budgets map[cluster.PodKey]Budget
 		set.addConfigs(pl.MIGParted, pl.DevicePlugin, node.Labels)
 		set.Nodes = append(set.Nodes, node)
 	}
+	set.TaintRules = pl.TaintRules
 	pr := pl.Proof
 	set.Gain = Gain{GPUsFreed: pr.GPUsFreed, NodesFreed: pr.NodesFreed, MonthlySaving: pr.MonthlySaving, Currency: pr.Currency,
 		PendingBefore: pr.PendingBefore, PendingAfter: pr.PendingAfter}
@@ -366,7 +371,8 @@ func (set *Set) hash() (string, error) {
 		Nodes        []nodeKey
 		MIG          map[string][]gpuoperator.MIGDeviceConfig
 		DevicePlugin map[string]plan.DevicePluginConfig
-	}{MIG: set.MIGConfigs, DevicePlugin: set.DevicePluginConfigs}
+		TaintRules   []plan.DeviceTaintRule
+	}{MIG: set.MIGConfigs, DevicePlugin: set.DevicePluginConfigs, TaintRules: set.TaintRules}
 	for _, n := range set.Nodes {
 		k := nodeKey{Name: n.Name, Labels: n.Labels, GPUs: n.GPUs, Allocatable: n.Allocatable}
 		for _, s := range n.Stop {
@@ -417,7 +423,8 @@ func stopWarnings(nodes []Node) []string {
 }
 
 // Only is the set cut to the named nodes, hashed again: what an approval
-// of some nodes covers. A name the set does not change is an error.
+// of some nodes covers; the plan's DeviceTaintRules, which belong to no
+// node change, are left out. A name the set does not change is an error.
 func (set *Set) Only(names []string) (*Set, error) {
 	out := &Set{MIGConfigs: map[string][]gpuoperator.MIGDeviceConfig{}, DevicePluginConfigs: map[string]plan.DevicePluginConfig{}, Gain: set.Gain}
 	for _, name := range names {

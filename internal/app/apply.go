@@ -112,6 +112,14 @@ func Apply(ctx context.Context, set *change.Set, a change.Actuator, o ApplyOptio
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	for _, r := range set.TaintRules {
+		if err := a.EnsureTaintRule(ctx, r); err != nil {
+			return nil, fmt.Errorf("DeviceTaintRule %s, before any node changes: %w", r.Name, err)
+		}
+		if o.Progress != nil {
+			o.Progress(Step{Node: r.Pool, Name: "taint unhealthy GPU", Detail: fmt.Sprintf("DeviceTaintRule %s on %s/%s/%s (XID %d)", r.Name, r.Driver, r.Pool, r.Device, r.XID), At: o.Now()})
+		}
+	}
 	byPool := map[string][]change.Node{}
 	for _, n := range set.Nodes {
 		byPool[n.Pool] = append(byPool[n.Pool], n)

@@ -17,6 +17,7 @@ import (
 	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/change"
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/plan"
 )
 
 // memNode is a node of the in-memory cluster.
@@ -449,4 +450,11 @@ func TestChangeController(t *testing.T) {
 	if got := len(c.Status().Results); got != 1 || len(observed) != 1 {
 		t.Errorf("the same hash applied again: %d results, observed %v", got, observed)
 	}
+}
+
+func (m *memCluster) EnsureTaintRule(_ context.Context, r plan.DeviceTaintRule) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.events = append(m.events, "rule "+r.Name)
+	return nil
 }

@@ -17,10 +17,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +34,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	source "github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/plan"
 )
 
 // ConfigMapRef names a ConfigMap and the key of its data a config file
@@ -191,4 +194,27 @@ func (a *Actuator) UntaintDevices(ctx context.Context, hash, node string) error 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// EnsureTaintRule creates the plan's DeviceTaintRule: a NoSchedule taint
+// gpupack.io/xid=<XID> on one device. One of the same name and spec is
+// left; one of the same name and another spec is an error.
+func (a *Actuator) EnsureTaintRule(ctx context.Context, r plan.DeviceTaintRule) error {
+	want := resourcev1.DeviceTaintRuleSpec{
+		DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To(r.Driver), Pool: ptr.To(r.Pool), Device: ptr.To(r.Device)},
+		Taint:          resourcev1.DeviceTaint{Key: wellknown.TaintXID, Value: strconv.Itoa(r.XID), Effect: resourcev1.DeviceTaintEffectNoSchedule},
+	}
+	rules := a.Client.ResourceV1().DeviceTaintRules()
+	_, err := rules.Create(ctx, &resourcev1.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: r.Name}, Spec: want}, metav1.CreateOptions{FieldManager: a.Component})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	old, err := rules.Get(ctx, r.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !equality.Semantic.DeepEqual(old.Spec.DeviceSelector, want.DeviceSelector) || old.Spec.Taint.Key != want.Taint.Key || old.Spec.Taint.Value != want.Taint.Value || old.Spec.Taint.Effect != want.Taint.Effect {
+		return fmt.Errorf("DeviceTaintRule %s exists with another selector or taint; gpupack never overwrites it: delete it or rename", r.Name)
+	}
+	return nil
 }

@@ -34,12 +34,15 @@ func printDryRun(w io.Writer, format string, set *change.Set) error {
 	for _, warning := range set.Warnings {
 		fmt.Fprintln(w, "warning:", warning)
 	}
+	for _, r := range set.TaintRules {
+		fmt.Fprintf(w, "first: DeviceTaintRule %s taints %s/%s/%s (XID %d) NoSchedule; nothing is evicted\n", r.Name, r.Driver, r.Pool, r.Device, r.XID)
+	}
 	for _, n := range set.Nodes {
 		fmt.Fprintln(w)
 		printNode(w, n)
 	}
 	fmt.Fprintln(w)
-	if len(set.Nodes) == 0 {
+	if len(set.Nodes) == 0 && len(set.TaintRules) == 0 {
 		fmt.Fprintln(w, "dry run: the cluster already has every label the plan sets; nothing to apply")
 		return nil
 	}
