@@ -194,13 +194,13 @@ type NodePool struct {
 	Spot  bool   `json:"spot"`
 	// Labels are the labels Karpenter puts on its nodes: the pool's, and
 	// the device plugin and MIG configs of the role.
-	Labels        map[string]string `json:"labels"`
-	Taints        []cluster.Taint   `json:"taints,omitempty"`
+	Labels map[string]string `json:"labels"`
+	Taints []cluster.Taint   `json:"taints,omitempty"`
 	// StartupTaints keep pods off a new node until mig-manager has applied
 	// its mig-parted config (wellknown.TaintMIGPending), on every NodePool
 	// that labels its nodes with one.
 	StartupTaints []cluster.Taint `json:"startupTaints,omitempty"`
-	InstanceTypes []string          `json:"instanceTypes,omitempty"`
+	InstanceTypes []string        `json:"instanceTypes,omitempty"`
 	// GPUsNeeded is the GPUs the plan puts on these nodes, scaled
 	// workloads at their most replicas; GPULimit is that plus headroom,
 	// in whole nodes.
