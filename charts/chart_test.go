@@ -53,8 +53,12 @@ func variants(t *testing.T) []variant {
 		{name: "scheduler only", values: map[string]any{"serve": map[string]any{"enabled": false}, "webhook": map[string]any{"enabled": false}}},
 		{name: "webhook only", values: map[string]any{"serve": map[string]any{"enabled": false}, "scheduler": map[string]any{"enabled": false}}},
 		{name: "everything", apis: []string{certManagerAPI, serviceMonitorAPI, prometheusRuleAPI}, values: map[string]any{
-			"prices":           map[string]any{"currency": "USD", "prices": map[string]any{"H100-80GB": 2.49, "L40S": 1.1, "A100-40GB": 1.3, "L4": 0.6}},
-			"serve":            map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}, "nodeSelector": map[string]any{"role": "system"}, "tolerations": []any{map[string]any{"key": "system", "operator": "Exists"}}},
+			"prices":     map[string]any{"currency": "USD", "prices": map[string]any{"H100-80GB": 2.49, "L40S": 1.1, "A100-40GB": 1.3, "L4": 0.6}},
+			"prometheus": everythingPrometheus(),
+			"serve": map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}, "nodeSelector": map[string]any{"role": "system"}, "tolerations": []any{map[string]any{"key": "system", "operator": "Exists"}},
+				"auth": "kubernetes", "viewers": []any{map[string]any{"kind": "Group", "name": "gpu-admins", "apiGroup": "rbac.authorization.k8s.io"}},
+				"metricsReaders": []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}},
+				"networkPolicy":  map[string]any{"namespaces": []any{"platform"}}},
 			"scheduler":        map[string]any{"policy": "fgd", "replicas": 2},
 			"webhook":          map[string]any{"certificate": "cert-manager", "requests": string(requests), "namespaces": []any{"ml", "inference"}},
 			"imagePullSecrets": []any{map[string]any{"name": "ghcr"}},
@@ -229,6 +233,18 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{"ServiceMonitor absent", map[string]any{"serve": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}, nil, "ServiceMonitor API"},
 		{"PrometheusRule absent", map[string]any{"rules": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}, nil, "PrometheusRule API"},
 		{"requests not YAML", map[string]any{"webhook": map[string]any{"requests": "workloads: [unclosed"}}, nil, "--set-file webhook.requests="},
+		{"password in the URL", map[string]any{"prometheus": map[string]any{"url": "http://gpupack:s3cret@prometheus:9090"}}, nil, "prometheus.auth"},
+		{"user in the URL", map[string]any{"prometheus": map[string]any{"url": "https://gpupack@prometheus"}}, nil, "prometheus.auth"},
+		{"keys without a Secret", map[string]any{"prometheus": map[string]any{"auth": map[string]any{"bearerTokenKey": "token"}}}, nil, "prometheus.auth.secretName"},
+		{"header from no Secret", map[string]any{"prometheus": map[string]any{"headersFromSecret": map[string]any{"X-Scope-OrgID": "tenant"}}}, nil, "prometheus.auth.secretName"},
+		{"a Secret without keys", map[string]any{"prometheus": map[string]any{"auth": map[string]any{"secretName": "prom-creds"}}}, nil, "no key of it is used"},
+		{"user without password", map[string]any{"prometheus": map[string]any{"auth": map[string]any{"secretName": "prom-creds", "username": "gpupack", "caKey": "ca.crt"}}}, nil, "username and passwordKey"},
+		{"bad header name", map[string]any{"prometheus": map[string]any{"headers": map[string]any{"X Scope": "a"}}}, nil, "'X Scope'"},
+		{"unknown serve auth", map[string]any{"serve": map[string]any{"auth": "basic"}}, nil, "/serve/auth"},
+		{"network policy naming no one", map[string]any{"serve": map[string]any{"networkPolicy": map[string]any{"prometheus": map[string]any{"namespace": ""}}}}, nil, "serve.networkPolicy.enabled=false"},
+		{"webhook in kube-system", map[string]any{"webhook": map[string]any{"namespaces": []any{"ml", "kube-system"}}}, nil, "namespaces"},
+		{"webhook in its own namespace", map[string]any{"webhook": map[string]any{"namespaces": []any{DeployNamespace}}}, nil, "the release's own namespace"},
+		{"webhook timeout of 30 s", map[string]any{"webhook": map[string]any{"timeoutSeconds": 30}}, nil, "timeoutSeconds"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -238,6 +254,9 @@ func TestBadValuesAreRefused(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q does not name %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q shows the password", err)
 			}
 		})
 	}

@@ -117,8 +117,32 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	c.CreateNamespace("ml")
 	labelNamespace(t, client, "ml")
 
-	h.install(nil)
+	// serve in its authenticated mode, one ServiceAccount its viewer.
+	h.install(map[string]any{"serve": map[string]any{"auth": "kubernetes",
+		"viewers": []any{map[string]any{"kind": "ServiceAccount", "name": "viewer", "namespace": installNamespace}}}})
 	waitDeployments(c, "gpupack", "gpupack-scheduler", "gpupack-webhook")
+
+	t.Run("serve is closed to all but the named", func(t *testing.T) {
+		np, err := client.NetworkingV1().NetworkPolicies(installNamespace).Get(ctx, "gpupack", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the NetworkPolicy for serve: %v", err)
+		}
+		if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].PodSelector == nil {
+			t.Errorf("NetworkPolicy ingress %+v, want one rule from the Prometheus's pods", np.Spec.Ingress)
+		}
+		if _, err := client.CoreV1().ServiceAccounts(installNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "viewer"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		viewer := c.ClientAs(installNamespace, "viewer")
+		if !can(t, viewer, access{"get", "", "services/proxy", installNamespace, "gpupack"}) {
+			t.Error("serve.viewers' ServiceAccount may not get serve's services/proxy: it cannot read the page")
+		}
+		for _, a := range []access{{"get", "", "services/proxy", installNamespace, "gpupack-webhook"}, {"get", "", "services", installNamespace, "gpupack"}, {"list", "", "pods", "ml", ""}} {
+			if can(t, viewer, a) {
+				t.Errorf("serve.viewers' ServiceAccount can %s; it needs no such right", a)
+			}
+		}
+	})
 
 	t.Run("the webhook registration fails open", func(t *testing.T) {
 		mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, installRelease, metav1.GetOptions{})
@@ -162,6 +186,9 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				"/persistentvolumeclaims [list watch]",
 				"/pods [list watch]",
 				"/resourcequotas [list watch]",
+				// system:auth-delegator, for serve.auth: kubernetes.
+				"authentication.k8s.io/tokenreviews [create]",
+				"authorization.k8s.io/subjectaccessreviews [create]",
 				"coordination.k8s.io/leases [list watch]",
 				"kueue.x-k8s.io/clusterqueues [list watch]",
 				"kueue.x-k8s.io/localqueues [list watch]",

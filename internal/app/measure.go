@@ -76,7 +76,10 @@ type Measurement struct {
 	// MaxAnswer is the most bytes of one Prometheus answer that are
 	// read (promql.Source.MaxAnswer); 0 is promql.DefaultMaxAnswer.
 	MaxAnswer int64
-	Window    usage.Window
+	// Access is what each request to Prometheus carries besides its
+	// query: credentials, headers, the CA (promql.Access).
+	Access promql.Access
+	Window usage.Window
 	// Hourly reads the window in hourly buckets that the query engine
 	// sums (Accounting.Hourly decides it); otherwise every sample.
 	Hourly  bool
@@ -101,9 +104,9 @@ func Measure(ctx context.Context, m Measurement) (*usage.Report, error) {
 		}
 		return demo.Account(s, m.Window, m.Pricing)
 	case m.Hourly:
-		return measureHourly(ctx, m.Prometheus, m.MaxAnswer, m.Window, m.Pricing, m.Apps, m.Live)
+		return measureHourly(ctx, m.Prometheus, m.MaxAnswer, m.Access, m.Window, m.Pricing, m.Apps, m.Live)
 	}
-	return measureRaw(ctx, m.Prometheus, m.MaxAnswer, m.Window, m.Pricing, m.Apps, m.Live)
+	return measureRaw(ctx, m.Prometheus, m.MaxAnswer, m.Access, m.Window, m.Pricing, m.Apps, m.Live)
 }
 
 // measureRaw reads a window of DCGM (and kube-state-metrics and
@@ -112,8 +115,8 @@ func Measure(ctx context.Context, m Measurement) (*usage.Report, error) {
 // else from kube-state-metrics' kube_node_labels. live holds pods'
 // start-ups read from the live cluster (kube.LoadStartup), merged over
 // kube-state-metrics' pod times (usage.MergePodEvents); nil when none.
-func measureRaw(ctx context.Context, url string, maxAnswer int64, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
-	src, err := promql.New(url)
+func measureRaw(ctx context.Context, url string, maxAnswer int64, access promql.Access, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
+	src, err := promql.Open(url, access)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +135,8 @@ func measureRaw(ctx context.Context, url string, maxAnswer int64, w usage.Window
 // Prometheus computes (promql.LoadBuckets), never pulling raw samples:
 // for windows of days to months. The window must start and end on whole
 // hours. live is as for measureRaw.
-func measureHourly(ctx context.Context, url string, maxAnswer int64, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
-	src, err := promql.New(url)
+func measureHourly(ctx context.Context, url string, maxAnswer int64, access promql.Access, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
+	src, err := promql.Open(url, access)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -60,7 +61,7 @@ func TestHourlyReadsAtReadingGCPercent(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"status":"success","data":{"resultType":"` + kind + `","result":[]}}`))
 		}))
-		_, err := measureHourly(t.Context(), srv.URL, 0, w, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
+		_, err := measureHourly(t.Context(), srv.URL, 0, promql.Access{}, w, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
 		returned.Store(true)
 		srv.Close()
 		if (err != nil) != failing {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/source/demo"
+	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -27,7 +28,9 @@ type PlanRequest struct {
 	Usage      string
 	Prometheus string
 	// MaxAnswer is Measurement.MaxAnswer.
-	MaxAnswer   int64
+	MaxAnswer int64
+	// Access is Measurement.Access.
+	Access      promql.Access
 	Window      string
 	Autoscaling string
 	Options     plan.Options
@@ -46,7 +49,7 @@ func MakePlan(ctx context.Context, req PlanRequest, stderr io.Writer) (*plan.Pla
 	var u *usage.Facts
 	usageName := req.Usage
 	if req.Prometheus != "" {
-		if u, err = MeasureFacts(ctx, req.Prometheus, req.MaxAnswer, req.Window, s.Catalogue, time.Now()); err != nil {
+		if u, err = MeasureFacts(ctx, req.Prometheus, req.MaxAnswer, req.Access, req.Window, s.Catalogue, time.Now()); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -92,7 +95,7 @@ func DemoPlan(ctx context.Context, stderr io.Writer) (*plan.Plan, *cluster.Snaps
 // MeasureFacts accounts the window of this length ("7d" when "") that ends
 // now from a PromQL store, read raw or hourly as Accounting auto chooses,
 // and returns the planner's input.
-func MeasureFacts(ctx context.Context, url string, maxAnswer int64, window string, c *gpu.Catalogue, now time.Time) (*usage.Facts, error) {
+func MeasureFacts(ctx context.Context, url string, maxAnswer int64, access promql.Access, window string, c *gpu.Catalogue, now time.Time) (*usage.Facts, error) {
 	if window == "" {
 		window = "7d"
 	}
@@ -110,7 +113,7 @@ func MeasureFacts(ctx context.Context, url string, maxAnswer int64, window strin
 	if hourly {
 		step = hourlyStep
 	}
-	r, err := Measure(ctx, Measurement{Prometheus: url, MaxAnswer: maxAnswer, Window: LatestWindow(now, length, step, hourly), Hourly: hourly, Pricing: usage.Pricing{Catalogue: c}})
+	r, err := Measure(ctx, Measurement{Prometheus: url, MaxAnswer: maxAnswer, Access: access, Window: LatestWindow(now, length, step, hourly), Hourly: hourly, Pricing: usage.Pricing{Catalogue: c}})
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,12 @@ type Options struct {
 	Provider Provider
 	// Metrics serves /metrics; nil serves none (404).
 	Metrics http.Handler
+	// Guard, when set, wraps every route but /healthz and /readyz (which
+	// the kubelet's probes ask without credentials, and which show no
+	// cluster data): kubeauth.Guard lets only callers that the apiserver
+	// authenticates and authorizes through. Nil serves every route to
+	// anyone who reaches the address.
+	Guard func(http.Handler) http.Handler
 	// Changes returns the apply controller's status, shown on the page and
 	// at /api/v1/changes; nil when no controller runs (404).
 	Changes func() *app.ChangeStatus
@@ -50,8 +56,8 @@ var securityHeaders = map[string]string{
 }
 
 // Handler returns the routes of the dashboard, the API, the downloads,
-// /healthz, /readyz and, when set, /metrics. Every route is read-only:
-// other methods than GET and HEAD get 405.
+// /healthz, /readyz and, when set, /metrics, behind o.Guard when set.
+// Every route is read-only: other methods than GET and HEAD get 405.
 func Handler(o Options) http.Handler {
 	if o.Provider == nil {
 		o.Provider = noProvider{}
@@ -61,29 +67,11 @@ func Handler(o Options) http.Handler {
 
 // handler is Handler with the cache of the API's bodies given.
 func handler(o Options, cache *apiCache) http.Handler {
-	page := newPage()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider, o.Changes) })
-	mux.HandleFunc("/api/v1/changes", func(w http.ResponseWriter, r *http.Request) { serveChanges(w, o.Changes) })
-	mux.Handle("/static/", http.FileServerFS(staticFS))
-	apiRoutes(mux, o.Provider, cache)
-	mux.HandleFunc(filesPath+"{name}", func(w http.ResponseWriter, r *http.Request) { serveFile(w, r.PathValue("name"), o.Provider) })
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := o.Provider.Ready(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	if o.Metrics != nil {
-		mux.Handle("/metrics", o.Metrics)
+	data := dataRoutes(o, cache)
+	if o.Guard != nil {
+		data = o.Guard(data)
 	}
+	health := healthRoutes(o.Provider)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k, v := range securityHeaders {
 			w.Header().Set(k, v)
@@ -93,8 +81,48 @@ func handler(o Options, cache *apiCache) http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": gpupack serve is read-only; use GET")
 			return
 		}
-		mux.ServeHTTP(w, r)
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			health.ServeHTTP(w, r)
+			return
+		}
+		data.ServeHTTP(w, r)
 	})
+}
+
+// healthRoutes serves /healthz (the process serves) and /readyz (the
+// provider's data is current, or why not).
+func healthRoutes(p Provider) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := p.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+// dataRoutes serves what shows the cluster: the page, its static files,
+// the API, the plan's files and /metrics when set.
+func dataRoutes(o Options, cache *apiCache) http.Handler {
+	page := newPage()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider, o.Changes) })
+	mux.HandleFunc("/api/v1/changes", func(w http.ResponseWriter, r *http.Request) { serveChanges(w, o.Changes) })
+	mux.Handle("/static/", http.FileServerFS(staticFS))
+	apiRoutes(mux, o.Provider, cache)
+	mux.HandleFunc(filesPath+"{name}", func(w http.ResponseWriter, r *http.Request) { serveFile(w, r.PathValue("name"), o.Provider) })
+	if o.Metrics != nil {
+		mux.Handle("/metrics", o.Metrics)
+	}
+	return mux
 }
 
 // apiRoutes serves the view's parts as JSON under /api/v1/: 503 before the

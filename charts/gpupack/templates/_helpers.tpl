@@ -96,3 +96,25 @@ cert-manager or self-managed, with auto resolved against the cluster's APIs.
 {{- $svc := printf "%s-webhook" (include "gpupack.fullname" .) -}}
 {{- list (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | toJson -}}
 {{- end -}}
+
+{{/*
+gpupack.webhookExcluded: the namespaces whose pods are never sent to the
+webhook, as a JSON list: the system's and the release's own.
+*/}}
+{{- define "gpupack.webhookExcluded" -}}
+{{- list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace | uniq | toJson -}}
+{{- end -}}
+
+{{/*
+gpupack.webhookMatchConditions: the apiserver sends the webhook only pods
+that ask for a GPU resource (nvidia.com/gpu, nvidia.com/gpu.shared and the
+like, nvidia.com/mig-*: kube.IsGPUResource) in a container's or an init
+container's requests or limits; the webhook changes no other pod, and
+other pods never wait on it.
+*/}}
+{{- define "gpupack.webhookMatchConditions" -}}
+{{- $gpu := "r == 'nvidia.com/gpu' || r.startsWith('nvidia.com/gpu.') || r.startsWith('nvidia.com/mig-')" -}}
+{{- $container := printf "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(r, %s)) || (has(c.resources.requests) && c.resources.requests.exists(r, %s)))" $gpu $gpu -}}
+- name: asks-for-a-gpu
+  expression: {{ printf "object.spec.containers.exists(c, %s) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, %s))" $container $container | quote }}
+{{- end -}}

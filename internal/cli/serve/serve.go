@@ -9,6 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +24,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/clio/applyflag"
 	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
 	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/internal/serve/kubeauth"
 	"github.com/gpupack/gpupack/internal/serve/live"
 	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/internal/source/promql"
@@ -32,6 +36,7 @@ type options struct {
 	listen     string
 	prometheus string
 	maxAnswer  int64
+	access     promql.Access
 	kubeconfig string
 	live       bool
 	window     time.Duration
@@ -43,7 +48,17 @@ type options struct {
 	approvals       string
 	applyEvery      time.Duration
 	apply           applyflag.Flags
+	auth            string
+	// authService is NAMESPACE/NAME of the Service whose services/proxy
+	// a caller must be allowed to get, with --auth kubernetes.
+	authService string
 }
+
+// The values of --auth.
+const (
+	authNone       = "none"
+	authKubernetes = "kubernetes"
+)
 
 // NewCommand returns the serve command.
 func NewCommand(ctx context.Context) *cobra.Command {
@@ -61,7 +76,14 @@ under /api/v1/ (report, pending, plan, hours, health, view: the
 structures the CLI prints), /healthz and /readyz.
 
 It is read-only and listens on loopback unless --listen says otherwise;
-the page loads nothing from outside the server.
+the page loads nothing from outside the server. With --auth kubernetes
+every route but /healthz and /readyz asks for a bearer token that the
+apiserver accepts (a TokenReview) and whose user RBAC allows to read it
+(a SubjectAccessReview, as kube-rbac-proxy asks): get on the
+services/proxy subresource of the Service --auth-service names for the
+page, the API and the plan's files; get on the nonResourceURL /metrics
+for /metrics. It answers 401 without a valid token and 403 without the
+right; serve's own identity needs system:auth-delegator.
 
 With --prometheus it serves the live cluster: it watches nodes and pods
 (found as --kubeconfig says, in a pod its in-cluster config), reads the
@@ -95,6 +117,7 @@ report, diagnose, plan and simulate, with no cluster.`,
 	f.BoolVar(&o.demo, "demo", false, "serve the embedded demo (the default without --prometheus)")
 	f.StringVar(&o.listen, "listen", serve.DefaultAddr, "address to serve on; a port of 0 picks a free one; give 0.0.0.0:PORT to serve beyond this machine")
 	sourceflag.AddMaxAnswer(f, &o.maxAnswer)
+	sourceflag.AddAccess(f, &o.access)
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus (or Thanos, Mimir, Cortex, VictoriaMetrics) URL holding dcgm-exporter's DCGM_FI_* series; serves the live cluster")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
 	f.BoolVar(&o.live, "live", false, "watch the live cluster, found as --kubeconfig says when it is not given (the default with --prometheus)")
@@ -106,6 +129,8 @@ report, diagnose, plan and simulate, with no cluster.`,
 	f.StringVar(&o.approvals, "apply-approvals", "gpupack/gpupack-approvals", "NAMESPACE/NAME of the ConfigMap whose keys are the approved change set hashes (each value: who approved); only the approver role may write it")
 	f.DurationVar(&o.applyEvery, "apply-interval", 10*time.Minute, "how often the apply controller builds the change set again")
 	applyflag.Add(f, &o.apply)
+	f.StringVar(&o.auth, "auth", authNone, "who may read the page, the API and /metrics: none (anyone who reaches --listen) or kubernetes (a bearer token that the apiserver found as --kubeconfig says authenticates, whose user RBAC allows get on --auth-service's services/proxy, or on the nonResourceURL /metrics for /metrics)")
+	f.StringVar(&o.authService, "auth-service", "", "with --auth kubernetes: NAMESPACE/NAME of serve's Service, whose services/proxy subresource a caller must be allowed to get to read the page and the API")
 	return cmd
 }
 
@@ -113,14 +138,24 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if o.demo && o.prometheus != "" {
 		return errors.New("--demo and --prometheus exclude each other; drop one")
 	}
+	if err := sourceflag.CheckAccess(o.access, o.prometheus); err != nil {
+		return err
+	}
+	if err := o.checkAuth(); err != nil {
+		return err
+	}
 	if o.prometheus != "" {
 		return runLive(ctx, o, stderr)
 	}
-	if o.live || o.kubeconfig != "" {
+	if o.live || (o.kubeconfig != "" && o.auth != authKubernetes) {
 		return errors.New("--kubeconfig/--live need --prometheus, which holds the GPU metrics to account; give --prometheus too, or drop them for the demo")
 	}
 	if o.applyController {
 		return errors.New("--apply-controller changes the live cluster: give --prometheus (and --kubeconfig or --live); the demo shows its change set without it")
+	}
+	guard, err := o.guard(stderr)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(stderr, "serve: building the demo view (report, diagnose, plan, its change set and a simulator run)...")
 	v, err := app.DemoView(ctx)
@@ -132,7 +167,42 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		return fmt.Errorf("serve --demo: %w", err)
 	}
 	demoChanges := &app.ChangeStatus{Set: set, Built: v.AsOf}
-	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: fixed{v}, Changes: func() *app.ChangeStatus { return demoChanges }}, stderr)
+	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: fixed{v}, Guard: guard, Changes: func() *app.ChangeStatus { return demoChanges }}, stderr)
+}
+
+// checkAuth refuses an --auth that cannot work.
+func (o *options) checkAuth() error {
+	switch {
+	case o.auth != authNone && o.auth != authKubernetes:
+		return fmt.Errorf("--auth %q: want none or kubernetes", o.auth)
+	case o.auth == authNone && o.authService != "":
+		return errors.New("--auth-service applies to --auth kubernetes only: add --auth kubernetes, or drop --auth-service")
+	case o.auth == authKubernetes:
+		ns, name, ok := strings.Cut(o.authService, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("--auth kubernetes needs --auth-service NAMESPACE/NAME, serve's Service (e.g. gpupack-system/gpupack), have %q", o.authService)
+		}
+	}
+	return nil
+}
+
+// guard is what --auth puts in front of the routes that show data: nil
+// for none, kubeauth.Guard against the apiserver of --kubeconfig for
+// kubernetes.
+func (o *options) guard(stderr io.Writer) (func(http.Handler) http.Handler, error) {
+	if o.auth != authKubernetes {
+		return nil, nil
+	}
+	cfg, err := kube.RESTConfig(o.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--auth kubernetes asks the apiserver about each caller: %w", err)
+	}
+	ns, name, _ := strings.Cut(o.authService, "/")
+	g, err := kubeauth.Guard(cfg, kubeauth.Service{Namespace: ns, Name: name}, slog.New(slog.NewTextHandler(stderr, nil)))
+	if err != nil {
+		return nil, fmt.Errorf("--auth kubernetes: %w", err)
+	}
+	return g, nil
 }
 
 // fixed is a provider of one view that never changes: the demo's.
@@ -157,7 +227,7 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	if err := opts.Check(); err != nil {
 		return fmt.Errorf("--window/--step: %w", err)
 	}
-	src, err := promql.New(o.prometheus)
+	src, err := promql.Open(o.prometheus, o.access)
 	if err != nil {
 		return fmt.Errorf("--prometheus: %w", err)
 	}
@@ -190,5 +260,8 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 		so.Changes = func() *app.ChangeStatus { s := c.Status(); return &s }
 	}
 	so.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	if so.Guard, err = o.guard(stderr); err != nil {
+		return err
+	}
 	return serve.Serve(ctx, so, stderr)
 }

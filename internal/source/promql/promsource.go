@@ -49,13 +49,29 @@ type Source struct {
 	provenance *provenanceCounts
 }
 
-// New connects to the Prometheus at url; nothing is sent until a query.
-// Its errors, and every query's, name url Redacted.
+// New connects to the Prometheus at url with no credentials but those
+// in its userinfo: Open(url, Access{}).
 func New(url string) (*Source, error) {
-	if _, err := neturl.Parse(url); err != nil {
+	return Open(url, Access{})
+}
+
+// Open connects to the Prometheus at url, sending every query with the
+// credentials and headers of a and trusting its CA (see Access); nothing
+// is sent until a query. It refuses what cannot work before anything is
+// sent. Its errors, and every query's, name url Redacted.
+func Open(url string, a Access) (*Source, error) {
+	u, err := neturl.Parse(url)
+	if err != nil {
 		return nil, fmt.Errorf("prometheus %s: %s; give a URL such as http://127.0.0.1:9090", Redacted(url), parseProblem(url, err))
 	}
-	hc := &http.Client{Timeout: 60 * time.Second}
+	if err := a.check(u.User != nil); err != nil {
+		return nil, fmt.Errorf("prometheus %s: %w", Redacted(url), err)
+	}
+	rt, err := a.roundTripper()
+	if err != nil {
+		return nil, fmt.Errorf("prometheus %s: %w", Redacted(url), err)
+	}
+	hc := &http.Client{Timeout: 60 * time.Second, Transport: rt}
 	c, err := api.NewClient(api.Config{Address: url, Client: hc})
 	if err != nil {
 		redactURLError(err)

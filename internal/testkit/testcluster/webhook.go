@@ -26,6 +26,9 @@ type Webhook struct {
 	// NamespaceLabel is the label, with value "enabled", that opts a
 	// namespace in.
 	NamespaceLabel string
+	// MatchConditions, when set, are the registration's CEL filters on
+	// what the apiserver sends (the chart's).
+	MatchConditions []admissionregistrationv1.MatchCondition
 }
 
 // StartWebhook runs `gpupack webhook` on loopback port 0 with a
@@ -61,6 +64,7 @@ func (c *Cluster) StartWebhook(w Webhook) *Process {
 			SideEffects:             &none,
 			TimeoutSeconds:          &timeout,
 			AdmissionReviewVersions: []string{"v1"},
+			MatchConditions:         w.MatchConditions,
 		}},
 	}
 	if _, err := c.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(c.t.Context(), cfg, metav1.CreateOptions{}); err != nil {
