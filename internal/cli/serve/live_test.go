@@ -84,7 +84,7 @@ func TestServeLive(t *testing.T) {
 	}
 
 	t.Logf("%s: cluster and Prometheus up", time.Since(begun))
-	base := startServeArgs(t, "--prometheus", prom.URL, "--kubeconfig", kc.Kubeconfig(), "--listen", "127.0.0.1:0", "--window", "2h", "--refresh", "2s")
+	base := startServeArgs(t, "--prometheus", prom.URL, "--kubeconfig", kc.Kubeconfig(), "--listen", "127.0.0.1:0", "--window", "2h", "--refresh", "2s", "--metrics-per-pod")
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		code, body := get(t, base+"/readyz")
@@ -107,7 +107,7 @@ func TestServeLive(t *testing.T) {
 	if out, err := check.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
-	for _, want := range []string{`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`, `gpupack_gpu_idle_allocated_seconds_total{namespace="serve",pod="idle"}`, `gpupack_pending_pods{`, "gpupack_refresh_ok 1", `gpupack_gpus_unhealthy{node="node-a"} 1`} {
+	for _, want := range []string{`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy",workload="(none)"}`, `gpupack_gpu_idle_allocated_seconds_total{namespace="serve",pod="idle",workload="(none)"}`, `gpupack_gpu_unsampled_seconds_total{node="node-a"}`, `gpupack_pending_pods{`, "gpupack_refresh_ok 1", `gpupack_gpus_unhealthy{node="node-a"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
 		}

@@ -52,6 +52,8 @@ type options struct {
 	// authService is NAMESPACE/NAME of the Service whose services/proxy
 	// a caller must be allowed to get, with --auth kubernetes.
 	authService string
+	// metricsPerPod serves the pods' counters per pod (--metrics-per-pod).
+	metricsPerPod bool
 }
 
 // The values of --auth.
@@ -93,10 +95,13 @@ then each new hour once and the current hour at every --refresh (GPU
 health, dcgm-exporter's XID gauge, likewise), and keeps only the window
 in memory. /metrics serves the counters
 gpupack_gpu_allocated_seconds_total, ..._active_seconds_total,
-..._idle_allocated_seconds_total, ..._unallocated_seconds_total and
-gpupack_gpu_cost_total, which count from the start of the window read
-at start-up and grow by each hour read since (a restart starts them
-again, which rate() reads as a counter reset), and the gauges
+..._idle_allocated_seconds_total and gpupack_gpu_cost_total by namespace
+and workload (by pod too with --metrics-per-pod), and
+..._unallocated_seconds_total and ..._unsampled_seconds_total by node
+(GPU time without a DCGM sample: dcgm-exporter or Prometheus down), which
+count from the start of the window read at start-up and grow by each
+hour read since (a restart starts them again, which rate() reads as a
+counter reset), and the gauges
 gpupack_pending_pods, gpupack_pending_wait_seconds and
 gpupack_gpus_unhealthy. When Prometheus
 or the apiserver is down the page shows the last good data, as of when,
@@ -131,6 +136,7 @@ report, diagnose, plan and simulate, with no cluster.`,
 	applyflag.Add(f, &o.apply)
 	f.StringVar(&o.auth, "auth", authNone, "who may read the page, the API and /metrics: none (anyone who reaches --listen) or kubernetes (a bearer token that the apiserver found as --kubeconfig says authenticates, whose user RBAC allows get on --auth-service's services/proxy, or on the nonResourceURL /metrics for /metrics)")
 	f.StringVar(&o.authService, "auth-service", "", "with --auth kubernetes: NAMESPACE/NAME of serve's Service, whose services/proxy subresource a caller must be allowed to get to read the page and the API")
+	f.BoolVar(&o.metricsPerPod, "metrics-per-pod", false, "serve the GPU-second and cost counters on /metrics with a series per pod (a pod label) instead of per namespace and workload; the series then grow with every pod seen in the window")
 	return cmd
 }
 
@@ -223,7 +229,7 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := live.Options{Window: o.window, Step: o.step, Refresh: o.refresh, Pricing: pricing, Plan: plan.DefaultOptions(), Log: stderr}
+	opts := live.Options{Window: o.window, Step: o.step, Refresh: o.refresh, Pricing: pricing, Plan: plan.DefaultOptions(), Log: stderr, MetricsPerPod: o.metricsPerPod}
 	if err := opts.Check(); err != nil {
 		return fmt.Errorf("--window/--step: %w", err)
 	}

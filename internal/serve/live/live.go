@@ -61,6 +61,10 @@ type Options struct {
 	// Source names the data's origin on the page, such as "Prometheus
 	// http://prometheus:9090 and the cluster at https://...".
 	Source string
+	// MetricsPerPod serves the pods' GPU-second and cost counters with a
+	// series per pod; otherwise a series per namespace and workload, so
+	// that the series do not grow with every pod seen in the window.
+	MetricsPerPod bool
 }
 
 func (o *Options) defaults() {
@@ -199,7 +203,7 @@ func New(o Options, src Source, client kubernetes.Interface) (*Engine, error) {
 		return nil, err
 	}
 	o.defaults()
-	e := &Engine{o: o, src: timedSource{src, o.readTimeout()}, store: newStore(o.Bucket, o.Window)}
+	e := &Engine{o: o, src: timedSource{src, o.readTimeout()}, store: newStore(o.Bucket, o.Window, o.MetricsPerPod)}
 	if client != nil {
 		e.watcher = kube.NewWatcher(client, o.Pricing.Catalogue)
 	}
@@ -339,8 +343,10 @@ func (e *Engine) snapshotState(now time.Time) State {
 
 // readUsage brings the store up to now: it retires the hours that left the
 // window, reads the complete hours not read yet (all of them at the first
-// refresh) and the partial one, and accounts the window: the complete
-// hours once (store.account), the partial hour at every refresh.
+// refresh), reads again the recent ones that came back empty while the
+// cluster has GPU nodes, reads the partial one, and accounts the window:
+// the complete hours once (store.account), the partial hour at every
+// refresh.
 func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) error {
 	s := e.store
 	cur := e.o.partialStart(now)
@@ -350,64 +356,24 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	if next.Snapshot != nil {
 		pricing = app.PricedNodes(pricing, next.Snapshot)
 	}
+	gpuNodes := gpuNodeCount(next.Snapshot)
+	s.nodes = nil
+	if next.Snapshot != nil {
+		s.nodes = map[string]bool{}
+		for _, n := range next.Snapshot.Nodes {
+			s.nodes[n.Name] = true
+		}
+	}
 	var errs []error
-	// The complete hours not read yet, a day at a time, so that a long
-	// first read says how far it is and keeps what it read if it fails.
-	total := cur.Sub(s.loadedTo)
-	for s.loadedTo.Before(cur) && len(errs) == 0 {
-		w := usage.Window{Start: s.loadedTo, End: s.loadedTo.Add(loadChunk), Step: e.o.Step}
-		if w.End.After(cur) {
-			w.End = cur
-		}
-		bs, err := e.src.LoadBuckets(ctx, w, e.o.Bucket)
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		times, err := e.src.LoadPodTimes(ctx, w, e.o.Bucket)
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		byHour := map[time.Time][]usage.Bucket{}
-		for _, b := range bs {
-			byHour[b.Start] = append(byHour[b.Start], b)
-		}
-		timesAt := map[time.Time]*promql.PodTimes{}
-		for _, pt := range times {
-			timesAt[pt.Start] = pt
-		}
-		for t := w.Start; t.Before(w.End); t = t.Add(e.o.Bucket) {
-			h, err := e.account(pricing, t, t.Add(e.o.Bucket), byHour[t])
-			if err != nil {
-				errs = append(errs, err)
-				break
-			}
-			h.pods = timesAt[t]
-			s.hours[t] = h
-			s.loadedTo = t.Add(e.o.Bucket)
-		}
-		if total > loadChunk {
-			done := total - cur.Sub(s.loadedTo)
-			fmt.Fprintf(e.o.Log, "serve: read %s of %s (%d%%)\n", done, total, int(100*done/total))
-		}
+	if err := e.readHours(ctx, pricing, cur, gpuNodes); err != nil {
+		errs = append(errs, err)
+	} else if err := e.rereadEmpty(ctx, pricing, now, gpuNodes); err != nil {
+		errs = append(errs, err)
 	}
 	end := now.Truncate(e.o.Step)
 	s.partial = nil
 	if end.After(cur) && s.loadedTo.Equal(cur) {
-		w := usage.Window{Start: cur, End: end, Step: e.o.Step}
-		bs, err := e.src.LoadBuckets(ctx, w, end.Sub(cur))
-		var times []*promql.PodTimes
-		if err == nil {
-			times, err = e.src.LoadPodTimes(ctx, w, end.Sub(cur))
-		}
-		if err == nil {
-			s.partial, err = e.account(pricing, cur, end, bs)
-		}
-		if err == nil && len(times) == 1 {
-			s.partial.pods = times[0]
-		}
-		if err != nil {
+		if err := e.readPartial(ctx, pricing, cur, end); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -432,14 +398,159 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	if next.Snapshot != nil {
 		r.WarnUnattributedClaims(usage.ClaimHolds(next.Snapshot, pods))
 	}
+	r.Quality.Warnings = append(r.Quality.Warnings, s.emptyHoursWarning()...)
 	next.Report = r
 	next.AsOf = end
 	next.Hours = next.Hours[:0:0]
 	for _, h := range s.sorted() {
 		next.Hours = append(next.Hours, h.totals.fleet)
 	}
-	next.counters = s.counters()
+	next.counters = s.counters(workloadsOf(r))
 	return nil
+}
+
+// workloadsOf is each pod's workload as the report knows it from
+// kube-state-metrics' owners or the live cluster; a pod whose workload
+// is its own name (its owner is not known) has none.
+func workloadsOf(r *usage.Report) map[podKey]string {
+	out := make(map[podKey]string, len(r.Pods))
+	for _, p := range r.Pods {
+		if w := p.Startup.Workload; w != "" && w != p.Pod {
+			out[podKey{p.Namespace, p.Pod}] = w
+		}
+	}
+	return out
+}
+
+// readHours reads the complete hours from the store's loadedTo up to cur,
+// a day at a time, so that a long first read says how far it is and keeps
+// what it read if it fails. An hour without any DCGM series while the
+// cluster has GPU nodes is marked empty, for rereadEmpty.
+func (e *Engine) readHours(ctx context.Context, pricing usage.Pricing, cur time.Time, gpuNodes int) error {
+	s := e.store
+	total := cur.Sub(s.loadedTo)
+	for s.loadedTo.Before(cur) {
+		w := usage.Window{Start: s.loadedTo, End: s.loadedTo.Add(loadChunk), Step: e.o.Step}
+		if w.End.After(cur) {
+			w.End = cur
+		}
+		bs, err := e.src.LoadBuckets(ctx, w, e.o.Bucket)
+		if err != nil {
+			return err
+		}
+		times, err := e.src.LoadPodTimes(ctx, w, e.o.Bucket)
+		if err != nil {
+			return err
+		}
+		byHour := map[time.Time][]usage.Bucket{}
+		for _, b := range bs {
+			byHour[b.Start] = append(byHour[b.Start], b)
+		}
+		timesAt := map[time.Time]*promql.PodTimes{}
+		for _, pt := range times {
+			timesAt[pt.Start] = pt
+		}
+		for t := w.Start; t.Before(w.End); t = t.Add(e.o.Bucket) {
+			h, err := e.accountHour(pricing, t, t.Add(e.o.Bucket), byHour[t], gpuNodes)
+			if err != nil {
+				return err
+			}
+			h.pods = timesAt[t]
+			s.hours[t] = h
+			s.loadedTo = t.Add(e.o.Bucket)
+		}
+		if total > loadChunk {
+			done := total - cur.Sub(s.loadedTo)
+			fmt.Fprintf(e.o.Log, "serve: read %s of %s (%d%%)\n", done, total, int(100*done/total))
+		}
+	}
+	return nil
+}
+
+// emptyRereadFor is how long after its end a complete hour that came back
+// without any DCGM series, while the cluster has GPU nodes, is read again
+// at each refresh: a store of a federating query layer that answered late,
+// or a remote write that caught up, fills it then. After that the hour
+// stays as read, its GPU time unsampled, and the report says so.
+const emptyRereadFor = time.Hour
+
+// rereadEmpty reads again the complete hours marked empty that ended less
+// than emptyRereadFor before now, and keeps each that has series now.
+func (e *Engine) rereadEmpty(ctx context.Context, pricing usage.Pricing, now time.Time, gpuNodes int) error {
+	s := e.store
+	for _, h := range s.sorted() {
+		if h == s.partial || !h.empty || !now.Before(h.end.Add(emptyRereadFor)) {
+			continue
+		}
+		w := usage.Window{Start: h.start, End: h.end, Step: e.o.Step}
+		bs, err := e.src.LoadBuckets(ctx, w, e.o.Bucket)
+		if err != nil || len(bs) == 0 {
+			return err
+		}
+		times, err := e.src.LoadPodTimes(ctx, w, e.o.Bucket)
+		if err != nil {
+			return err
+		}
+		again, err := e.accountHour(pricing, h.start, h.end, bs, gpuNodes)
+		if err != nil {
+			return err
+		}
+		if len(times) == 1 {
+			again.pods = times[0]
+		}
+		s.replace(again)
+	}
+	return nil
+}
+
+// readPartial reads and accounts the partial hour [cur, end).
+func (e *Engine) readPartial(ctx context.Context, pricing usage.Pricing, cur, end time.Time) error {
+	s := e.store
+	w := usage.Window{Start: cur, End: end, Step: e.o.Step}
+	bs, err := e.src.LoadBuckets(ctx, w, end.Sub(cur))
+	if err != nil {
+		return err
+	}
+	times, err := e.src.LoadPodTimes(ctx, w, end.Sub(cur))
+	if err != nil {
+		return err
+	}
+	h, err := e.account(pricing, cur, end, s.withUnseen(bs, cur, end.Sub(cur), e.o.Step))
+	if err != nil {
+		return err
+	}
+	if len(times) == 1 {
+		h.pods = times[0]
+	}
+	s.partial = h
+	return nil
+}
+
+// accountHour accounts a complete hour as read, with the devices seen
+// before and absent from it counted as unsampled (store.withUnseen), and
+// marks it empty where it has no series while the cluster has GPU nodes.
+func (e *Engine) accountHour(pricing usage.Pricing, start, end time.Time, bs []usage.Bucket, gpuNodes int) (*hour, error) {
+	empty := len(bs) == 0 && gpuNodes > 0
+	h, err := e.account(pricing, start, end, e.store.withUnseen(bs, start, end.Sub(start), e.o.Step))
+	if err != nil {
+		return nil, err
+	}
+	h.empty = empty
+	return h, nil
+}
+
+// gpuNodeCount is how many nodes of the snapshot have GPUs; 0 without a
+// snapshot.
+func gpuNodeCount(snap *cluster.Snapshot) int {
+	n := 0
+	if snap != nil {
+		for _, node := range snap.Nodes {
+			if len(node.GPUs) > 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // account accounts one bucket of time once, for the chart and the

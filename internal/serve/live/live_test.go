@@ -203,7 +203,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 		t.Error("no creation time for the pending pod ml/huge, so no wait")
 	}
 	c1 := gather(t, e)
-	near(t, "busy counter after 2 h", c1[`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`], 7200+partial)
+	near(t, "busy counter after 2 h", c1[`gpupack_gpu_allocated_seconds_total{namespace="train",workload="(none)"}`], 7200+partial)
 	pending := 0.0
 	for k, v := range c1 {
 		if strings.HasPrefix(k, "gpupack_pending_pods{") && strings.Contains(k, `namespace="ml"`) {
@@ -252,8 +252,8 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 		t.Errorf("serve/idle created %s after the window slid, want %s", got, h.t0.Add(-10*time.Minute))
 	}
 	c2 := gather(t, e)
-	near(t, "busy counter after 3 h", c2[`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`], 3*3600+partial)
-	near(t, "idle counter after 3 h", c2[`gpupack_gpu_allocated_seconds_total{namespace="serve",pod="idle"}`], 3*3600+partial)
+	near(t, "busy counter after 3 h", c2[`gpupack_gpu_allocated_seconds_total{namespace="train",workload="(none)"}`], 3*3600+partial)
+	near(t, "idle counter after 3 h", c2[`gpupack_gpu_allocated_seconds_total{namespace="serve",workload="(none)"}`], 3*3600+partial)
 	near(t, "gpu-b unallocated after 3 h", c2[`gpupack_gpu_unallocated_seconds_total{node="gpu-b"}`], 3*3600+partial)
 
 	// Prometheus goes away: the state and the counters stay, the error is
@@ -272,7 +272,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 		t.Errorf("the page's view with Prometheus down: want the last report as of %s and the error beside it, got %+v", h.t0.Add(3*time.Hour+2*step), v)
 	}
 	c3 := gather(t, e)
-	if c3[`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`] != c2[`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`] || c3["gpupack_refresh_ok"] != 0 {
+	if c3[`gpupack_gpu_allocated_seconds_total{namespace="train",workload="(none)"}`] != c2[`gpupack_gpu_allocated_seconds_total{namespace="train",workload="(none)"}`] || c3["gpupack_refresh_ok"] != 0 {
 		t.Errorf("counters moved while Prometheus was down, or refresh_ok is not 0: %v", c3)
 	}
 	prom.Restart()
@@ -282,7 +282,7 @@ func TestEngineOnRealPrometheusAndAPIServer(t *testing.T) {
 		t.Fatalf("after Prometheus came back: %s", st.Err)
 	}
 	c4 := gather(t, e)
-	near(t, "busy counter after the outage", c4[`gpupack_gpu_allocated_seconds_total{namespace="train",pod="busy"}`], 4*3600+partial)
+	near(t, "busy counter after the outage", c4[`gpupack_gpu_allocated_seconds_total{namespace="train",workload="(none)"}`], 4*3600+partial)
 
 	// Every apiserver connection is cut; a pod is created meanwhile; once
 	// the connections come back the informers resume and see it.

@@ -17,17 +17,18 @@ import (
 // rate() and increase() read as a counter reset. Each hour is read from
 // Prometheus once; the counters then grow by the hours that follow, never
 // by reading history again.
+//
+// The pods' counters are served by namespace and workload (workloadDescs):
+// a series per pod seen in the window would grow with every pod a busy
+// cluster runs. serve --metrics-per-pod adds the pod label (podDescs).
 var (
-	allocatedDesc = prometheus.NewDesc("gpupack_gpu_allocated_seconds_total",
-		"GPU-seconds allocated to the pod (a whole GPU counts 1 per second, a MIG slice or time-slice its share).", []string{"namespace", "pod"}, nil)
-	activeDesc = prometheus.NewDesc("gpupack_gpu_active_seconds_total",
-		"GPU-seconds the pod's GPUs were active (activity ratio integrated over time); absent when activity is unknown.", []string{"namespace", "pod"}, nil)
-	idleDesc = prometheus.NewDesc("gpupack_gpu_idle_allocated_seconds_total",
-		"GPU-seconds allocated to the pod while its GPUs were idle; absent when activity is unknown.", []string{"namespace", "pod"}, nil)
+	workloadDescs = newPodDescs("namespace", "workload")
+	podDescs      = newPodDescs("namespace", "workload", "pod")
+
 	unallocatedDesc = prometheus.NewDesc("gpupack_gpu_unallocated_seconds_total",
 		"GPU-seconds of the node's GPUs held by no pod, the MIG slices that no instance covers included.", []string{"node"}, nil)
-	costDesc = prometheus.NewDesc("gpupack_gpu_cost_total",
-		"Cost of the GPU time allocated to the pod, in the currency of the label.", []string{"namespace", "pod", "currency"}, nil)
+	unsampledDesc = prometheus.NewDesc("gpupack_gpu_unsampled_seconds_total",
+		"GPU-seconds of the node's GPUs seen in the window that had no DCGM sample (dcgm-exporter or Prometheus down, or the GPU gone): whether a pod held them is unknown. Capacity = allocated + unallocated + unsampled.", []string{"node"}, nil)
 	pendingDesc = prometheus.NewDesc("gpupack_pending_pods",
 		"Pending GPU pods by namespace and diagnosed cause.", []string{"namespace", "cause"}, nil)
 	waitDesc = prometheus.NewDesc("gpupack_pending_wait_seconds",
@@ -44,6 +45,40 @@ var (
 		"1 if the last refresh read Prometheus and the cluster without error, else 0.", nil, nil)
 )
 
+// podMetricDescs are the descriptions of the pods' counters, for one set
+// of labels.
+type podMetricDescs struct {
+	allocated, active, idle, cost *prometheus.Desc
+}
+
+// newPodDescs describes the pods' counters, summed over the pods that
+// labels (namespace, workload, and pod or not) name; the workload is
+// "(none)" for pods whose controller is not known.
+func newPodDescs(labels ...string) podMetricDescs {
+	of := "the pods of the namespace and workload (\"(none)\": bare, or the controller not known)"
+	if len(labels) == 3 {
+		of = "the pod"
+	}
+	return podMetricDescs{
+		allocated: prometheus.NewDesc("gpupack_gpu_allocated_seconds_total",
+			"GPU-seconds allocated to "+of+" (a whole GPU counts 1 per second, a MIG slice or time-slice its share).", labels, nil),
+		active: prometheus.NewDesc("gpupack_gpu_active_seconds_total",
+			"GPU-seconds the GPUs of "+of+" were active (activity ratio integrated over time); absent when activity is unknown.", labels, nil),
+		idle: prometheus.NewDesc("gpupack_gpu_idle_allocated_seconds_total",
+			"GPU-seconds allocated to "+of+" while its GPUs were idle; absent when activity is unknown.", labels, nil),
+		cost: prometheus.NewDesc("gpupack_gpu_cost_total",
+			"Cost of the GPU time allocated to "+of+", in the currency of the label.", append(slices.Clone(labels), "currency"), nil),
+	}
+}
+
+// descs are the descriptions of the pods' counters that e serves.
+func (e *Engine) descs() podMetricDescs {
+	if e.o.MetricsPerPod {
+		return podDescs
+	}
+	return workloadDescs
+}
+
 // Collector serves the engine's state as metrics. It reads only what the
 // last refresh published: a scrape never queries Prometheus, and when
 // Prometheus is down the counters keep their last values.
@@ -52,7 +87,8 @@ func (e *Engine) Collector() prometheus.Collector { return collector{e} }
 type collector struct{ e *Engine }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{allocatedDesc, activeDesc, idleDesc, unallocatedDesc, costDesc, pendingDesc, waitDesc, pendingWaitDesc, scheduledWaitDesc, unhealthyDesc, asOfDesc, upDesc} {
+	pd := c.e.descs()
+	for _, d := range []*prometheus.Desc{pd.allocated, pd.active, pd.idle, unallocatedDesc, unsampledDesc, pd.cost, pendingDesc, waitDesc, pendingWaitDesc, scheduledWaitDesc, unhealthyDesc, asOfDesc, upDesc} {
 		ch <- d
 	}
 }
@@ -68,21 +104,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(asOfDesc, prometheus.GaugeValue, float64(st.AsOf.Unix()))
 	}
 	cs := st.counters
-	for _, k := range slices.SortedFunc(maps.Keys(cs.pods), func(a, b podKey) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod))
-	}) {
-		p := cs.pods[k]
-		ch <- prometheus.MustNewConstMetric(allocatedDesc, prometheus.CounterValue, p.allocated, k.Namespace, k.Pod)
-		if p.activityKnown {
-			ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.CounterValue, p.active, k.Namespace, k.Pod)
-			ch <- prometheus.MustNewConstMetric(idleDesc, prometheus.CounterValue, p.idle, k.Namespace, k.Pod)
-		}
-		if p.costKnown {
-			ch <- prometheus.MustNewConstMetric(costDesc, prometheus.CounterValue, p.cost, k.Namespace, k.Pod, cs.currency)
-		}
-	}
+	c.collectPods(ch, cs)
 	for _, n := range slices.Sorted(maps.Keys(cs.nodes)) {
 		ch <- prometheus.MustNewConstMetric(unallocatedDesc, prometheus.CounterValue, cs.nodes[n].unallocated, n)
+		ch <- prometheus.MustNewConstMetric(unsampledDesc, prometheus.CounterValue, cs.nodes[n].unsampled, n)
 	}
 	pending := pendingGPUPods(st, c.e.o.Now())
 	for _, k := range slices.SortedFunc(maps.Keys(pending), func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) }) {
@@ -107,6 +132,29 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			collectWaits(ch, pendingWaitDesc, q.Pending)
 		}
 		collectWaits(ch, scheduledWaitDesc, &q.Scheduled)
+	}
+}
+
+// collectPods sends the pods' counters, by namespace and workload, or by
+// pod.
+func (c collector) collectPods(ch chan<- prometheus.Metric, cs counters) {
+	pd := c.e.descs()
+	for _, k := range slices.SortedFunc(maps.Keys(cs.groups), func(a, b groupKey) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Workload, b.Workload), cmp.Compare(a.Pod, b.Pod))
+	}) {
+		g := cs.groups[k]
+		labels := []string{k.Namespace, k.Workload}
+		if c.e.o.MetricsPerPod {
+			labels = append(labels, k.Pod)
+		}
+		ch <- prometheus.MustNewConstMetric(pd.allocated, prometheus.CounterValue, g.allocated, labels...)
+		if g.activityKnown {
+			ch <- prometheus.MustNewConstMetric(pd.active, prometheus.CounterValue, g.active, labels...)
+			ch <- prometheus.MustNewConstMetric(pd.idle, prometheus.CounterValue, g.idle, labels...)
+		}
+		if g.costKnown {
+			ch <- prometheus.MustNewConstMetric(pd.cost, prometheus.CounterValue, g.cost, append(labels, cs.currency)...)
+		}
 	}
 }
 

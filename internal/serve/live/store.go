@@ -1,8 +1,11 @@
 package live
 
 import (
+	"cmp"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpupack/gpupack/internal/app"
@@ -38,6 +41,37 @@ type store struct {
 	// emitted are the last values served, so that a counter never goes
 	// down when a partial hour reads less than before.
 	emitted counters
+	// perPod keeps a series per pod in groups; otherwise a series per
+	// namespace and workload.
+	perPod bool
+	// groups are the counters served: each pod's growth since it was last
+	// served is added to its group, so that a group's counter only grows
+	// while its pods come, go and are forgotten.
+	groups map[groupKey]*podCounter
+
+	// devices are the devices seen in the window by key, with the end of
+	// the last hour that named each: an hour read without one counts its
+	// time as unsampled (withUnseen).
+	devices map[string]seenDevice
+	// nodes are the cluster's nodes as last seen, nil where the cluster is
+	// not known: a device of a node that left the cluster is not counted
+	// as unsampled.
+	nodes map[string]bool
+}
+
+// groupKey names a served series of the pods' counters: a namespace and
+// workload, and the pod where the store keeps a series per pod.
+type groupKey struct{ Namespace, Workload, Pod string }
+
+// noWorkload is the workload label of the pods whose controller is not
+// known (bare pods, or no kube-state-metrics and no cluster to say).
+const noWorkload = "(none)"
+
+// seenDevice is a device seen in the window, and the end of the last hour
+// that named it.
+type seenDevice struct {
+	device usage.Device
+	last   time.Time
 }
 
 // hour is one bucket of time: its buckets as read, and its totals
@@ -54,6 +88,10 @@ type hour struct {
 	// each refresh).
 	health     []usage.DeviceHealth
 	healthRead bool
+	// empty marks a complete hour read without any DCGM series while the
+	// cluster had GPU nodes: it is read again for a while
+	// (Engine.rereadEmpty) and named in the report's warnings.
+	empty bool
 }
 
 // hourTotals are what the chart and the counters need of one hour.
@@ -67,6 +105,9 @@ type counters struct {
 	currency string
 	pods     map[podKey]*podCounter
 	nodes    map[string]*nodeCounter
+	// groups are what /metrics serves of the pods (store.counters fills
+	// them): by namespace and workload, or by pod.
+	groups map[groupKey]*podCounter
 }
 
 type podKey struct{ Namespace, Pod string }
@@ -79,8 +120,8 @@ type podCounter struct {
 }
 
 type nodeCounter struct {
-	unallocated float64
-	last        time.Time
+	unallocated, unsampled float64
+	last                   time.Time
 }
 
 func newCounters() counters {
@@ -102,7 +143,7 @@ func fromReport(r *usage.Report) counters {
 		c.pods[podKey{p.Namespace, p.Pod}] = pc
 	}
 	for _, n := range r.Nodes {
-		c.nodes[n.Name] = &nodeCounter{unallocated: float64(n.UnallocatedGPUSeconds), last: r.End}
+		c.nodes[n.Name] = &nodeCounter{unallocated: float64(n.UnallocatedGPUSeconds), unsampled: float64(n.UnsampledGPUSeconds), last: r.End}
 	}
 	return c
 }
@@ -133,6 +174,7 @@ func (c *counters) add(o counters) {
 			c.nodes[k] = n
 		}
 		n.unallocated += v.unallocated
+		n.unsampled += v.unsampled
 		n.last = later(n.last, v.last)
 	}
 }
@@ -144,8 +186,9 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-func newStore(bucket, window time.Duration) *store {
-	return &store{bucket: bucket, window: window, hours: map[time.Time]*hour{}, retired: newCounters(), emitted: newCounters()}
+func newStore(bucket, window time.Duration, perPod bool) *store {
+	return &store{bucket: bucket, window: window, hours: map[time.Time]*hour{}, retired: newCounters(), emitted: newCounters(),
+		perPod: perPod, groups: map[groupKey]*podCounter{}, devices: map[string]seenDevice{}}
 }
 
 // caughtUp says whether at most one complete bucket before cur, the
@@ -178,6 +221,68 @@ func (s *store) slide(from, forget time.Time) {
 		_, kept := s.retired.nodes[k]
 		return !kept && n.last.Before(forget)
 	})
+	maps.DeleteFunc(s.groups, func(_ groupKey, g *podCounter) bool { return g.last.Before(forget) })
+	maps.DeleteFunc(s.devices, func(_ string, d seenDevice) bool { return !d.last.After(from) })
+}
+
+// withUnseen is bs, the buckets of [start, start+length) as read, with a
+// bucket without samples added for each device seen earlier in the window
+// that bs lacks, on a node still in the cluster where that is known, so
+// that its time there counts as unsampled, not as no capacity at all; it
+// notes the devices that bs names.
+func (s *store) withUnseen(bs []usage.Bucket, start time.Time, length, step time.Duration) []usage.Bucket {
+	end := start.Add(length)
+	in := map[string]bool{}
+	for _, b := range bs {
+		k := b.Device.Key()
+		in[k] = true
+		if d, ok := s.devices[k]; !ok || d.last.Before(end) {
+			s.devices[k] = seenDevice{device: b.Device, last: end}
+		}
+	}
+	out := bs
+	for _, k := range slices.Sorted(maps.Keys(s.devices)) {
+		if d := s.devices[k]; !in[k] && d.last.Before(end) && (s.nodes == nil || s.nodes[d.device.Node]) {
+			out = append(slices.Clip(out), usage.Bucket{Start: start, Length: length, Step: step, Device: d.device})
+		}
+	}
+	return out
+}
+
+// replace puts h in place of the complete hour that starts where it does
+// (an hour read again), so that the window's account is built again.
+func (s *store) replace(h *hour) {
+	s.hours[h.start] = h
+	s.complete = nil
+}
+
+// emptyHoursWarning says which complete hours of the window were read
+// without any DCGM series while the cluster had GPU nodes; nil if none.
+func (s *store) emptyHoursWarning() []string {
+	var spans []string
+	var from, to time.Time
+	flush := func() {
+		if !from.IsZero() {
+			spans = append(spans, from.Format(time.RFC3339)+".."+to.Format(time.RFC3339))
+		}
+		from = time.Time{}
+	}
+	for _, h := range s.sorted() {
+		switch {
+		case !h.empty:
+			flush()
+		case !from.IsZero() && h.start.Equal(to):
+			to = h.end
+		default:
+			flush()
+			from, to = h.start, h.end
+		}
+	}
+	flush()
+	if len(spans) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("no DCGM series in %s although the cluster has GPU nodes: dcgm-exporter or Prometheus was down, or --prometheus-selector matches none of its series; the GPU time there is unsampled (gpupack_gpu_unsampled_seconds_total), and the hours are read again for %s after they end", strings.Join(spans, ", "), emptyRereadFor)}
 }
 
 // sorted returns the complete hours in time order, then the partial one.
@@ -241,8 +346,10 @@ func (s *store) podTimes() []usage.PodEvents {
 
 // counters sums the retired counters and every hour's, and keeps each
 // value at least the last one served, so that the served counters only
-// grow (a partial hour read again may come back with less).
-func (s *store) counters() counters {
+// grow (a partial hour read again may come back with less); its groups
+// are the pods' counters by namespace and workload (workloads, by pod),
+// or by pod where the store keeps a series per pod.
+func (s *store) counters(workloads map[podKey]string) counters {
 	c := newCounters()
 	c.add(s.retired)
 	for _, h := range s.sorted() {
@@ -275,7 +382,44 @@ func (s *store) counters() counters {
 			c.nodes[k] = &cp
 		}
 	}
+	prev := s.emitted.pods
 	s.emitted = newCounters()
 	s.emitted.add(c)
+	s.served(c, prev, workloads)
+	c.groups = make(map[groupKey]*podCounter, len(s.groups))
+	for k, g := range s.groups {
+		cp := *g
+		c.groups[k] = &cp
+	}
 	return c
+}
+
+// served adds to the groups what each pod's counters grew by since last
+// served (c, counters' result; prev, the pods' values then), the pod
+// filed under its workload (workloads, by pod; noWorkload where not
+// known). A group's counter so only grows, whichever of its pods leave
+// the window or are forgotten.
+func (s *store) served(c counters, prev map[podKey]*podCounter, workloads map[podKey]string) {
+	for k, p := range c.pods {
+		g := groupKey{Namespace: k.Namespace, Workload: cmp.Or(workloads[k], noWorkload)}
+		if s.perPod {
+			g.Pod = k.Pod
+		}
+		sum := s.groups[g]
+		if sum == nil {
+			sum = &podCounter{}
+			s.groups[g] = sum
+		}
+		var was podCounter
+		if v := prev[k]; v != nil {
+			was = *v
+		}
+		sum.allocated += p.allocated - was.allocated
+		sum.active += p.active - was.active
+		sum.idle += p.idle - was.idle
+		sum.cost += p.cost - was.cost
+		sum.activityKnown = sum.activityKnown || p.activityKnown
+		sum.costKnown = sum.costKnown || p.costKnown
+		sum.last = later(sum.last, p.last)
+	}
 }

@@ -23,10 +23,14 @@ func hourOf(start time.Time, pod string, alloc, unalloc float64) *hour {
 
 // TestStoreCountersGrowAndStayBounded slides a 2-hour window over 100
 // hours: the counters only grow, count every hour once, and the store
-// keeps no more than the window's hours and the pods still named.
+// keeps no more than the window's hours and the pods still named. The
+// series served are one per namespace and workload, however many pods
+// churn through a workload, and its counter keeps growing while its
+// forgotten pods' values leave the store.
 func TestStoreCountersGrowAndStayBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	s := newStore(time.Hour, 2*time.Hour)
+	s := newStore(time.Hour, 2*time.Hour, false)
+	workloads := map[podKey]string{{"ns", "steady"}: "web"}
 	var last float64
 	for k := 0; k < 100; k++ {
 		start := t0.Add(time.Duration(k) * time.Hour)
@@ -34,13 +38,15 @@ func TestStoreCountersGrowAndStayBounded(t *testing.T) {
 		s.slide(from, from.Add(-forgetAfter))
 		// Each hour a pod of its own (churn), and "steady" every hour.
 		s.hours[start] = hourOf(start, "steady", 3600, 100)
-		s.hours[start].totals.c.add(hourOf(start, "churn-"+start.Format("15h02"), 60, 0).totals.c)
+		churn := "churn-" + start.Format("15h02")
+		s.hours[start].totals.c.add(hourOf(start, churn, 60, 0).totals.c)
+		workloads[podKey{"ns", churn}] = "batch"
 		// A partial hour that reads less the second time must not lower
 		// the counter.
 		s.partial = hourOf(start.Add(time.Hour), "steady", 1800, 0)
-		s.counters()
+		s.counters(workloads)
 		s.partial = hourOf(start.Add(time.Hour), "steady", 900, 0)
-		c := s.counters()
+		c := s.counters(workloads)
 		got := c.pods[podKey{"ns", "steady"}].allocated
 		if got < last {
 			t.Fatalf("hour %d: steady's counter went down from %v to %v", k, last, got)
@@ -57,8 +63,17 @@ func TestStoreCountersGrowAndStayBounded(t *testing.T) {
 		if n := len(c.pods); n > 6 {
 			t.Fatalf("hour %d: %d pods counted; churn is not forgotten", k, n)
 		}
+		if n := len(c.groups); n != 2 {
+			t.Fatalf("hour %d: %d series served, want one per workload (web, batch): %v", k, n, c.groups)
+		}
+		if got, want := c.groups[groupKey{"ns", "web", ""}].allocated, float64(k+1)*3600+1800; got != want {
+			t.Fatalf("hour %d: web's counter %v, want steady's %v", k, got, want)
+		}
+		if got, want := c.groups[groupKey{"ns", "batch", ""}].allocated, float64(k+1)*60; got != want {
+			t.Fatalf("hour %d: batch's counter %v, want every churning pod's 60 s once, %v", k, got, want)
+		}
 	}
-	if got, want := s.counters().nodes["n"].unallocated, 100.0*100; got != want {
+	if got, want := s.counters(workloads).nodes["n"].unallocated, 100.0*100; got != want {
 		t.Errorf("node counter %v, want %v", got, want)
 	}
 }
@@ -93,7 +108,7 @@ func bucketsOf(start time.Time, length time.Duration) []usage.Bucket {
 func TestStoreAccountMatchesFull(t *testing.T) {
 	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	pricing := usage.Pricing{Catalogue: gpu.Default()}
-	s := newStore(time.Hour, 3*time.Hour)
+	s := newStore(time.Hour, 3*time.Hour, false)
 	s.loadedTo = t0
 	var last *usage.BucketAccount
 	for k := 3; k <= 10; k++ {

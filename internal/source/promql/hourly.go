@@ -41,7 +41,10 @@ func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, e
 	// were evaluated in [w.Start + 1h + hourLag - 1ms, w.End + hourLag - 1ms].
 	at := w.End.Add(hourLag - time.Millisecond)
 	q := fmt.Sprintf("%s{%s=%q}[%dms]", hourlyDevices, StepLabel, stepValue(w.Step), w.End.Sub(w.Start).Milliseconds())
-	v, _, _, err := s.api.Query(ctx, q, at)
+	v, warnings, _, err := s.api.Query(ctx, q, at)
+	if err == nil && len(warnings) > 0 {
+		err = &PartialAnswerError{Warnings: warnings}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bucket figures, whether gpupack's hourly recording rules hold them: %w", s.fail(q, instantWhen(at), err))
 	}

@@ -26,7 +26,10 @@ import (
 // label name and value is allocated once per answer, not once per series;
 // a series' native histograms are skipped (gpupack reads floats only). An
 // answer with status "error" is returned as that error; anything that is
-// not such an answer, as an error that says what was found where.
+// not such an answer, as an error that says what was found where. An
+// answer with warnings (a partial answer: a store that Thanos or another
+// federating query layer could not reach) is read whole and refused as a
+// *PartialAnswerError: its figures would be taken for complete.
 func decodeMatrix(body []byte) (model.Matrix, error) {
 	return decodeMatrixSharing(body, nil)
 }
@@ -87,6 +90,27 @@ func eachVectorSample(body []byte, f func(*model.Sample)) error {
 type answerError struct{ kind, msg string }
 
 func (e *answerError) Error() string { return e.kind + ": " + e.msg }
+
+// PartialAnswerError is a successful answer that carried warnings: Thanos'
+// partial response (a store API that did not answer), or a remote read
+// that failed, either way an answer that may lack series. Its figures are
+// not used: an hour read from one would stay short for the whole window.
+type PartialAnswerError struct {
+	// Warnings are the answer's warnings, as the server wrote them.
+	Warnings []string
+}
+
+// maxWarningsShown is how many of an answer's warnings an error quotes.
+const maxWarningsShown = 3
+
+func (e *PartialAnswerError) Error() string {
+	shown := e.Warnings[:min(len(e.Warnings), maxWarningsShown)]
+	more := ""
+	if len(e.Warnings) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(e.Warnings)-len(shown))
+	}
+	return fmt.Sprintf("partial answer, with warnings %q%s; the figures are not used and the read is tried again: make every store of the query layer answer (for Thanos, check its stores; --query.partial-response off makes it fail instead)", shown, more)
+}
 
 // scanner walks a JSON document (RFC 8259) held in memory.
 type scanner struct {
@@ -365,6 +389,7 @@ func (d *matrixDecoder) intern(b []byte) string {
 func (d *matrixDecoder) answer() error {
 	var status, kind, msg string
 	var resultType string
+	var warnings []string
 	sawResult := false
 	err := d.object("the answer (a JSON object)", func(key []byte) error {
 		switch string(key) {
@@ -398,6 +423,12 @@ func (d *matrixDecoder) answer() error {
 				}
 				return d.other(key, "resultType", "result")
 			})
+		case "warnings":
+			return d.array(`"warnings" (an array of strings)`, func() error {
+				v, err := d.str("a warning (a string)")
+				warnings = append(warnings, string(v))
+				return err
+			})
 		}
 		return d.other(key, "status", "errorType", "error", "data", "warnings", "infos")
 	})
@@ -418,6 +449,8 @@ func (d *matrixDecoder) answer() error {
 		return fmt.Errorf("%s answered a %q, want a range vector (matrix)", d.api, resultType)
 	case !sawResult:
 		return fmt.Errorf("%s answer without a result; the URL may not be Prometheus' API", d.api)
+	case len(warnings) > 0:
+		return &PartialAnswerError{Warnings: warnings}
 	}
 	return nil
 }

@@ -82,9 +82,10 @@ func sameMatrix(a, b model.Matrix) string {
 // TestDecodeMatrix checks decodeMatrix against client_golang's decoding
 // on answers that Prometheus gives and that it could give (escapes,
 // non-ASCII labels, NaN and infinities, fractions of a millisecond,
-// negative times, native histograms beside floats, warnings, keys in
+// negative times, native histograms beside floats, infos, keys in
 // another order), and that a malformed answer is refused with an error
-// that says where and what was wanted.
+// that says where and what was wanted, and one with warnings (a partial
+// answer) as a *PartialAnswerError.
 func TestDecodeMatrix(t *testing.T) {
 	good := map[string]string{
 		"empty":        `{"status":"success","data":{"resultType":"matrix","result":[]}}`,
@@ -92,7 +93,7 @@ func TestDecodeMatrix(t *testing.T) {
 		"special":      `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"NaN"],[2,"+Inf"],[3,"-Inf"],[-1.5,"-0"],[4.12345,"1e300"]]}]}}`,
 		"escapes":      `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"pod":"a\"b\\c\u00e9","ns":"caf\u00e9 ☕","t":"x\ty"},"values":[[10,"1"]]}]}}`,
 		"histograms":   `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]],"histograms":[[2,{"count":"3","sum":"4","buckets":[[0,"1","2","3"]]}]]}]}}`,
-		"warnings":     `{"status":"success","warnings":["w"],"infos":["i"],"data":{"result":[{"values":[[1,"1"]],"metric":{"a":"b"}}],"resultType":"matrix"}}`,
+		"infos":        `{"status":"success","warnings":[],"infos":["i"],"data":{"result":[{"values":[[1,"1"]],"metric":{"a":"b"}}],"resultType":"matrix"}}`,
 		"white space":  " \n{ \"status\" : \"success\" ,\r\n \"data\" : { \"resultType\" : \"matrix\" , \"result\" : [ { \"metric\" : { \"a\" : \"b\" } , \"values\" : [ [ 1 , \"1\" ] ] } ] } } \n",
 		"null values":  `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":null}]}}`,
 		"many series":  `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]]},{"metric":{"a":"c"},"values":[[1,"2"]]},{"metric":{"a":"b","c":"d"},"values":[[1,"3"]]}]}}`,
@@ -124,6 +125,7 @@ func TestDecodeMatrix(t *testing.T) {
 		"error":           {`{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\""}`, `bad_data: invalid parameter "query"`},
 		"no status":       {`{"data":{"resultType":"matrix","result":[]}}`, `want "success"`},
 		"case twin":       {`{"status":"success","Status":"error","data":{"resultType":"matrix","result":[]}}`, `want "status", not "Status"`},
+		"warnings":        {`{"status":"success","warnings":["store 10.0.0.7:10901 unreachable"],"infos":["i"],"data":{"result":[{"values":[[1,"1"]],"metric":{"a":"b"}}],"resultType":"matrix"}}`, `partial answer, with warnings ["store 10.0.0.7:10901 unreachable"]`},
 		"control in text": {"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[{\"metric\":{\"a\":\"b\x01\"},\"values\":[]}]}}", `want a label's value`},
 	}
 	for name, tc := range bad {

@@ -374,7 +374,8 @@ func (s *Source) queryVector(ctx context.Context, query string, t time.Time) (mo
 // rangeWhen and instantWhen write it).
 func (s *Source) fail(query, when string, err error) error {
 	advice := "; check that Prometheus is up at that URL and scrapes dcgm-exporter"
-	if tooBig := (*AnswerTooLargeError)(nil); errors.As(err, &tooBig) {
+	tooBig, partial := (*AnswerTooLargeError)(nil), (*PartialAnswerError)(nil)
+	if errors.As(err, &tooBig) || errors.As(err, &partial) {
 		advice = "" // the error says what to do
 	}
 	redactURLError(err)

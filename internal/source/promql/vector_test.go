@@ -47,7 +47,7 @@ func TestDecodeVector(t *testing.T) {
 		"special":     `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"+Inf"]},{"metric":{"x":"y"},"value":[-1.5,"-0"]}]}}`,
 		"escapes":     `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"a\"b\\c\u00e9","ns":"caf\u00e9 ☕"},"value":[10,"1"]}]}}`,
 		"histogram":   `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"b"},"histogram":[2,{"count":"3","sum":"4","buckets":[[0,"1","2","3"]]}]},{"metric":{"a":"c"},"value":[1,"2"]}]}}`,
-		"warnings":    `{"status":"success","warnings":["w"],"data":{"result":[{"value":[1,"1"],"metric":{"a":"b"}}],"resultType":"vector"}}`,
+		"infos":       `{"status":"success","infos":["i"],"data":{"result":[{"value":[1,"1"],"metric":{"a":"b"}}],"resultType":"vector"}}`,
 		"white space": " {\"status\" : \"success\", \"data\" : { \"resultType\" : \"vector\" , \"result\" : [ { \"metric\" : { \"a\" : \"b\" } , \"value\" : [ 1 , \"1\" ] } ] } }\n",
 	}
 	for name, body := range good {
@@ -75,6 +75,7 @@ func TestDecodeVector(t *testing.T) {
 		"a matrix":   {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}}`, `query answered a "matrix", want an instant vector`},
 		"error":      {`{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\""}`, `bad_data: invalid parameter "query"`},
 		"no status":  {`{"data":{"resultType":"vector","result":[]}}`, `query answer with status "", want "success"`},
+		"warnings":   {`{"status":"success","warnings":["w"],"data":{"result":[{"value":[1,"1"],"metric":{"a":"b"}}],"resultType":"vector"}}`, `partial answer, with warnings ["w"]`},
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
