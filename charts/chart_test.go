@@ -64,6 +64,8 @@ func variants(t *testing.T) []variant {
 			"imagePullSecrets": []any{map[string]any{"name": "ghcr"}},
 			"commonLabels":     map[string]any{"team": "platform"},
 			"rules":            map[string]any{"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}},
+			"apply": map[string]any{"enabled": true, "maintenanceWindow": "22:00-06:00", "letJobsFinish": true,
+				"approvers": []any{map[string]any{"kind": "Group", "name": "gpu-admins", "apiGroup": "rbac.authorization.k8s.io"}}},
 		}},
 	}
 }
@@ -233,6 +235,9 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{"ServiceMonitor absent", map[string]any{"serve": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}, nil, "ServiceMonitor API"},
 		{"PrometheusRule absent", map[string]any{"rules": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}, nil, "PrometheusRule API"},
 		{"requests not YAML", map[string]any{"webhook": map[string]any{"requests": "workloads: [unclosed"}}, nil, "--set-file webhook.requests="},
+		{"apply: no node may change", map[string]any{"apply": map[string]any{"maxPerPool": 0}}, nil, "maxPerPool"},
+		{"apply: a window that is no time", map[string]any{"apply": map[string]any{"maintenanceWindow": "22:00-25:00"}}, nil, "maintenanceWindow"},
+		{"apply: bad drain timeout", map[string]any{"apply": map[string]any{"drainTimeout": "ten minutes"}}, nil, "drainTimeout"},
 		{"password in the URL", map[string]any{"prometheus": map[string]any{"url": "http://gpupack:s3cret@prometheus:9090"}}, nil, "prometheus.auth"},
 		{"user in the URL", map[string]any{"prometheus": map[string]any{"url": "https://gpupack@prometheus"}}, nil, "prometheus.auth"},
 		{"keys without a Secret", map[string]any{"prometheus": map[string]any{"auth": map[string]any{"bearerTokenKey": "token"}}}, nil, "prometheus.auth.secretName"},

@@ -215,6 +215,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 
 	t.Run("upgrade with changed values stays fail-open throughout", func(t *testing.T) {
 		c.CreateNamespace("inference")
+		c.CreateNamespace("gpu-operator") // the apply controller's configs live there
 		// Watch every version of the registration the apiserver stores, and
 		// keep creating pods in an opted-in namespace, while Helm upgrades.
 		watchCtx, stop := context.WithCancel(ctx)
@@ -248,6 +249,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			"scheduler": map[string]any{"policy": "fgd"},
 			"serve":     map[string]any{"window": "12h"},
 			"webhook":   map[string]any{"namespaces": []any{"inference"}, "timeoutSeconds": 1},
+			"apply": map[string]any{"enabled": true,
+				"approvers": []any{map[string]any{"kind": "ServiceAccount", "name": "approver", "namespace": installNamespace}}},
 		})
 		waitDeployments(c, "gpupack", "gpupack-scheduler", "gpupack-webhook")
 		mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, installRelease, metav1.GetOptions{})
@@ -278,6 +281,10 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			t.Errorf("the upgrade did not change the scheduler's policy:\n%s", cm.Data["scheduler-config.yaml"])
 		}
 		createGPUPod(t, client, "inference", "named-namespace")
+	})
+
+	t.Run("the apply controller may do exactly its writes, the approver only approve", func(t *testing.T) {
+		checkApplyAccess(t, c)
 	})
 
 	t.Run("uninstall leaves no registration behind", func(t *testing.T) {
@@ -465,5 +472,50 @@ func createGPUPod(t *testing.T, client kubernetes.Interface, ns, name string) {
 func waitDeployments(c *testcluster.Cluster, names ...string) {
 	for _, name := range names {
 		c.WaitDeploymentAvailable(installNamespace, name)
+	}
+}
+
+// checkApplyAccess checks the rights apply.enabled grants: the controller
+// (serve's ServiceAccount) patches nodes, evicts through the Eviction API,
+// reads budgets, writes the two operator ConfigMaps and DeviceTaintRules
+// and reads the approvals; it may not delete pods or approve. The approver
+// may write the approvals and nothing the controller does.
+func checkApplyAccess(t *testing.T, c *testcluster.Cluster) {
+	ns, op := installNamespace, "gpu-operator"
+	if _, err := c.Client().CoreV1().ConfigMaps(ns).Get(t.Context(), "gpupack-approvals", metav1.GetOptions{}); err != nil {
+		t.Errorf("the approvals ConfigMap: %v", err)
+	}
+	if _, err := c.Client().CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "approver"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []saCase{
+		{name: "gpupack",
+			allowed: []access{{"get", "", "nodes", "", "gpu-1"}, {"patch", "", "nodes", "", "gpu-1"}, {"update", "", "nodes", "", "gpu-1"},
+				{"create", "", "pods/eviction", "ml", "p"}, {"list", "policy", "poddisruptionbudgets", "", ""},
+				{"create", "resource.k8s.io", "devicetaintrules", "", ""}, {"delete", "resource.k8s.io", "devicetaintrules", "", "r"},
+				{"create", "", "events", "default", ""},
+				{"get", "", "configmaps", op, "custom-mig-config"}, {"update", "", "configmaps", op, "custom-mig-config"},
+				{"update", "", "configmaps", op, "gpupack-device-plugin-configs"}, {"create", "", "configmaps", op, ""},
+				{"get", "", "configmaps", ns, "gpupack-approvals"}},
+			denied: []access{{"delete", "", "pods", "ml", ""}, {"create", "", "pods", "ml", ""}, {"delete", "", "nodes", "", "gpu-1"},
+				{"update", "", "configmaps", ns, "gpupack-approvals"}, {"patch", "", "configmaps", ns, "gpupack-approvals"},
+				{"update", "", "configmaps", op, "other"}, {"get", "", "secrets", op, ""}, {"update", "policy", "poddisruptionbudgets", "ml", ""}}},
+		{name: "approver",
+			allowed: []access{{"patch", "", "configmaps", ns, "gpupack-approvals"}, {"get", "", "configmaps", ns, "gpupack-approvals"}},
+			denied: []access{{"patch", "", "configmaps", ns, "other"}, {"patch", "", "nodes", "", "gpu-1"}, {"create", "", "pods/eviction", "ml", "p"},
+				{"update", "", "configmaps", op, "custom-mig-config"}}},
+	}
+	for _, sa := range cases {
+		as := c.ClientAs(ns, sa.name)
+		for _, a := range sa.allowed {
+			if !can(t, as, a) {
+				t.Errorf("%s cannot %s; apply needs it", sa.name, a)
+			}
+		}
+		for _, a := range sa.denied {
+			if can(t, as, a) {
+				t.Errorf("%s can %s; apply needs no such right", sa.name, a)
+			}
+		}
 	}
 }
