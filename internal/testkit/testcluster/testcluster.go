@@ -16,8 +16,11 @@
 // them Start skips the test, unless $GPUPACK_E2E is set, in which case it
 // fails it.
 //
+// StartGPUOperator runs a stand-in for the GPU operator's mig-manager and
+// device plugin (internal/gpusim/operator) on the cluster's nodes.
+//
 // testcluster is a test edge: it imports client-go and starts processes. Only
-// tests may import it, and it must not import gpupack's core packages.
+// tests may import it.
 package testcluster
 
 import (
