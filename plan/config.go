@@ -96,7 +96,7 @@ func (pl *Plan) addMIGConfig(pool string, groups []MIGDeviceConfig) string {
 // from (devicePlugin.config.name).
 const (
 	ConfigMapName      = "gpupack-device-plugin-configs"
-	ConfigMapNamespace = "gpu-operator"
+	ConfigMapNamespace = gpuoperator.OperatorNamespace
 )
 
 // DevicePluginConfigMap renders the device plugin's configs as one

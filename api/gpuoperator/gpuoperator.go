@@ -1,15 +1,19 @@
 // Package gpuoperator holds the NVIDIA GPU operator's words that gpupack
-// writes: the node labels that select a device plugin or mig-parted
-// configuration, the mig-parted configuration format, and how gpupack names
-// the configurations it writes. plan (a pool's sharing plan) and diagnose
-// (one pending pod's MIG re-layout) both write them with this package, so
-// they write them alike.
+// writes and reads: the node labels that select a device plugin or
+// mig-parted configuration, the mig-parted configuration format (written
+// and parsed), how gpupack names the configurations it writes, and the
+// labels and ConfigMap through which mig-manager is driven and reports its
+// progress. plan (a pool's sharing plan) and diagnose (one pending pod's
+// MIG re-layout) both write them with this package, so they write them
+// alike; the act of applying a plan and the GPU operator's stand-in in
+// tests read them here.
 //
 // gpuoperator is pure: it imports only package gpu and sigs.k8s.io/yaml,
 // never client-go, net/http or a CLI library.
 package gpuoperator
 
 import (
+	"encoding/json"
 	"maps"
 	"regexp"
 	"strings"
@@ -50,6 +54,24 @@ type MIGDeviceConfig struct {
 	Devices    any            `json:"devices"`
 	MIGEnabled bool           `json:"mig-enabled"`
 	MIGDevices map[string]int `json:"mig-devices,omitempty"`
+}
+
+// MarshalJSON writes mig-devices whenever MIG is enabled, as {} when the
+// group has no devices: mig-parted refuses a MIG-enabled group without it.
+func (c MIGDeviceConfig) MarshalJSON() ([]byte, error) {
+	if !c.MIGEnabled {
+		type omitted MIGDeviceConfig // the same fields, without this method
+		return json.Marshal(omitted(c))
+	}
+	devices := c.MIGDevices
+	if devices == nil {
+		devices = map[string]int{}
+	}
+	return json.Marshal(struct {
+		Devices    any            `json:"devices"`
+		MIGEnabled bool           `json:"mig-enabled"`
+		MIGDevices map[string]int `json:"mig-devices"`
+	}{c.Devices, c.MIGEnabled, devices})
 }
 
 // AppendMIGGroup adds GPU j with its layout (nil: MIG disabled) to a

@@ -25,8 +25,9 @@ import (
 )
 
 // TestControllerManager checks that the controller-manager makes workloads,
-// ServiceAccounts, garbage collection, namespace deletion and DRA claims
-// work as in a real cluster, with kwok running the pods.
+// ServiceAccounts, garbage collection, namespace deletion, DRA claims and
+// PodDisruptionBudgets work as in a real cluster, with kwok running the
+// pods.
 func TestControllerManager(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	c.AddGPUNode("h100-0", testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 8})
@@ -241,6 +242,14 @@ func TestControllerManager(t *testing.T) {
 		if got := claim.Spec.Devices.Requests; len(got) != 1 || got[0].Exactly == nil || got[0].Exactly.DeviceClassName != "gpu.example.com" {
 			t.Errorf("claim %s requests %+v, want the template's one request of class gpu.example.com", claimName, got)
 		}
+	})
+
+	t.Run("evictions drain a Deployment one pod at a time under maxUnavailable 1", func(t *testing.T) {
+		testEvictionOneAtATime(t, c, ns)
+	})
+
+	t.Run("a PodDisruptionBudget of minAvailable 100% refuses every eviction", func(t *testing.T) {
+		testEvictionMinAvailableAll(t, c, ns)
 	})
 
 	t.Run("deleting a namespace deletes what it holds, then the namespace", func(t *testing.T) {

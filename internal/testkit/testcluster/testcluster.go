@@ -7,16 +7,20 @@
 // identities behave as in a real cluster (see controllers): Deployments,
 // ReplicaSets and Jobs create and count their pods, every namespace gets its
 // default ServiceAccount and kube-root-ca.crt, deleting a namespace or an
-// owner removes what it holds, and pods' ResourceClaimTemplates become
-// ResourceClaims. It runs none of the node controllers: nothing taints,
+// owner removes what it holds, pods' ResourceClaimTemplates become
+// ResourceClaims, and PodDisruptionBudgets guard evictions through the
+// Eviction API. It runs none of the node controllers: nothing taints,
 // evicts or garbage-collects pods because of a node's state.
 //
 // The binaries come from hack/k8s-bins.sh (or $GPUPACK_K8S_BINDIR). Without
 // them Start skips the test, unless $GPUPACK_E2E is set, in which case it
 // fails it.
 //
+// StartGPUOperator runs a stand-in for the GPU operator's mig-manager and
+// device plugin (internal/gpusim/operator) on the cluster's nodes.
+//
 // testcluster is a test edge: it imports client-go and starts processes. Only
-// tests may import it, and it must not import gpupack's core packages.
+// tests may import it.
 package testcluster
 
 import (
@@ -317,10 +321,8 @@ func selfSignedProbe(certFile, path string) func(ports []int) func(ctx context.C
 // their pods; pod-garbage-collector-controller would delete pods bound to
 // nodes that do not exist, which tests create to describe a cluster;
 // ttl-controller annotates nodes; node-ipam, the volume, endpoint and
-// certificate controllers serve what kwok's fake nodes never use; the
-// disruption controller would guard what the disabled admission plugins
-// leave alone. Add a controller here, with the reason, when a test needs
-// it.
+// certificate controllers serve what kwok's fake nodes never use. Add a
+// controller here, with the reason, when a test needs it.
 var controllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
@@ -346,6 +348,11 @@ var controllers = []string{
 	"clusterrole-aggregation-controller",
 	// A pod's ResourceClaimTemplates become its ResourceClaims.
 	"resourceclaim-controller",
+	// A PodDisruptionBudget's status (healthy pods, disruptions allowed) is
+	// counted. The apiserver's Eviction API refuses every eviction that a
+	// budget covers, with 429 TooManyRequests, until this controller has
+	// observed the budget, and decides each eviction by that status.
+	"disruption-controller",
 }
 
 // Process is a component that a test runs beside the control plane.
