@@ -31,19 +31,10 @@ const (
 	MIGDisabled             = "all-disabled"
 )
 
-// mig-manager's state on a node: it sets MIGConfigStateLabel to pending
-// when it sees a new nvidia.com/mig.config, to rebooting when the change
-// needs a reboot, and to success or failed at the end; while it works,
-// the nvidia.com/gpu.deploy.* labels of the GPU operator's operands on
-// the node read PausedForMIGChange. MIGManagerDeployLabel is "true" on the
-// nodes the GPU operator runs mig-manager on.
+// DeployLabelPrefix begins the nvidia.com/gpu.deploy.<agent> labels;
+// MIGManagerDeployLabel is "true" on the nodes the GPU operator runs
+// mig-manager on.
 const (
-	MIGConfigStateLabel   = "nvidia.com/mig.config.state"
-	MIGStatePending       = "pending"
-	MIGStateRebooting     = "rebooting"
-	MIGStateSuccess       = "success"
-	MIGStateFailed        = "failed"
-	PausedForMIGChange    = "paused-for-mig-change"
 	DeployLabelPrefix     = "nvidia.com/gpu.deploy."
 	MIGManagerDeployLabel = DeployLabelPrefix + "mig-manager"
 )

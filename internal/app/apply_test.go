@@ -44,6 +44,9 @@ type memCluster struct {
 	behave   string                      // "", "fail", "wedge", "fail-rollback"
 	pending  map[string]int              // reads left before the operator finishes, by node
 	lastMIG  map[string]string
+	// lag is how many reads of the node a label change goes unnoticed:
+	// the state label still holds the previous change's value.
+	lag, lagged int
 }
 
 func newMemCluster() *memCluster {
@@ -67,9 +70,14 @@ func (m *memCluster) Node(_ context.Context, name string) (change.NodeNow, error
 func (m *memCluster) operate(name string, n *memNode) {
 	cfg := n.labels[gpuoperator.MIGConfigLabel]
 	if cfg != m.lastMIG[name] {
+		if m.lagged < m.lag {
+			m.lagged++
+			return
+		}
+		m.lagged = 0
 		m.lastMIG[name] = cfg
 		n.labels[gpuoperator.MIGConfigStateLabel] = gpuoperator.MIGStatePending
-		n.labels[gpuoperator.DeployLabelPrefix+"device-plugin"] = gpuoperator.PausedForMIGChange
+		n.labels[gpuoperator.DeployLabelPrefix+"device-plugin"] = gpuoperator.DeployPausedForMIGChange
 		m.pending[name] = 2
 		return
 	}
@@ -224,6 +232,18 @@ func TestApplyOutcomes(t *testing.T) {
 			outcome: OutcomeRolledBack, reason: "mig-manager failed the change", evicted: 2,
 			labels:      map[string]*string{gpuoperator.MIGConfigLabel: mig(gpuoperator.MIGDisabled)},
 			allocatable: map[string]int64{"nvidia.com/gpu": 2},
+		},
+		"mig-manager fails and notices the rollback late: rolled back": {
+			setup:   func(m *memCluster, _ *change.Set) { m.behave, m.lag = "fail", 3 },
+			outcome: OutcomeRolledBack, reason: "mig-manager failed the change", evicted: 2,
+			labels:      map[string]*string{gpuoperator.MIGConfigLabel: mig(gpuoperator.MIGDisabled), gpuoperator.MIGConfigStateLabel: mig(gpuoperator.MIGStateSuccess)},
+			allocatable: map[string]int64{"nvidia.com/gpu": 2},
+		},
+		"mig-manager notices the change late: applied": {
+			setup:   func(m *memCluster, _ *change.Set) { m.lag = 3 },
+			outcome: OutcomeApplied, evicted: 2,
+			labels:      map[string]*string{gpuoperator.MIGConfigLabel: mig("mig-a"), gpuoperator.MIGConfigStateLabel: mig(gpuoperator.MIGStateSuccess)},
+			allocatable: map[string]int64{"nvidia.com/gpu": 1, "nvidia.com/mig-3g.40gb": 2},
 		},
 		"mig-manager wedges in pending: rolled back": {
 			setup:   func(m *memCluster, _ *change.Set) { m.behave = "wedge" },

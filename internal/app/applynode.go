@@ -75,7 +75,7 @@ func (r *nodeRun) run(ctx context.Context) NodeResult {
 		}
 		return r.rollback(ctx, previous, err)
 	}
-	after, err := r.wait(ctx, r.n.Labels, r.n.Allocatable)
+	after, err := r.wait(ctx, r.n.Labels, r.n.Allocatable, now.Labels[gpuoperator.MIGConfigStateLabel])
 	if err != nil {
 		return r.rollback(ctx, previous, err)
 	}
@@ -372,9 +372,14 @@ func (r *nodeRun) rollback(ctx context.Context, previous map[string]*string, cau
 		back = append(back, change.Label{Key: l.Key, From: l.To, To: from})
 	}
 	r.begin(cctx, "rollback", describeLabels(back))
-	err := r.a.PatchNode(cctx, r.n.Name, change.NodePatch{Labels: previous})
+	stale := ""
+	now, err := r.a.Node(cctx, r.n.Name)
 	if err == nil {
-		_, err = r.wait(cctx, back, r.res.AllocatableBefore)
+		stale = now.Labels[gpuoperator.MIGConfigStateLabel]
+		err = r.a.PatchNode(cctx, r.n.Name, change.NodePatch{Labels: previous})
+	}
+	if err == nil {
+		_, err = r.wait(cctx, back, r.res.AllocatableBefore, stale)
 	}
 	if err == nil {
 		err = r.finish(cctx)

@@ -109,12 +109,14 @@ func (r *nodeRun) until(ctx context.Context, done func() (bool, error)) error {
 
 // wait waits, within SwitchTimeout, until the operator has taken the
 // labels: mig-manager's state success (when nvidia.com/mig.config
-// changed) and the node's allocatable showing want. It fails at once on
-// state failed, and at the timeout names a wedged mig-manager (pending
-// with its operands paused). A state of success with want already shown
-// before any other state was seen counts only at the timeout: it may be
-// the state of the previous config, not yet replaced.
-func (r *nodeRun) wait(ctx context.Context, labels []change.Label, want map[string]int64) (change.NodeNow, error) {
+// changed) and the node's allocatable showing want. stale is the state
+// the label held before the labels changed: until it changes it is the
+// previous change's, so neither its failed nor its success counts. A
+// fresh failed fails at once; at the timeout a pending with the operands
+// paused is named a wedged mig-manager. A change that leaves the state
+// and the allocatable as they were (the GPUs already held the config)
+// counts at the timeout.
+func (r *nodeRun) wait(ctx context.Context, labels []change.Label, want map[string]int64, stale string) (change.NodeNow, error) {
 	r.begin(ctx, "wait", "for the operator")
 	mig := slices.ContainsFunc(labels, func(l change.Label) bool { return l.Key == gpuoperator.MIGConfigLabel })
 	wctx, cancel := context.WithTimeout(ctx, r.o.SwitchTimeout)
@@ -131,6 +133,13 @@ func (r *nodeRun) wait(ctx context.Context, labels []change.Label, want map[stri
 		}
 		last = now
 		state := now.Labels[gpuoperator.MIGConfigStateLabel]
+		if mig && state != stale {
+			moved = true
+		}
+		if mig && !moved {
+			lastError = fmt.Errorf("%s is still %q, the state before the change", gpuoperator.MIGConfigStateLabel, state)
+			return false, nil
+		}
 		if mig && state == gpuoperator.MIGStateFailed {
 			return false, fmt.Errorf("mig-manager failed the change (%s=%s)", gpuoperator.MIGConfigStateLabel, state)
 		}
@@ -141,11 +150,10 @@ func (r *nodeRun) wait(ctx context.Context, labels []change.Label, want map[stri
 		}
 		if want != nil {
 			if lastError = change.Verify(want, now.Allocatable); lastError != nil {
-				moved = true
 				return false, nil
 			}
 		}
-		return !mig || moved, nil
+		return true, nil
 	})
 	switch {
 	case err == nil:
@@ -154,11 +162,12 @@ func (r *nodeRun) wait(ctx context.Context, labels []change.Label, want map[stri
 		return last, ctx.Err()
 	case !errors.Is(err, context.DeadlineExceeded):
 		return last, err
-	case lastError == nil && last.Labels != nil:
-		return last, nil // success all along, with want shown: a change with nothing to do
+	case last.Labels != nil && (!mig || last.Labels[gpuoperator.MIGConfigStateLabel] == gpuoperator.MIGStateSuccess) &&
+		(want == nil || change.Verify(want, last.Allocatable) == nil):
+		return last, nil // success all along, with want shown: the GPUs already held the config
 	}
 	if paused := pausedOperands(last.Labels); len(paused) > 0 && last.Labels[gpuoperator.MIGConfigStateLabel] == gpuoperator.MIGStatePending {
-		return last, fmt.Errorf("mig-manager wedged: %s still pending after %s with %s=%s left on the node: %w", gpuoperator.MIGConfigStateLabel, r.o.SwitchTimeout, strings.Join(paused, ", "), gpuoperator.PausedForMIGChange, errTimeout)
+		return last, fmt.Errorf("mig-manager wedged: %s still pending after %s with %s=%s left on the node: %w", gpuoperator.MIGConfigStateLabel, r.o.SwitchTimeout, strings.Join(paused, ", "), gpuoperator.DeployPausedForMIGChange, errTimeout)
 	}
 	return last, fmt.Errorf("the operator did not take the change within %s: %v: %w", r.o.SwitchTimeout, lastError, errTimeout)
 }
@@ -168,7 +177,7 @@ func (r *nodeRun) wait(ctx context.Context, labels []change.Label, want map[stri
 func pausedOperands(labels map[string]string) []string {
 	var out []string
 	for k, v := range labels {
-		if strings.HasPrefix(k, gpuoperator.DeployLabelPrefix) && v == gpuoperator.PausedForMIGChange {
+		if strings.HasPrefix(k, gpuoperator.DeployLabelPrefix) && v == gpuoperator.DeployPausedForMIGChange {
 			out = append(out, k)
 		}
 	}

@@ -36,7 +36,6 @@ import (
 const (
 	applyNS        = "ml"
 	migConfigMap   = "custom-mig-config"
-	h100Product    = "NVIDIA-H100-80GB-HBM3"
 	h100MemoryMiB  = 81559
 	migTarget      = "gpupack-test-mig"
 	resourceMIG3g  = corev1.ResourceName("nvidia.com/mig-3g.40gb")
