@@ -96,6 +96,9 @@ func (r *nodeRun) until(ctx context.Context, done func() (bool, error)) error {
 	defer t.Stop()
 	for {
 		ok, err := done()
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err() // a read cut short by the deadline is the deadline
+		}
 		if err != nil || ok {
 			return err
 		}

@@ -40,7 +40,7 @@ const (
 	migTarget      = "gpupack-test-mig"
 	resourceMIG3g  = corev1.ResourceName("nvidia.com/mig-3g.40gb")
 	resourceGPU    = corev1.ResourceName("nvidia.com/gpu")
-	applyTestPoll  = 100 * time.Millisecond
+	applyTestPoll  = 500 * time.Millisecond // two reads a poll, within client-go's default 5 a second
 	applyTestDrain = 2 * time.Minute
 )
 
@@ -89,7 +89,13 @@ func TestApply(t *testing.T) {
 	})
 	t.Run("failed mig-manager rolled back", func(t *testing.T) {
 		op.SetFault("gpu-fail", operator.Fault{Outcome: operator.Fail})
-		r := applyOne(t, a, migSet("gpu-fail", nil), applyOptions(time.Minute, nil))
+		// The fault fails every change; the rollback's goes through.
+		o := applyOptions(time.Minute, func(s app.Step) {
+			if s.Name == "rollback" {
+				op.SetFault("gpu-fail", operator.Fault{})
+			}
+		})
+		r := applyOne(t, a, migSet("gpu-fail", nil), o)
 		checkRolledBack(t, client, r, "gpu-fail", "mig-manager failed the change")
 	})
 	t.Run("wedged mig-manager rolled back", func(t *testing.T) {
@@ -106,7 +112,7 @@ func TestApply(t *testing.T) {
 	})
 	t.Run("a budget that never allows aborts with no pod lost", func(t *testing.T) {
 		pod := createGPUPod(t, client, "held-0", "gpu-held", map[string]string{"app": "held"})
-		createBudget(t, client, "held", intstr.FromInt32(0))
+		createBudget(t, client, "held", policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))})
 		set := migSet("gpu-held", []*corev1.Pod{pod})
 		o := applyOptions(time.Minute, nil)
 		o.DrainTimeout = 5 * time.Second
@@ -141,7 +147,7 @@ func testApplyWithBudget(t *testing.T, c *testcluster.Cluster, a *actuator.Actua
 		}
 	}()
 	createDeployment(t, client, "infer", 2)
-	createBudget(t, client, "infer", intstr.FromInt32(1))
+	createBudget(t, client, "infer", policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))})
 	pods := runningPods(t, client, "app=infer", 2)
 	slice := makePod(applyNS, "slice").gpus(resourceMIG3g, 1).obj()
 	if _, err := client.CoreV1().Pods(applyNS).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
@@ -324,10 +330,12 @@ func createGPUPod(t *testing.T, client kubernetes.Interface, name, node string, 
 	return created
 }
 
-func createBudget(t *testing.T, client kubernetes.Interface, app string, maxUnavailable intstr.IntOrString) {
+// createBudget creates a PodDisruptionBudget of spec over the pods
+// labelled app, and waits until the disruption controller has counted it.
+func createBudget(t *testing.T, client kubernetes.Interface, app string, spec policyv1.PodDisruptionBudgetSpec) {
 	t.Helper()
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: applyNS, Name: app},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &maxUnavailable, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
+	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: applyNS, Name: app}, Spec: spec}
 	if _, err := client.PolicyV1().PodDisruptionBudgets(applyNS).Create(t.Context(), pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +344,7 @@ func createBudget(t *testing.T, client kubernetes.Interface, app string, maxUnav
 		if err != nil {
 			return false, "", err
 		}
-		return got.Status.ObservedGeneration == got.Generation && got.Status.ExpectedPods > 0, fmt.Sprintf("%+v", got.Status), nil
+		return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy > 0, fmt.Sprintf("%+v", got.Status), nil
 	})
 }
 
