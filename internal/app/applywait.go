@@ -99,6 +99,11 @@ func (r *nodeRun) until(ctx context.Context, done func() (bool, error)) error {
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err() // a read cut short by the deadline is the deadline
 		}
+		if d, has := ctx.Deadline(); err != nil && has && time.Until(d) < r.o.Poll {
+			// A client's rate limiter refuses a read it could not
+			// finish before the deadline: that is the deadline too.
+			return fmt.Errorf("%w (the last read: %v)", context.DeadlineExceeded, err)
+		}
 		if err != nil || ok {
 			return err
 		}

@@ -110,6 +110,26 @@ func TestApply(t *testing.T) {
 		r := applyOne(t, a, migSet("gpu-wedge", nil), o)
 		checkRolledBack(t, client, r, "gpu-wedge", "mig-manager wedged")
 	})
+	t.Run("the startup taint goes once mig-manager has partitioned the node", func(t *testing.T) {
+		taint := corev1.Taint{Key: wellknown.TaintMIGPending, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+		for name, state := range map[string]string{"new-pending": gpuoperator.MIGStatePending, "new-done": gpuoperator.MIGStateSuccess} {
+			c.AddGPUNode(name, testcluster.GPUNode{Product: h100Product, MemoryMiB: h100MemoryMiB, GPUs: 1, MIGConfig: gpuoperator.MIGDisabled,
+				Taints: []corev1.Taint{taint}, Labels: map[string]string{gpuoperator.MIGConfigStateLabel: state}})
+		}
+		released, err := a.ReleaseStartupTaints(t.Context())
+		if err != nil || !slices.Equal(released, []string{"new-done"}) {
+			t.Fatalf("released %v, %v; want new-done only", released, err)
+		}
+		for name, want := range map[string]bool{"new-pending": true, "new-done": false} {
+			n, err := client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == wellknown.TaintMIGPending }); got != want {
+				t.Errorf("%s (state %s): tainted %v, want %v", name, n.Labels[gpuoperator.MIGConfigStateLabel], got, want)
+			}
+		}
+	})
 	t.Run("a budget that never allows aborts with no pod lost", func(t *testing.T) {
 		pod := createGPUPod(t, client, "held-0", "gpu-held", map[string]string{"app": "held"})
 		createBudget(t, client, "held", policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))})

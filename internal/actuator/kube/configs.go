@@ -51,9 +51,11 @@ func (a *Actuator) mergeMIG(ctx context.Context, name string, groups []gpuoperat
 	return a.update(ctx, ref, func(cm *corev1.ConfigMap) (bool, error) {
 		var f migPartedFile
 		if text := cm.Data[ref.Key]; text != "" {
-			if err := yaml.Unmarshal([]byte(text), &f); err != nil {
-				return false, fmt.Errorf("ConfigMap %s/%s key %s is not a mig-parted config: %v; fix it first", ref.Namespace, ref.Name, ref.Key, err)
+			configs, err := gpuoperator.ParseMIGPartedConfig([]byte(text))
+			if err != nil {
+				return false, fmt.Errorf("ConfigMap %s/%s key %s is not a valid mig-parted config: %v; fix it first", ref.Namespace, ref.Name, ref.Key, err)
 			}
+			f.MIGConfigs = configs
 		}
 		if f.Version == "" {
 			f.Version = "v1"
@@ -71,6 +73,10 @@ func (a *Actuator) mergeMIG(ctx context.Context, name string, groups []gpuoperat
 		b, err := yaml.Marshal(f)
 		if err != nil {
 			return false, err
+		}
+		// What mig-manager will read must pass mig-parted's own checks.
+		if _, err := gpuoperator.ParseMIGPartedConfig(b); err != nil {
+			return false, fmt.Errorf("ConfigMap %s/%s with %q merged would not be a valid mig-parted config: %w", ref.Namespace, ref.Name, name, err)
 		}
 		cm.Data[ref.Key] = string(b)
 		return true, nil
