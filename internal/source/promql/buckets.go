@@ -169,7 +169,7 @@ func samplesQuery() string {
 func activitySourceQuery() string {
 	var parts []string
 	for _, m := range usage.ActivitySources {
-		parts = append(parts, fmt.Sprintf(`label_replace(count_over_time((max by ($dev) (%s) > -Inf < +Inf)$range), "source", %q, "", "")`, m, m))
+		parts = append(parts, fmt.Sprintf(`label_replace(count_over_time((max by ($dev) (%s{$sel}) > -Inf < +Inf)$range), "source", %q, "", "")`, m, m))
 	}
 	return strings.Join(parts, " or ")
 }
@@ -567,7 +567,7 @@ func (s *Source) goFallbacks(ctx context.Context, g *errgroup.Group, c *chunkRea
 		for lo := 0; lo < len(figs); lo += fallbackGroup {
 			group := figs[lo:min(lo+fallbackGroup, len(figs))]
 			g.Go(func() error {
-				m, err := s.queryRange(ctx, fallbackQuery(group, c.step, c.bucket, sel), hr)
+				m, err := s.queryRange(ctx, fallbackQuery(group, c.step, c.bucket, s.Selector.and(sel)), hr)
 				if err != nil {
 					return fmt.Errorf("bucket figures %s at %s: %w", figureNames(group), t.Add(time.Millisecond-c.bucket).UTC().Format(time.RFC3339), err)
 				}
@@ -590,7 +590,7 @@ func (s *Source) goFallbacks(ctx context.Context, g *errgroup.Group, c *chunkRea
 // points of its answer that keep says are the query's.
 func (s *Source) goFigure(ctx context.Context, g *errgroup.Group, c *chunkRead, name, query string, write func(q string, step, bucket time.Duration, sel string) string, keep func(hourKey) bool, f func(start time.Time, d usage.Device, v float64, labels model.Metric)) {
 	g.Go(func() error {
-		m, err := s.queryRange(ctx, write(query, c.step, c.bucket, ""), c.r)
+		m, err := s.queryRange(ctx, write(query, c.step, c.bucket, s.Selector.String()), c.r)
 		if err != nil {
 			return fmt.Errorf("bucket figure %q: %w", name, err)
 		}
@@ -719,7 +719,7 @@ func (n notPlainSet) selector(t time.Time) string {
 // notPlain runs plainCheckQuery over the chunk r.
 func (s *Source) notPlain(ctx context.Context, r v1.Range, step, bucket time.Duration) (notPlainSet, error) {
 	n := notPlainSet{devices: map[hourKey]bool{}, uuids: map[int64]map[string]bool{}, anyone: map[int64]bool{}}
-	m, err := s.queryRange(ctx, expandPlain(plainCheckQuery(step, bucket), step, bucket, ""), r)
+	m, err := s.queryRange(ctx, expandPlain(plainCheckQuery(step, bucket), step, bucket, s.Selector.String()), r)
 	if err != nil {
 		return n, fmt.Errorf("bucket figures, which device-hours are plain: %w", err)
 	}
