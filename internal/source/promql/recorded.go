@@ -208,6 +208,9 @@ func recordedCombine(fig bucketFigure) (string, error) {
 		// The sample counts and the activity source: counts joined by "or".
 		{"label_replace(sum by ($dev) (count_over_time(", "sum_over_time"},
 		{"label_replace(count_over_time(", "sum_over_time"},
+		// The values outside their range: extremes joined by "or".
+		{"label_replace(min by ($dev) (min_over_time(", "min_over_time"},
+		{"label_replace(max by ($dev) (max_over_time(", "max_over_time"},
 	} {
 		if strings.HasPrefix(q, p.prefix) {
 			return p.combine, nil
