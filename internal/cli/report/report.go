@@ -197,6 +197,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	}
 	if live != nil {
 		r.WarnUnattributedClaims(usage.ClaimHolds(live.Snapshot, livePods))
+		r.WarnPodsNotInCluster(live.Snapshot)
 	}
 	if r.QueueWait, err = app.ReportQueueWait(ctx, r, opts.prometheus != "", live, time.Now()); err != nil {
 		return fmt.Errorf("queue wait: %w", err)
