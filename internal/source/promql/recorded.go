@@ -176,7 +176,11 @@ func RulesYAML(step time.Duration, sel Selector) ([]byte, error) {
 	if err := enc.Encode(f); err != nil {
 		return nil, err
 	}
-	head := fmt.Sprintf(`# gpupack's recording rules (gpupack rules --step %s): every figure of
+	flags := "--step " + stepValue(step)
+	if !sel.IsZero() {
+		flags += " --selector '" + sel.String() + "'"
+	}
+	head := fmt.Sprintf(`# gpupack's recording rules (gpupack rules %s): every figure of
 # report --accounting hourly's buckets over %s windows of dcgm-exporter's
 # series at a %s step (the scrape interval), evaluated every %s, and the
 # same figures over the hour of those windows that ended %s before each
@@ -184,7 +188,7 @@ func RulesYAML(step time.Duration, sel Selector) ([]byte, error) {
 # serve read a long window from the hourly ones and its ends from the
 # %s ones, and the GPUs with XIDs from %s (each GPU's largest XID
 # in the window).
-`, stepValue(step), stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow), stepValue(hourLag), stepValue(RecordWindow), recordedXID)
+`, flags, stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow), stepValue(hourLag), stepValue(RecordWindow), recordedXID)
 	return append([]byte(head), body.Bytes()...), nil
 }
 
