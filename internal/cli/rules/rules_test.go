@@ -21,7 +21,7 @@ func TestRules(t *testing.T) {
 	}{
 		"default step":                 {step: 30 * time.Second},
 		"a job's series":               {args: []string{"--selector", `job = "dcgm-exporter"`}, step: 30 * time.Second, selector: mustSelector(t, `job="dcgm-exporter"`)},
-		"a selector that is no PromQL": {args: []string{"--selector", `job=dcgm-exporter`}, wantErr: "want a quoted value"},
+		"a selector that is no PromQL": {args: []string{"--selector", `job=dcgm-exporter`}, wantErr: `unexpected token "-"`},
 		"15 s scrapes":                 {args: []string{"--step", "15s"}, step: 15 * time.Second},
 		"a step that leaves a rest":    {args: []string{"--step", "7s"}, wantErr: "divide 5m"},
 	}

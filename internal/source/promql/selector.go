@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/VictoriaMetrics/metricsql"
 )
 
 // Selector is a list of PromQL label matchers, such as
@@ -32,33 +33,53 @@ const SelectorLabel = "gpupack_selector"
 
 // ParseSelector reads a PromQL label matcher list (name="value",
 // name!="value", name=~"regex", name!~"regex", separated by commas,
-// optionally in braces), as Prometheus parses the inside of a selector's
-// braces. An empty s is the zero Selector. It refuses __name__, which
-// gpupack's queries set themselves, and a regex that does not compile.
+// optionally in braces) with the MetricsQL parser, which reads all of
+// PromQL's selectors. An empty s is the zero Selector. It refuses
+// __name__, which gpupack's queries set themselves, "or" between matcher
+// groups, and a regex that Go's regexp (RE2, as Prometheus uses) does not
+// compile.
 func ParseSelector(s string) (Selector, error) {
 	in := strings.TrimSpace(s)
-	if inner, ok := strings.CutPrefix(in, "{"); ok {
-		var closed bool
-		if in, closed = strings.CutSuffix(inner, "}"); !closed {
-			return Selector{}, fmt.Errorf("selector %q: a { without its }; give matchers such as job=\"dcgm-exporter\"", s)
-		}
+	if in == "" || in == "{}" {
+		return Selector{}, nil
+	}
+	if !strings.HasPrefix(in, "{") {
+		in = "{" + in + "}"
+	}
+	expr, err := metricsql.Parse(in)
+	if err != nil {
+		return Selector{}, fmt.Errorf("selector %q: %v; give matchers such as job=\"dcgm-exporter\"", s, err)
+	}
+	me, ok := expr.(*metricsql.MetricExpr)
+	if !ok || len(me.LabelFilterss) != 1 {
+		return Selector{}, fmt.Errorf("selector %q: want one list of label matchers, such as job=\"dcgm-exporter\", namespace=\"gpu-operator\"", s)
 	}
 	var ms []matcher
-	p := &matcherParser{in: in}
-	for p.skipSpace(); p.pos < len(p.in); p.skipSpace() {
-		m, err := p.matcher()
-		if err != nil {
-			return Selector{}, fmt.Errorf("selector %q: %w; give matchers such as job=\"dcgm-exporter\"", s, err)
+	for _, f := range me.LabelFilterss[0] {
+		if f.Label == "__name__" {
+			return Selector{}, fmt.Errorf("selector %q: __name__ is set by gpupack's queries; match other labels", s)
+		}
+		m := matcher{name: f.Label, op: "=", value: f.Value}
+		switch {
+		case f.IsRegexp && f.IsNegative:
+			m.op = "!~"
+		case f.IsRegexp:
+			m.op = "=~"
+		case f.IsNegative:
+			m.op = "!="
+		}
+		if f.IsRegexp {
+			if _, err := regexp.Compile("^(?:" + f.Value + ")$"); err != nil {
+				return Selector{}, fmt.Errorf("selector %q: %s: %v", s, m, err)
+			}
 		}
 		ms = append(ms, m)
-		p.skipSpace()
-		if p.pos < len(p.in) && p.in[p.pos] != ',' {
-			return Selector{}, fmt.Errorf("selector %q: want a comma after %s at offset %d; give matchers such as job=\"dcgm-exporter\", namespace=\"gpu-operator\"", s, m, p.pos)
-		}
-		p.pos++
+	}
+	if len(ms) == 0 {
+		return Selector{}, nil
 	}
 	slices.SortFunc(ms, func(a, b matcher) int {
-		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.op, b.op), strings.Compare(a.value, b.value))
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.op, b.op), cmp.Compare(a.value, b.value))
 	})
 	parts := make([]string, len(ms))
 	for i, m := range ms {
@@ -67,7 +88,6 @@ func ParseSelector(s string) (Selector, error) {
 	return Selector{matchers: strings.Join(parts, ", ")}, nil
 }
 
-// String is the canonical matcher list, "" for the zero Selector.
 func (s Selector) String() string { return s.matchers }
 
 // IsZero says whether s selects every series.
@@ -104,84 +124,3 @@ func (s Selector) recorded(step string) string {
 type matcher struct{ name, op, value string }
 
 func (m matcher) String() string { return m.name + m.op + strconv.Quote(m.value) }
-
-// matcherParser reads matchers from in, from pos.
-type matcherParser struct {
-	in  string
-	pos int
-}
-
-var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*`)
-
-func (p *matcherParser) skipSpace() {
-	for p.pos < len(p.in) && strings.ContainsRune(" \t\r\n", rune(p.in[p.pos])) {
-		p.pos++
-	}
-}
-
-// matcher reads one matcher at pos.
-func (p *matcherParser) matcher() (matcher, error) {
-	name := labelName.FindString(p.in[p.pos:])
-	if name == "" {
-		return matcher{}, fmt.Errorf("want a label name at offset %d", p.pos)
-	}
-	if name == "__name__" {
-		return matcher{}, fmt.Errorf("__name__ is set by gpupack's queries; match other labels")
-	}
-	p.pos += len(name)
-	p.skipSpace()
-	var op string
-	for _, o := range []string{"=~", "!~", "!=", "="} {
-		if strings.HasPrefix(p.in[p.pos:], o) {
-			op = o
-			break
-		}
-	}
-	if op == "" {
-		return matcher{}, fmt.Errorf("want =, !=, =~ or !~ after %s at offset %d", name, p.pos)
-	}
-	p.pos += len(op)
-	p.skipSpace()
-	value, err := p.quoted()
-	if err != nil {
-		return matcher{}, err
-	}
-	if op == "=~" || op == "!~" {
-		if _, err := regexp.Compile("^(?:" + value + ")$"); err != nil {
-			return matcher{}, fmt.Errorf("%s%s%q: %v", name, op, value, err)
-		}
-	}
-	return matcher{name, op, value}, nil
-}
-
-// quoted reads a PromQL string at pos: "..." or '...' with Go's escapes,
-// or `...` raw.
-func (p *matcherParser) quoted() (string, error) {
-	start := p.pos
-	if start >= len(p.in) || !strings.ContainsRune("\"'`", rune(p.in[start])) {
-		return "", fmt.Errorf("want a quoted value at offset %d", start)
-	}
-	q := p.in[start]
-	end := start + 1
-	for end < len(p.in) && p.in[end] != q {
-		if p.in[end] == '\\' && q != '`' {
-			end++
-		}
-		end++
-	}
-	if end >= len(p.in) {
-		return "", fmt.Errorf("the value at offset %d has no closing %c", start, q)
-	}
-	p.pos = end + 1
-	body := p.in[start+1 : end]
-	if q == '\'' {
-		// As a double-quoted string: a ' needs no escape there, a " does.
-		body = strings.NewReplacer(`\'`, `'`, `"`, `\"`).Replace(body)
-		q = '"'
-	}
-	v, err := strconv.Unquote(string(q) + body + string(q))
-	if err != nil || !utf8.ValidString(v) {
-		return "", fmt.Errorf("the value at offset %d is not a valid string", start)
-	}
-	return v, nil
-}

@@ -24,14 +24,16 @@ func TestParseSelector(t *testing.T) {
 		"in braces, spaced":      {in: ` { job = "dcgm-exporter" , } `, want: `job="dcgm-exporter"`},
 		"sorted, requoted":       {in: `namespace!~'kube-.*', job=~` + "`(nvidia-)?dcgm-exporter`", want: `job=~"(nvidia-)?dcgm-exporter", namespace!~"kube-.*"`},
 		"escapes":                {in: `job="a\"b"`, want: `job="a\"b"`},
-		"no quotes":              {in: `job=dcgm-exporter`, wantErr: "want a quoted value at offset 4"},
-		"no operator":            {in: `job "x"`, wantErr: "want =, !=, =~ or !~ after job"},
-		"no comma":               {in: `job="x" pod="y"`, wantErr: "want a comma after"},
+		"no quotes":              {in: `job=dcgm-exporter`, wantErr: `unexpected token "-"`},
+		"no operator":            {in: `job "x"`, wantErr: `want "=", "!=", "=~", "!~"`},
+		"no comma":               {in: `job="x" pod="y"`, wantErr: `unexpected token "pod"`},
 		"the metric name":        {in: `__name__="DCGM_FI_DEV_FB_USED"`, wantErr: "__name__ is set by gpupack's queries"},
 		"a bad regex":            {in: `job=~"(dcgm"`, wantErr: "missing closing )"},
-		"an unclosed value":      {in: `job="dcgm`, wantErr: "no closing"},
-		"an unclosed brace":      {in: `{job="dcgm"`, wantErr: "without its }"},
-		"a name that is no name": {in: `1job="x"`, wantErr: "want a label name at offset 0"},
+		"an unclosed value":      {in: `job="dcgm`, wantErr: "cannot find closing quote"},
+		"two groups":             {in: `{job="a" or job="b"}`, wantErr: "want one list of label matchers"},
+		"a function":             {in: `{job="a"} + 1`, wantErr: "want one list of label matchers"},
+		"an unclosed brace":      {in: `{job="dcgm"`, wantErr: `want ",", "or", "}"`},
+		"a name that is no name": {in: `1job="x"`, wantErr: `unexpected token "1"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -164,3 +166,21 @@ func TestEveryQueryCarriesTheSelector(t *testing.T) {
 // that follow it, if any. A name inside a label_replace's quotes (the
 // metric a figure is labelled with) is not a selector.
 var seriesSelector = regexp.MustCompile(`(?:^|[^"|A-Za-z_:])((?:DCGM_FI_[A-Z_]+|gpupack:[a-z0-9_]+:(?:5m|1h)))(\{[^}]*\})?|\{(__name__=~"[^"]*")[^}]*\}`)
+
+// FuzzParseSelector: any input is refused with an error or gives a
+// canonical form that reads back as itself.
+func FuzzParseSelector(f *testing.F) {
+	for _, s := range []string{`job="dcgm-exporter"`, `{namespace!~'kube-.*', job=~"(nvidia-)?dcgm-exporter"}`, `job="a\"b"`, `1job="x"`, `{job="a" or job="b"}`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		sel, err := ParseSelector(in)
+		if err != nil {
+			return
+		}
+		again, err := ParseSelector(sel.String())
+		if err != nil || again != sel {
+			t.Fatalf("ParseSelector(%q) = %q, which reads back as %q, %v", in, sel, again, err)
+		}
+	})
+}

@@ -21,7 +21,7 @@ func TestSelectorFlag(t *testing.T) {
 	}{
 		"a job":              {args: []string{`--prometheus-selector=job = 'dcgm-exporter'`}, want: `job="dcgm-exporter"`, prometheus: "http://prometheus:9090"},
 		"none":               {want: ""},
-		"no quotes":          {args: []string{`--prometheus-selector=job=dcgm-exporter`}, wantErr: "want a quoted value at offset 4"},
+		"no quotes":          {args: []string{`--prometheus-selector=job=dcgm-exporter`}, wantErr: `unexpected token "-"`},
 		"without prometheus": {args: []string{`--prometheus-selector=job="dcgm-exporter"`}, want: `job="dcgm-exporter"`, wantCheckRefuse: true},
 	}
 	for name, tc := range cases {
