@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,9 +15,11 @@ import (
 )
 
 // TestRulesFileIsGenerated keeps the chart's rules file what `gpupack
-// rules` prints at its default step; refresh it with -update.
+// rules` prints at its default step with the chart's default
+// prometheus.selector (the one serve reads them with); refresh it with
+// -update.
 func TestRulesFileIsGenerated(t *testing.T) {
-	b, err := promql.RulesYAML(30 * time.Second)
+	b, err := promql.RulesYAML(30*time.Second, defaultSelector(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +29,7 @@ func TestRulesFileIsGenerated(t *testing.T) {
 // TestRulesReadBack: the rules ConfigMap and the PrometheusRule hold
 // exactly gpupack's recording rules.
 func TestRulesReadBack(t *testing.T) {
-	want, err := promql.RecordingRules(30 * time.Second)
+	want, err := promql.RecordingRules(30*time.Second, defaultSelector(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,4 +92,26 @@ func configMapFile(t *testing.T, d Doc, name string) (string, bool) {
 	}
 	text, ok := cm.Data[name]
 	return text, ok
+}
+
+// defaultSelector is the chart's default prometheus.selector, parsed.
+func defaultSelector(t *testing.T) promql.Selector {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(Dir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Prometheus struct {
+			Selector string `json:"selector"`
+		} `json:"prometheus"`
+	}
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatalf("values.yaml: %v", err)
+	}
+	sel, err := promql.ParseSelector(v.Prometheus.Selector)
+	if err != nil || sel.IsZero() {
+		t.Fatalf("values.yaml: prometheus.selector %q: %v; want the job of dcgm-exporter", v.Prometheus.Selector, err)
+	}
+	return sel
 }

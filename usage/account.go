@@ -38,6 +38,7 @@ func Account(in Input) (*Report, error) {
 	}
 	a.flushUninstantiated()
 	a.finish()
+	r.Quality.Warnings = append(r.Quality.Warnings, a.ranges.finish()...)
 	r.Health = health(in.Series, w)
 	assemble(r, a.pods, a.nodes, in.App, in.Pods, func(tMs int64) float64 { return a.slotSeconds(a.slotOf(tMs)) })
 	return r, nil
@@ -110,6 +111,10 @@ type rawAccount struct {
 	// hours is the window's hours; levels the GPUs per model and hour.
 	hours  int
 	levels modelLevels
+	// oor are the device's values outside their metric's range; ranges
+	// the warnings of the devices accounted.
+	oor    outOfRange
+	ranges rangeWarnings
 }
 
 func newRawAccount(w Window, pricing Pricing, r *Report) *rawAccount {
@@ -193,6 +198,8 @@ func (a *rawAccount) device(d *deviceInput) {
 	dev := a.integrate(d.device, &du, share, price, source)
 	du.Totals, du.Capacity = dev.totals(), dev.capacityTotals()
 	a.addDevice(du, &dev)
+	a.ranges.device(d.device, a.oor)
+	a.oor = nil
 	if d.device.MIGInstance != "" {
 		a.mig.addInstance(d.device, share, pa, a.sampled)
 	}
@@ -201,7 +208,8 @@ func (a *rawAccount) device(d *deviceInput) {
 // load puts the device's samples into the slots: one value per metric and
 // slot (NaN where none), which slots had any sample, and per owner the
 // slots at which it was present, sorted by owner. Out-of-window, NaN and
-// infinite samples are counted in Quality.
+// infinite samples are counted in Quality; values outside their metric's
+// range (MetricRange) are noted for its warnings.
 func (a *rawAccount) load(d *deviceInput) {
 	for _, v := range a.vals {
 		for k := range v {
@@ -244,6 +252,9 @@ func (a *rawAccount) load(d *deviceInput) {
 			}
 			v[k] = smp.Value
 			a.hasMetric[mi] = true
+			if smp.Value < metricLo[mi] || smp.Value > metricHi[mi] {
+				a.oor.add(s.Metric, smp.Value, a.w.Start.Add(time.Duration(a.hourOf(k))*time.Hour))
+			}
 		}
 	}
 	sort.Slice(a.owners, func(i, j int) bool {

@@ -97,6 +97,11 @@ type Bucket struct {
 	SharedSteps float64 `json:"sharedSteps,omitempty"`
 	// DRA is what the owner's series' DRA labels say (owner buckets only).
 	DRA DRAHold `json:"dra,omitzero"`
+	// OutOfRange are the metrics with a sample outside their range
+	// (MetricRange) in the bucket, each with the sample furthest beyond
+	// it on that side (device bucket only; a metric may be listed below
+	// and above).
+	OutOfRange []MetricValue `json:"outOfRange,omitempty"`
 }
 
 // BucketInput is everything AccountBuckets needs: the window [Start, End),
@@ -191,6 +196,8 @@ type deviceSums struct {
 	shared               float64
 	// sharedHours are the owners with shared steps, by hour of the window.
 	sharedHours map[int][]Owner
+	// oor are the device's values outside their metric's range.
+	oor outOfRange
 }
 
 // ownerSums are an owner's figures on one device summed over its buckets.
@@ -297,6 +304,7 @@ func (d *deviceSums) clone() *deviceSums {
 	if d.sampledByBucket != nil {
 		c.sampledByBucket = maps.Clone(d.sampledByBucket)
 	}
+	c.oor = d.oor.clone()
 	c.owners = make(map[Owner]*ownerSums, len(d.owners))
 	for o, os := range d.owners {
 		c.owners[o] = os.clone()
@@ -491,6 +499,9 @@ func (d *deviceSums) add(b *Bucket) {
 			d.metrics[mi] = true
 		}
 	}
+	for _, v := range b.OutOfRange {
+		d.oor.add(v.Metric, v.Value, b.Start)
+	}
 	if b.Device.MIGInstance != "" {
 		if d.sampledByBucket == nil {
 			d.sampledByBucket = map[int64]float64{}
@@ -539,6 +550,7 @@ type bucketReport struct {
 	// sec is a step's seconds; windowSeconds and windowSteps the window's.
 	sec, windowSeconds, windowSteps float64
 	seenMetric                      [nMetrics]bool
+	ranges                          rangeWarnings
 	// nOwners is the account's owners (Owners), by which the memory
 	// policy sizes what it hands back.
 	nOwners int
@@ -610,6 +622,7 @@ func (br *bucketReport) device(i int, key string, d *deviceSums) {
 	}
 	share, price, pa := shareAndPrice(br.pricing, br.q, d.device)
 	du := DeviceUsage{Device: d.device, Share: share, PricePerHour: pa, ActivitySource: br.quality(d)}
+	br.ranges.device(d.device, d.oor)
 
 	var dev acc
 	dev.energy, dev.energyKnown = d.energy, d.energyKnown
@@ -815,6 +828,7 @@ func (br *bucketReport) finish() *Report {
 	br.flushUninstantiated()
 	br.q.Gaps = max(br.q.Gaps, 0)
 	br.q.MissingMetrics = missingMetrics(br.seenMetric[:])
+	br.q.Warnings = append(br.q.Warnings, br.ranges.finish()...)
 	br.total()
 	br.r.Hourly = br.a.modelHours(br.pricing, br.sec)
 	br.as.finish(br.nodes)

@@ -167,6 +167,7 @@ func bucketize(series []Series, start time.Time, n int, length, step time.Durati
 				own.ActivitySource = ActivitySources[srcRank]
 			}
 			own.VRAMUsedMiB, own.VRAMFreeMiB = percentiles(vram), percentiles(free)
+			own.OutOfRange = outOfRangeOf(&d.vals, bi*per, (bi+1)*per)
 			out = append(out, own)
 			for o, present := range d.owners {
 				b := Bucket{Start: bs, Length: length, Step: step, Device: d.device, Owner: o, DRA: d.dra[o]}
@@ -328,4 +329,30 @@ func TestDeviceKey(t *testing.T) {
 			t.Errorf("Key() = %q, want %q", got, c.want)
 		}
 	}
+}
+
+// outOfRangeOf is, as the hourly path's figures give them, each metric's
+// value furthest below its range and furthest above it at the steps
+// [from, to) of vals (by metric index).
+func outOfRangeOf(vals *[nMetrics][]float64, from, to int) []MetricValue {
+	var out []MetricValue
+	for _, m := range Metrics {
+		lo, hi := MetricRange(m)
+		below, above := math.Inf(1), math.Inf(-1)
+		for _, v := range vals[metricIndex[m]][from:to] {
+			if v < lo {
+				below = min(below, v)
+			}
+			if v > hi {
+				above = max(above, v)
+			}
+		}
+		if !math.IsInf(below, 1) {
+			out = append(out, MetricValue{m, below})
+		}
+		if !math.IsInf(above, -1) {
+			out = append(out, MetricValue{m, above})
+		}
+	}
+	return out
 }

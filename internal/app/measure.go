@@ -79,7 +79,10 @@ type Measurement struct {
 	// Access is what each request to Prometheus carries besides its
 	// query: credentials, headers, the CA (promql.Access).
 	Access promql.Access
-	Window usage.Window
+	// Selector narrows every query of dcgm-exporter's series
+	// (promql.Source.Selector).
+	Selector promql.Selector
+	Window   usage.Window
 	// Hourly reads the window in hourly buckets that the query engine
 	// sums (Accounting.Hourly decides it); otherwise every sample.
 	Hourly  bool
@@ -104,43 +107,55 @@ func Measure(ctx context.Context, m Measurement) (*usage.Report, error) {
 		}
 		return demo.Account(s, m.Window, m.Pricing)
 	case m.Hourly:
-		return measureHourly(ctx, m.Prometheus, m.MaxAnswer, m.Access, m.Window, m.Pricing, m.Apps, m.Live)
+		return measureHourly(ctx, m)
 	}
-	return measureRaw(ctx, m.Prometheus, m.MaxAnswer, m.Access, m.Window, m.Pricing, m.Apps, m.Live)
+	return measureRaw(ctx, m)
 }
 
-// measureRaw reads a window of DCGM (and kube-state-metrics and
-// application) series from Prometheus and accounts every sample. Node labels for price
-// rules come from pricing.NodeLabels when set (read from the live cluster),
-// else from kube-state-metrics' kube_node_labels. live holds pods'
-// start-ups read from the live cluster (kube.LoadStartup), merged over
-// kube-state-metrics' pod times (usage.MergePodEvents); nil when none.
-func measureRaw(ctx context.Context, url string, maxAnswer int64, access promql.Access, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
-	src, err := promql.Open(url, access)
+// open connects to m's PromQL store with its access, answer limit and
+// selector.
+func (m Measurement) open() (*promql.Source, error) {
+	src, err := promql.Open(m.Prometheus, m.Access)
 	if err != nil {
 		return nil, err
 	}
-	src.MaxAnswer = maxAnswer
-	d, err := src.Load(ctx, w, apps)
+	src.MaxAnswer, src.Selector = m.MaxAnswer, m.Selector
+	return src, nil
+}
+
+// measureRaw reads m's window of DCGM (and kube-state-metrics and
+// application) series from Prometheus and accounts every sample. Node
+// labels for price rules come from m.Pricing.NodeLabels when set (read
+// from the live cluster), else from kube-state-metrics' kube_node_labels.
+// m.Live holds pods' start-ups read from the live cluster
+// (kube.LoadStartup), merged over kube-state-metrics' pod times
+// (usage.MergePodEvents); nil when none.
+func measureRaw(ctx context.Context, m Measurement) (*usage.Report, error) {
+	src, err := m.open()
 	if err != nil {
 		return nil, err
 	}
+	d, err := src.Load(ctx, m.Window, m.Apps)
+	if err != nil {
+		return nil, err
+	}
+	pricing := m.Pricing
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
-	return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, live)})
+	return usage.Account(usage.Input{Window: m.Window, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, m.Live)})
 }
 
-// measureHourly accounts the window from hourly buckets that
+// measureHourly accounts m's window from hourly buckets that
 // Prometheus computes (promql.LoadBuckets), never pulling raw samples:
 // for windows of days to months. The window must start and end on whole
-// hours. live is as for measureRaw.
-func measureHourly(ctx context.Context, url string, maxAnswer int64, access promql.Access, w usage.Window, pricing usage.Pricing, apps map[string]string, live []usage.PodEvents) (*usage.Report, error) {
-	src, err := promql.Open(url, access)
+// hours. Node labels and live pods are as for measureRaw.
+func measureHourly(ctx context.Context, m Measurement) (*usage.Report, error) {
+	w, pricing, apps, live := m.Window, m.Pricing, m.Apps, m.Live
+	src, err := m.open()
 	if err != nil {
 		return nil, err
 	}
-	src.MaxAnswer = maxAnswer
 	acct, err := usage.NewBucketAccount(w.Start, w.End)
 	if err != nil {
 		return nil, err

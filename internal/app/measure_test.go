@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/gpu"
-	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -61,7 +60,7 @@ func TestHourlyReadsAtReadingGCPercent(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"status":"success","data":{"resultType":"` + kind + `","result":[]}}`))
 		}))
-		_, err := measureHourly(t.Context(), srv.URL, 0, promql.Access{}, w, usage.Pricing{Catalogue: gpu.Default()}, nil, nil)
+		_, err := measureHourly(t.Context(), Measurement{Prometheus: srv.URL, Window: w, Hourly: true, Pricing: usage.Pricing{Catalogue: gpu.Default()}})
 		returned.Store(true)
 		srv.Close()
 		if (err != nil) != failing {

@@ -30,7 +30,9 @@ type PlanRequest struct {
 	// MaxAnswer is Measurement.MaxAnswer.
 	MaxAnswer int64
 	// Access is Measurement.Access.
-	Access      promql.Access
+	Access promql.Access
+	// Selector is Measurement.Selector.
+	Selector    promql.Selector
 	Window      string
 	Autoscaling string
 	Options     plan.Options
@@ -49,7 +51,8 @@ func MakePlan(ctx context.Context, req PlanRequest, stderr io.Writer) (*plan.Pla
 	var u *usage.Facts
 	usageName := req.Usage
 	if req.Prometheus != "" {
-		if u, err = MeasureFacts(ctx, req.Prometheus, req.MaxAnswer, req.Access, req.Window, s.Catalogue, time.Now()); err != nil {
+		from := Measurement{Prometheus: req.Prometheus, MaxAnswer: req.MaxAnswer, Access: req.Access, Selector: req.Selector}
+		if u, err = MeasureFacts(ctx, from, req.Window, s.Catalogue, time.Now()); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -93,9 +96,10 @@ func DemoPlan(ctx context.Context, stderr io.Writer) (*plan.Plan, *cluster.Snaps
 }
 
 // MeasureFacts accounts the window of this length ("7d" when "") that ends
-// now from a PromQL store, read raw or hourly as Accounting auto chooses,
+// now from the PromQL store that from names (its Prometheus, MaxAnswer,
+// Access and Selector), read raw or hourly as Accounting auto chooses,
 // and returns the planner's input.
-func MeasureFacts(ctx context.Context, url string, maxAnswer int64, access promql.Access, window string, c *gpu.Catalogue, now time.Time) (*usage.Facts, error) {
+func MeasureFacts(ctx context.Context, from Measurement, window string, c *gpu.Catalogue, now time.Time) (*usage.Facts, error) {
 	if window == "" {
 		window = "7d"
 	}
@@ -113,7 +117,9 @@ func MeasureFacts(ctx context.Context, url string, maxAnswer int64, access promq
 	if hourly {
 		step = hourlyStep
 	}
-	r, err := Measure(ctx, Measurement{Prometheus: url, MaxAnswer: maxAnswer, Access: access, Window: LatestWindow(now, length, step, hourly), Hourly: hourly, Pricing: usage.Pricing{Catalogue: c}})
+	m := from
+	m.Window, m.Hourly, m.Pricing = LatestWindow(now, length, step, hourly), hourly, usage.Pricing{Catalogue: c}
+	r, err := Measure(ctx, m)
 	if err != nil {
 		return nil, err
 	}

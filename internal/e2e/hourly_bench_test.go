@@ -74,7 +74,7 @@ func BenchmarkHourlyReport(b *testing.B) {
 		// must be loaded first; an hour past the end, so that the hourly
 		// window ending in the last hour is recorded whatever the
 		// group's evaluation offset.
-		levels, err := promql.RulesYAMLByLevel(scrape)
+		levels, err := promql.RulesYAMLByLevel(scrape, promql.Selector{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -33,6 +33,7 @@ type options struct {
 	prometheus  string
 	maxAnswer   int64
 	access      promql.Access
+	selector    promql.Selector
 	window      string
 	out         string
 	format      string
@@ -87,6 +88,7 @@ With no flags it runs on an embedded demo cluster and a week of its usage.`,
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure usage from over --window (instead of --usage)")
 	sourceflag.AddMaxAnswer(f, &o.maxAnswer)
 	sourceflag.AddAccess(f, &o.access)
+	sourceflag.AddSelector(f, &o.selector)
 	f.StringVar(&o.window, "window", "", "the usage window the plan is for, such as 7d or 24h; must match the usage file's (default: the file's)")
 	f.StringVar(&o.out, "out", "", "directory to write the device plugin ConfigMap, mig-parted config, node labels, workload requests, KEDA ScaledObjects, Karpenter NodePools, the DRA objects (when some GPUs are offered through DRA) and plan.md to")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
@@ -102,6 +104,9 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := sourceflag.CheckAccess(o.access, o.prometheus); err != nil {
+		return err
+	}
+	if err := sourceflag.CheckSelector(o.selector, o.prometheus); err != nil {
 		return err
 	}
 	p, s, err := app.MakePlan(ctx, o.request(), stderr)
@@ -124,7 +129,7 @@ func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 
 // request is the plan the flags ask for.
 func (o *options) request() app.PlanRequest {
-	return app.PlanRequest{Cluster: o.cluster, Usage: o.usage, Prometheus: o.prometheus, MaxAnswer: o.maxAnswer, Access: o.access, Window: o.window, Autoscaling: o.autoscaling,
+	return app.PlanRequest{Cluster: o.cluster, Usage: o.usage, Prometheus: o.prometheus, MaxAnswer: o.maxAnswer, Access: o.access, Selector: o.selector, Window: o.window, Autoscaling: o.autoscaling,
 		Options: plan.Options{ReclaimIdleRatio: o.reclaim, Headroom: o.headroom, ReserveDiscount: o.reserveOff, SpotDiscount: o.spotOff}}
 }
 

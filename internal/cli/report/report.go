@@ -32,6 +32,7 @@ type options struct {
 	prometheus string
 	maxAnswer  int64
 	access     promql.Access
+	selector   promql.Selector
 	window     time.Duration
 	step       time.Duration
 	// windowSet and stepSet say that --window and --step were given, so
@@ -99,6 +100,7 @@ windows longer than 6h or of more than 11000 steps. The JSON's
 	f.StringVar(&opts.prometheus, "prometheus", "", "Prometheus URL; empty runs the embedded demo")
 	sourceflag.AddMaxAnswer(f, &opts.maxAnswer)
 	sourceflag.AddAccess(f, &opts.access)
+	sourceflag.AddSelector(f, &opts.selector)
 	f.DurationVar(&opts.window, "window", 0, "length of the window accounted, ending at --end (default 24h; the demo's week, 168h, for --demo)")
 	f.DurationVar(&opts.step, "step", 0, "query step; each sample stands for one step (default 30s; for --demo the shortest that the window allows and that divides an hour: 60s for the week)")
 	f.StringVar(&opts.end, "end", "", "end of the window, RFC 3339; default now (the demo's end for --demo)")
@@ -123,6 +125,9 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		return errors.New("--demo and --prometheus exclude each other; drop one")
 	}
 	if err := sourceflag.CheckAccess(opts.access, opts.prometheus); err != nil {
+		return err
+	}
+	if err := sourceflag.CheckSelector(opts.selector, opts.prometheus); err != nil {
 		return err
 	}
 	if err := clio.CheckFormat(opts.format, "table", "json", "csv", "podusage"); err != nil {
@@ -183,7 +188,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 			return err
 		}
 	}
-	r, err := app.Measure(ctx, app.Measurement{Prometheus: opts.prometheus, MaxAnswer: opts.maxAnswer, Access: opts.access, Window: w, Hourly: hourly, Pricing: pricing, Apps: apps, Live: livePods})
+	r, err := app.Measure(ctx, app.Measurement{Prometheus: opts.prometheus, MaxAnswer: opts.maxAnswer, Access: opts.access, Selector: opts.selector, Window: w, Hourly: hourly, Pricing: pricing, Apps: apps, Live: livePods})
 	if err != nil {
 		if _, unpriced := errors.AsType[*usage.UnpricedError](err); unpriced {
 			return fmt.Errorf("--prices %s: %w", opts.prices, err)
@@ -192,6 +197,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 	}
 	if live != nil {
 		r.WarnUnattributedClaims(usage.ClaimHolds(live.Snapshot, livePods))
+		r.WarnPodsNotInCluster(live.Snapshot)
 	}
 	if r.QueueWait, err = app.ReportQueueWait(ctx, r, opts.prometheus != "", live, time.Now()); err != nil {
 		return fmt.Errorf("queue wait: %w", err)

@@ -6,6 +6,7 @@
 package rules
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 )
 
 type options struct {
-	step time.Duration
+	step     time.Duration
+	selector string
 }
 
 // NewCommand returns the rules command.
@@ -29,6 +31,9 @@ of report --accounting hourly's buckets (held steps, shares, activity,
 VRAM, power, energy, data quality), each over a 5-minute window of
 dcgm-exporter's series at --step, the scrape interval, evaluated every
 5 minutes and named gpupack:<figure>:5m with the label gpupack_step.
+With --selector (such as job="dcgm-exporter") every rule reads only the
+DCGM series it matches, and its series carry the label gpupack_selector:
+report and serve read them only with the same --prometheus-selector.
 Load it into the Prometheus that scrapes dcgm-exporter (rule_files: in
 prometheus.yml; the Helm chart ships it as a ConfigMap and, with
 prometheusRule.enabled, as a PrometheusRule). Where the recorded series
@@ -37,6 +42,7 @@ them instead of computing them from the series. To record the past too:
 promtool tsdb create-blocks-from rules.`,
 		Example: `  gpupack rules > gpupack-rules.yaml
   gpupack rules --step 15s > gpupack-rules.yaml
+  gpupack rules --selector 'job="dcgm-exporter"' > gpupack-rules.yaml
   promtool tsdb create-blocks-from rules --start 2026-01-01T00:00:00Z --url http://prometheus:9090 gpupack-rules.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,11 +50,16 @@ promtool tsdb create-blocks-from rules.`,
 		},
 	}
 	cmd.Flags().DurationVar(&o.step, "step", 30*time.Second, "the evaluation step: dcgm-exporter's scrape interval, which must divide 5m and be the --step of the reports that read the rules")
+	cmd.Flags().StringVar(&o.selector, "selector", "", `PromQL label matchers that select dcgm-exporter's series, such as job="dcgm-exporter"; must be the --prometheus-selector of the reports and serve that read the rules (empty: every series of the DCGM names)`)
 	return cmd
 }
 
 func run(o *options, stdout io.Writer) error {
-	b, err := promql.RulesYAML(o.step)
+	sel, err := promql.ParseSelector(o.selector)
+	if err != nil {
+		return fmt.Errorf("--selector: %w", err)
+	}
+	b, err := promql.RulesYAML(o.step, sel)
 	if err != nil {
 		return err
 	}

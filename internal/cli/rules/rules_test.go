@@ -14,13 +14,16 @@ import (
 
 func TestRules(t *testing.T) {
 	cases := map[string]struct {
-		args    []string
-		step    time.Duration
-		wantErr string
+		args     []string
+		step     time.Duration
+		selector promql.Selector
+		wantErr  string
 	}{
-		"default step":              {step: 30 * time.Second},
-		"15 s scrapes":              {args: []string{"--step", "15s"}, step: 15 * time.Second},
-		"a step that leaves a rest": {args: []string{"--step", "7s"}, wantErr: "divide 5m"},
+		"default step":                 {step: 30 * time.Second},
+		"a job's series":               {args: []string{"--selector", `job = "dcgm-exporter"`}, step: 30 * time.Second, selector: mustSelector(t, `job="dcgm-exporter"`)},
+		"a selector that is no PromQL": {args: []string{"--selector", `job=dcgm-exporter`}, wantErr: `unexpected token "-"`},
+		"15 s scrapes":                 {args: []string{"--step", "15s"}, step: 15 * time.Second},
+		"a step that leaves a rest":    {args: []string{"--step", "7s"}, wantErr: "divide 5m"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -43,7 +46,7 @@ func TestRules(t *testing.T) {
 			if err := yaml.UnmarshalStrict(out.Bytes(), &got); err != nil {
 				t.Fatalf("output is not a rules file: %v\n%s", err, out.String())
 			}
-			want, err := promql.RecordingRules(tc.step)
+			want, err := promql.RecordingRules(tc.step, tc.selector)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,4 +55,13 @@ func TestRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustSelector(t *testing.T, s string) promql.Selector {
+	t.Helper()
+	sel, err := promql.ParseSelector(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
 }

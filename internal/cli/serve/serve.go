@@ -37,6 +37,7 @@ type options struct {
 	prometheus string
 	maxAnswer  int64
 	access     promql.Access
+	selector   promql.Selector
 	kubeconfig string
 	live       bool
 	window     time.Duration
@@ -123,6 +124,7 @@ report, diagnose, plan and simulate, with no cluster.`,
 	f.StringVar(&o.listen, "listen", serve.DefaultAddr, "address to serve on; a port of 0 picks a free one; give 0.0.0.0:PORT to serve beyond this machine")
 	sourceflag.AddMaxAnswer(f, &o.maxAnswer)
 	sourceflag.AddAccess(f, &o.access)
+	sourceflag.AddSelector(f, &o.selector)
 	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus (or Thanos, Mimir, Cortex, VictoriaMetrics) URL holding dcgm-exporter's DCGM_FI_* series; serves the live cluster")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", clio.KubeconfigUsage)
 	f.BoolVar(&o.live, "live", false, "watch the live cluster, found as --kubeconfig says when it is not given (the default with --prometheus)")
@@ -145,6 +147,9 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 		return errors.New("--demo and --prometheus exclude each other; drop one")
 	}
 	if err := sourceflag.CheckAccess(o.access, o.prometheus); err != nil {
+		return err
+	}
+	if err := sourceflag.CheckSelector(o.selector, o.prometheus); err != nil {
 		return err
 	}
 	if err := o.checkAuth(); err != nil {
@@ -237,7 +242,7 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--prometheus: %w", err)
 	}
-	src.MaxAnswer = o.maxAnswer
+	src.MaxAnswer, src.Selector = o.maxAnswer, o.selector
 	cfg, err := kube.RESTConfig(o.kubeconfig)
 	if err != nil {
 		return err

@@ -397,6 +397,7 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	}
 	if next.Snapshot != nil {
 		r.WarnUnattributedClaims(usage.ClaimHolds(next.Snapshot, pods))
+		r.WarnPodsNotInCluster(next.Snapshot)
 	}
 	r.Quality.Warnings = append(r.Quality.Warnings, s.emptyHoursWarning()...)
 	next.Report = r

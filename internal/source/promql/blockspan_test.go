@@ -72,7 +72,7 @@ func BenchmarkBlockSpan(b *testing.B) {
 	}
 	long, daily := serve(31*24*time.Hour), serve(24*time.Hour)
 
-	queries, err := combinedQueries(step, 24*time.Hour-time.Millisecond, []int{figure}, RecordedHourName)
+	queries, err := combinedQueries(step, Selector{}, 24*time.Hour-time.Millisecond, []int{figure}, RecordedHourName)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -149,6 +149,10 @@ var bucketFigures = []bucketFigure{
 		b.Samples += v
 		b.Metrics = append(b.Metrics, string(m["metric"]))
 	}},
+	// So are the samples outside their metric's range, each metric's
+	// furthest below and above it: few, and none on a healthy fleet.
+	{"values below range", rangeQuery("min", "<", func(lo, _ float64) float64 { return lo }), false, outOfRange},
+	{"values above range", rangeQuery("max", ">", func(_, hi float64) float64 { return hi }), false, outOfRange},
 	{"activity source", activitySourceQuery(), false, func(b *usage.Bucket, _ float64, m model.Metric) {
 		// The most preferred source with a known value wins.
 		src := string(m["source"])
@@ -166,10 +170,37 @@ func samplesQuery() string {
 	return strings.Join(parts, " or ")
 }
 
+// rangeQuery is, per device, each metric's fn ("min" or "max") over the
+// bucket where it is op ("<" or ">") the bound of its range (MetricRange)
+// that bound gives, labelled with the metric; metrics without such a
+// bound are left out.
+func rangeQuery(fn, op string, bound func(lo, hi float64) float64) string {
+	var parts []string
+	for _, m := range usage.Metrics {
+		b := bound(usage.MetricRange(m))
+		if math.IsInf(b, 0) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf(`label_replace(%[1]s by ($dev) (%[1]s_over_time(%[2]s{$sel}$bucket)) %[3]s %[4]g, "metric", %[2]q, "", "")`, fn, m, op, b))
+	}
+	return strings.Join(parts, " or ")
+}
+
+// outOfRange files a value outside its metric's range into the device's
+// bucket.
+func outOfRange(b *usage.Bucket, v float64, m model.Metric) {
+	b.OutOfRange = append(b.OutOfRange, usage.MetricValue{Metric: string(m["metric"]), Value: v})
+}
+
+// directFigures are the figures that read the stored samples with plain
+// range functions, no subquery: exact on every device-hour, plain or not,
+// so computed over every device and never as a fallback.
+var directFigures = map[string]bool{"samples": true, "values below range": true, "values above range": true}
+
 func activitySourceQuery() string {
 	var parts []string
 	for _, m := range usage.ActivitySources {
-		parts = append(parts, fmt.Sprintf(`label_replace(count_over_time((max by ($dev) (%s) > -Inf < +Inf)$range), "source", %q, "", "")`, m, m))
+		parts = append(parts, fmt.Sprintf(`label_replace(count_over_time((max by ($dev) (%s{$sel}) > -Inf < +Inf)$range), "source", %q, "", "")`, m, m))
 	}
 	return strings.Join(parts, " or ")
 }
@@ -503,7 +534,7 @@ func (s *Source) computeChunk(ctx context.Context, c *chunkRead) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(bucketParallel)
 	s.goPlainFigures(gctx, g, c, others)
-	s.goSamples(gctx, g, c)
+	s.goDirect(gctx, g, c)
 	s.goFallbacks(gctx, g, c, others)
 	return g.Wait()
 }
@@ -540,12 +571,11 @@ func (s *Source) goPlainFigures(ctx context.Context, g *errgroup.Group, c *chunk
 	}
 }
 
-// goSamples runs, in g, the figure of the samples per metric over every
-// device of the chunk c: it counts each sample where it is, so it is
-// exact on every device-hour, plain or not.
-func (s *Source) goSamples(ctx context.Context, g *errgroup.Group, c *chunkRead) {
+// goDirect runs, in g, the direct figures (directFigures) over every
+// device of the chunk c.
+func (s *Source) goDirect(ctx context.Context, g *errgroup.Group, c *chunkRead) {
 	for i := range bucketFigures {
-		if fig := &bucketFigures[i]; fig.name == "samples" {
+		if fig := &bucketFigures[i]; directFigures[fig.name] {
 			s.goFigure(ctx, g, c, fig.name, fig.query, expand, anyHour, func(start time.Time, d usage.Device, v float64, labels model.Metric) {
 				fig.set(c.bucketOf(start, d, usage.Owner{}), v, labels)
 			})
@@ -567,7 +597,7 @@ func (s *Source) goFallbacks(ctx context.Context, g *errgroup.Group, c *chunkRea
 		for lo := 0; lo < len(figs); lo += fallbackGroup {
 			group := figs[lo:min(lo+fallbackGroup, len(figs))]
 			g.Go(func() error {
-				m, err := s.queryRange(ctx, fallbackQuery(group, c.step, c.bucket, sel), hr)
+				m, err := s.queryRange(ctx, fallbackQuery(group, c.step, c.bucket, s.Selector.and(sel)), hr)
 				if err != nil {
 					return fmt.Errorf("bucket figures %s at %s: %w", figureNames(group), t.Add(time.Millisecond-c.bucket).UTC().Format(time.RFC3339), err)
 				}
@@ -590,7 +620,7 @@ func (s *Source) goFallbacks(ctx context.Context, g *errgroup.Group, c *chunkRea
 // points of its answer that keep says are the query's.
 func (s *Source) goFigure(ctx context.Context, g *errgroup.Group, c *chunkRead, name, query string, write func(q string, step, bucket time.Duration, sel string) string, keep func(hourKey) bool, f func(start time.Time, d usage.Device, v float64, labels model.Metric)) {
 	g.Go(func() error {
-		m, err := s.queryRange(ctx, write(query, c.step, c.bucket, ""), c.r)
+		m, err := s.queryRange(ctx, write(query, c.step, c.bucket, s.Selector.String()), c.r)
 		if err != nil {
 			return fmt.Errorf("bucket figure %q: %w", name, err)
 		}
@@ -652,12 +682,12 @@ func fallbackQuery(group []int, step, bucket time.Duration, sel string) string {
 }
 
 // fallbackFigures are the figures (indexes into bucketFigures) that an
-// hour that is not plain computes as subqueries: all but the samples per
-// metric, which are exact on every device-hour.
+// hour that is not plain computes as subqueries: all but the direct ones,
+// which are exact on every device-hour.
 func fallbackFigures() []int {
 	var figs []int
 	for i, f := range bucketFigures {
-		if f.name != "samples" {
+		if !directFigures[f.name] {
 			figs = append(figs, i)
 		}
 	}
@@ -719,7 +749,7 @@ func (n notPlainSet) selector(t time.Time) string {
 // notPlain runs plainCheckQuery over the chunk r.
 func (s *Source) notPlain(ctx context.Context, r v1.Range, step, bucket time.Duration) (notPlainSet, error) {
 	n := notPlainSet{devices: map[hourKey]bool{}, uuids: map[int64]map[string]bool{}, anyone: map[int64]bool{}}
-	m, err := s.queryRange(ctx, expandPlain(plainCheckQuery(step, bucket), step, bucket, ""), r)
+	m, err := s.queryRange(ctx, expandPlain(plainCheckQuery(step, bucket), step, bucket, s.Selector.String()), r)
 	if err != nil {
 		return n, fmt.Errorf("bucket figures, which device-hours are plain: %w", err)
 	}

@@ -99,12 +99,12 @@ const xidMargin = time.Hour
 func (s *Source) xidFind(ctx context.Context, w usage.Window, at time.Time) (string, error) {
 	span := w.End.Sub(w.Start) + xidMargin
 	raw := func(d time.Duration) string {
-		return fmt.Sprintf(`group by (%s) (max_over_time(%s[%dms]) > 0)`, gpuLabels, usage.XIDErrors, d.Milliseconds())
+		return fmt.Sprintf(`group by (%s) (max_over_time(%s[%dms]) > 0)`, gpuLabels, s.Selector.of(usage.XIDErrors), d.Milliseconds())
 	}
 	if s.paths().fastest >= pathComputed {
 		return raw(span), nil
 	}
-	sel := fmt.Sprintf("%s{%s=%q}", recordedXID, StepLabel, stepValue(w.Step))
+	sel := fmt.Sprintf("%s{%s}", recordedXID, s.Selector.recorded(stepValue(w.Step)))
 	// A window recorded in the span's first two windows: the rule was
 	// loaded by then, and Prometheus evaluates it with the buckets' rules
 	// every 5 minutes from then on (what it may miss is in the margin's
@@ -156,6 +156,6 @@ func xidSelectors(found model.Vector) []string {
 func (s *Source) xidsSeen(ctx context.Context, w usage.Window, sel string, at time.Time) (model.Vector, error) {
 	step := max(int(w.Step.Seconds()), 1)
 	query := fmt.Sprintf(`count by (%s, xid) (count_over_time((count_values by (%s) ("xid", %s{%s} > 0))[%ds:%ds]))`,
-		gpuLabels, gpuLabels, usage.XIDErrors, sel, int(w.End.Sub(w.Start).Seconds()), step)
+		gpuLabels, gpuLabels, usage.XIDErrors, s.Selector.and(sel), int(w.End.Sub(w.Start).Seconds()), step)
 	return s.queryVector(ctx, query, at)
 }

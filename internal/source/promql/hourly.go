@@ -40,7 +40,7 @@ func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, e
 	// Evaluated at E, a window ends at E - hourLag; the ones inside w
 	// were evaluated in [w.Start + 1h + hourLag - 1ms, w.End + hourLag - 1ms].
 	at := w.End.Add(hourLag - time.Millisecond)
-	q := fmt.Sprintf("%s{%s=%q}[%dms]", hourlyDevices, StepLabel, stepValue(w.Step), w.End.Sub(w.Start).Milliseconds())
+	q := fmt.Sprintf("%s{%s}[%dms]", hourlyDevices, s.Selector.recorded(stepValue(w.Step)), w.End.Sub(w.Start).Milliseconds())
 	v, warnings, _, err := s.api.Query(ctx, q, at)
 	if err == nil && len(warnings) > 0 {
 		err = &PartialAnswerError{Warnings: warnings}
@@ -368,7 +368,7 @@ type figurePoints struct {
 func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group *groupRead, names map[string]*bucketFigure, step time.Duration, dayEnds func(int) []time.Time, hi int) {
 	first, last := dayEnds(group.lo), dayEnds(hi-1)
 	r := v1.Range{Start: first[0].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: HourWindow}
-	for _, q := range hourlyQueries(step) {
+	for _, q := range hourlyQueries(step, s.Selector) {
 		goSlot(func() error {
 			m, err := s.queryRange(ctx, q, r)
 			if err != nil {
@@ -514,7 +514,7 @@ func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Dur
 // as piece, in the report hour start(k). The answers share their label
 // sets through labels.
 func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), labels *labelSets, sets []*pieceSet, step time.Duration, r v1.Range, span time.Duration, figs []int, name func(string) string, piece int, start func(k int) time.Time) {
-	queries, err := combinedQueries(step, span, figs, name)
+	queries, err := combinedQueries(step, s.Selector, span, figs, name)
 	if err != nil {
 		goSlot(func() error { return err })
 		return
@@ -546,11 +546,11 @@ func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), labe
 // figure), which would cost Prometheus more for the same series: each
 // "or" hashes every series of both sides, and each label added is one
 // more to encode.
-func combinedQueries(step, span time.Duration, figs []int, name func(string) string) ([]string, error) {
+func combinedQueries(step time.Duration, sel Selector, span time.Duration, figs []int, name func(string) string) ([]string, error) {
 	rng := fmt.Sprintf("[%dms]", max(span, time.Millisecond).Milliseconds())
 	var out []string
 	for _, i := range figs {
-		q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, rng)
+		q, err := combineSeries(bucketFigures[i], name(bucketFigures[i].name), step, sel, rng)
 		if err != nil {
 			return nil, err
 		}
@@ -587,10 +587,11 @@ func dailyFigures() []int {
 	return out
 }
 
-// hourlyQueries select the second level's series of the step of the
-// per-hour figures, in two queries that Prometheus answers at once;
-// nothing is computed, the recorded points are read as they are.
-func hourlyQueries(step time.Duration) []string {
+// hourlyQueries select the second level's series of the step and
+// selector of the per-hour figures, in two queries that Prometheus
+// answers at once; nothing is computed, the recorded points are read as
+// they are.
+func hourlyQueries(step time.Duration, sel Selector) []string {
 	var names []string
 	for _, f := range bucketFigures {
 		if perHourFigures[f.name] {
@@ -601,7 +602,7 @@ func hourlyQueries(step time.Duration) []string {
 	var out []string
 	per := (len(names) + 1) / 2
 	for lo := 0; lo < len(names); lo += per {
-		out = append(out, fmt.Sprintf("{__name__=~%q, %s=%q}", strings.Join(names[lo:min(lo+per, len(names))], "|"), StepLabel, stepValue(step)))
+		out = append(out, fmt.Sprintf("{__name__=~%q, %s}", strings.Join(names[lo:min(lo+per, len(names))], "|"), sel.recorded(stepValue(step))))
 	}
 	return out
 }

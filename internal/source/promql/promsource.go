@@ -38,6 +38,10 @@ type Source struct {
 	// after decompression; a longer answer fails its query. Zero means
 	// DefaultMaxAnswer.
 	MaxAnswer int64
+	// Selector narrows every query of dcgm-exporter's series (and of
+	// gpupack's recorded ones, to those recorded with the same selector);
+	// the zero Selector reads every series of their names.
+	Selector Selector
 	// client makes the URLs of the queries that http sends (do), whose
 	// answers gpupack's own decoders read.
 	client api.Client
@@ -103,7 +107,7 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 	r := v1.Range{Start: w.Start, End: w.End.Add(-time.Millisecond), Step: w.Step}
 	d := &Data{}
 	for _, metric := range append(slices.Clone(usage.Metrics), usage.HealthMetrics...) {
-		m, err := s.queryRange(ctx, metric, r)
+		m, err := s.queryRange(ctx, s.Selector.of(metric), r)
 		if err != nil {
 			return nil, err
 		}

@@ -104,11 +104,14 @@ func RecordedHourName(figure string) string {
 // prints and the chart ships. An hour's bucket is then read from the
 // windows that end in it (see recordedCombine), a dozen recorded numbers
 // per figure instead of the hour's samples.
-func RecordingRules(step time.Duration) (RuleFile, error) {
+func RecordingRules(step time.Duration, sel Selector) (RuleFile, error) {
 	if step <= 0 || RecordWindow%step != 0 || step%time.Second != 0 {
 		return RuleFile{}, fmt.Errorf("step %s: want whole seconds that divide %s, such as 30s (the scrape interval of dcgm-exporter)", step, stepValue(RecordWindow))
 	}
 	labels := map[string]string{StepLabel: stepValue(step)}
+	if !sel.IsZero() {
+		labels[SelectorLabel] = sel.String()
+	}
 	g := RuleGroup{Name: recordedGroup, Interval: model.Duration(RecordWindow).String()}
 	for _, fig := range bucketFigures {
 		if _, err := recordedCombine(fig); err != nil {
@@ -119,24 +122,24 @@ func RecordingRules(step time.Duration) (RuleFile, error) {
 		// closed at both ends).
 		g.Rules = append(g.Rules, Rule{
 			Record: RecordedName(fig.name),
-			Expr:   expand(fig.query, step, RecordWindow-time.Millisecond, ""),
+			Expr:   expand(fig.query, step, RecordWindow-time.Millisecond, sel.String()),
 			Labels: labels,
 		})
 	}
 	g.Rules = append(g.Rules, Rule{Record: recordedXID, Labels: labels,
-		Expr: fmt.Sprintf("max by (%s) (max_over_time(%s[%dms]))", gpuLabels, usage.XIDErrors, (RecordWindow - time.Millisecond).Milliseconds())})
+		Expr: fmt.Sprintf("max by (%s) (max_over_time(%s[%dms]))", gpuLabels, sel.of(usage.XIDErrors), (RecordWindow - time.Millisecond).Milliseconds())})
 	// The second level: every hour, the hour of 5-minute windows that
 	// ended hourLag before, combined as a report combines them.
 	h := RuleGroup{Name: hourlyGroup, Interval: model.Duration(HourWindow).String()}
 	for _, fig := range bucketFigures {
-		expr, err := combineRecorded(fig, step, fmt.Sprintf("[%dms] offset %s", (HourWindow-time.Millisecond).Milliseconds(), stepValue(hourLag)))
+		expr, err := combineRecorded(fig, step, sel, fmt.Sprintf("[%dms] offset %s", (HourWindow-time.Millisecond).Milliseconds(), stepValue(hourLag)))
 		if err != nil {
 			return RuleFile{}, err
 		}
 		h.Rules = append(h.Rules, Rule{Record: RecordedHourName(fig.name), Expr: expr, Labels: labels})
 	}
 	h.Rules = append(h.Rules, Rule{Record: hourlyDevices, Labels: labels,
-		Expr: fmt.Sprintf("count(last_over_time(%s{%s=%q}[%dms] offset %s))", RecordedName("sampled steps"), StepLabel, stepValue(step), (HourWindow - time.Millisecond).Milliseconds(), stepValue(hourLag))})
+		Expr: fmt.Sprintf("count(last_over_time(%s{%s}[%dms] offset %s))", RecordedName("sampled steps"), sel.recorded(stepValue(step)), (HourWindow - time.Millisecond).Milliseconds(), stepValue(hourLag))})
 	return RuleFile{Groups: []RuleGroup{g, h}}, nil
 }
 
@@ -144,8 +147,8 @@ func RecordingRules(step time.Duration) (RuleFile, error) {
 // tsdb create-blocks-from rules must record them over the past: each level
 // reads the one before, so the blocks of one are loaded before the next is
 // recorded.
-func RulesYAMLByLevel(step time.Duration) ([][]byte, error) {
-	f, err := RecordingRules(step)
+func RulesYAMLByLevel(step time.Duration, sel Selector) ([][]byte, error) {
+	f, err := RecordingRules(step, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +165,8 @@ func RulesYAMLByLevel(step time.Duration) ([][]byte, error) {
 
 // RulesYAML is RecordingRules as a rules file, with a comment that says
 // what it is for.
-func RulesYAML(step time.Duration) ([]byte, error) {
-	f, err := RecordingRules(step)
+func RulesYAML(step time.Duration, sel Selector) ([]byte, error) {
+	f, err := RecordingRules(step, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +176,11 @@ func RulesYAML(step time.Duration) ([]byte, error) {
 	if err := enc.Encode(f); err != nil {
 		return nil, err
 	}
-	head := fmt.Sprintf(`# gpupack's recording rules (gpupack rules --step %s): every figure of
+	flags := "--step " + stepValue(step)
+	if !sel.IsZero() {
+		flags += " --selector '" + sel.String() + "'"
+	}
+	head := fmt.Sprintf(`# gpupack's recording rules (gpupack rules %s): every figure of
 # report --accounting hourly's buckets over %s windows of dcgm-exporter's
 # series at a %s step (the scrape interval), evaluated every %s, and the
 # same figures over the hour of those windows that ended %s before each
@@ -181,7 +188,7 @@ func RulesYAML(step time.Duration) ([]byte, error) {
 # serve read a long window from the hourly ones and its ends from the
 # %s ones, and the GPUs with XIDs from %s (each GPU's largest XID
 # in the window).
-`, stepValue(step), stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow), stepValue(hourLag), stepValue(RecordWindow), recordedXID)
+`, flags, stepValue(RecordWindow), stepValue(step), stepValue(RecordWindow), stepValue(hourLag), stepValue(RecordWindow), recordedXID)
 	return append([]byte(head), body.Bytes()...), nil
 }
 
@@ -205,6 +212,9 @@ func recordedCombine(fig bucketFigure) (string, error) {
 		// The sample counts and the activity source: counts joined by "or".
 		{"label_replace(sum by ($dev) (count_over_time(", "sum_over_time"},
 		{"label_replace(count_over_time(", "sum_over_time"},
+		// The values outside their range: extremes joined by "or".
+		{"label_replace(min by ($dev) (min_over_time(", "min_over_time"},
+		{"label_replace(max by ($dev) (max_over_time(", "max_over_time"},
 	} {
 		if strings.HasPrefix(q, p.prefix) {
 			return p.combine, nil
@@ -216,28 +226,28 @@ func recordedCombine(fig bucketFigure) (string, error) {
 // recordedQuery reads figure fig's bucket of length bucket ending at each
 // evaluation time (a bucket's end less 1 ms) from its recorded windows:
 // those whose evaluation times fall in [end-bucket, end).
-func recordedQuery(fig bucketFigure, step, bucket time.Duration) (string, error) {
-	return combineRecorded(fig, step, fmt.Sprintf("[%dms]", (bucket-time.Millisecond).Milliseconds()))
+func recordedQuery(fig bucketFigure, step, bucket time.Duration, sel Selector) (string, error) {
+	return combineRecorded(fig, step, sel, fmt.Sprintf("[%dms]", (bucket-time.Millisecond).Milliseconds()))
 }
 
 // combineRecorded combines figure fig's 5-minute windows that the range
 // rng (such as "[3599999ms]", with an offset if need be) selects.
-func combineRecorded(fig bucketFigure, step time.Duration, rng string) (string, error) {
-	return combineSeries(fig, RecordedName(fig.name), step, rng)
+func combineRecorded(fig bucketFigure, step time.Duration, sel Selector, rng string) (string, error) {
+	return combineSeries(fig, RecordedName(fig.name), step, sel, rng)
 }
 
 // combineSeries combines the recorded series name of figure fig (either
-// level) over the range rng.
-func combineSeries(fig bucketFigure, name string, step time.Duration, rng string) (string, error) {
+// level), recorded at step with sel, over the range rng.
+func combineSeries(fig bucketFigure, name string, step time.Duration, sel Selector, rng string) (string, error) {
 	combine, err := recordedCombine(fig)
 	if err != nil {
 		return "", err
 	}
-	sel := fmt.Sprintf("%s{%s=%q}%s", name, StepLabel, stepValue(step), rng)
+	series := fmt.Sprintf("%s{%s}%s", name, sel.recorded(stepValue(step)), rng)
 	if strings.HasSuffix(combine, " ") { // a quantile's argument list
-		return combine + sel + ")", nil
+		return combine + series + ")", nil
 	}
-	return combine + "(" + sel + ")", nil
+	return combine + "(" + series + ")", nil
 }
 
 // recordedCheckQuery counts, at each evaluation time, the devices that the
@@ -246,8 +256,8 @@ func combineSeries(fig bucketFigure, name string, step time.Duration, rng string
 // and the devices with a checkMetric sample at the bucket's middle ("raw"):
 // the window that ends next after the middle holds every one of those, so
 // a bucket with fewer recorded was not (wholly) recorded.
-func recordedCheckQuery(step, bucket time.Duration) string {
-	recorded, checked, raw := checkCounts(step, bucket)
+func recordedCheckQuery(step, bucket time.Duration, sel Selector) string {
+	recorded, checked, raw := checkCounts(step, bucket, sel)
 	return fmt.Sprintf(`label_replace(%s, "gpupack_count", "recorded", "", "") or label_replace(%s, "gpupack_count", "recorded_checked", "", "") or label_replace(%s, "gpupack_count", "raw", "", "")`, recorded, checked, raw)
 }
 
@@ -263,13 +273,14 @@ const checkMetric = usage.FBUsed
 
 // checkCounts are recordedCheckQuery's three counts: the devices recorded,
 // those recorded with checkMetric samples, and those with a checkMetric
-// sample at the bucket's middle.
-func checkCounts(step, bucket time.Duration) (recorded, checked, raw string) {
+// sample at the bucket's middle, all with sel.
+func checkCounts(step, bucket time.Duration, sel Selector) (recorded, checked, raw string) {
 	rng := fmt.Sprintf("[%dms]", (bucket - time.Millisecond).Milliseconds())
-	recorded = fmt.Sprintf(`count(last_over_time(%s{%s=%q}%s))`, RecordedName("sampled steps"), StepLabel, stepValue(step), rng)
-	checked = fmt.Sprintf(`count(last_over_time(%s{%s=%q, metric=%q}%s))`, RecordedName("samples"), StepLabel, stepValue(step), checkMetric, rng)
-	raw = fmt.Sprintf(`count(group by ($dev) (%s offset %dms))`, checkMetric, (bucket/2 - time.Millisecond).Milliseconds())
-	return recorded, checked, expand(raw, step, bucket, "")
+	rec := sel.recorded(stepValue(step))
+	recorded = fmt.Sprintf(`count(last_over_time(%s{%s}%s))`, RecordedName("sampled steps"), rec, rng)
+	checked = fmt.Sprintf(`count(last_over_time(%s{%s, metric=%q}%s))`, RecordedName("samples"), rec, checkMetric, rng)
+	raw = fmt.Sprintf(`count(group by ($dev) (%s{$sel} offset %dms))`, checkMetric, (bucket/2 - time.Millisecond).Milliseconds())
+	return recorded, checked, expand(raw, step, bucket, sel.String())
 }
 
 // recordedCovers says whether every bucket of the chunk r was recorded
@@ -290,7 +301,7 @@ func (s *Source) recordedCoverage(ctx context.Context, r v1.Range, step, bucket 
 	if s.paths().fastest >= pathComputed || bucket%time.Hour != 0 {
 		return false, nil
 	}
-	m, err := s.queryRange(ctx, recordedCheckQuery(step, bucket), r)
+	m, err := s.queryRange(ctx, recordedCheckQuery(step, bucket, s.Selector), r)
 	if err != nil {
 		return false, fmt.Errorf("bucket figures, whether gpupack's recording rules hold them: %w", err)
 	}
@@ -326,7 +337,7 @@ func (s *Source) streamRecorded(ctx context.Context, c *chunkRead) error {
 	g.SetLimit(bucketParallel)
 	for i := range bucketFigures {
 		fig := &bucketFigures[i]
-		q, err := recordedQuery(*fig, c.step, c.bucket)
+		q, err := recordedQuery(*fig, c.step, c.bucket, s.Selector)
 		if err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ import (
 // those that ended hourLag before), and that steps the windows cannot
 // hold are refused.
 func TestRecordingRules(t *testing.T) {
-	f, err := RecordingRules(30 * time.Second)
+	f, err := RecordingRules(30*time.Second, Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestRecordingRules(t *testing.T) {
 		}
 	}
 	for _, step := range []time.Duration{0, -time.Second, 7 * time.Second, 1500 * time.Millisecond, 10 * time.Minute} {
-		if _, err := RecordingRules(step); err == nil || !strings.Contains(err.Error(), "divide") {
+		if _, err := RecordingRules(step, Selector{}); err == nil || !strings.Contains(err.Error(), "divide") {
 			t.Errorf("step %s: error %v; want one saying the step must divide 5m", step, err)
 		}
 	}
@@ -265,7 +265,7 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		}
 		var queries []string
 		for _, fig := range bucketFigures {
-			q, err := recordedQuery(fig, scrape, time.Hour)
+			q, err := recordedQuery(fig, scrape, time.Hour, Selector{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -315,21 +315,21 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		if err != nil || plan == nil {
 			b.Fatalf("the hourly rules do not hold the day: %v", err)
 		}
-		profile("the hourly figures over the day", hourlyQueries(scrape), v1.Range{Start: plan.ends[0].Add(hourLag), End: plan.ends[len(plan.ends)-1].Add(hourLag), Step: time.Hour})
+		profile("the hourly figures over the day", hourlyQueries(scrape, Selector{}), v1.Range{Start: plan.ends[0].Add(hourLag), End: plan.ends[len(plan.ends)-1].Add(hourLag), Step: time.Hour})
 		// The rest of the hourly path's day, query by query: the check's
 		// two counts, and the figures combined over the day's windows
 		// (and over an end's 5-minute windows, which a window's first
 		// and last day read too).
-		recordedCount, checkedCount, rawCount := checkCounts(scrape, time.Hour)
+		recordedCount, checkedCount, rawCount := checkCounts(scrape, time.Hour, Selector{})
 		profile("the check's recorded counts over the day", []string{recordedCount, checkedCount}, r)
 		profile("the check's raw count over the day", []string{rawCount}, r)
 		last := plan.ends[len(plan.ends)-1]
-		daily, err := combinedQueries(scrape, last.Sub(plan.ends[0]), dailyFigures(), RecordedHourName)
+		daily, err := combinedQueries(scrape, Selector{}, last.Sub(plan.ends[0]), dailyFigures(), RecordedHourName)
 		if err != nil {
 			b.Fatal(err)
 		}
 		profile("the daily figures combined over the day's windows", daily, v1.Range{Start: last.Add(hourLag), End: last.Add(hourLag), Step: time.Hour})
-		edge, err := combinedQueries(scrape, 50*time.Minute, allFigures(), RecordedName)
+		edge, err := combinedQueries(scrape, Selector{}, 50*time.Minute, allFigures(), RecordedName)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -1025,7 +1025,7 @@ func TestGroupDays(t *testing.T) {
 // an operator backfills them, and returns how long each level took.
 func recordLevels(tb testing.TB, prom *testcluster.Prometheus, step time.Duration, from, to time.Time) []time.Duration {
 	tb.Helper()
-	levels, err := RulesYAMLByLevel(step)
+	levels, err := RulesYAMLByLevel(step, Selector{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -1046,7 +1046,7 @@ func recordLevels(tb testing.TB, prom *testcluster.Prometheus, step time.Duratio
 // a file of the test's and returns its path.
 func rulesFile(t *testing.T, step time.Duration) string {
 	t.Helper()
-	rules, err := RulesYAML(step)
+	rules, err := RulesYAML(step, Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}
