@@ -167,6 +167,10 @@ type Blocking struct {
 	placement.Reason
 	Nodes     []string `json:"nodes"`
 	NodeCount int      `json:"nodeCount"`
+	// EvenEmpty says the reason is of the nodes emptied and reconfigured
+	// (no-such-hardware): its Free is then that of an empty node, not of
+	// the node now.
+	EvenEmpty bool `json:"evenEmpty,omitempty"`
 }
 
 // HolderStats describes the pods holding the GPUs a pod waits for.
