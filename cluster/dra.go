@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/gpupack/gpupack/gpu"
@@ -100,6 +101,27 @@ type Claim struct {
 	Missing bool `json:"missing,omitempty"`
 }
 
+// Ref is how a claim is named in reasons and findings: its
+// ResourceClaim's name, else the pod's entry for it, else the extended
+// resource it serves (a claim the scheduler makes only when it binds).
+func (c *Claim) Ref() string {
+	switch {
+	case c.Name != "":
+		return c.Name
+	case c.PodClaim != "":
+		return c.PodClaim
+	}
+	return c.ExtendedResource
+}
+
+// capacitySelector finds, in a CEL selector, a read of a device's capacity.
+var capacitySelector = regexp.MustCompile(`\bdevice\s*\.\s*capacity\b`)
+
+// ReadsCapacity reports whether a request's CEL selector reads the
+// device's capacity (device.capacity, such as its memory), as opposed to
+// only its attributes and driver: what the device holds, not what it is.
+func ReadsCapacity(selector string) bool { return capacitySelector.MatchString(selector) }
+
 // ClaimRequest is one request of a claim (spec.devices.requests): exactly
 // one device class, or alternatives (firstAvailable) tried in order.
 type ClaimRequest struct {
@@ -133,6 +155,14 @@ type ClaimRequest struct {
 	// selector fails to evaluate on that device (a CEL runtime error): the
 	// kube-scheduler aborts the pod's scheduling cycle with it.
 	SelectorErrors map[string]string `json:"selectorErrors,omitempty"`
+	// For a request whose selectors read the devices' capacity
+	// (device.capacity, such as memory), as evaluated:
+	// CapacityRejects are the DeviceIDs that the class and the other
+	// selectors accept and a capacity selector rejects, and
+	// CapacityAccepts those of the class that every capacity selector
+	// accepts, whatever the others say; both sorted.
+	CapacityRejects []string `json:"capacityRejects,omitempty"`
+	CapacityAccepts []string `json:"capacityAccepts,omitempty"`
 }
 
 // ClaimConstraint is one of a claim's spec.devices.constraints: the

@@ -54,6 +54,19 @@ type ClaimFacts struct {
 	// Capacity is, when devices' consumable capacity refuses the request,
 	// the roomiest such device with what it has and who holds it.
 	Capacity []CapacityFacts `json:"capacity,omitempty"`
+	// SelectorsOnCapacity are, for a request whose selectors read the
+	// devices' capacity (device.capacity: memory), how many devices the
+	// class and its other selectors accept and those refuse (Rejected),
+	// and how many devices of the class they accept (Accepted), over the
+	// cluster; nil for other requests.
+	SelectorsOnCapacity *SelectorCapacityFacts `json:"selectorsOnCapacity,omitempty"`
+}
+
+// SelectorCapacityFacts is what a request's selectors on device capacity
+// refuse and accept (ClaimFacts.SelectorsOnCapacity).
+type SelectorCapacityFacts struct {
+	Rejected int `json:"rejected"`
+	Accepted int `json:"accepted"`
 }
 
 // ProductCount is how many devices of a product a class offers.
@@ -73,9 +86,11 @@ const ClaimMissing Cause = "claim-missing"
 // that does not exist; a selector that fails to evaluate; fits now
 // (other); allocation (devices the class and selectors accept exist, held
 // by bound pods); placement (device taints that a request does not
-// tolerate keep enough free devices from it, the pod's rules keep it off
-// nodes where its claims would be allocated, or no node has enough devices
-// that the class and selectors accept); other.
+// tolerate keep enough free devices from it, or the pod's rules keep it off
+// nodes where its claims would be allocated); memory or no such hardware
+// (selectors on the devices' capacity refuse the devices that the others
+// accept); placement (no node has enough devices that the class and
+// selectors accept); other.
 func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand) error {
 	j, kinds, err := e.judgeClaimClasses(p, d)
 	if err != nil {
@@ -121,6 +136,7 @@ func (e *engine) diagnoseClaims(f *Finding, p *cluster.Pod, d *placement.Demand)
 		e.placement(f, p, kinds.place, verdicts, false)
 	case len(kinds.claim) > 0 && byCapacity(kinds.claim, verdicts):
 		e.claimCapacity(f, p, kinds.claim, verdicts, Placement)
+	case len(kinds.claim) > 0 && e.claimSelectorMemory(f, p, kinds.claim, verdicts):
 	case len(kinds.claim) > 0:
 		e.claimPlacement(f, p, kinds.claim, verdicts)
 	default:
@@ -164,7 +180,7 @@ func (e *engine) judgeClaimClasses(p *cluster.Pod, d *placement.Demand) (classJu
 		cur := e.rep(k)
 		_, v.now = placement.Fit(d, cur)
 		v.sched = v.now
-		j.setStock(p, k, len(e.classes[k].nodes), cur, v.now)
+		j.setStock(d, k, len(e.classes[k].nodes), cur, v.now)
 		if len(v.now) == 0 {
 			ks.fitsNow = append(ks.fitsNow, k)
 			continue
@@ -265,6 +281,9 @@ func (e *engine) claimFacts(p *cluster.Pod, ks []int, verdicts []classVerdict) [
 				req := requestOf(p, sf.Claim, sf.Request)
 				cf := ClaimFacts{Claim: sf.Claim, Request: sf.Request, Class: sf.Class, Needed: sf.Needed, All: sf.All,
 					Selectors: req.Selectors, Products: e.products(sf.Class), SelectorErrors: len(req.SelectorErrors)}
+				if len(req.CapacityRejects)+len(req.CapacityAccepts) > 0 {
+					cf.SelectorsOnCapacity = &SelectorCapacityFacts{Rejected: len(req.CapacityRejects), Accepted: len(req.CapacityAccepts)}
+				}
 				if len(req.SelectorErrors) > 0 {
 					cf.SelectorError = req.SelectorErrors[slices.Min(slices.Collect(maps.Keys(req.SelectorErrors)))]
 				}
@@ -296,7 +315,7 @@ func (e *engine) claimFacts(p *cluster.Pod, ks []int, verdicts []classVerdict) [
 func requestOf(p *cluster.Pod, claim, request string) cluster.ClaimRequest {
 	name, alt, _ := strings.Cut(request, "/")
 	for _, c := range p.Claims {
-		if cmp.Or(c.Name, c.PodClaim) != claim {
+		if c.Ref() != claim {
 			continue
 		}
 		for _, r := range c.Requests {
@@ -548,7 +567,7 @@ func (e *engine) claimSpecRemedy(p *cluster.Pod, cf ClaimFacts, field string, va
 func claimSpecPatch(p *cluster.Pod, claimName, request, op, field string, value any) Remedy {
 	var claim cluster.Claim
 	for _, c := range p.Claims {
-		if cmp.Or(c.Name, c.PodClaim) == claimName {
+		if c.Ref() == claimName {
 			claim = c
 		}
 	}

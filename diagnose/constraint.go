@@ -26,7 +26,7 @@ func (e *engine) claimConstraint(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	node := e.s.Nodes[e.classes[bestK].nodes[0]].Name
 	var claim cluster.Claim
 	for _, c := range p.Claims {
-		if c.Name == best.Claim || (c.Name == "" && c.PodClaim == best.Claim) {
+		if c.Ref() == best.Claim {
 			claim = c
 		}
 	}

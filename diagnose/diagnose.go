@@ -167,6 +167,10 @@ type Blocking struct {
 	placement.Reason
 	Nodes     []string `json:"nodes"`
 	NodeCount int      `json:"nodeCount"`
+	// EvenEmpty says the reason is of the nodes emptied and reconfigured
+	// (no-such-hardware): its Free is then that of an empty node, not of
+	// the node now.
+	EvenEmpty bool `json:"evenEmpty,omitempty"`
 }
 
 // HolderStats describes the pods holding the GPUs a pod waits for.
@@ -605,8 +609,8 @@ func (e *engine) newClassJudgement() classJudgement {
 
 // setStock sets the stock status of the class k, of nodes nodes like
 // cur, from the reasons of the request as the scheduler sees it.
-func (j *classJudgement) setStock(p *cluster.Pod, k, nodes int, cur *placement.NodeState, sched []placement.Reason) {
-	st, ok := stockStatus(p, cur, sched)
+func (j *classJudgement) setStock(d *placement.Demand, k, nodes int, cur *placement.NodeState, sched []placement.Reason) {
+	st, ok := stockStatus(d, cur, sched)
 	j.stockOK = j.stockOK && ok
 	j.stock[k] = statusGroup{nodes: nodes, NodeStatus: st}
 }
@@ -626,7 +630,7 @@ func (e *engine) judgeClasses(p *cluster.Pod, d, full, relaxed *placement.Demand
 		if full != d {
 			_, v.sched = placement.Fit(d, cur)
 		}
-		j.setStock(p, k, len(e.classes[k].nodes), cur, v.sched)
+		j.setStock(d, k, len(e.classes[k].nodes), cur, v.sched)
 		if len(v.now) == 0 {
 			ks.fitsNow = append(ks.fitsNow, k)
 			continue

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -309,7 +310,11 @@ func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []clas
 	f.Cause = Placement
 	idx := e.nodesOf(ks)
 	f.Evidence.Nodes, f.Evidence.NodeCount = e.names(idx)
-	f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(relaxPod(p), e.nodeList(idx))
+	if held {
+		f.Evidence.GPUs, f.Evidence.GPUModels = usableGPUs(relaxPod(p), e.nodeList(idx))
+	} else {
+		f.Evidence.GPUs, f.Evidence.GPUModels = e.roomyGPUs(p, idx)
+	}
 	type ruleNodes struct {
 		rule  Rule
 		nodes []int
@@ -353,6 +358,32 @@ func (e *engine) placement(f *Finding, p *cluster.Pod, ks []int, verdicts []clas
 	f.addFix(fmt.Sprintf("nearest change: %s; then it fits %s now (%d node(s) like it have free GPUs)",
 		strings.Join(changes, " and "), node.Name, len(e.classes[nearest].nodes)), remedies...)
 	e.spreadDomains(f, p, verdicts[nearest].rules)
+}
+
+// roomyGPUs counts the GPUs of the nodes idx that could each take one
+// device of the pod with its rules relaxed now, their idle GPUs set up for
+// its request as the placement verdict reads them (reconfigure), with
+// their models: the GPUs that have room, not every GPU of those nodes.
+func (e *engine) roomyGPUs(p *cluster.Pod, idx []int) (int, []string) {
+	relaxed, err := placement.NewDemand(relaxPod(p), e.s.Catalogue)
+	if err != nil {
+		return usableGPUs(relaxPod(p), e.nodeList(idx))
+	}
+	count := 0
+	models := map[string]bool{}
+	var buf [16]int
+	for _, i := range idx {
+		st := reconfigure(e.states[i], p.GPU, false)
+		seen := map[int]bool{}
+		for _, g := range placement.Hosts(relaxed, st, buf[:0]) {
+			if !seen[g] {
+				seen[g] = true
+				count++
+				models[st.Node.GPUs[g].Model.Name] = true
+			}
+		}
+	}
+	return count, slices.Sorted(maps.Keys(models))
 }
 
 // nearer reports whether rules a (of a class whose first node is i) are a
@@ -602,6 +633,9 @@ func (e *engine) beyond(f *Finding, p *cluster.Pod, full, relaxed *placement.Dem
 	default:
 		f.Cause = NoSuchHardware
 		f.Evidence.Blocking = e.distinct(never, true)
+		for i := range f.Evidence.Blocking {
+			f.Evidence.Blocking[i].EvenEmpty = true
+		}
 		idx := e.nodesOf(all)
 		f.Evidence.NodeCount = len(idx)
 		f.addAdvice(fmt.Sprintf("no node of this cluster could run it even empty and reconfigured (%s): change the request, or add hardware that has it", strings.Join(e.limits(f.Evidence.Blocking, len(idx)), "; ")),
@@ -672,9 +706,19 @@ func (e *engine) limits(bs []Blocking, nodes int) []string {
 	return out
 }
 
-// String is the nodes the reason holds on, and the reason with its figures.
+// String is the nodes the reason holds on, and the reason with its
+// figures; of a node emptied, only what it asks and what the node has,
+// since what is free on an emptied node is not what is free now.
 func (b Blocking) String() string {
-	return JoinNames(b.Nodes, b.NodeCount) + ": " + b.Reason.String()
+	nodes := JoinNames(b.Nodes, b.NodeCount)
+	if !b.EvenEmpty || b.Unit == "" {
+		return nodes + ": " + b.Reason.String()
+	}
+	s := fmt.Sprintf("%s, even emptied and reconfigured: %s (requested %d, capacity %d %s)", nodes, b.Message(), b.Requested, b.Capacity, b.Unit)
+	if b.Detail != "" {
+		s += ": " + b.Detail
+	}
+	return s
 }
 
 func inCluster(model string, present map[string]bool) string {

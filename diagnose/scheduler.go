@@ -40,8 +40,10 @@ import (
 //     placement (the node's configuration offers its GPUs under another
 //     resource, or a MIG layout lacks the profile), or memory.
 //   - "cannot allocate all claims" (the DynamicResources filter, for pods
-//     with ResourceClaims): allocation or placement; the filter says the
-//     same whether the devices are held or none is accepted.
+//     with ResourceClaims): allocation, placement, memory or no such
+//     hardware; the filter says the same whether the devices are held,
+//     none is accepted, or the selectors on their capacity (memory) refuse
+//     them.
 //   - CPU, memory or pods short somewhere, or nothing GPU-related:
 //     quota/other, or no such hardware where preemption cannot help.
 func SchedulerCauses(message string) []Cause {
@@ -89,8 +91,9 @@ func SchedulerCauses(message string) []Cause {
 	}
 	if claims > 0 {
 		// The DRA filter's one answer, whatever the request lacks: devices
-		// held, or none that the class and selectors accept.
-		add(Allocation, Placement)
+		// held, none that the class and selectors accept, or none with the
+		// capacity that selectors ask.
+		add(Allocation, Placement, Memory, NoSuchHardware)
 	}
 	if allocPossible {
 		add(Allocation, Memory)

@@ -51,11 +51,11 @@ func TestSchedulerCauses(t *testing.T) {
 		},
 		"DRA claims, v1.37.2 verbatim": {
 			message: "0/2 nodes are available: 2 cannot allocate all claims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
-			want:    []Cause{Allocation, Placement},
+			want:    []Cause{Allocation, Placement, Memory, NoSuchHardware},
 		},
 		"DRA claims and a taint": {
 			message: "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 cannot allocate all claims. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
-			want:    []Cause{Allocation, Placement, NoSuchHardware, Other},
+			want:    []Cause{Allocation, Placement, Memory, NoSuchHardware, Other},
 		},
 		"cordoned nodes and CPU": {
 			message: "0/4 nodes are available: 1 node(s) were unschedulable, 3 Insufficient cpu.",

@@ -167,12 +167,12 @@ func stockGPUs(st *placement.NodeState, resource string) (allocatable, requested
 // selector, affinity, CPU and memory checks are read from them. A pod's
 // gpuModels stands for a node selector on the GPU product label, which is
 // how a Kubernetes pod pins a GPU model. For a pod whose claims placement
-// judges, the DynamicResources filter comes last, in its own words. It
-// returns false when the request or the node's GPUs are in a form the
-// stock scheduler cannot count.
-func stockStatus(p *cluster.Pod, st *placement.NodeState, rs []placement.Reason) (NodeStatus, bool) {
-	n := st.Node
-	claims := placement.JudgesClaims(p)
+// judges on the node, the DynamicResources filter comes last, in its own
+// words. It returns false when the request or the node's GPUs are in a
+// form the stock scheduler cannot count.
+func stockStatus(d *placement.Demand, st *placement.NodeState, rs []placement.Reason) (NodeStatus, bool) {
+	p, n := d.Pod, st.Node
+	claims := placement.JudgesClaimsOn(d, n)
 	var resource string
 	var want, allocatable, requested int64
 	if !claims {

@@ -63,6 +63,34 @@ type claimDemand struct {
 	requests []claimRequest
 	// constraints are the claims' evaluated constraints.
 	constraints []claimConstraint
+	// extended is the extended resource (nvidia.com/gpu) when the only
+	// claim judged is the one through which a DeviceClass serves it
+	// (extendedResourceName): on a node whose device plugin advertises
+	// the resource, the scheduler fits the plain request instead.
+	extended string
+}
+
+// pluginServes reports whether the node's device plugin advertises the
+// extended resource that the claims stand for, so that the kube-scheduler
+// judges the plain request there (NodeResourcesFit) and leaves the claim
+// alone, as it does for a resource that the node's allocatable lists.
+func (cd *claimDemand) pluginServes(n *cluster.Node) bool {
+	if cd.extended == "" {
+		return false
+	}
+	for i := range n.GPUs {
+		if g := &n.GPUs[i]; g.DRA == nil && g.Sharing != cluster.MIG && !g.SharedResource {
+			return true
+		}
+	}
+	return false
+}
+
+// JudgesClaimsOn reports whether Fit judges the pod's claims on the node
+// (JudgesClaims, and the node's device plugin does not serve the extended
+// resource that they stand for), as opposed to its GPU request.
+func JudgesClaimsOn(d *Demand, n *cluster.Node) bool {
+	return d.claims != nil && !d.claims.pluginServes(n)
 }
 
 type claimRequest struct {
@@ -89,21 +117,24 @@ type claimAlt struct {
 
 // newClaimDemand prepares the claims of a pending pod that placement
 // judges; nil when there are none: the pod is bound, or its claims are
-// allocated, serve an extended resource (judged as that resource), or
-// were not evaluated (judged as the plain GPU request they stand for).
+// allocated, or were not evaluated (judged as the plain GPU request they
+// stand for).
 func newClaimDemand(p *cluster.Pod) *claimDemand {
 	if !JudgesClaims(p) {
 		return nil
 	}
 	var cd claimDemand
+	extendedOnly := true
 	for ci, c := range p.Claims {
-		if c.PodClaim == "" || len(c.Allocated) > 0 {
+		if len(c.Allocated) > 0 {
 			continue
 		}
-		name := c.Name
-		if name == "" {
-			name = c.PodClaim
+		if c.ExtendedResource != "" {
+			cd.extended = c.ExtendedResource
+		} else {
+			extendedOnly = false
 		}
+		name := c.Ref()
 		if c.Missing {
 			missing := c.Name
 			if c.Template != "" {
@@ -137,19 +168,23 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 		}
 		cd.addConstraints(ci, name, c.Constraints)
 	}
+	if !extendedOnly {
+		cd.extended = ""
+	}
 	return &cd
 }
 
 // JudgesClaims reports whether Fit judges the pod's ResourceClaims on the
 // nodes' DRA devices in place of its GPU request: the pod is pending and
 // has a claim that does not exist, or unallocated claims whose requests
-// the loader evaluated.
+// the loader evaluated (the claim of an extended resource that a
+// DeviceClass serves included; JudgesClaimsOn says on which nodes).
 func JudgesClaims(p *cluster.Pod) bool {
 	if p.NodeName != "" {
 		return false
 	}
 	for _, c := range p.Claims {
-		if c.PodClaim == "" || len(c.Allocated) > 0 {
+		if len(c.Allocated) > 0 {
 			continue
 		}
 		if c.Missing {

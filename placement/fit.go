@@ -14,7 +14,7 @@ import (
 // failing check, in the order the kube-scheduler's filters would find them.
 func Fit(d *Demand, s *NodeState) (Assignment, []Reason) {
 	reasons := nodeReasons(d, s)
-	if d.claims != nil {
+	if JudgesClaimsOn(d, s.Node) {
 		// The DynamicResources filter comes after PodTopologySpread and
 		// InterPodAffinity in the default profile.
 		if d.topo != nil {
@@ -57,7 +57,7 @@ func Fits(d *Demand, s *NodeState) bool {
 // affinity, taints, CPU, memory) for a caller that has made them already,
 // as the kube-scheduler's own filters do before the scheduler plugin's.
 func FitsGPUs(d *Demand, s *NodeState) bool {
-	if d.claims != nil {
+	if JudgesClaimsOn(d, s.Node) {
 		return claimsFit(d, s)
 	}
 	if d.Devices == 0 {

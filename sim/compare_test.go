@@ -69,13 +69,13 @@ func TestCompare(t *testing.T) {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				r, err := OfflineCeiling(context.Background(), nodes, w, c, Config{Seed: seed, Typical: pods})
+				r, err := OfflinePack(context.Background(), nodes, w, c, Config{Seed: seed, Typical: pods})
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				mu.Lock()
-				got[key{trace, CeilingName, seed}] = r.GPUAllocRatio
+				got[key{trace, OfflineName, seed}] = r.GPUAllocRatio
 				mu.Unlock()
 			}()
 			for _, p := range strings.Split(policies, ",") {
@@ -98,7 +98,7 @@ func TestCompare(t *testing.T) {
 	}
 	wg.Wait()
 	var b strings.Builder
-	ps := append(strings.Split(policies, ","), CeilingName)
+	ps := append(strings.Split(policies, ","), OfflineName)
 	for _, trace := range traces {
 		fmt.Fprintf(&b, "%-12s seed", trace)
 		for _, p := range ps {

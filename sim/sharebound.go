@@ -280,8 +280,8 @@ func newShareSequence(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Cat
 }
 
 // bound is the share bound with every share among the first k arrivals
-// placed: 0 when they do not all fit on the cluster's GPUs at all (the
-// LP is infeasible), as on a trace of more shares than GPUs.
+// placed; errInfeasible when they do not all fit on the cluster's GPUs at
+// all, as on a trace of more large shares than GPUs.
 func (q *shareSequence) bound(k int) (float64, error) {
 	forced := map[gpu.Milli]int64{}
 	for _, d := range q.ds[:k] {
@@ -290,10 +290,20 @@ func (q *shareSequence) bound(k int) (float64, error) {
 		}
 	}
 	f, err := (&shareTally{arrived: q.all, forced: forced}).floor(q.gpus)
+	if err != nil {
+		return 0, err
+	}
+	return 1 - float64(f)/q.capacity, nil
+}
+
+// refusalBound is bound for RefusalPoint: shares that cannot all be placed
+// force a refusal whatever the target, as a bound of 0 says.
+func (q *shareSequence) refusalBound(k int) (float64, error) {
+	b, err := q.bound(k)
 	if errors.Is(err, errInfeasible) {
 		return 0, nil
 	}
-	return 1 - float64(f)/q.capacity, err
+	return b, err
 }
 
 // arrivedRatio is the GPU demand of the first k arrivals over the capacity.
@@ -308,7 +318,9 @@ func (q *shareSequence) arrivedRatio(k int) float64 {
 // PrefixShareBound bounds the GPU allocation of any placement of the
 // workload on the nodes that places every share among the arrivals before
 // their GPU demand passed ratio of the capacity (the LP of shareTally,
-// every share of the workload allowed beside them).
+// every share of the workload allowed beside them). It fails, with no
+// bound, when those shares cannot all be placed on the cluster's GPUs
+// however they are packed: no placement places them, so none is bounded.
 func PrefixShareBound(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, ratio float64) (float64, error) {
 	q, err := newShareSequence(nodes, workload, c)
 	if err != nil {
@@ -322,7 +334,17 @@ func PrefixShareBound(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Cat
 			break
 		}
 	}
-	return q.bound(k)
+	b, err := q.bound(k)
+	if errors.Is(err, errInfeasible) {
+		shares := 0
+		for _, d := range q.ds[:k] {
+			if isShare(d) {
+				shares += d.Devices
+			}
+		}
+		return 0, fmt.Errorf("the %d shares (pods of less than a GPU) arriving before GPU demand reaches %.0f%% of capacity do not fit on the cluster's %d GPUs however they are packed, so every placement turns some away and none is bounded", shares, 100*ratio, q.gpus)
+	}
+	return b, err
 }
 
 // RefusalPoint finds the fewest leading arrivals of the workload whose
@@ -337,14 +359,14 @@ func RefusalPoint(nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalog
 	}
 	// The bound falls as k grows (more shares forced): search for the
 	// first k below target.
-	b, err := q.bound(len(q.ds))
+	b, err := q.refusalBound(len(q.ds))
 	if err != nil || b >= target {
 		return nil, err
 	}
 	lo, hi, bHi := 0, len(q.ds), b
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
-		b, err := q.bound(mid)
+		b, err := q.refusalBound(mid)
 		if err != nil {
 			return nil, err
 		}

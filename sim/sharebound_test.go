@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -245,6 +246,13 @@ func TestRefusalPoint(t *testing.T) {
 	if got == nil || got.Arrivals != 3 || got.Bound != 0 {
 		t.Errorf("three halves on one GPU: %+v, want a refusal among all 3 arrivals, bound 0", got)
 	}
+	// Two GPUs, three 600-milli shares before demand reaches capacity: no
+	// placement places them all, so there is no bound on those that do,
+	// and PrefixShareBound says so rather than bounding them at 0.
+	three := []*cluster.Pod{share("a", 600), share("b", 600), share("c", 600)}
+	if b, err := PrefixShareBound([]*cluster.Node{n}, three, c, 1); err == nil || !strings.Contains(err.Error(), "the 3 shares") {
+		t.Errorf("three 600-milli shares on two GPUs: bound %v, error %v; want no bound, with an error naming the 3 shares", b, err)
+	}
 }
 
 // TestNinetySevenNeedsARefusal is the README's case that 97.0% mean GPU
@@ -326,7 +334,7 @@ func TestNinetySevenNeedsARefusal(t *testing.T) {
 
 // BenchmarkShareBound is the LP alone on openb default, seed 1: the share
 // bound at capacity (every share placed until GPU demand reaches it, the
-// ceiling's line) and the refusal point for 97% (a search of about 14
+// offline packing's line) and the refusal point for 97% (a search of about 14
 // LPs).
 func BenchmarkShareBound(b *testing.B) {
 	c := gpu.Default()

@@ -62,7 +62,7 @@ func DemoView(ctx context.Context) (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan files: %w", err)
 	}
-	results, ceiling, err := Simulate(ctx, DefaultSimulation(), io.Discard, nil)
+	results, offline, err := Simulate(ctx, DefaultSimulation(), io.Discard, nil)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
@@ -82,7 +82,7 @@ func DemoView(ctx context.Context) (*View, error) {
 	for _, res := range results {
 		v.Curve = append(v.Curve, CurveRun{Result: res, Points: res.Curve})
 	}
-	v.Ceiling = &ceiling
+	v.Offline = &offline
 	return v, nil
 }
 

@@ -46,23 +46,23 @@ type Trace struct {
 }
 
 // Simulate runs every policy on the trace, in order, then the offline
-// ceiling; warnings go to stderr, and each, when set, sees each result
-// (the ceiling last) as soon as it is done.
-func Simulate(ctx context.Context, s Simulation, stderr io.Writer, each func(any) error) ([]sim.Result, sim.Ceiling, error) {
+// packing; warnings go to stderr, and each, when set, sees each result
+// (the offline packing last) as soon as it is done.
+func Simulate(ctx context.Context, s Simulation, stderr io.Writer, each func(any) error) ([]sim.Result, sim.OfflinePacking, error) {
 	results, t, err := runPolicies(ctx, s, stderr, each)
 	if err != nil {
-		return nil, sim.Ceiling{}, err
+		return nil, sim.OfflinePacking{}, err
 	}
-	ceiling, err := sim.OfflineCeiling(ctx, t.Nodes, t.Workload, t.Catalogue, sim.Config{Seed: s.Seed, Typical: t.Pods})
+	offline, err := sim.OfflinePack(ctx, t.Nodes, t.Workload, t.Catalogue, sim.Config{Seed: s.Seed, Typical: t.Pods})
 	if err != nil {
-		return nil, sim.Ceiling{}, err
+		return nil, sim.OfflinePacking{}, err
 	}
 	if each != nil {
-		if err := each(ceiling); err != nil {
-			return nil, sim.Ceiling{}, err
+		if err := each(offline); err != nil {
+			return nil, sim.OfflinePacking{}, err
 		}
 	}
-	return results, ceiling, nil
+	return results, offline, nil
 }
 
 // CheckPolicies refuses an unknown policy, or one named twice.

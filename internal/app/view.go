@@ -51,10 +51,10 @@ type View struct {
 	// Curve is the simulator's allocation curve, one run per policy;
 	// optional.
 	Curve []CurveRun `json:"curve,omitempty"`
-	// Ceiling is the offline ceiling of the same arrivals, with the share
+	// Offline is the offline packing of the same arrivals, with the share
 	// bound at capacity (what a policy that refuses no share before GPU
 	// demand reaches capacity can allocate at most); optional.
-	Ceiling *sim.Ceiling `json:"ceiling,omitempty"`
+	Offline *sim.OfflinePacking `json:"offline,omitempty"`
 	// Warnings are what the sources said was inconsistent.
 	Warnings []string `json:"warnings,omitempty"`
 }

@@ -128,7 +128,7 @@ func (p *page) serve(w http.ResponseWriter, prov Provider, changes func() *app.C
 			d.Startup = startupChart(r)
 		}
 		d.Charts = hourCharts(d.V.Hours, d.Currency)
-		d.Curve = curveChart(d.V.Curve, d.V.Ceiling)
+		d.Curve = curveChart(d.V.Curve, d.V.Offline)
 	}
 	var b bytes.Buffer
 	if err := p.tmpl.Execute(&b, d); err != nil {
@@ -249,9 +249,9 @@ func startupChart(r *usage.Report) *chart {
 }
 
 // curveChart draws the simulator's allocation against arrived demand, one
-// line per policy, and where the view has them the offline ceiling and the
+// line per policy, and where the view has them the offline packing and the
 // share bound at capacity as levels.
-func curveChart(runs []app.CurveRun, ceiling *sim.Ceiling) *chart {
+func curveChart(runs []app.CurveRun, offline *sim.OfflinePacking) *chart {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -279,9 +279,9 @@ func curveChart(runs []app.CurveRun, ceiling *sim.Ceiling) *chart {
 		title := fmt.Sprintf("%s: %s (%s)", name, percent(v), what)
 		c.addLine(name, class, []xy{{X: 0, Y: v, Known: true, Title: title}, {X: maxX, Y: v, Known: true, Title: title}}, x, y)
 	}
-	if ceiling != nil {
-		level("offline ceiling", "s-ceiling", ceiling.GPUAllocRatio, "the same arrivals packed with hindsight")
-		if b := ceiling.ShareBoundAtCapacity; b != nil {
+	if offline != nil {
+		level("offline packing", "s-offline", offline.GPUAllocRatio, "the same arrivals packed with hindsight by a search; a policy may beat it")
+		if b := offline.ShareBoundAtCapacity; b != nil {
 			level("refusing no share", "s-bound", *b, "the most a policy can allocate that refuses no pod of less than a GPU before demand reaches capacity")
 		}
 	}

@@ -364,15 +364,15 @@ func TestCharts(t *testing.T) {
 	if d := cmp.Diff(map[string]int{"policy-x": 2}, marks(curveChart(v.Curve, nil))); d != "" {
 		t.Errorf("curve chart marks (-want +got):\n%s", d)
 	}
-	// With the ceiling: its level and the share bound's, two marks each
-	// (the chart's ends), the bound below the ceiling on the page.
+	// With the offline packing: its level and the share bound's, two marks
+	// each (the chart's ends), the bound below the packing on the page.
 	bound := 0.96
-	withCeiling := curveChart(v.Curve, &sim.Ceiling{GPUAllocRatio: 0.98, ShareBoundAtCapacity: &bound})
-	if d := cmp.Diff(map[string]int{"policy-x": 2, "offline ceiling": 2, "refusing no share": 2}, marks(withCeiling)); d != "" {
-		t.Errorf("curve chart marks with the ceiling (-want +got):\n%s", d)
+	withOffline := curveChart(v.Curve, &sim.OfflinePacking{GPUAllocRatio: 0.98, ShareBoundAtCapacity: &bound})
+	if d := cmp.Diff(map[string]int{"policy-x": 2, "offline packing": 2, "refusing no share": 2}, marks(withOffline)); d != "" {
+		t.Errorf("curve chart marks with the offline packing (-want +got):\n%s", d)
 	}
-	if c, b := withCeiling.Series[1], withCeiling.Series[2]; c.Points[0].Y >= b.Points[0].Y {
-		t.Errorf("the ceiling's level (y %.1f) is not above the share bound's (y %.1f)", c.Points[0].Y, b.Points[0].Y)
+	if c, b := withOffline.Series[1], withOffline.Series[2]; c.Points[0].Y >= b.Points[0].Y {
+		t.Errorf("the offline packing's level (y %.1f) is not above the share bound's (y %.1f)", c.Points[0].Y, b.Points[0].Y)
 	}
 	// The allocated line is higher on the page (smaller y) in the second
 	// hour, which holds more.
@@ -442,13 +442,13 @@ func TestCurveTableShareBound(t *testing.T) {
 			t.Errorf("the simulator's table lacks %q", want)
 		}
 	}
-	if strings.Contains(page, `id="curve-ceiling"`) {
-		t.Error("a view without a ceiling shows one")
+	if strings.Contains(page, `id="curve-offline"`) {
+		t.Error("a view without an offline packing shows one")
 	}
 	atCapacity := 0.9628
-	v.Ceiling = &sim.Ceiling{GPUAllocRatio: 0.9861, ShareBoundAtCapacity: &atCapacity}
+	v.Offline = &sim.OfflinePacking{GPUAllocRatio: 0.9861, ShareBoundAtCapacity: &atCapacity}
 	page = body(t, get(t, Handler(Options{Provider: &provider{v: v}}), http.MethodGet, "/"))
-	for _, want := range []string{"(the offline ceiling) reach 98.61%.", "allocates at most 96.28%"} {
+	for _, want := range []string{"(the offline packing, which a policy may beat) reach 98.61%.", "allocates at most 96.28%"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the simulator's section lacks %q", want)
 		}

@@ -22,11 +22,11 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	if len(lines) != 4 {
-		t.Fatalf("want one JSON object per policy and one for the ceiling, got %d lines:\n%s", len(lines), stdout.String())
+		t.Fatalf("want one JSON object per policy and one for the offline packing, got %d lines:\n%s", len(lines), stdout.String())
 	}
-	var ceiling sim.Ceiling
-	if err := json.Unmarshal([]byte(lines[3]), &ceiling); err != nil || ceiling.Policy != sim.CeilingName || ceiling.GPUAllocRatio <= 0 {
-		t.Errorf("last line %q (%v): want the offline ceiling", lines[3], err)
+	var offline sim.OfflinePacking
+	if err := json.Unmarshal([]byte(lines[3]), &offline); err != nil || offline.Policy != sim.OfflineName || offline.GPUAllocRatio <= 0 {
+		t.Errorf("last line %q (%v): want the offline packing", lines[3], err)
 	}
 	lines = lines[:3]
 	required := []string{"policy", "seed", "inflation", "nodes", "gpus", "pods_arrived", "pods_scheduled", "pods_failed",
@@ -53,8 +53,8 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	if rows[0] != "policy,seed,arrived_ratio,gpu_alloc_ratio" || len(rows) < 3*100 {
 		t.Errorf("curve.csv: header %q, %d rows; want a header and at least 100 points per policy", rows[0], len(rows))
 	}
-	if last := rows[len(rows)-1]; !strings.HasPrefix(last, "ceiling,2,") {
-		t.Errorf("curve.csv ends with %q, want the ceiling's row", last)
+	if last := rows[len(rows)-1]; !strings.HasPrefix(last, "offline,2,") {
+		t.Errorf("curve.csv ends with %q, want the offline packing's row", last)
 	}
 	svg, err := os.ReadFile(filepath.Join(out, "curve.svg"))
 	if err != nil {
@@ -63,8 +63,8 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	if n := strings.Count(string(svg), "<polyline"); n != 2*3 || !strings.HasSuffix(strings.TrimSpace(string(svg)), "</svg>") {
 		t.Errorf("curve.svg has %d curves, want 3 in each of its 2 panels, and must be complete", n)
 	}
-	if n := strings.Count(string(svg), `stroke-dasharray="5,3"`); n != 3 || !strings.Contains(string(svg), "offline ceiling") {
-		t.Errorf("curve.svg has %d dashed lines, want the ceiling's level in each panel and in the legend", n)
+	if n := strings.Count(string(svg), `stroke-dasharray="5,3"`); n != 3 || !strings.Contains(string(svg), "offline packing") {
+		t.Errorf("curve.svg has %d dashed lines, want the offline packing's level in each panel and in the legend", n)
 	}
 	if n := strings.Count(string(svg), `stroke-dasharray="1,3"`); n < 2 || n > 3 || !strings.Contains(string(svg), "refusing no share") {
 		t.Errorf("curve.svg has %d dotted lines, want the share bound at capacity in the legend and in the panels it falls in", n)
@@ -78,7 +78,7 @@ func TestSimulateTable(t *testing.T) {
 	if err := run(context.Background(), o, &stdout); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd", "below ceiling", "ceiling (offline, hindsight)", "free GPUs at the end", "CPU or memory short", "no policy that places every share"} {
+	for _, want := range []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd", "vs offline", "offline (hindsight search)", "free GPUs at the end", "CPU or memory short", "no policy that places every share"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}

@@ -517,8 +517,11 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 		out.GPU = v.claimRequest(out.Claims)
 	}
 	if out.NodeName == "" {
+		// The claim of an extended resource too: the scheduler allocates
+		// it through its class wherever no device plugin advertises the
+		// resource.
 		for i := range out.Claims {
-			if c := &out.Claims[i]; c.PodClaim != "" && len(c.Allocated) == 0 {
+			if c := &out.Claims[i]; len(c.Allocated) == 0 {
 				v.evaluate(p.Namespace, c)
 			}
 		}
@@ -677,7 +680,7 @@ func (v *draView) unlistedClasses(claims []cluster.Claim, warn func(format strin
 // allocator's own error. A request whose class was not listed, or selects
 // no GPU (gpupack reads only GPUs), is left unevaluated.
 func (v *draView) evaluate(namespace string, c *cluster.Claim) {
-	claimName := namespace + "/" + cmp.Or(c.Name, c.PodClaim)
+	claimName := namespace + "/" + c.Ref()
 	for i := range c.Requests {
 		r := &c.Requests[i]
 		alts := []*cluster.ClaimRequest{r}
@@ -733,11 +736,45 @@ func (v *draView) evaluate(namespace string, c *cluster.Claim) {
 				if accepted {
 					alt.Accepts = append(alt.Accepts, id)
 				}
+				if compileErr == "" {
+					readCapacity(alt, alt.Selectors, selectors, id, in)
+				}
 			}
 			slices.Sort(alt.Accepts)
+			slices.Sort(alt.CapacityRejects)
+			slices.Sort(alt.CapacityAccepts)
 		}
 	}
 	v.constraintValues(c)
+}
+
+// readCapacity judges a device that the request's class selects by the
+// request's selectors on capacity (device.capacity) apart from its others,
+// so that diagnose can tell a request refused for what its devices hold
+// (memory) from one refused for what they are (placement): it adds the
+// device to CapacityRejects when the other selectors accept it and a
+// capacity selector does not, and to CapacityAccepts when every capacity
+// selector does. A selector that fails to evaluate matches nothing here.
+func readCapacity(alt *cluster.ClaimRequest, exprs []string, selectors []dracel.CompilationResult, id string, in dracel.Device) {
+	capOK, otherOK, any := true, true, false
+	for k, sel := range selectors {
+		ok, _, err := sel.DeviceMatches(context.Background(), in)
+		ok = ok && err == nil
+		if cluster.ReadsCapacity(exprs[k]) {
+			any = true
+			capOK = capOK && ok
+		} else {
+			otherOK = otherOK && ok
+		}
+	}
+	if !any {
+		return
+	}
+	if capOK {
+		alt.CapacityAccepts = append(alt.CapacityAccepts, id)
+	} else if otherOK {
+		alt.CapacityRejects = append(alt.CapacityRejects, id)
+	}
 }
 
 // constraintValues reads, for each constraint of the claim, the

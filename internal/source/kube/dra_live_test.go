@@ -377,6 +377,13 @@ func TestLiveDRADiagnosis(t *testing.T) {
 		// Its selector fails on the H100s, but the allocator skips devices
 		// in use before it evaluates selectors.
 		"broken-held": {"gpu", diagnose.Placement},
+		// Its selector on the devices' memory capacity accepts no device
+		// of the class: no GPU of the class could ever hold it.
+		"bigmem": {"gpu", diagnose.NoSuchHardware},
+		// Its profile selector accepts the 1g.5gb devices, its memory
+		// selector none of them; the class's 3g.20gb device has the
+		// memory.
+		"migmem": {"gpu", diagnose.Memory},
 	}
 	claim("held", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, "")})
 	claim("b200", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, b200)})
@@ -392,16 +399,33 @@ func TestLiveDRADiagnosis(t *testing.T) {
 	nosuch := "device.attributes['gpu.nvidia.com'].nosuch == 'x'"
 	claim("broken-held", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, nosuch)})
 	claim("broken", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassMIG, 1, nosuch)})
+	memoryAtLeast := func(q string) string {
+		return "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('" + q + "')) >= 0"
+	}
+	claim("bigmem", resourcev1.DeviceRequest{Name: "gpu", Exactly: exact(testcluster.DeviceClassGPU, 1, memoryAtLeast("100Gi"))})
+	migmem := exact(testcluster.DeviceClassMIG, 1, "device.attributes['gpu.nvidia.com'].profile == '1g.5gb'")
+	migmem.Selectors = append(migmem.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: memoryAtLeast("10Gi")}})
+	claim("migmem", resourcev1.DeviceRequest{Name: "gpu", Exactly: migmem})
 	for name := range want {
 		pod(name, name)
 	}
 	pod("broken", "broken")
 	pod("orphan", "nope") // its claim does not exist
+	// It asks nvidia.com/gpu, which the GPU class serves through DRA
+	// (extendedResourceName): every H100 is held.
+	extended := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "extended"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox",
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{kube.ResourceGPU: resource.MustParse("1")}}}}}}
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, extended, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	waitPods(t, client.CoreV1().Pods(ns), func(ps map[string]*corev1.Pod) string {
 		for name := range want {
 			if !unschedulable(ps[name]) {
 				return name + " is not marked unschedulable"
 			}
+		}
+		if !unschedulable(ps["extended"]) {
+			return "extended is not marked unschedulable"
 		}
 		for _, c := range ps["broken"].Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "CEL runtime error") {
@@ -475,10 +499,45 @@ func TestLiveDRADiagnosis(t *testing.T) {
 			t.Errorf("broken: cause %s, fix %q; want placement naming the CEL error", f.Cause, f.Fix)
 		}
 	})
+	t.Run("extended", func(t *testing.T) { checkExtendedWait(t, client, loaded, findings[ns+"/extended"]) })
 	if f := findings[ns+"/orphan"]; f.Cause != diagnose.ClaimMissing || !strings.Contains(strings.Join(f.Fix, " "), "ResourceClaim ml/nope") {
 		t.Errorf("orphan: cause %s, fix %q; want %s naming ResourceClaim ml/nope", f.Cause, f.Fix, diagnose.ClaimMissing)
 	}
 	if msg, ok := loaded.SchedulingFailures[ns+"/orphan"]; ok {
 		t.Errorf("orphan has a scheduling failure %q; the scheduler should not try a pod whose claim does not exist", msg.Message)
 	}
+}
+
+// checkExtendedWait checks the diagnosis of TestLiveDRADiagnosis's pod
+// extended, which asks nvidia.com/gpu that the GPU class serves through
+// DRA while holders take every H100: the scheduler's line word for word,
+// and allocation, which the truth then proves: once a holder leaves, the
+// scheduler binds it.
+func checkExtendedWait(t *testing.T, client kubernetes.Interface, loaded *kube.State, f diagnose.Finding) {
+	t.Helper()
+	const ns = "ml"
+	msg := loaded.SchedulingFailures[ns+"/extended"].Message
+	t.Logf("%s: %s; gpupack: %q", f.Cause, msg, f.Fix)
+	if f.Summary != msg {
+		t.Errorf("lines differ:\n  kube-scheduler: %s\n  gpupack:        %s (%s)", msg, f.Summary, f.StockNote)
+	}
+	if f.Cause != diagnose.Allocation || !slices.Contains(diagnose.SchedulerCauses(msg), f.Cause) {
+		t.Errorf("cause %s, want %s, among what the message implies: %v", f.Cause, diagnose.Allocation, diagnose.SchedulerCauses(msg))
+	}
+	if js, _ := json.Marshal(f); !strings.Contains(string(js), "hold-") {
+		t.Errorf("the diagnosis names no holder of the H100s:\n%s", js)
+	}
+	// held would compete for the freed H100: it goes first.
+	zero := int64(0)
+	for _, name := range []string{"held", "hold-0"} {
+		if err := client.CoreV1().Pods(ns).Delete(t.Context(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPods(t, client.CoreV1().Pods(ns), func(ps map[string]*corev1.Pod) string {
+		if p := ps["extended"]; p == nil || p.Spec.NodeName == "" {
+			return "extended is not bound once hold-0 left"
+		}
+		return ""
+	})
 }

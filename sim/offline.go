@@ -13,14 +13,16 @@ import (
 	"github.com/gpupack/gpupack/placement"
 )
 
-// CeilingName is the name a Ceiling goes by beside the policies.
-const CeilingName = "ceiling"
+// OfflineName is the name an OfflinePacking goes by beside the policies.
+const OfflineName = "offline"
 
-// Ceiling is the offline bound of a run: the GPU allocation that placement
-// with hindsight reaches on the same arrivals. JSON names are the CLI's
+// OfflinePacking is the best packing of a run's arrivals that a search with
+// hindsight finds: a GPU allocation reachable offline, and so a lower
+// bound on the offline optimum, not an upper bound on what a policy can
+// reach (an online policy may beat the search). JSON names are the CLI's
 // output format and match Result's.
-type Ceiling struct {
-	Policy            string  `json:"policy"` // always CeilingName
+type OfflinePacking struct {
+	Policy            string  `json:"policy"` // always OfflineName
 	Seed              uint64  `json:"seed"`
 	GPUPodsPlaced     int     `json:"gpu_pods_placed"`
 	GPUPodsFailed     int     `json:"gpu_pods_failed"`
@@ -31,14 +33,14 @@ type Ceiling struct {
 	// placement that places every share (pod of less than a GPU) arriving
 	// before the GPU demand reaches the capacity (PrefixShareBound at 1):
 	// what a scheduler that turns no fitting pod away can hope for, where
-	// the ceiling turns pods away with hindsight. Nil when its LP failed,
-	// ShareBoundError says why.
+	// the offline packing turns pods away with hindsight. Nil when it
+	// cannot be computed, ShareBoundError says why.
 	ShareBoundAtCapacity *float64 `json:"share_bound_at_capacity"`
 	ShareBoundError      string   `json:"share_bound_error,omitempty"`
 	WallSeconds          float64  `json:"wall_seconds"`
 }
 
-// OfflineCeiling packs the workload's GPU pods with hindsight, all of them
+// OfflinePack packs the workload's GPU pods with hindsight, all of them
 // known in advance, in three orders, and keeps the best: largest first
 // (most GPU, then most CPU: the first-fit-decreasing order of offline bin
 // packing), densest first (most GPU per CPU, which wins where CPU runs out
@@ -46,14 +48,15 @@ type Ceiling struct {
 // where fgd scores highest against the distribution of the GPU pods
 // themselves (what is still to come is known). CPU-only pods are left out:
 // they take no GPU, and leaving them out only makes room. Every packing is
-// feasible, so the offline optimum is at least the ceiling's allocation; it
-// is a bound found by search, not a proof that no policy can do better.
+// feasible, so the offline optimum is at least its allocation; it is a
+// packing found by search, not a proof that no policy can do better, and
+// an online policy does beat it (gpupack on openb gpushare100, seed 3).
 // cfg's Seed is reported.
-func OfflineCeiling(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (Ceiling, error) {
+func OfflinePack(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c *gpu.Catalogue, cfg Config) (OfflinePacking, error) {
 	start := time.Now()
 	all, err := demandsOf(workload, c)
 	if err != nil {
-		return Ceiling{}, err
+		return OfflinePacking{}, err
 	}
 	arrival := slices.DeleteFunc(all, func(d *placement.Demand) bool { return d.Devices == 0 })
 	largest := slices.Clone(arrival)
@@ -66,11 +69,11 @@ func OfflineCeiling(ctx context.Context, nodes []*cluster.Node, workload []*clus
 		db := float64(demandMilli(b)) / float64(max(b.CPU, 1))
 		return cmp.Or(cmp.Compare(db, da), cmp.Compare(demandMilli(b), demandMilli(a)))
 	})
-	var best Ceiling
+	var best OfflinePacking
 	for _, order := range [][]*placement.Demand{largest, densest, arrival} {
 		res, err := pack(ctx, nodes, order)
 		if err != nil {
-			return Ceiling{}, err
+			return OfflinePacking{}, err
 		}
 		if res.GPUMilliAllocated >= best.GPUMilliAllocated {
 			best = res
@@ -87,8 +90,8 @@ func OfflineCeiling(ctx context.Context, nodes []*cluster.Node, workload []*clus
 }
 
 // pack places the demands in order on empty nodes.
-func pack(ctx context.Context, nodes []*cluster.Node, demands []*placement.Demand) (Ceiling, error) {
-	res := Ceiling{Policy: CeilingName}
+func pack(ctx context.Context, nodes []*cluster.Node, demands []*placement.Demand) (OfflinePacking, error) {
+	res := OfflinePacking{Policy: OfflineName}
 	states, maxCPU, maxGPU := newStates(nodes)
 	for _, s := range states {
 		res.GPUMilliCapacity += int64(s.GPUMilliCapacity())
@@ -104,7 +107,7 @@ func pack(ctx context.Context, nodes []*cluster.Node, demands []*placement.Deman
 	for k, d := range demands {
 		if k%64 == 0 {
 			if err := ctx.Err(); err != nil {
-				return res, fmt.Errorf("the offline ceiling stopped after %d of %d pods: %w", k, len(demands), err)
+				return res, fmt.Errorf("the offline packing stopped after %d of %d pods: %w", k, len(demands), err)
 			}
 		}
 		n, a := Place(d, states, policy, ties)
