@@ -130,6 +130,34 @@ func TestApply(t *testing.T) {
 			}
 		}
 	})
+	t.Run("DRA GPUs are fenced with DeviceTaintRules and unfenced", func(t *testing.T) {
+		ctx := t.Context()
+		dev := cluster.NewDRADeviceID("gpu.nvidia.com", "gpu-1", "gpu-0")
+		if err := a.TaintDevices(ctx, "0123456789abcdef", "gpu-1", []cluster.DRADeviceID{dev}); err != nil {
+			t.Fatal(err)
+		}
+		rules, err := client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{LabelSelector: wellknown.TaintApply + "=0123456789abcdef"})
+		if err != nil || len(rules.Items) != 1 || *rules.Items[0].Spec.DeviceSelector.Device != "gpu-0" || rules.Items[0].Spec.Taint.Effect != "NoSchedule" {
+			t.Fatalf("DeviceTaintRules after the fence: %+v, %v", rules, err)
+		}
+		if err := a.UntaintDevices(ctx, "0123456789abcdef", "gpu-1"); err != nil {
+			t.Fatal(err)
+		}
+		rules, err = client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{LabelSelector: wellknown.TaintApply + "=0123456789abcdef"})
+		if err != nil || len(rules.Items) != 0 {
+			t.Errorf("DeviceTaintRules after the unfence: %+v, %v", rules, err)
+		}
+		rule := plan.DeviceTaintRule{Name: "gpupack-xid-gpu-1-gpu-0", Driver: "gpu.nvidia.com", Pool: "gpu-1", Device: "gpu-0", XID: 79}
+		for range 2 { // the second finds it and leaves it
+			if err := a.EnsureTaintRule(ctx, rule); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rule.XID = 48
+		if err := a.EnsureTaintRule(ctx, rule); err == nil || !strings.Contains(err.Error(), "never overwrites") {
+			t.Errorf("a rule of the same name with another taint: %v", err)
+		}
+	})
 	t.Run("a budget that never allows aborts with no pod lost", func(t *testing.T) {
 		pod := createGPUPod(t, client, "held-0", "gpu-held", map[string]string{"app": "held"})
 		createBudget(t, client, "held", policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))})
