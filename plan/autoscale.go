@@ -201,10 +201,13 @@ type NodePool struct {
 	// that labels its nodes with one.
 	StartupTaints []cluster.Taint `json:"startupTaints,omitempty"`
 	InstanceTypes []string        `json:"instanceTypes,omitempty"`
-	// GPUsNeeded is the GPUs the plan puts on these nodes, scaled
-	// workloads at their most replicas; GPULimit is that plus headroom,
-	// in whole nodes.
-	GPUsNeeded  float64 `json:"gpusNeeded"`
+	// GPUShares is the GPUs the plan puts on these nodes counted in
+	// fractions of a GPU (footprint: a time slice or MPS client as one of
+	// the GPU's replicas or clients, a MIG slice as its compute slices),
+	// scaled workloads at their most replicas. It is not the whole GPUs
+	// the shares were packed into (PoolPlan's ...GPUsNeeded). GPULimit is
+	// that plus headroom, in whole nodes.
+	GPUShares   float64 `json:"gpuShares"`
 	GPULimit    int     `json:"gpuLimit"`
 	GPUsPerNode int     `json:"gpusPerNode"`
 	// GPUsPerNode, NodeCPU and NodeMemory are the largest of the nodes it
@@ -403,7 +406,7 @@ func (pl *Plan) scaleDecision(a *Autoscaling, groups *nodeGroups, ps []*pool, d 
 	g.np.Workloads = append(g.np.Workloads, d.Workload)
 	m, scaled := metrics[d.Workload]
 	if !scaled {
-		g.np.GPUsNeeded += foot * float64(len(d.w.Pods))
+		g.np.GPUShares += foot * float64(len(d.w.Pods))
 		if !(d.Role == Inference && !d.w.Job && len(d.w.Pods) > 1) {
 			g.np.Consolidation = WhenEmpty
 		}
@@ -415,7 +418,7 @@ func (pl *Plan) scaleDecision(a *Autoscaling, groups *nodeGroups, ps []*pool, d 
 	so := ScaledObject{Workload: d.Workload, Namespace: d.w.Namespace, Name: d.w.Owner, Metric: m, NodePool: g.np.Name, GPUsPerReplica: foot}
 	so.MinReplicas, so.MaxReplicas, so.Range = replicaRange(d, o.Headroom)
 	so.Replica = replicaShape(d)
-	g.np.GPUsNeeded += foot * float64(so.MaxReplicas)
+	g.np.GPUShares += foot * float64(so.MaxReplicas)
 	a.ScaledObjects = append(a.ScaledObjects, so)
 }
 
@@ -513,9 +516,9 @@ func (g *nodeGroup) shape(headroom float64) {
 			np.Taints = append(np.Taints, t)
 		}
 	}
-	np.GPUsNeeded = math.Round(np.GPUsNeeded*1000) / 1000
+	np.GPUShares = math.Round(np.GPUShares*1000) / 1000
 	per := max(1, np.GPUsPerNode)
-	np.GPULimit = per * max(1, int(math.Ceil(np.GPUsNeeded*(1+headroom)/float64(per)-1e-9)))
+	np.GPULimit = per * max(1, int(math.Ceil(np.GPUShares*(1+headroom)/float64(per)-1e-9)))
 }
 
 // replicaRange is the replicas a scaled workload may run: from the busy

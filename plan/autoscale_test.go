@@ -147,7 +147,7 @@ func TestAutoscaling(t *testing.T) {
 			ranker = np
 		}
 	}
-	if ranker.Name != "gpupack-h100-whole" || ranker.Spot || ranker.Weight == 0 || ranker.GPUsNeeded < 4 || ranker.GPULimit%8 != 0 {
+	if ranker.Name != "gpupack-h100-whole" || ranker.Spot || ranker.Weight == 0 || ranker.GPUShares < 4 || ranker.GPULimit%8 != 0 {
 		t.Errorf("first NodePool %+v: want an on-demand gpupack-h100-whole, weighted above spot, needing at least the ranker's 4 GPUs, limit in whole nodes", ranker)
 	}
 	ys, err := pl.KEDAScaledObjects()

@@ -16,7 +16,8 @@ type Action string
 
 // The actions.
 const (
-	Keep        Action = "keep"        // its request stays as it is
+	Keep        Action = "keep"        // its request stays as it is, and so does the GPU it holds
+	Unshare     Action = "unshare"     // its request stays, but its pods leave the shared GPU they hold for whole GPUs
 	Reclaim     Action = "reclaim"     // idle-held: scale it down, or move it to the smallest share
 	Share       Action = "share"       // right-sized onto a MIG slice, time slice or MPS client
 	Unplaceable Action = "unplaceable" // needs more VRAM than any device has: reported, not placed
@@ -45,7 +46,8 @@ const (
 	ExceedsEveryDevice  Code = "ExceedsEveryDevice"  // its VRAM need is beyond every GPU of the cluster
 	MultiGPU            Code = "MultiGPU"            // several GPUs, and usage does not show one suffices
 	TrainingWhole       Code = "TrainingWhole"       // training, and usage does not show it fits a share
-	TooBigToShare       Code = "TooBigToShare"       // needs most of a GPU
+	TooBigToShare       Code = "TooBigToShare"       // needs most of a GPU, and no MIG slice short of the whole GPU holds it
+	LargeSlice          Code = "LargeSlice"          // needs most of a GPU's memory or compute: too much for time slices, held by a MIG slice short of the whole GPU
 	IdleHeld            Code = "IdleHeld"            // held without work most of the window
 	NeedsIsolation      Code = "NeedsIsolation"      // isolation none or production inference: hardware isolation only
 	LoneTenant          Code = "LoneTenant"          // tenant isolation with no other pod of its tenant to share with
@@ -145,10 +147,25 @@ func (d *Decision) keep(code Code, detail string) {
 // the cluster has.
 func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, loneTenant func(*Workload) bool) *Decision {
 	d := decideSized(w, p, largest, o, window, loneTenant)
+	if w.SharedGPUPods > 0 && d.Action != Unplaceable && (d.VRAMNeed > 0 || d.ComputeNeed > 0) {
+		d.Reason.Detail += fmt.Sprintf("; measured on a GPU that %d pods held at once, whose VRAM and activity DCGM reports for the whole GPU: each pod is sized on an equal share of them", w.SharedGPUPods)
+	}
 	if d.capNote != "" {
 		d.Reason.Detail += "; " + d.capNote
 	}
+	d.unshare()
 	return d
+}
+
+// unshare names a kept workload whose pods hold a shared GPU (time slices,
+// MPS) in a pool the plan lays out again: kept whole, they leave that GPU
+// for whole GPUs of their own, which is a change and not a keep.
+func (d *Decision) unshare() {
+	if d.Action != Keep || d.Method != Whole || !d.w.OnSharedGPU || d.pool == nil || d.pool.conflict {
+		return
+	}
+	d.Action = Unshare
+	d.Reason.Detail += fmt.Sprintf("; its pods leave the GPU they share now for %s each", gpusText(max(1, d.w.Request.Count)))
 }
 
 func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, loneTenant func(*Workload) bool) *Decision {
@@ -218,7 +235,7 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 			d.keep(TooBigToShare, fmt.Sprintf("needs %s of %s's %s and %.2f GPU of compute", d.VRAMNeed, p.model.Name, p.model.Usable, d.ComputeNeed))
 			return d
 		}
-		d.Action, d.Reason = Share, Reason{TooBigToShare, fmt.Sprintf("needs %s and %.2f GPU: the MIG slice %s holds it with hardware isolation", d.VRAMNeed, d.ComputeNeed, d.Profile)}
+		d.Action, d.Reason = Share, Reason{LargeSlice, fmt.Sprintf("needs %s of %s's %s and %.2f GPU of compute, too much for time slices: the MIG slice %s holds it with hardware isolation and leaves the rest of the GPU to others", d.VRAMNeed, p.model.Name, p.model.Usable, d.ComputeNeed, d.Profile)}
 		return d
 	}
 	d.Action = Share
@@ -310,11 +327,13 @@ func idleDetail(w *Workload, o Options) string {
 }
 
 // chooseMIG picks the smallest profile of the model that holds the VRAM
-// need and the compute need, and reports whether one does.
+// need and the compute need, and reports whether one does. A profile of
+// every compute slice (7g.80gb of an H100) is the whole GPU, which shares
+// nothing: it is never chosen.
 func (d *Decision) chooseMIG(m *gpu.Model) bool {
 	g := m.MIG
 	for _, p := range g.Profiles {
-		if p.Memory >= d.VRAMNeed && float64(p.Compute)/float64(g.ComputeSlices) >= d.ComputeNeed {
+		if p.Compute < g.ComputeSlices && p.Memory >= d.VRAMNeed && float64(p.Compute)/float64(g.ComputeSlices) >= d.ComputeNeed {
 			d.Method, d.Profile = MIG, p.Name
 			d.After = After{Resource: "nvidia.com/mig-" + p.Name, Count: 1, GPUModel: m.Name, VRAMLimit: p.Memory}
 			return true

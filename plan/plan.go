@@ -406,6 +406,7 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 	migProfiles, tsBins, mpsPods, clients := p.sharedDemand(&pp)
 	pp.Changed = len(migProfiles) > 0 || len(tsBins) > 0 || len(mpsPods) > 0 || hadShared
 	if !pp.Changed {
+		p.warnWholeShort(pp, s, nil, pl)
 		return pp, nil
 	}
 	packing, err := p.sizeShared(&pp, migProfiles, tsBins, mpsPods, clients)
@@ -424,6 +425,7 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		}
 		newGPUs[i] = l.node(s.Nodes[i], m)
 	}
+	p.warnWholeShort(pp, s, newGPUs, pl)
 	if p.dra && (l.nextLayout < len(packing.Layouts) || l.draLeft[TimeSlicing] > 0 || l.draLeft[MPS] > 0) {
 		pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: %d MIG, %d time-sliced and %d MPS GPUs did not fit its GPUs; the proof shows what stays pending", p.name, len(packing.Layouts)-l.nextLayout, l.draLeft[TimeSlicing], l.draLeft[MPS]))
 	}
@@ -445,6 +447,27 @@ func (p *pool) size(s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan
 		}
 	}
 	return pp, nil
+}
+
+// warnWholeShort warns when the pool's kept workloads ask for more whole
+// GPUs than its nodes offer whole after the plan (newGPUs, or as they are
+// when nil): the plan cannot give them, and the proof shows who waits.
+func (p *pool) warnWholeShort(pp PoolPlan, s *cluster.Snapshot, newGPUs map[int][]cluster.GPU, pl *Plan) {
+	whole := 0
+	for _, i := range p.nodes {
+		gpus := s.Nodes[i].GPUs
+		if newGPUs != nil {
+			gpus = newGPUs[i]
+		}
+		for _, g := range gpus {
+			if g.Sharing == cluster.Exclusive {
+				whole++
+			}
+		}
+	}
+	if pp.WholeGPUs > whole {
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: its kept workloads ask for %d whole GPUs, and after the plan it offers %d whole (of %d GPUs); the proof shows what stays pending", p.name, pp.WholeGPUs, whole, pp.GPUs))
+	}
 }
 
 // sharedDemand tallies the pool's shared workloads (as tally does) once

@@ -60,6 +60,7 @@ func TestDecisions(t *testing.T) {
 		{Namespace: "ml", Name: "huge", GPU: cluster.Request{Kind: cluster.WholeGPUs, Count: 1, Memory: gpu.GiB(500)}},
 		pod("web", "lone", "l1", 1, nil),
 		pod("batch", "nightly-x", "h2", 1, map[string]string{"job-name": "nightly"}),
+		pod("ml", "large", "h3", 1, nil),
 	}
 	pods[11].Isolation = cluster.ShareNone
 	s, err := cluster.NewSnapshot(gpu.Default(), nodes, pods)
@@ -78,6 +79,7 @@ func TestDecisions(t *testing.T) {
 		"ml/big":          obs(0.7, usage.Busy, 50, 0),
 		"web/lone":        obs(0.2, usage.FlatLow, 5, 0),
 		"batch/nightly-x": obs(0.9, usage.Busy, 70, 0),
+		"ml/large":        obs(0.45, usage.Busy, 20, 0),
 	}}
 	p, err := Make(context.Background(), s, u, DefaultOptions())
 	if err != nil {
@@ -102,10 +104,13 @@ func TestDecisions(t *testing.T) {
 		"ml/small-multi":  {Share, TimeSlicing, OneTrustBoundary, "nvidia.com/gpu.shared"},
 		"ml/unmeasured":   {Keep, Whole, NoUsage, "nvidia.com/gpu"},
 		"ml/vram-unknown": {Keep, Whole, VRAMUnknown, "nvidia.com/gpu"},
-		"ml/big":          {Share, MIG, TooBigToShare, "nvidia.com/mig-7g.80gb"},
-		"ml/huge":         {Unplaceable, Whole, ExceedsEveryDevice, ""},
-		"web/lone":        {Keep, Whole, NoMIGHardware, "nvidia.com/gpu"},
-		"batch/nightly":   {Keep, Whole, TooBigToShare, "nvidia.com/gpu"},
+		// 7g.80gb is the whole H100: no share, so the GPU is kept.
+		"ml/big": {Keep, Whole, TooBigToShare, "nvidia.com/gpu"},
+		// Too much compute for time slices; 4g.40gb holds it.
+		"ml/large":      {Share, MIG, LargeSlice, "nvidia.com/mig-4g.40gb"},
+		"ml/huge":       {Unplaceable, Whole, ExceedsEveryDevice, ""},
+		"web/lone":      {Keep, Whole, NoMIGHardware, "nvidia.com/gpu"},
+		"batch/nightly": {Keep, Whole, TooBigToShare, "nvidia.com/gpu"},
 	}
 	if diff := cmp.Diff(want, gotAll); diff != "" {
 		t.Errorf("decisions (-want +got):\n%s", diff)

@@ -1,10 +1,12 @@
 package plan
 
 import (
+	"math"
 	"strings"
 
 	"github.com/gpupack/gpupack/api/wellknown"
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -49,9 +51,18 @@ type Workload struct {
 	Request cluster.Request
 	// Observed aggregates the pods' usage facts: the largest VRAM p95,
 	// the mean activity and idle-held share of the measured pods; Measured
-	// counts the pods with any facts.
+	// counts the pods with any facts. A pod that shared a GPU is credited
+	// its share (usage.PodFacts.OwnShare) of the VRAM p95 and activity,
+	// which DCGM reports for the whole GPU.
 	Observed usage.PodFacts
 	Measured int
+	// SharedGPUPods is the most pods, one of its own included, that held
+	// one of its pods' GPUs at the same time; 0 when each held its GPUs
+	// alone.
+	SharedGPUPods int
+	// OnSharedGPU is true when one of its pods is bound to a time-sliced,
+	// MPS or fractional GPU: kept whole, it would leave that GPU.
+	OnSharedGPU bool
 	// HourlyBusyPods counts, per hour of the window, the pods at least
 	// busyActivity active in that hour; nil when no pod has hourly data.
 	HourlyBusyPods []int
@@ -81,6 +92,7 @@ func Workloads(s *cluster.Snapshot, u *usage.Facts) []*Workload {
 		w.Job = w.Job || firstLabel(p, jobLabels) != ""
 		w.Production = w.Production || isProduction(firstLabel(p, environLabels))
 		w.Isolation = max(w.Isolation, p.Isolation)
+		w.OnSharedGPU = w.OnSharedGPU || onSharedGPU(s, p)
 		if p.GPU.Kind == cluster.WholeGPUs && p.GPU.Count > w.Request.Count || w.Request.Kind == cluster.NoGPU {
 			w.Request = p.GPU
 		}
@@ -92,6 +104,25 @@ func Workloads(s *cluster.Snapshot, u *usage.Facts) []*Workload {
 		w.aggregate(u)
 	}
 	return out
+}
+
+// onSharedGPU says whether the pod is bound to a GPU that other pods may
+// hold at the same time (time slices, MPS clients, fractions).
+func onSharedGPU(s *cluster.Snapshot, p *cluster.Pod) bool {
+	n, ok := s.Node(p.NodeName)
+	if !ok {
+		return false
+	}
+	for _, d := range p.Devices {
+		if d.GPU < 0 || d.GPU >= len(n.GPUs) {
+			continue
+		}
+		switch n.GPUs[d.GPU].Sharing {
+		case cluster.TimeSliced, cluster.MPS, cluster.Fractional:
+			return true
+		}
+	}
+	return false
 }
 
 func (w *Workload) aggregate(u *usage.Facts) {
@@ -107,9 +138,13 @@ func (w *Workload) aggregate(u *usage.Facts) {
 			continue
 		}
 		w.Measured++
-		w.Observed.VRAMUsedP95 = max(w.Observed.VRAMUsedP95, o.VRAMUsedP95)
+		own := o.OwnShare()
+		if len(o.SharedWith) > 0 {
+			w.SharedGPUPods = max(w.SharedGPUPods, 1+len(o.SharedWith))
+		}
+		w.Observed.VRAMUsedP95 = max(w.Observed.VRAMUsedP95, gpu.MiB(math.Ceil(float64(o.VRAMUsedP95)*own)))
 		if o.Measured {
-			active += o.ActiveRatio
+			active += o.ActiveRatio * own
 			nActive++
 			patterns[o.Pattern]++
 		}

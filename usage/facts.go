@@ -47,7 +47,21 @@ type PodFacts struct {
 	// every hour.
 	HourlyActivity []float64
 	FirstHour      int
+	// SharedWith are the other pods ("namespace/name") that held one of
+	// the pod's GPUs at the same time (PodUsage.SharedWith). DCGM reports
+	// a GPU's framebuffer and activity once for the device, so on a GPU
+	// shared by time slices or MPS the pod's VRAM p95 and activity are
+	// those of every pod on it; OwnShare says how much of them to credit
+	// to the pod.
+	SharedWith []string
 }
+
+// OwnShare is the share, 0..1, of its GPUs' VRAM and activity credited to
+// the pod: all of it on a GPU it held alone, an equal share with each pod
+// it shared one with (SharedWith). DCGM does not measure a shared GPU's
+// framebuffer per process, so the equal split, the one the accounting
+// uses for GPU-seconds, is an estimate.
+func (f PodFacts) OwnShare() float64 { return 1 / float64(1+len(f.SharedWith)) }
 
 // Facts are the per-pod usage facts of a window, by pod key
 // ("namespace/name"), with the GPUs allocated and active per GPU model and
@@ -79,6 +93,7 @@ func (r *Report) Facts() *Facts {
 			pf.IdleHeldRatio, pf.IdleHeldMeasured = round4(min(max(idle.Value(), 0), 1)), true
 		}
 		pf.HourlyActivity, pf.FirstHour = p.HourlyActivity, p.FirstHour
+		pf.SharedWith = p.SharedWith
 		if !pf.Measured && !pf.VRAMMeasured && !pf.IdleHeldMeasured && pf.HourlyActivity == nil {
 			continue
 		}
@@ -126,6 +141,7 @@ const (
 //	  idleHeldRatio: 0.9    # share of the window held without activity, 0..1
 //	  hourlyActivity: [0.1, 0.0, 0.4]   # mean activity per hour of the window
 //	  firstHour: 0          # the hour hourlyActivity starts at (0: the first)
+//	  sharedWith: [ml/train-1]  # pods that held one of its GPUs at the same time
 //	- pod: ml/llm-70b       # a pending pod: what its model needs
 //	  model: {params: 70B, dtype: fp16, context: 4096, batch: 1, layers: 80, hidden: 8192}
 //	  gpuMemory: 150Gi      # or the need stated outright
@@ -161,6 +177,10 @@ type FactsFilePod struct {
 	// FirstHour is the hour of the window hourlyActivity starts at, 0 if
 	// left out.
 	FirstHour int `json:"firstHour,omitempty"`
+	// SharedWith are the pods that held one of its GPUs at the same time
+	// (PodFacts.SharedWith); optional: without it the pod held its GPUs
+	// alone.
+	SharedWith []string `json:"sharedWith,omitempty"`
 }
 
 // FactsFileModel is a model description in the usage file: a built-in
@@ -193,7 +213,7 @@ func (f *Facts) File() FactsFile {
 	sort.Strings(keys)
 	for _, key := range keys {
 		p := f.Pods[key]
-		e := FactsFilePod{Pod: key, HourlyActivity: p.HourlyActivity, FirstHour: p.FirstHour}
+		e := FactsFilePod{Pod: key, HourlyActivity: p.HourlyActivity, FirstHour: p.FirstHour, SharedWith: p.SharedWith}
 		if p.Measured {
 			v := p.ActiveRatio
 			e.Activity, e.Pattern = &v, string(p.Pattern)
@@ -405,10 +425,33 @@ func (p *FactsFilePod) facts(windowHours int) (PodFacts, error) {
 		}
 		facts.HourlyActivity, facts.FirstHour = p.HourlyActivity, p.FirstHour
 	}
+	if err := checkSharedWith(p.Pod, p.SharedWith); err != nil {
+		return facts, err
+	}
+	facts.SharedWith = p.SharedWith
 	if !facts.Measured && !facts.VRAMMeasured && facts.GPUMemory == 0 && facts.Model == nil && !facts.IdleHeldMeasured && facts.HourlyActivity == nil {
 		return facts, fmt.Errorf("no facts: give activity and pattern, vramUsedP95, gpuMemory, model, idleHeldRatio or hourlyActivity")
 	}
 	return facts, nil
+}
+
+// checkSharedWith validates the pods that pod shared a GPU with: keys of
+// other pods, each once.
+func checkSharedWith(pod string, shared []string) error {
+	seen := make(map[string]int, len(shared))
+	for i, other := range shared {
+		if key, err := cluster.ParsePodKey(other); err != nil || key.Namespace == "" {
+			return fmt.Errorf("sharedWith[%d]: %q: want namespace/name", i, other)
+		}
+		if other == pod {
+			return fmt.Errorf("sharedWith[%d]: %q is the pod itself; list only the other pods that held its GPUs", i, other)
+		}
+		if prev, dup := seen[other]; dup {
+			return fmt.Errorf("sharedWith[%d]: %q is already listed at sharedWith[%d]", i, other, prev)
+		}
+		seen[other] = i
+	}
+	return nil
 }
 
 // roundingSlack allows for the 4 decimals that usage files carry.

@@ -48,14 +48,14 @@ func TestParseUsagePlannerFields(t *testing.T) {
 	u, err := ParseFacts([]byte(usageHeader+`window: 3d
 pods:
 - {pod: ml/a, activity: 0.04, pattern: idle-held, idleHeldRatio: 0.95, hourlyActivity: [0, 0.5, 1]}
-- {pod: ml/b, idleHeldRatio: 0}
+- {pod: ml/b, idleHeldRatio: 0, sharedWith: [ml/c]}
 `), "u.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &Facts{Window: 72 * time.Hour, Pods: map[string]PodFacts{
 		"ml/a": {Measured: true, ActiveRatio: 0.04, Pattern: IdleHeld, IdleHeldRatio: 0.95, IdleHeldMeasured: true, HourlyActivity: []float64{0, 0.5, 1}},
-		"ml/b": {IdleHeldMeasured: true},
+		"ml/b": {IdleHeldMeasured: true, SharedWith: []string{"ml/c"}},
 	}}
 	if diff := cmp.Diff(want, u); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -125,6 +125,9 @@ func TestParseUsageErrors(t *testing.T) {
 		"hourly unbalanced":  {usageHeader + "window: 2h\npods: []\nhourly: [{model: L4, allocatedGPUs: [1, 1], activeGPUs: [0.5, 2], idleGPUs: [0.5, 0], activityUnknownGPUs: [0, 0]}]", "hourly[0]: hour 1: activeGPUs + idleGPUs + activityUnknownGPUs = 2"},
 		"hourly not ratio":   {usageHeader + "pods: [{pod: ml/a, hourlyActivity: [2]}]", "pods[0]: hourlyActivity[0]: 2 is not a ratio"},
 		"window in weeks":    {usageHeader + "window: 1w\npods: []", `window "1w"`},
+		"shared with itself": {usageHeader + "pods: [{pod: ml/a, idleHeldRatio: 0, sharedWith: [ml/a]}]", `pods[0]: sharedWith[0]: "ml/a" is the pod itself`},
+		"shared twice":       {usageHeader + "pods: [{pod: ml/a, idleHeldRatio: 0, sharedWith: [ml/b, ml/b]}]", `pods[0]: sharedWith[1]: "ml/b" is already listed at sharedWith[0]`},
+		"shared sans ns":     {usageHeader + "pods: [{pod: ml/a, idleHeldRatio: 0, sharedWith: [b]}]", `pods[0]: sharedWith[0]: "b": want namespace/name`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -226,12 +229,12 @@ func TestReportFactsRoundTrip(t *testing.T) {
 	r := &Report{Start: start, End: start.Add(2 * time.Hour), Pods: []PodUsage{
 		{Namespace: "a", Pod: "idle", VRAMUsedMiB: Percentiles{P50: Known(0), P95: Known(0), Max: Known(0)},
 			Pattern: Pattern{Name: IdleHeld, MeanActivity: Known(0), IdleRatio: Known(1)}, HourlyActivity: []float64{0, 0.01}},
-		{Namespace: "a", Pod: "vram-only", VRAMUsedMiB: Percentiles{P95: Known(0.4)}, Pattern: Pattern{Name: UnknownPattern}},
+		{Namespace: "a", Pod: "vram-only", VRAMUsedMiB: Percentiles{P95: Known(0.4)}, Pattern: Pattern{Name: UnknownPattern}, SharedWith: []string{"a/idle"}},
 		{Namespace: "a", Pod: "unknown", Pattern: Pattern{Name: UnknownPattern}},
 	}, Hourly: []ModelHours{{Model: "L4", AllocatedGPUs: []float64{1, 2}, ActiveGPUs: []float64{0, 0.01}, IdleGPUs: []float64{1, 1.99}, ActivityUnknownGPUs: []float64{0, 0}}}}
 	want := &Facts{Window: 2 * time.Hour, Pods: map[string]PodFacts{
 		"a/idle":      {Measured: true, Pattern: IdleHeld, VRAMMeasured: true, IdleHeldRatio: 1, IdleHeldMeasured: true, HourlyActivity: []float64{0, 0.01}},
-		"a/vram-only": {VRAMMeasured: true},
+		"a/vram-only": {VRAMMeasured: true, SharedWith: []string{"a/idle"}},
 	}, Hourly: r.Hourly}
 	facts := r.Facts()
 	if diff := cmp.Diff(want, facts); diff != "" {
@@ -247,5 +250,23 @@ func TestReportFactsRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, back); diff != "" {
 		t.Errorf("read back (-want +got):\n%s", diff)
+	}
+}
+
+func TestOwnShare(t *testing.T) {
+	cases := map[string]struct {
+		shared []string
+		want   float64
+	}{
+		"alone":      {nil, 1},
+		"with one":   {[]string{"ml/b"}, 0.5},
+		"with three": {[]string{"ml/b", "ml/c", "ml/d"}, 0.25},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := (PodFacts{SharedWith: tc.shared}).OwnShare(); got != tc.want {
+				t.Errorf("OwnShare() = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
