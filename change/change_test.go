@@ -2,6 +2,7 @@ package change_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -85,18 +86,23 @@ func TestBuildDemo(t *testing.T) {
 	if !h.Repartition || len(h.Stop) != 8 || h.Stop[0].Why != change.ForRepartition {
 		t.Errorf("h100-1: repartition %v, %d stops", h.Repartition, len(h.Stop))
 	}
-	want := map[string]int64{"nvidia.com/gpu": 5, "nvidia.com/mig-7g.80gb": 1, "nvidia.com/mig-3g.40gb": 2, "nvidia.com/mig-2g.20gb": 3}
+	want := map[string]int64{"nvidia.com/gpu": 6, "nvidia.com/mig-3g.40gb": 2, "nvidia.com/mig-2g.20gb": 3}
 	if d := cmp.Diff(want, h.Allocatable); d != "" {
 		t.Errorf("h100-1 allocatable after (-want +got):\n%s", d)
 	}
 	if _, ok := set.MIGConfigs["h100-mig-1"]; !ok {
 		t.Errorf("the set lacks the MIG config its label names: %v", set.MIGConfigs)
 	}
-	// l40s-ts-1 goes from 4 time slices to the whole GPU: one of its two
-	// pods is the excess, the last by name.
+	// l40s-ts-1 goes from 4 time slices to 2 MPS clients, offered as
+	// nvidia.com/gpu.shared: both rerank pods hold the renamed resource,
+	// so both are the excess, and both come back to the node's clients.
 	l := node(t, set, "l40s-ts-1")
-	if len(l.Stop) != 1 || l.Stop[0].Pod.Name != "rerank-2" || l.Stop[0].Why != change.ForExcess {
-		t.Errorf("l40s-ts-1 stops %+v", l.Stop)
+	var stops []string
+	for _, st := range l.Stop {
+		stops = append(stops, fmt.Sprintf("%s %s -> %s", st.Pod.Name, st.Why, st.Destination))
+	}
+	if d := cmp.Diff([]string{"rerank-1 excess -> l40s-ts-1", "rerank-2 excess -> l40s-ts-1"}, stops); d != "" {
+		t.Errorf("l40s-ts-1 stops (-want +got):\n%s", d)
 	}
 	var hours float64
 	for _, n := range set.Nodes {

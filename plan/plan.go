@@ -466,7 +466,7 @@ func (p *pool) warnWholeShort(pp PoolPlan, s *cluster.Snapshot, newGPUs map[int]
 		}
 	}
 	if pp.WholeGPUs > whole {
-		pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: its kept workloads ask for %d whole GPUs, and after the plan it offers %d whole (of %d GPUs); the proof shows what stays pending", p.name, pp.WholeGPUs, whole, pp.GPUs))
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("pool %s: its kept workloads ask for %d whole GPUs, and after the plan it offers %d whole of its %s; the proof shows what stays pending", p.name, pp.WholeGPUs, whole, gpusText(pp.GPUs)))
 	}
 }
 

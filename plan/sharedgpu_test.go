@@ -90,7 +90,7 @@ func TestSharedGPUKeptWholeIsUnshare(t *testing.T) {
 			warned = append(warned, w)
 		}
 	}
-	want := []string{"pool l4: its kept workloads ask for 2 whole GPUs, and after the plan it offers 1 whole (of 1 GPUs); the proof shows what stays pending"}
+	want := []string{"pool l4: its kept workloads ask for 2 whole GPUs, and after the plan it offers 1 whole of its 1 GPU; the proof shows what stays pending"}
 	if diff := cmp.Diff(want, warned); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s", diff)
 	}

@@ -340,7 +340,11 @@ func autoscalingLines(p *plan.Plan) []string {
 		if np.Spot {
 			capacity = "spot"
 		}
-		out = append(out, fmt.Sprintf("nodepool: %s (%s, %s %s) nvidia.com/gpu limit %d for shares worth %g GPUs, %s: %s", np.Name, np.Model, np.Role, capacity, np.GPULimit, np.GPUShares, np.Consolidation, listing.Some(np.Workloads)))
+		unit := "GPUs"
+		if np.GPUShares == 1 {
+			unit = "GPU"
+		}
+		out = append(out, fmt.Sprintf("nodepool: %s (%s, %s %s) nvidia.com/gpu limit %d for shares worth %g %s, %s: %s", np.Name, np.Model, np.Role, capacity, np.GPULimit, np.GPUShares, unit, np.Consolidation, listing.Some(np.Workloads)))
 	}
 	return out
 }
