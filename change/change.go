@@ -199,6 +199,8 @@ func Build(s *cluster.Snapshot, pl *plan.Plan, budgets map[cluster.PodKey]Budget
 			node.GPUHoursLost += st.GPUs * o.OutageHours
 		}
 		node.Fits = fits(s, pl, n.Name)
+		// Empty lists are [] in JSON, not null: none is known, not missing.
+		node.GPUs, node.Stop, node.Fits = orEmpty(node.GPUs), orEmpty(node.Stop), orEmpty(node.Fits)
 		set.GPUHoursLost += node.GPUHoursLost
 		set.addConfigs(pl.MIGParted, pl.DevicePlugin, node.Labels)
 		set.Nodes = append(set.Nodes, node)
@@ -455,4 +457,11 @@ func nodeNames(nodes []Node) string {
 		names[i] = n.Name
 	}
 	return strings.Join(names, ", ")
+}
+
+func orEmpty[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
 }
