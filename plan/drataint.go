@@ -37,9 +37,12 @@ type DeviceTaintRule struct {
 }
 
 // taintUnhealthy makes a DeviceTaintRule for each DRA device of every GPU
-// that the usage facts say reported a critical XID. A GPU that DRA does
-// not offer gets a warning instead (the device plugin marks its GPUs
-// unhealthy itself).
+// that the usage facts say reported a critical XID. A GPU of a node that
+// offers none through DRA gets nothing: the device plugin marks its GPUs
+// unhealthy itself, and the plan has nothing to do. A GPU of a node that
+// offers some through DRA but none of that UUID, or of a node the
+// snapshot lacks, gets a warning instead, for there it is not clear who
+// takes the GPU out of service.
 func (pl *Plan) taintUnhealthy(s *cluster.Snapshot, u *usage.Facts) {
 	if u == nil {
 		return
@@ -47,10 +50,15 @@ func (pl *Plan) taintUnhealthy(s *cluster.Snapshot, u *usage.Facts) {
 	for _, bad := range u.Unhealthy {
 		n, ok := s.Node(bad.Node)
 		var g *cluster.GPU
+		offersDRA := false
 		for i := range n.GPUs {
+			offersDRA = offersDRA || n.GPUs[i].DRA != nil
 			if ok && n.GPUs[i].DRA != nil && n.GPUs[i].UUID == bad.UUID {
 				g = &n.GPUs[i]
 			}
+		}
+		if ok && !offersDRA {
+			continue
 		}
 		if g == nil {
 			pl.Warnings = append(pl.Warnings, fmt.Sprintf("GPU %s of node %s reported XID %d, but no GPU that DRA offers there has that UUID (the NVIDIA device plugin marks its own GPUs unhealthy itself); no DeviceTaintRule is written for it", bad.UUID, bad.Node, bad.XID))

@@ -15,8 +15,9 @@ import (
 // gets a DeviceTaintRule (the whole GPU's device, or every MIG device of a
 // MIG GPU) selecting it by driver, pool and device, with its XID (package
 // planout's TestDeviceTaintRuleManifests checks the objects rendered from
-// them); a GPU that DRA does not offer (the device plugin's, or one the
-// snapshot lacks) gets a warning, no rule.
+// them); a GPU of the device plugin gets neither a rule nor a warning (the
+// plugin marks it unhealthy itself), and one that the snapshot lacks gets
+// a warning, no rule.
 func TestTaintUnhealthy(t *testing.T) {
 	s := fixture.DRATaintSnapshot(t)
 	u := &usage.Facts{Window: 24 * 3600e9, Pods: map[string]usage.PodFacts{}, Unhealthy: []usage.UnhealthyGPU{
@@ -42,7 +43,12 @@ func TestTaintUnhealthy(t *testing.T) {
 	if diff := cmp.Diff(wantRules, pl.TaintRules); diff != "" {
 		t.Errorf("taint rules (-want +got):\n%s", diff)
 	}
-	for _, w := range []string{"GPU GPU-p-0 of node plugin reported XID 79, but no GPU that DRA offers there has that UUID", "GPU GPU-gone of node dra-a reported XID 94, but no GPU that DRA offers there has that UUID"} {
+	for _, got := range pl.Warnings {
+		if strings.Contains(got, "GPU-p-0") {
+			t.Errorf("a warning about the device plugin's GPU GPU-p-0, which the plugin marks unhealthy itself: %q", got)
+		}
+	}
+	for _, w := range []string{"GPU GPU-gone of node dra-a reported XID 94, but no GPU that DRA offers there has that UUID"} {
 		found := false
 		for _, got := range pl.Warnings {
 			found = found || strings.Contains(got, w)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/render/planout"
@@ -37,6 +38,17 @@ func DemoReport(ctx context.Context) (*usage.Report, error) {
 // and files of `gpupack plan`, and the curve of `gpupack simulate`. It is
 // as of the week's end, so that the page is the same at every run.
 func DemoView(ctx context.Context) (*View, error) {
+	v, err := DemoViewWithoutCurve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return WithDemoCurve(ctx, v)
+}
+
+// DemoViewWithoutCurve is DemoView without the simulator's curve, which
+// takes most of DemoView's time (seconds where the rest takes about one):
+// its Computing names ComputingCurve, for WithDemoCurve to fill in.
+func DemoViewWithoutCurve(ctx context.Context) (*View, error) {
 	r, err := DemoReport(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
@@ -62,16 +74,13 @@ func DemoView(ctx context.Context) (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plan files: %w", err)
 	}
-	results, offline, err := Simulate(ctx, DefaultSimulation(), io.Discard, nil)
-	if err != nil {
-		return nil, fmt.Errorf("simulate: %w", err)
-	}
 	v := &View{
 		Source: "demo (embedded)", AsOf: r.End, Start: r.Start, End: r.End,
 		Report: r, Hours: hours, Nodes: diag.Nodes, GPUs: diag.GPUs, Plan: p, QueueWait: r.QueueWait,
-		Health:   planout.HealthOf(r.Health, p),
-		Warnings: append(append([]string(nil), diag.Warnings...), p.Warnings...),
-		Pending:  PendingPods(diag.Findings, created, nil, r.End),
+		Health:    planout.HealthOf(r.Health, p),
+		Warnings:  append(append([]string(nil), diag.Warnings...), p.Warnings...),
+		Pending:   PendingPods(diag.Findings, created, nil, r.End),
+		Computing: []string{ComputingCurve},
 	}
 	if w := bytes.TrimSpace(warnings.Bytes()); len(w) > 0 {
 		v.Warnings = append(v.Warnings, string(w))
@@ -79,11 +88,28 @@ func DemoView(ctx context.Context) (*View, error) {
 	for _, f := range files {
 		v.PlanFiles = append(v.PlanFiles, PlanFile{Name: f.Name, Data: f.Data})
 	}
-	for _, res := range results {
-		v.Curve = append(v.Curve, CurveRun{Result: res, Points: res.Curve})
-	}
-	v.Offline = &offline
 	return v, nil
+}
+
+// WithDemoCurve returns a copy of v with the curve of `gpupack simulate`
+// (its default simulation) and the offline packing of the same arrivals,
+// and ComputingCurve gone from its Computing; v itself is not changed.
+func WithDemoCurve(ctx context.Context, v *View) (*View, error) {
+	results, offline, err := Simulate(ctx, DefaultSimulation(), io.Discard, nil)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	out := *v
+	out.Curve = make([]CurveRun, 0, len(results))
+	for _, res := range results {
+		out.Curve = append(out.Curve, CurveRun{Result: res, Points: res.Curve})
+	}
+	out.Offline = &offline
+	out.Computing = slices.DeleteFunc(slices.Clone(v.Computing), func(s string) bool { return s == ComputingCurve })
+	if len(out.Computing) == 0 {
+		out.Computing = nil
+	}
+	return &out, nil
 }
 
 // demoHours is the demo week hour by hour, at the step and default prices

@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/gpupack/gpupack/diagnose"
@@ -57,7 +58,19 @@ type View struct {
 	Offline *sim.OfflinePacking `json:"offline,omitempty"`
 	// Warnings are what the sources said was inconsistent.
 	Warnings []string `json:"warnings,omitempty"`
+	// Computing names the parts of the view still being computed
+	// (ComputingCurve), which a later view of the same provider fills in;
+	// empty when the view is whole.
+	Computing []string `json:"computing,omitempty"`
 }
+
+// ComputingCurve in View.Computing says that the simulator's curve
+// (Curve, Offline) is still being computed.
+const ComputingCurve = "curve"
+
+// IsComputing says whether part (ComputingCurve) of v is still being
+// computed.
+func (v *View) IsComputing(part string) bool { return slices.Contains(v.Computing, part) }
 
 // Hour is the whole fleet over one hour. Capacity is the GPU time the
 // devices offered, Allocated what pods held, Active what they used;

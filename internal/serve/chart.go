@@ -130,5 +130,12 @@ func (c *chart) addBars(name, class string, pts []xy, x, y axis, slot float64) {
 
 func coord(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
-// percent formats a ratio 0..1 as a percentage.
-func percent(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
+// percent formats a ratio 0..1 as a percentage to a tenth of a point.
+func percent(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
+
+// percentTick formats a ratio 0..1 as a percentage with as many decimals
+// as a tick step of step needs (none for whole points).
+func percentTick(v, step float64) string {
+	decimals := max(0, int(math.Ceil(-math.Log10(100*step)-1e-9)))
+	return strconv.FormatFloat(100*v, 'f', decimals, 64) + "%"
+}

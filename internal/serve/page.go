@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,6 +95,14 @@ func newPage() *page {
 		"coord": coord,
 		"sub":   func(a, b float64) float64 { return a - b },
 		"add":   func(a, b float64) float64 { return a + b },
+		// poolCells and moneyLines are the pool table's cells and the
+		// reserve, spot, scale and nodepool lines, as gpupack plan words
+		// them.
+		"poolCells":  planout.PoolCells,
+		"moneyLines": planout.MoneyLines,
+		// computingCurve says that the view's simulator curve is still
+		// being computed.
+		"computingCurve": func(v *app.View) bool { return v.IsComputing(app.ComputingCurve) },
 	}
 	// healthRead tells a view that read GPU health and found no XID
 	// (empty) from one that did not read it (nil).
@@ -163,16 +172,7 @@ func hourCharts(hours []app.Hour, currency string) []*chart {
 	x := axis{lo: -0.5, hi: n - 0.5, from: gpuH.Left, to: gpuH.Right}
 	y := gpuH.yAxis(top, func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) })
 	cy := cost.yAxis(costTop, func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) })
-	every := max(1, len(hours)/8)
-	for i, h := range hours {
-		if i%every == 0 {
-			label := h.Start.UTC().Format("15:04")
-			if h.Start.UTC().Hour() == 0 || i == 0 {
-				label = h.Start.UTC().Format("Jan 2 15:04")
-			}
-			gpuH.XTicks = append(gpuH.XTicks, tick{Pos: x.at(float64(i)), Label: label})
-		}
-	}
+	gpuH.XTicks = hourTicks(hours, x)
 	cost.XTicks = gpuH.XTicks
 	line := func(name string, get func(app.Hour) usage.Amount) []xy {
 		pts := make([]xy, len(hours))
@@ -193,6 +193,47 @@ func hourCharts(hours []app.Hour, currency string) []*chart {
 	}
 	cost.addBars("idle cost", "s-idle", pts, x, cy, slot)
 	return []*chart{gpuH, cost}
+}
+
+// tickHours are the spacings, in hours, that hourTicks chooses from.
+var tickHours = []int{1, 2, 3, 6, 12, 24, 48, 96, 168, 336, 672}
+
+// hourTicks marks the boundaries of the hours (x: hour i at i) at the
+// smallest spacing of tickHours that gives at most eight marks: midnights
+// labelled with the date ("Mon Jan 5") from a spacing of a day, whole
+// hours ("06:00", the date added at midnight and on the first mark) below
+// it, so that the ticks read forward in time and say which day is which.
+func hourTicks(hours []app.Hour, x axis) []tick {
+	step := tickHours[len(tickHours)-1]
+	for _, s := range tickHours {
+		if len(hours)/s <= 8 {
+			step = s
+			break
+		}
+	}
+	var out []tick
+	for i, h := range hours {
+		t := h.Start.UTC()
+		if t.Minute() != 0 || t.Second() != 0 {
+			continue
+		}
+		var label string
+		switch {
+		case step >= 24:
+			if t.Hour() != 0 || (t.Unix()/86400)%int64(step/24) != 0 {
+				continue
+			}
+			label = t.Format("Mon Jan 2")
+		case t.Hour()%step != 0:
+			continue
+		case t.Hour() == 0 || len(out) == 0:
+			label = t.Format("Jan 2 15:04")
+		default:
+			label = t.Format("15:04")
+		}
+		out = append(out, tick{Pos: x.at(float64(i) - 0.5), Label: label})
+	}
+	return out
 }
 
 // startupChart draws each workload's start-up as stacked horizontal bars,
@@ -250,34 +291,49 @@ func startupChart(r *usage.Report) *chart {
 
 // curveChart draws the simulator's allocation against arrived demand, one
 // line per policy, and where the view has them the offline packing and the
-// share bound at capacity as levels.
+// share bound at capacity as levels. Below the band where they end the
+// policies allocate all that arrives and their lines coincide, so the chart
+// shows only the band (zoom): from the lowest level that any of them ends
+// at, less a margin, to the highest, and from the demand at which every
+// policy has reached that low (their allocation never falls as demand
+// grows) to the last.
 func curveChart(runs []app.CurveRun, offline *sim.OfflinePacking) *chart {
 	if len(runs) == 0 {
 		return nil
 	}
-	c := newChart("chart-curve", "Simulator: GPU allocation against arrived GPU demand", "arrived GPU demand (share of capacity)", "GPU allocated (share of capacity)")
-	maxX := 1.0
-	for _, r := range runs {
-		for _, p := range r.Points {
-			maxX = max(maxX, p.ArrivedRatio)
+	c := newChart("chart-curve", "Simulator: GPU allocation against arrived GPU demand, zoomed to where the policies differ", "arrived GPU demand (share of capacity)", "GPU allocated (share of capacity)")
+	var levels []float64
+	if offline != nil {
+		levels = append(levels, offline.GPUAllocRatio)
+		if b := offline.ShareBoundAtCapacity; b != nil {
+			levels = append(levels, *b)
 		}
 	}
-	x := axis{lo: 0, hi: maxX, from: c.Left, to: c.Right}
-	y := c.yAxis(1, percent)
-	for v := 0.0; v <= maxX+1e-9; v += 0.2 {
-		c.XTicks = append(c.XTicks, tick{Pos: x.at(v), Label: percent(v)})
+	band := curveBand(runs, levels)
+	x := axis{lo: band.xLo, hi: band.xHi, from: c.Left, to: c.Right}
+	y := axis{lo: band.yLo, hi: band.yHi, from: c.Bottom, to: c.Top}
+	xs, xStep := niceTicks(band.xLo, band.xHi)
+	for _, v := range xs {
+		c.XTicks = append(c.XTicks, tick{Pos: x.at(v), Label: percentTick(v, xStep)})
+	}
+	ys, yStep := niceTicks(band.yLo, band.yHi)
+	for _, v := range ys {
+		c.YTicks = append(c.YTicks, tick{Pos: y.at(v), Label: percentTick(v, yStep)})
 	}
 	for i, r := range runs {
-		pts := make([]xy, len(r.Points))
-		for k, p := range r.Points {
-			pts[k] = xy{X: p.ArrivedRatio, Y: p.AllocRatio, Known: true,
-				Title: fmt.Sprintf("%s: %s allocated at %s arrived", r.Policy, percent(p.AllocRatio), percent(p.ArrivedRatio))}
+		var pts []xy
+		for _, p := range r.Points {
+			if p.ArrivedRatio < band.xLo {
+				continue
+			}
+			pts = append(pts, xy{X: p.ArrivedRatio, Y: p.AllocRatio, Known: true,
+				Title: fmt.Sprintf("%s: %s allocated at %s arrived", r.Policy, percent(p.AllocRatio), percent(p.ArrivedRatio))})
 		}
 		c.addLine(r.Policy, fmt.Sprintf("s-policy%d", i%6), pts, x, y)
 	}
 	level := func(name, class string, v float64, what string) {
 		title := fmt.Sprintf("%s: %s (%s)", name, percent(v), what)
-		c.addLine(name, class, []xy{{X: 0, Y: v, Known: true, Title: title}, {X: maxX, Y: v, Known: true, Title: title}}, x, y)
+		c.addLine(name, class, []xy{{X: band.xLo, Y: v, Known: true, Title: title}, {X: band.xHi, Y: v, Known: true, Title: title}}, x, y)
 	}
 	if offline != nil {
 		level("offline packing", "s-offline", offline.GPUAllocRatio, "the same arrivals packed with hindsight by a search; a policy may beat it")
@@ -286,6 +342,75 @@ func curveChart(runs []app.CurveRun, offline *sim.OfflinePacking) *chart {
 		}
 	}
 	return c
+}
+
+// band is the part of a chart's data space that it shows.
+type band struct{ xLo, xHi, yLo, yHi float64 }
+
+// curveBand is the band curveChart shows: y from the lowest end of the
+// runs and levels to the highest, widened by a quarter of that span (at
+// least a point) on each side and rounded out to niceTicks' step, and x
+// from the first arrived demand at which every run has reached the
+// band's low to the largest arrived demand.
+func curveBand(runs []app.CurveRun, levels []float64) band {
+	lo, hi, xHi := math.Inf(1), math.Inf(-1), 0.0
+	for _, r := range runs {
+		if n := len(r.Points); n > 0 {
+			lo, hi = min(lo, r.Points[n-1].AllocRatio), max(hi, r.Points[n-1].AllocRatio)
+		}
+		for _, p := range r.Points {
+			hi, xHi = max(hi, p.AllocRatio), max(xHi, p.ArrivedRatio)
+		}
+	}
+	for _, l := range levels {
+		lo, hi = min(lo, l), max(hi, l)
+	}
+	if math.IsInf(lo, 0) {
+		return band{xLo: 0, xHi: max(xHi, 1), yLo: 0, yHi: 1}
+	}
+	pad := max((hi-lo)/4, 0.01)
+	step := tickStep(hi - lo + 2*pad)
+	b := band{yLo: max(0, math.Floor((lo-pad)/step)*step), yHi: math.Ceil((hi+pad)/step) * step, xHi: xHi}
+	for _, r := range runs {
+		reached := xHi
+		for _, p := range r.Points {
+			if p.AllocRatio >= b.yLo {
+				reached = p.ArrivedRatio
+				break
+			}
+		}
+		b.xLo = max(b.xLo, reached)
+	}
+	if b.xLo >= b.xHi {
+		b.xLo = 0
+	}
+	return b
+}
+
+// tickStep is the step of 1, 2 or 5 times a power of ten that cuts span
+// into at most six parts.
+func tickStep(span float64) float64 {
+	if span <= 0 || math.IsNaN(span) || math.IsInf(span, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(span/6)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if span/(m*p) <= 6+1e-9 {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// niceTicks are the multiples of step = tickStep(hi-lo) from lo to hi,
+// and step.
+func niceTicks(lo, hi float64) ([]float64, float64) {
+	step := tickStep(hi - lo)
+	var out []float64
+	for k := math.Ceil(lo/step - 1e-9); k*step <= hi+1e-9; k++ {
+		out = append(out, k*step+0) // +0 makes -0 (k = -0) a plain 0
+	}
+	return out, step
 }
 
 func amountHours(a usage.Amount) string {

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/gpupack/gpupack/change"
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/clio/applyflag"
@@ -168,17 +167,9 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stderr, "serve: building the demo view (report, diagnose, plan, its change set and a simulator run)...")
-	v, err := app.DemoView(ctx)
-	if err != nil {
-		return fmt.Errorf("serve --demo: %w", err)
-	}
-	set, _, _, err := app.BuildChangeSet(ctx, app.ChangeSetRequest{Plan: app.PlanRequest{Options: plan.DefaultOptions()}, Change: change.DefaultOptions()}, io.Discard)
-	if err != nil {
-		return fmt.Errorf("serve --demo: %w", err)
-	}
-	demoChanges := &app.ChangeStatus{Set: set, Built: v.AsOf}
-	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: fixed{v}, Guard: guard, Changes: func() *app.ChangeStatus { return demoChanges }}, stderr)
+	fmt.Fprintln(stderr, "serve: building the demo view (report, diagnose, plan, its change set, then a simulator run) while serving")
+	d := newDemoProvider(ctx)
+	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: d, Guard: guard, Changes: d.Changes, Metrics: demoMetrics(d)}, stderr)
 }
 
 // checkAuth refuses an --auth that cannot work.

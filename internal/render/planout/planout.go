@@ -20,6 +20,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -110,13 +111,7 @@ func WriteTable(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tMODEL\tNODES\tGPUS\tMIG GPUS (BOUND, FFD)\tTIME-SLICED GPUS x REPLICAS\tMPS GPUS x CLIENTS\tWHOLE GPUS")
 	for _, pp := range p.Pools {
-		if !pp.Changed {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\tunchanged\t\t\t%d\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, pp.WholeGPUs)
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, migText(pp),
-			sharedText(pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.TimeSlicingNodes, pp.TimeSlicingGPUsNeeded),
-			sharedText(pp.MPSGPUs, pp.MPSClients, pp.MPSNodes, pp.MPSGPUsNeeded), pp.WholeGPUs)
+		fmt.Fprintln(tw, strings.Join(PoolCells(pp), "\t"))
 	}
 	tw.Flush()
 	if note := sharedNote(p); note != "" {
@@ -214,6 +209,20 @@ func risksText(rs []plan.Risk) string {
 	return strings.Join(out, ", ")
 }
 
+// PoolCells are a pool's cells in the plan's pool table: name, model,
+// nodes, GPUs, MIG GPUs (bound, first-fit-decreasing), time-sliced GPUs
+// x replicas, MPS GPUs x clients, whole GPUs; an unchanged pool says so
+// in the MIG cell and leaves the two after it empty.
+func PoolCells(pp plan.PoolPlan) []string {
+	head := []string{pp.Name, pp.Model, strconv.Itoa(pp.Nodes), strconv.Itoa(pp.GPUs)}
+	if !pp.Changed {
+		return append(head, "unchanged", "", "", strconv.Itoa(pp.WholeGPUs))
+	}
+	return append(head, migText(pp),
+		sharedText(pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.TimeSlicingNodes, pp.TimeSlicingGPUsNeeded),
+		sharedText(pp.MPSGPUs, pp.MPSClients, pp.MPSNodes, pp.MPSGPUsNeeded), strconv.Itoa(pp.WholeGPUs))
+}
+
 // sharedText is a pool's time-sliced or MPS GPUs: every GPU of the nodes
 // the config labels, and how many of them the workloads were sized into.
 func sharedText(gpus, replicas, nodes, needed int) string {
@@ -267,6 +276,16 @@ func proofLines(p *plan.Plan) []string {
 		risks = append(risks, fmt.Sprintf("%s %d", r, pr.Risks[r]))
 	}
 	out = append(out, "  risks (workloads): "+listOrNone(risks))
+	return append(out, MoneyLines(p)...)
+}
+
+// MoneyLines words the reservations, the spot candidates, the
+// ScaledObjects and the NodePools, each with its money where it has one:
+// the lines "reserve: ", "spot: ", "scale: " and "nodepool: " of the
+// plan's table.
+func MoneyLines(p *plan.Plan) []string {
+	var out []string
+	pr := p.Proof
 	for _, r := range p.Reservations {
 		out = append(out, reserveLine(r, pr.Currency))
 	}
@@ -382,13 +401,7 @@ func writeMarkdown(w io.Writer, p *plan.Plan, s *cluster.Snapshot) {
 	fmt.Fprintln(w, "\n## Pools\n\n| pool | model | nodes | GPUs | MIG GPUs (lower bound, first-fit-decreasing) | time-sliced GPUs x replicas | MPS GPUs x clients | whole GPUs |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, pp := range p.Pools {
-		if !pp.Changed {
-			fmt.Fprintf(w, "| %s | %s | %d | %d | unchanged | | | %d |\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, pp.WholeGPUs)
-			continue
-		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %d |\n", pp.Name, pp.Model, pp.Nodes, pp.GPUs, migText(pp),
-			sharedText(pp.TimeSlicingGPUs, pp.TimeSlicingReplicas, pp.TimeSlicingNodes, pp.TimeSlicingGPUsNeeded),
-			sharedText(pp.MPSGPUs, pp.MPSClients, pp.MPSNodes, pp.MPSGPUsNeeded), pp.WholeGPUs)
+		fmt.Fprintf(w, "| %s |\n", strings.Join(PoolCells(pp), " | "))
 	}
 	if note := sharedNote(p); note != "" {
 		fmt.Fprintf(w, "\n%s.\n", strings.ToUpper(note[:1])+note[1:])

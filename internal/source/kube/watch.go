@@ -86,9 +86,11 @@ type draListers struct {
 	rules resourcelisters.DeviceTaintRuleLister
 }
 
-// NewWatcher prepares the informers; Start runs them.
+// NewWatcher prepares the informers; Start runs them. Its informers
+// keep their objects lean (leanObject), for a cluster's
+// pods are most of what serve holds in memory.
 func NewWatcher(client kubernetes.Interface, c *gpu.Catalogue) *Watcher {
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(leanObject))
 	return &Watcher{
 		client:    client,
 		catalogue: c,
