@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/gpupack/gpupack/cluster"
 )
 
 // Verify checks that a node's allocatable shows exactly the device-plugin
@@ -19,7 +21,7 @@ func Verify(want, got map[string]int64) error {
 		}
 	}
 	for _, r := range slices.Sorted(maps.Keys(got)) {
-		if _, promised := want[r]; !promised && IsGPUResource(r) && got[r] != 0 {
+		if _, promised := want[r]; !promised && cluster.GPUResource(r) && got[r] != 0 {
 			diffs = append(diffs, fmt.Sprintf("%s %d, want none", r, got[r]))
 		}
 	}
@@ -27,10 +29,4 @@ func Verify(want, got map[string]int64) error {
 		return fmt.Errorf("allocatable shows %s", strings.Join(diffs, ", "))
 	}
 	return nil
-}
-
-// IsGPUResource says whether a resource name is one of the device
-// plugin's GPU resources.
-func IsGPUResource(name string) bool {
-	return name == ResourceGPU || name == ResourceGPUShared || strings.HasPrefix(name, resourceMIGPrefix)
 }

@@ -231,7 +231,7 @@ func excessNow(offered map[string]int64, pods []change.PodNow, stopped map[clust
 func gpuResources(alloc map[string]int64) map[string]int64 {
 	out := map[string]int64{}
 	for r, n := range alloc {
-		if change.IsGPUResource(r) {
+		if cluster.GPUResource(r) {
 			out[r] = n
 		}
 	}

@@ -119,6 +119,17 @@ type podCounter struct {
 	last time.Time
 }
 
+// add adds o's seconds and cost into p.
+func (p *podCounter) add(o *podCounter) {
+	p.allocated += o.allocated
+	p.active += o.active
+	p.idle += o.idle
+	p.cost += o.cost
+	p.activityKnown = p.activityKnown || o.activityKnown
+	p.costKnown = p.costKnown || o.costKnown
+	p.last = later(p.last, o.last)
+}
+
 type nodeCounter struct {
 	unallocated, unsampled float64
 	last                   time.Time
@@ -159,13 +170,7 @@ func (c *counters) add(o counters) {
 			p = &podCounter{}
 			c.pods[k] = p
 		}
-		p.allocated += v.allocated
-		p.active += v.active
-		p.idle += v.idle
-		p.cost += v.cost
-		p.activityKnown = p.activityKnown || v.activityKnown
-		p.costKnown = p.costKnown || v.costKnown
-		p.last = later(p.last, v.last)
+		p.add(v)
 	}
 	for k, v := range o.nodes {
 		n := c.nodes[k]

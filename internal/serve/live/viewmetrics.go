@@ -35,22 +35,11 @@ func (c viewCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(asOfDesc, prometheus.GaugeValue, float64(v.AsOf.Unix()))
 	if r := v.Report; r != nil {
 		cs := fromReport(r)
-		cs.groups = map[groupKey]*podCounter{}
-		workloads := workloadsOf(r)
-		for k, p := range cs.pods {
-			g := groupKey{Namespace: k.Namespace, Workload: cmp.Or(workloads[k], noWorkload)}
-			sum := cs.groups[g]
-			if sum == nil {
-				sum = &podCounter{}
-				cs.groups[g] = sum
-			}
-			sum.allocated += p.allocated
-			sum.active += p.active
-			sum.idle += p.idle
-			sum.cost += p.cost
-			sum.activityKnown = sum.activityKnown || p.activityKnown
-			sum.costKnown = sum.costKnown || p.costKnown
-		}
+		// The view's pods grouped as the live store groups them, grown
+		// from nothing.
+		grouped := &store{groups: map[groupKey]*podCounter{}}
+		grouped.served(cs, nil, workloadsOf(r))
+		cs.groups = grouped.groups
 		collector{&Engine{}}.collectPods(ch, cs)
 		for _, n := range slices.Sorted(maps.Keys(cs.nodes)) {
 			ch <- prometheus.MustNewConstMetric(unallocatedDesc, prometheus.CounterValue, cs.nodes[n].unallocated, n)
