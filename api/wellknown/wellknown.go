@@ -117,3 +117,28 @@ func ParseDevices(s string) ([]cluster.Device, error) {
 	}
 	return out, nil
 }
+
+// What `gpupack reclaim` reads and writes on workloads, pods and
+// namespaces.
+const (
+	// LabelReclaim on a namespace with value ReclaimEnabled opts it in to
+	// reclaim; on a namespace, owner or pod with value ReclaimNever it
+	// exempts them.
+	LabelReclaim   = "gpupack.io/reclaim"
+	ReclaimEnabled = "enabled"
+	ReclaimNever   = "never"
+	// LabelWorkloadClass sets a workload's reclaim class (notebook,
+	// inference or training) where its kind would say otherwise.
+	LabelWorkloadClass = "gpupack.io/workload-class"
+	// AnnotationReclaimNotice is the notice reclaim gives an owner before
+	// acting (ReclaimNotice as JSON): the candidate's ID, its evidence and
+	// the deadline after which it may act.
+	AnnotationReclaimNotice = "gpupack.io/reclaim-notice"
+	// AnnotationReclaimSnooze, set by the owner's team to an RFC 3339
+	// time, keeps reclaim away until then.
+	AnnotationReclaimSnooze = "gpupack.io/reclaim-snooze-until"
+	// AnnotationReclaimed is the ledger record of the reclaim that paused
+	// the owner (as JSON), so that restore finds what to put back even
+	// without the ledger; restore removes it.
+	AnnotationReclaimed = "gpupack.io/reclaimed"
+)
