@@ -172,6 +172,9 @@ func (p *Policy) complete() error {
 	case p.MaxPerRun < 1 || p.MaxPerNS < 1:
 		return fmt.Errorf("maxPerRun %d, maxPerNamespace %d: want at least 1 each", p.MaxPerRun, p.MaxPerNS)
 	}
+	if p.Classes == nil {
+		p.Classes = map[Class]*ClassPolicy{}
+	}
 	for c, cp := range p.Classes {
 		if !slices.Contains(Classes, c) {
 			return fmt.Errorf("classes.%s: not a class (want %s)", c, classNames())
