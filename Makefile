@@ -79,6 +79,7 @@ fuzz:
 	$(GO) test ./gpu -run XXX -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/gpusim -run XXX -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/source/promql -run XXX -fuzz '^FuzzParseSelector$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./reclaim -run XXX -fuzz '^FuzzParsePolicy$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/source/kube -run XXX -fuzz '^FuzzParsePulled$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/source/promql -run XXX -fuzz '^FuzzDecodeMatrix$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/source/promql -run XXX -fuzz '^FuzzDecodeVector$$' -fuzztime $(FUZZTIME)
