@@ -127,6 +127,10 @@ type Evidence struct {
 	// App is the application metric's mean per pod, all zero; empty when
 	// none was given.
 	App []string `json:"app,omitempty"`
+	// LoadP95Seconds is the workload's p95 load time (containers started
+	// to app ready) in the window, which a restore of a KEDA-paused
+	// workload keeps as its initialCooldownPeriod; nil when none started.
+	LoadP95Seconds *float64 `json:"loadP95Seconds,omitempty"`
 }
 
 // Skip is an owner left alone, and why.
@@ -341,7 +345,7 @@ func idleFor(in Input, p *Policy, cp *ClassPolicy, u *usage.PodUsage) (Evidence,
 		return ev, SkipShort, fmt.Sprintf("held its GPU for %dh of the window, less than the %s idle window", last-u.FirstHour+1, cp.IdleFor.D())
 	}
 	var sum float64
-	for h := last - k + 1; h <= last; h++ {
+	for h := last; h > last-k; h-- {
 		a := u.HourlyActivity[h-u.FirstHour]
 		if a >= p.ActivityFloor {
 			return ev, SkipActive, fmt.Sprintf("%.1f%% active in the hour from %s, at or over the %.1f%% floor", 100*a, r.Start.Add(time.Duration(h)*time.Hour).UTC().Format(time.RFC3339), 100*p.ActivityFloor)

@@ -76,6 +76,9 @@ func DetectReclaim(ctx context.Context, req ReclaimRequest, stderr io.Writer) (*
 		return nil, err
 	}
 	set := reclaim.Detect(*in, pol)
+	for i := range set.Candidates {
+		set.Candidates[i].Evidence.LoadP95Seconds = LoadP95(in.Report, set.Candidates[i].Pods)
+	}
 	for _, w := range set.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
@@ -312,7 +315,7 @@ func notify(ctx context.Context, d *Detection, a reclaim.Actuator, o ReclaimOpti
 // Summary is a candidate's evidence in one line.
 func Summary(c reclaim.Candidate) string {
 	ev := c.Evidence
-	s := fmt.Sprintf("%s %s holds %.2f GPUs idle: under %.1f%% mean activity for %s, %.1f idle GPU-hours",
+	s := fmt.Sprintf("%s %s holds %.2f GPUs idle: %.1f%% mean GPU activity over the last %s, every hour under the floor; %.1f idle GPU-hours",
 		c.Class, c.Owner, gpusOf(c), 100*ev.MeanActivity, ev.IdleFor.D(), ev.IdleGPUHours)
 	if ev.LastActive != nil {
 		s += ", last active " + ev.LastActive.UTC().Format(time.RFC3339)

@@ -9,7 +9,9 @@ import (
 	"github.com/gpupack/gpupack/internal/cli/diagnose"
 	"github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/cli/plan"
+	"github.com/gpupack/gpupack/internal/cli/reclaim"
 	"github.com/gpupack/gpupack/internal/cli/report"
+	"github.com/gpupack/gpupack/internal/cli/restore"
 	"github.com/gpupack/gpupack/internal/cli/rules"
 	"github.com/gpupack/gpupack/internal/cli/serve"
 	"github.com/gpupack/gpupack/internal/cli/simulate"
@@ -27,6 +29,8 @@ func verbs(ctx context.Context) []*cobra.Command {
 		diagnose.NewCommand(ctx),
 		plan.NewCommand(ctx),
 		apply.NewCommand(ctx),
+		reclaim.NewCommand(ctx),
+		restore.NewCommand(ctx),
 		serve.NewCommand(ctx),
 		rules.NewCommand(),
 		snapshot.NewCommand(ctx),

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/gpupack/gpupack/internal/app"
@@ -159,7 +158,7 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		}
 		pricing = app.PricedNodes(pricing, live.Snapshot)
 	}
-	apps, err := appMetrics(opts.app)
+	apps, err := sourceflag.AppMetrics(opts.app)
 	if err != nil {
 		return err
 	}
@@ -203,22 +202,6 @@ func run(ctx context.Context, opts *options, out io.Writer) error {
 		return fmt.Errorf("queue wait: %w", err)
 	}
 	return write(out, r, opts.format, source, opts.top)
-}
-
-// appMetrics reads --app-metric's NAME=PROMQL values.
-func appMetrics(values []string) (map[string]string, error) {
-	apps := map[string]string{}
-	for _, a := range values {
-		name, query, ok := strings.Cut(a, "=")
-		if !ok || name == "" || query == "" {
-			return nil, fmt.Errorf("--app-metric %q: want NAME=PROMQL, e.g. tokens='sum by (namespace, pod) (rate(tokens_total[5m]))'", a)
-		}
-		if _, twice := apps[name]; twice {
-			return nil, fmt.Errorf("--app-metric %s is given twice; give each name once", name)
-		}
-		apps[name] = query
-	}
-	return apps, nil
 }
 
 // defaults fills in --window and --step where not given: a day at 30 s
