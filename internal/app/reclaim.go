@@ -121,7 +121,7 @@ func reclaimInput(ctx context.Context, req ReclaimRequest, pol *reclaim.Policy, 
 	if err != nil {
 		return nil, err
 	}
-	in := &reclaim.Input{Now: r.End, Report: r, Pods: world.Pods, Owners: world.Owners, Namespaces: world.Namespaces}
+	in := &reclaim.Input{Now: now, Report: r, Pods: world.Pods, Owners: world.Owners, Namespaces: world.Namespaces}
 	if in.CPUCores, err = measureCPU(ctx, m); err != nil {
 		fmt.Fprintln(stderr, "warning: CPU use unknown, so GPU-idle pods are not told apart from CPU-busy ones:", err)
 	}
