@@ -259,7 +259,11 @@ func Reclaim(ctx context.Context, d *Detection, a reclaim.Actuator, o ReclaimOpt
 			out.Notified = append(out.Notified, c.ID)
 			continue
 		case reclaim.StateNoticed:
-			wait(c, "its notice runs until "+c.Deadline.UTC().Format(time.RFC3339))
+			until := "its deadline"
+			if c.Deadline != nil {
+				until = c.Deadline.UTC().Format(time.RFC3339)
+			}
+			wait(c, "its notice runs until "+until)
 			continue
 		}
 		by, ok := approver(c, o)
