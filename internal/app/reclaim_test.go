@@ -108,8 +108,8 @@ func TestReclaimRun(t *testing.T) {
 			o: ReclaimOptions{Approvals: map[string]string{"e": "bob"}}, outcomes: map[string]string{"e": reclaim.OutcomeReclaimed},
 		},
 		"the re-check refuses one that woke up": {
-			d: detection(candidate("a", "chat", reclaim.ScaleToZero, reclaim.StateDue, false)),
-			o: ReclaimOptions{ApprovedBy: "alice", Recheck: func(context.Context, reclaim.Candidate) error { return errors.New("it woke up") }},
+			d:        detection(candidate("a", "chat", reclaim.ScaleToZero, reclaim.StateDue, false)),
+			o:        ReclaimOptions{ApprovedBy: "alice", Recheck: func(context.Context, reclaim.Candidate) error { return errors.New("it woke up") }},
 			outcomes: map[string]string{"a": reclaim.OutcomeRefused},
 		},
 		"a failed pause is recorded and reported": {
