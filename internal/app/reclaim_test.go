@@ -232,3 +232,19 @@ func TestDemoReclaim(t *testing.T) {
 		t.Errorf("demo candidates (-want +got)\n%s", diff)
 	}
 }
+
+func TestLoadP95(t *testing.T) {
+	r := &usage.Report{
+		Pods: []usage.PodUsage{{Namespace: "ml", Pod: "serve-0", Startup: usage.Startup{Workload: "serve"}}, {Namespace: "ml", Pod: "other-0", Startup: usage.Startup{Workload: "other"}}},
+		Startup: usage.StartupSummary{Workloads: []usage.StartupGroup{
+			{Key: "ml/other", Load: usage.Percentiles{P95: usage.Known(10)}},
+			{Key: "ml/serve", Load: usage.Percentiles{P95: usage.Known(95.2)}},
+		}},
+	}
+	if got := LoadP95(r, []reclaim.PodRef{{Namespace: "ml", Name: "serve-0"}}); got == nil || *got != 95.2 {
+		t.Errorf("p95 load of serve: %v", got)
+	}
+	if got := LoadP95(r, []reclaim.PodRef{{Namespace: "ml", Name: "gone-0"}}); got != nil {
+		t.Errorf("a pod with no start-up in the window has no load time: %v", *got)
+	}
+}
