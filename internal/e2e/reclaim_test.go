@@ -98,11 +98,17 @@ func TestReclaim(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("candidates %v, want %v; skipped %+v", got, want, set.Skipped)
 	}
+	for _, cand := range set.Candidates {
+		if cpu := cand.Evidence.CPUCores; cpu == nil || math.Abs(*cpu-0.05) > 0.01 {
+			t.Errorf("%s: CPU use %v, want cAdvisor's 0.05 cores", cand.Owner, cpu)
+		}
+	}
 	skipped := map[string]string{}
 	for _, s := range set.Skipped {
 		skipped[s.Owner.String()] = s.Reason
 	}
-	for owner, reason := range map[string]string{"Deployment ml/busy": reclaim.SkipActive, "Deployment ml/exempt": reclaim.SkipExempt, "Deployment ml/starting": reclaim.SkipStarting} {
+	for owner, reason := range map[string]string{"Deployment ml/busy": reclaim.SkipActive, "Deployment ml/exempt": reclaim.SkipExempt,
+		"Deployment ml/starting": reclaim.SkipStarting, "Deployment ml/cruncher": reclaim.SkipCPUBusy} {
 		if skipped[owner] != reason {
 			t.Errorf("%s: skipped %q, want %q (all: %v)", owner, skipped[owner], reason, skipped)
 		}
@@ -195,7 +201,7 @@ type reclaimWorld struct {
 
 func makeReclaimWorld(t *testing.T, client kubernetes.Interface, dyn dynamic.Interface) *reclaimWorld {
 	ctx := t.Context()
-	for _, name := range []string{"chat", "busy", "serve", "hpa-app", "exempt", "starting"} {
+	for _, name := range []string{"chat", "busy", "serve", "hpa-app", "exempt", "starting", "cruncher"} {
 		d := reclaimDeployment(name)
 		if name == "exempt" {
 			d.Labels = map[string]string{wellknown.LabelReclaim: wellknown.ReclaimNever}
@@ -246,7 +252,7 @@ func makeReclaimWorld(t *testing.T, client kubernetes.Interface, dyn dynamic.Int
 		t.Fatal(err)
 	}
 	w := &reclaimWorld{busy: map[string]bool{"busy": true}}
-	w.pods = waitRunning(t, client, 10)
+	w.pods = waitRunning(t, client, 11)
 	// One pod has started but is not ready yet (kwok's ready stage does
 	// not run again once the condition exists).
 	for _, p := range w.pods {
@@ -275,7 +281,30 @@ func (w *reclaimWorld) history(t *testing.T, client kubernetes.Interface) *testc
 		t.Fatalf("%v\n%s", err, doc.String())
 	}
 	start := time.Now().Add(-3 * time.Hour).Truncate(time.Minute)
-	return testcluster.FleetHistory(t, sc, start, 30*time.Second, gpusim.Faults{})
+	prom := testcluster.FleetHistory(t, sc, start, 30*time.Second, gpusim.Faults{})
+	// cAdvisor's CPU counter of each pod's container, as the kubelet
+	// exposes it: the cruncher's GPU idles while it works two cores.
+	file := t.TempDir() + "/cadvisor.om"
+	var om strings.Builder
+	om.WriteString("# HELP container_cpu_usage_seconds Cumulative cpu time consumed in seconds.\n# TYPE container_cpu_usage_seconds counter\n")
+	for _, p := range w.pods {
+		cores := 0.05
+		if strings.HasPrefix(p.Name, "cruncher-") {
+			cores = 2
+		}
+		for ts := time.Duration(0); ts < 3*time.Hour; ts += 30 * time.Second {
+			fmt.Fprintf(&om, "container_cpu_usage_seconds_total{container=\"cuda\",id=\"/kubepods/pod%s/cuda\",image=\"nvcr.io/nvidia/cuda:12.9.1-base-ubuntu24.04\",name=\"cuda\",namespace=%q,pod=%q} %g %d\n",
+				p.UID, p.Namespace, p.Name, cores*ts.Seconds(), start.Add(ts).Unix())
+		}
+	}
+	om.WriteString("# EOF\n")
+	if err := os.WriteFile(file, []byte(om.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prom.Stop()
+	testcluster.Backfill(t, prom.DataDir(), file, 0)
+	prom.Restart()
+	return prom
 }
 
 // recreateDev deletes the bare pod and creates it again: same name, new UID.
@@ -291,7 +320,7 @@ func (w *reclaimWorld) recreateDev(t *testing.T, client kubernetes.Interface) {
 	if _, err := client.CoreV1().Pods(reclaimNS).Create(ctx, reclaimPod("dev"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitRunning(t, client, 10)
+	waitRunning(t, client, 11)
 	time.Sleep(2 * time.Second) // past the grace
 }
 
@@ -305,7 +334,7 @@ type ownerState struct {
 
 func (w *reclaimWorld) snapshot(t *testing.T, client kubernetes.Interface, dyn dynamic.Interface) ownerState {
 	s := ownerState{replicas: map[string]int32{}, annotations: map[string]map[string]string{}}
-	for _, name := range []string{"chat", "busy", "serve", "hpa-app", "exempt", "starting"} {
+	for _, name := range []string{"chat", "busy", "serve", "hpa-app", "exempt", "starting", "cruncher"} {
 		d, err := client.AppsV1().Deployments(reclaimNS).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
