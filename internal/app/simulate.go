@@ -25,6 +25,9 @@ type Simulation struct {
 	Policies    []string
 	Seed        uint64
 	Inflation   float64
+	// Bounds asks for the workload's bounds beside the runs (the
+	// place-if-fits cap and the hindsight packing): seconds more.
+	Bounds bool
 	// Progress, when set, returns the progress callback of one policy's
 	// run (nil for none).
 	Progress func(policy string) func(done, total int)
@@ -45,24 +48,25 @@ type Trace struct {
 	Catalogue *gpu.Catalogue
 }
 
-// Simulate runs every policy on the trace, in order, then the offline
-// packing; warnings go to stderr, and each, when set, sees each result
-// (the offline packing last) as soon as it is done.
-func Simulate(ctx context.Context, s Simulation, stderr io.Writer, each func(any) error) ([]sim.Result, sim.OfflinePacking, error) {
+// Simulate runs every policy on the trace, in order, then, when s.Bounds
+// asks, the workload's bounds (nil otherwise); warnings go to stderr, and
+// each, when set, sees each result (the bounds last) as soon as it is
+// done.
+func Simulate(ctx context.Context, s Simulation, stderr io.Writer, each func(any) error) ([]sim.Result, *sim.Bounds, error) {
 	results, t, err := runPolicies(ctx, s, stderr, each)
-	if err != nil {
-		return nil, sim.OfflinePacking{}, err
+	if err != nil || !s.Bounds {
+		return results, nil, err
 	}
-	offline, err := sim.OfflinePack(ctx, t.Nodes, t.Workload, t.Catalogue, sim.Config{Seed: s.Seed, Typical: t.Pods})
+	b, err := sim.WorkloadBounds(ctx, t.Nodes, t.Workload, t.Catalogue, s.Seed)
 	if err != nil {
-		return nil, sim.OfflinePacking{}, err
+		return nil, nil, err
 	}
 	if each != nil {
-		if err := each(offline); err != nil {
-			return nil, sim.OfflinePacking{}, err
+		if err := each(b); err != nil {
+			return nil, nil, err
 		}
 	}
-	return results, offline, nil
+	return results, &b, nil
 }
 
 // CheckPolicies refuses an unknown policy, or one named twice.
