@@ -92,13 +92,14 @@ func pack(ctx context.Context, nodes []*cluster.Node, demands []*placement.Deman
 		return res, err
 	}
 	ties := Ties{} // the node list's own order: nodes of a kind are filled together
+	memo := newScoreMemo(len(states), policy)
 	for k, d := range demands {
 		if k%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return res, fmt.Errorf("the hindsight packing stopped after %d of %d pods: %w", k, len(demands), err)
 			}
 		}
-		n, a := Place(d, states, policy, ties)
+		n, a := place(d, states, policy, ties, memo)
 		if n < 0 {
 			res.GPUPodsFailed++
 			continue

@@ -175,6 +175,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 		return res, err
 	}
 	observer, _ := policy.(placement.Observer)
+	memo := newScoreMemo(len(states), policy)
 
 	t := runTally{res: &res, capacity: capacity, shares: newShareTally(states)}
 	t.record()
@@ -188,7 +189,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 			cfg.Progress(k, len(demands))
 		}
 		idle := t.arrive(d)
-		best, a := Place(d, states, policy, ties)
+		best, a := place(d, states, policy, ties, memo)
 		if best < 0 {
 			t.fail(k, d, states)
 		} else {
@@ -335,14 +336,35 @@ func NodeOrder(n int, seed uint64) []int {
 // the demand over states first, so that the pods placed before it count
 // in its topology spread and pod (anti-)affinity.
 func Place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, ties Ties) (int, placement.Assignment) {
+	return place(d, states, policy, ties, nil)
+}
+
+// place is Place reading and keeping the nodes' answers in memo (nil for
+// none).
+func place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, ties Ties, memo *scoreMemo) (int, placement.Assignment) {
 	d.PreFilter(states, nil)
+	kept := memo.of(d)
 	best, bestGPU, tied := -1, -1, 0
 	bestScore := math.Inf(-1)
 	for i, s := range states {
-		if !placement.Fits(d, s) {
+		var e memoEntry
+		if kept != nil && kept[i].version == memo.version[i] {
+			e = kept[i]
+		} else {
+			e.fits = placement.Fits(d, s)
+			if e.fits {
+				score, g := policy.Score(d, s)
+				e.score, e.gpu = score, int32(g)
+			}
+			if kept != nil {
+				e.version = memo.version[i]
+				kept[i] = e
+			}
+		}
+		if !e.fits {
 			continue
 		}
-		score, g := policy.Score(d, s)
+		score, g := e.score, int(e.gpu)
 		switch {
 		case best < 0 || score > bestScore+1e-9:
 			best, bestGPU, bestScore, tied = i, g, score, 1
@@ -364,6 +386,7 @@ func Place(d *placement.Demand, states []*placement.NodeState, policy placement.
 		a, _ = placement.Fit(d, s)
 	}
 	s.Assign(d, a)
+	memo.changed(best)
 	return best, a
 }
 
