@@ -36,6 +36,9 @@ type options struct {
 	speedup   float64
 	load      float64
 	bounds    bool
+	// churn is the offered load of a steady churn (0: none), measured
+	// over churnHours after churnWarmupHours.
+	churn, churnHours, churnWarmupHours float64
 }
 
 // NewCommand returns the simulate command.
@@ -81,6 +84,13 @@ load is L: the GPU-time pods would hold within the window if none waited,
 over capacity x window. Above 1 pods must queue whatever the policy. Raise
 --replay-speedup to need fewer copies (the window shrinks, run times stay).
 
+With --churn L it measures scheduling under a stable queue instead: listed
+pods drawn at random (with --seed) arrive as a Poisson process at the rate
+that offers L (below 1) of the GPU capacity, each running for its trace run
+time; after --churn-warmup-hours the waits of the pods that arrive in the
+next --churn-hours are measured. It reports the same figures as --replay,
+and the waits p50/p95/p99 by GPU shape.
+
 With no flags it runs gpupack's policy and FGD on the embedded openb trace.
 Files may be CSV paths or embedded names: ` + strings.Join(embeddedNames(), ", ") + `.
 Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
@@ -100,6 +110,9 @@ Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
 	f.Float64Var(&o.inflation, "inflation", def.inflation, "GPU demand as a multiple of the cluster's GPU capacity")
 	f.StringVar(&o.format, "format", "table", "output format: table or json (one object per policy per line)")
 	f.StringVar(&o.out, "out", "", "directory to write the allocation curve to (curve.csv and curve.svg; replay.csv with --replay)")
+	f.Float64Var(&o.churn, "churn", 0, "measure waits under a steady churn at this offered GPU load (a ratio of capacity below 1): Poisson arrivals of listed pods with their trace run times")
+	f.Float64Var(&o.churnHours, "churn-hours", 720, "with --churn, the hours of arrivals measured")
+	f.Float64Var(&o.churnWarmupHours, "churn-warmup-hours", 720, "with --churn, the hours of arrivals before the measurement, which fill the cluster")
 	f.BoolVar(&o.bounds, "bounds", false, "also compute the workload's bounds: the cap on every policy that places each pod that fits, and the hindsight packing")
 	f.BoolVar(&o.replay, "replay", false, "replay the pod list with churn: pods arrive at creation_time, queue when nothing fits and leave after their trace run time")
 	f.Float64Var(&o.speedup, "replay-speedup", 1, "with --replay, divide every creation time by this (arrivals this many times as dense; run times kept)")
@@ -107,6 +120,16 @@ Policies: ` + strings.Join(placement.Policies(), ", ") + `.`,
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		if o.replay && cmd.Flags().Changed("inflation") {
 			return fmt.Errorf("--inflation has no meaning with --replay; use --replay-load to add copies of listed pods until the offered GPU load is that multiple of capacity")
+		}
+		churn := cmd.Flags().Changed("churn")
+		if !churn && (cmd.Flags().Changed("churn-hours") || cmd.Flags().Changed("churn-warmup-hours")) {
+			return fmt.Errorf("--churn-hours and --churn-warmup-hours need --churn")
+		}
+		if churn && !(o.churn > 0 && o.churn < 1) {
+			return fmt.Errorf("--churn %v: want the offered GPU load as a ratio of capacity in (0, 1), where the queue is stable", o.churn)
+		}
+		if churn && (o.replay || o.bounds || cmd.Flags().Changed("inflation")) {
+			return fmt.Errorf("--churn is an experiment of its own: leave out --replay, --bounds and --inflation")
 		}
 		if o.replay && o.bounds {
 			return fmt.Errorf("--bounds has no meaning with --replay: the bounds are of the fill experiment, where pods never leave")
@@ -159,7 +182,7 @@ func run(ctx context.Context, o *options, stdout io.Writer) error {
 		enc := json.NewEncoder(stdout)
 		each = func(r any) error { return enc.Encode(r) }
 	}
-	if o.replay {
+	if o.replay || o.churn != 0 {
 		return o.runReplay(ctx, stdout, each)
 	}
 	results, bounds, err := app.Simulate(ctx, o.simulation(os.Stderr), os.Stderr, each)
