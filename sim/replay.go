@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -54,25 +54,25 @@ const ReplaySamples = 200
 // ReplayResult is what a churn replay measured. Waits are of GPU pods.
 // JSON names are the CLI's output format.
 type ReplayResult struct {
-	Policy          string        `json:"policy"`
-	Seed            uint64        `json:"seed"`
-	Speedup         float64       `json:"speedup"`
-	Nodes           int           `json:"nodes"`
-	GPUs            int           `json:"gpus"`
-	Pods            int           `json:"pods"`
-	PodsPlaced      int           `json:"pods_placed"`
-	PodsUnplaceable int           `json:"pods_unplaceable"` // fit no node even when it is empty; never queued
-	GPUPodsWaited   int           `json:"gpu_pods_waited"`  // GPU pods placed later than they arrived
-	GPUPodsPlaced   int           `json:"gpu_pods_placed"`
-	WindowSeconds   float64       `json:"window_seconds"`   // first arrival to last arrival
-	OfferedLoad     float64       `json:"offered_load"`     // OfferedLoad: GPU-time asked for within the window / capacity x window
-	MakespanSeconds float64       `json:"makespan_seconds"` // first arrival to last departure
-	MeanGPUAlloc    float64       `json:"mean_gpu_alloc_ratio"`
-	PeakGPUAlloc    float64       `json:"peak_gpu_alloc_ratio"`
-	WaitP50Seconds  float64       `json:"wait_p50_seconds"`
-	WaitP95Seconds  float64       `json:"wait_p95_seconds"`
-	WaitP99Seconds  float64       `json:"wait_p99_seconds"`
-	WaitMaxSeconds  float64       `json:"wait_max_seconds"`
+	Policy          string  `json:"policy"`
+	Seed            uint64  `json:"seed"`
+	Speedup         float64 `json:"speedup"`
+	Nodes           int     `json:"nodes"`
+	GPUs            int     `json:"gpus"`
+	Pods            int     `json:"pods"`
+	PodsPlaced      int     `json:"pods_placed"`
+	PodsUnplaceable int     `json:"pods_unplaceable"` // fit no node even when it is empty; never queued
+	GPUPodsWaited   int     `json:"gpu_pods_waited"`  // GPU pods placed later than they arrived
+	GPUPodsPlaced   int     `json:"gpu_pods_placed"`
+	WindowSeconds   float64 `json:"window_seconds"`   // first arrival to last arrival
+	OfferedLoad     float64 `json:"offered_load"`     // OfferedLoad: GPU-time asked for within the window / capacity x window
+	MakespanSeconds float64 `json:"makespan_seconds"` // first arrival to last departure
+	MeanGPUAlloc    float64 `json:"mean_gpu_alloc_ratio"`
+	PeakGPUAlloc    float64 `json:"peak_gpu_alloc_ratio"`
+	WaitP50Seconds  float64 `json:"wait_p50_seconds"`
+	WaitP95Seconds  float64 `json:"wait_p95_seconds"`
+	WaitP99Seconds  float64 `json:"wait_p99_seconds"`
+	WaitMaxSeconds  float64 `json:"wait_max_seconds"`
 	// DemandGPUHours is the GPU-time the measured GPU pods asked for (GPUs
 	// x run time); WaitedDemandGPUHours the part of it asked for by pods
 	// that waited at all, so it is at most DemandGPUHours.
@@ -178,9 +178,9 @@ type replay struct {
 	waitShape            []int
 	demand, waitedDemand float64
 	placed               int
-	unplaceable   int
-	curve         []ReplayPoint
-	nextSample    int
+	unplaceable          int
+	curve                []ReplayPoint
+	nextSample           int
 }
 
 type runningPod struct {
