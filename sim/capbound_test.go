@@ -179,7 +179,7 @@ func TestBoundAboveEveryPlaceIfFitsRun(t *testing.T) {
 // TestBoundOnOpenb: the place-if-fits cap of openb default, seeds 1-5, and
 // gpupack's and fgd's runs under it. The cap covers a run whose first
 // failed free share found no GPU with room; where CPU or memory stopped it
-// (fgd on every seed, gpupack on seed 4) the run is outside the proof, and
+// (fgd on every seed, gpupack on seeds 2 and 3) the run is outside the proof, and
 // the test says so.
 func TestBoundOnOpenb(t *testing.T) {
 	if testing.Short() {
