@@ -79,6 +79,14 @@ func New(name string, o Options) (Policy, error) {
 	return f(o), nil
 }
 
+// Memoizable says a policy's Score depends only on the demand's DemandKey
+// and the node's state, so that a caller may keep a node's answer until
+// the node changes: every policy but random, which draws anew each call.
+func Memoizable(p Policy) bool {
+	_, random := p.(*randomPolicy)
+	return !random
+}
+
 // randomPolicy places on a uniformly random feasible node and GPU.
 type randomPolicy struct{ rng *rand.Rand }
 

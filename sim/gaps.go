@@ -19,7 +19,7 @@ import (
 // On openb, online policies place nearly every 0.81-GPU pod that arrives
 // before the cluster fills (each leaves 190 milli that only the trace's
 // rare pods of 50-160 milli fit), which is what keeps them near 97% when
-// the offline packing, placing those pods last, reaches 98.6%.
+// the hindsight packing, placing those pods last, reaches 98.6%.
 type gapTally struct {
 	// gaps counts the placed large pods' gaps by size; small the
 	// arrived single-GPU shares by size.

@@ -33,7 +33,7 @@ func TestGapFloor(t *testing.T) {
 // allocation is within the bound of its own large pods and within its
 // share bound (sharebound.go: the run is one of the packings it bounds),
 // says how far, and that for gpupack and fgd the share bound is below 97%
-// (README: what 97% would take). One run per policy serves both bounds.
+// (placement-policy.md: what 97% would take). One run per policy serves both bounds.
 func TestBoundsHoldOnOpenb(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full trace runs")
@@ -51,7 +51,7 @@ func TestBoundsHoldOnOpenb(t *testing.T) {
 			float64(u.SliverGPUMilli)/1000, float64(u.OtherGPUMilli)/1000)
 		checkInvariants(t, r)
 		// gpupack, seed 1: 14.8 GPUs stranded by CPU, no idle GPU, 236 in
-		// slivers below the smallest failed share (README).
+		// slivers below the smallest failed share (placement-policy.md).
 		if p == placement.DefaultPolicy && (u.SliverGPUMilli < 10*u.CPUStrandedGPUMilli || u.IdleGPUMilli != 0) {
 			t.Errorf("%s: want slivers to dominate and no idle GPU, got %+v", p, u)
 		}
@@ -70,7 +70,7 @@ func TestBoundsHoldOnOpenb(t *testing.T) {
 			t.Errorf("%s: allocation %.4f above its share bound %.4f (or the bound above 1)", p, r.GPUAllocRatio, b)
 		}
 		if (p == placement.DefaultPolicy || p == "fgd") && b >= 0.97 {
-			t.Errorf("%s: share bound %.4f, want below 0.97 on seed 1 (README)", p, b)
+			t.Errorf("%s: share bound %.4f, want below 0.97 on seed 1 (placement-policy.md)", p, b)
 		}
 	}
 }

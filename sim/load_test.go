@@ -196,7 +196,7 @@ func checkReplay(t *testing.T, what string, nodes []*cluster.Node, r *replay, re
 		sign int
 	}
 	var events []event
-	var refused float64
+	var demand, waited float64
 	lastStart := map[int]float64{} // per shape, in arrival order
 	for _, p := range r.order {
 		d := r.demands[p]
@@ -214,11 +214,17 @@ func checkReplay(t *testing.T, what string, nodes []*cluster.Node, r *replay, re
 			t.Errorf("%s: pod %s starts at %v, before an earlier pod of its shape (%v)", what, d.Pod.Name, start, prev)
 		}
 		lastStart[r.shape[p]] = start
-		refused += float64(gpuMilliOf(d)) / 1000 * (start - r.arrive[p]) / 3600
+		if d.Devices > 0 {
+			asked := float64(gpuMilliOf(d)) / 1000 * r.runFor[p] / 3600
+			demand += asked
+			if start > r.arrive[p] {
+				waited += asked
+			}
+		}
 		events = append(events, event{start, p, 1}, event{start + r.runFor[p], p, -1})
 	}
-	if math.Abs(refused-res.RefusedGPUHours) > 1e-9*max(1, refused) {
-		t.Errorf("%s: refused %v GPU-hours; the pods' waits sum to %v", what, res.RefusedGPUHours, refused)
+	if math.Abs(demand-res.DemandGPUHours) > 1e-9*max(1, demand) || math.Abs(waited-res.WaitedDemandGPUHours) > 1e-9*max(1, waited) || waited > demand {
+		t.Errorf("%s: %v of %v demand GPU-hours waited; the pods say %v of %v", what, res.WaitedDemandGPUHours, res.DemandGPUHours, waited, demand)
 	}
 	if res.PodsPlaced+res.PodsUnplaceable != len(r.demands) || r.queued != 0 {
 		t.Errorf("%s: %d placed + %d unplaceable of %d pods, %d still queued", what, res.PodsPlaced, res.PodsUnplaceable, len(r.demands), r.queued)

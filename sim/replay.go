@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +32,12 @@ type ReplayConfig struct {
 	Typical []*cluster.Pod
 	// Progress, when set, is called now and then with events done and total.
 	Progress func(done, total int)
+	// MeasureFromSeconds, when above the first arrival (in replay time,
+	// after Speedup), starts the measurement there: pods arriving earlier
+	// warm the cluster up and are not counted in the waits, and the mean
+	// allocation and the curve cover the window from it to the last
+	// arrival.
+	MeasureFromSeconds float64
 }
 
 // ReplayPoint is one sample of the allocation over time.
@@ -46,27 +54,46 @@ const ReplaySamples = 200
 // ReplayResult is what a churn replay measured. Waits are of GPU pods.
 // JSON names are the CLI's output format.
 type ReplayResult struct {
-	Policy          string        `json:"policy"`
-	Seed            uint64        `json:"seed"`
-	Speedup         float64       `json:"speedup"`
-	Nodes           int           `json:"nodes"`
-	GPUs            int           `json:"gpus"`
-	Pods            int           `json:"pods"`
-	PodsPlaced      int           `json:"pods_placed"`
-	PodsUnplaceable int           `json:"pods_unplaceable"` // fit no node even when it is empty; never queued
-	GPUPodsWaited   int           `json:"gpu_pods_waited"`  // GPU pods placed later than they arrived
-	GPUPodsPlaced   int           `json:"gpu_pods_placed"`
-	WindowSeconds   float64       `json:"window_seconds"`   // first arrival to last arrival
-	OfferedLoad     float64       `json:"offered_load"`     // OfferedLoad: GPU-time asked for within the window / capacity x window
-	MakespanSeconds float64       `json:"makespan_seconds"` // first arrival to last departure
-	MeanGPUAlloc    float64       `json:"mean_gpu_alloc_ratio"`
-	PeakGPUAlloc    float64       `json:"peak_gpu_alloc_ratio"`
-	WaitP50Seconds  float64       `json:"wait_p50_seconds"`
-	WaitP95Seconds  float64       `json:"wait_p95_seconds"`
-	WaitMaxSeconds  float64       `json:"wait_max_seconds"`
-	RefusedGPUHours float64       `json:"refused_gpu_hours"` // GPUs asked for x hours spent waiting
-	WallSeconds     float64       `json:"wall_seconds"`
-	Curve           []ReplayPoint `json:"-"`
+	Policy          string  `json:"policy"`
+	Seed            uint64  `json:"seed"`
+	Speedup         float64 `json:"speedup"`
+	Nodes           int     `json:"nodes"`
+	GPUs            int     `json:"gpus"`
+	Pods            int     `json:"pods"`
+	PodsPlaced      int     `json:"pods_placed"`
+	PodsUnplaceable int     `json:"pods_unplaceable"` // fit no node even when it is empty; never queued
+	GPUPodsWaited   int     `json:"gpu_pods_waited"`  // GPU pods placed later than they arrived
+	GPUPodsPlaced   int     `json:"gpu_pods_placed"`
+	WindowSeconds   float64 `json:"window_seconds"`   // first arrival to last arrival
+	OfferedLoad     float64 `json:"offered_load"`     // OfferedLoad: GPU-time asked for within the window / capacity x window
+	MakespanSeconds float64 `json:"makespan_seconds"` // first arrival to last departure
+	MeanGPUAlloc    float64 `json:"mean_gpu_alloc_ratio"`
+	PeakGPUAlloc    float64 `json:"peak_gpu_alloc_ratio"`
+	WaitP50Seconds  float64 `json:"wait_p50_seconds"`
+	WaitP95Seconds  float64 `json:"wait_p95_seconds"`
+	WaitP99Seconds  float64 `json:"wait_p99_seconds"`
+	WaitMaxSeconds  float64 `json:"wait_max_seconds"`
+	// DemandGPUHours is the GPU-time the measured GPU pods asked for (GPUs
+	// x run time); WaitedDemandGPUHours the part of it asked for by pods
+	// that waited at all, so it is at most DemandGPUHours.
+	DemandGPUHours       float64 `json:"demand_gpu_hours"`
+	WaitedDemandGPUHours float64 `json:"waited_demand_gpu_hours"`
+	// ByShape are the waits of the measured GPU pods by GPU shape (a
+	// share of one GPU, 1 GPU, 2 GPUs...), in that order.
+	ByShape     []ShapeWaits  `json:"by_shape"`
+	WallSeconds float64       `json:"wall_seconds"`
+	Curve       []ReplayPoint `json:"-"`
+}
+
+// ShapeWaits are the waits of the GPU pods of one shape.
+type ShapeWaits struct {
+	// Shape is "<1" for a share of one GPU, else the GPUs asked for.
+	Shape          string  `json:"shape"`
+	Pods           int     `json:"pods"`
+	Waited         int     `json:"waited"`
+	WaitP50Seconds float64 `json:"wait_p50_seconds"`
+	WaitP95Seconds float64 `json:"wait_p95_seconds"`
+	WaitP99Seconds float64 `json:"wait_p99_seconds"`
 }
 
 // Replay runs the trace with churn. Each pod arrives at its creation time
@@ -117,6 +144,7 @@ type replay struct {
 	running  [][]runningPod // per node
 	policy   placement.Policy
 	observer placement.Observer
+	memo     *scoreMemo
 	ties     Ties
 	gpus     int
 	capacity gpu.Milli
@@ -142,12 +170,17 @@ type replay struct {
 	allocIntegral float64 // milli-GPU seconds within the window
 	peak          gpu.Milli
 	makespan      float64
-	waits         []float64
-	refused       float64 // GPU-seconds
-	placed        int
-	unplaceable   int
-	curve         []ReplayPoint
-	nextSample    int
+	measureFrom   float64
+	// waits and waitShape are each measured GPU pod's wait and shape
+	// (gpuShape); demand and waitedDemand milli-GPU seconds asked for by
+	// the measured GPU pods and by those that waited.
+	waits                []float64
+	waitShape            []int
+	demand, waitedDemand float64
+	placed               int
+	unplaceable          int
+	curve                []ReplayPoint
+	nextSample           int
 }
 
 type runningPod struct {
@@ -212,6 +245,7 @@ func newReplay(nodes []*cluster.Node, pods []*cluster.Pod, lifetimes []cluster.T
 		return nil, err
 	}
 	r.observer, _ = r.policy.(placement.Observer)
+	r.memo = newScoreMemo(len(nodes), r.policy)
 	r.ties = Ties{Rank: NodeOrder(len(nodes), cfg.Seed)}
 	r.running = make([][]runningPod, len(nodes))
 	r.arrive = make([]float64, len(pods))
@@ -242,6 +276,11 @@ func newReplay(nodes []*cluster.Node, pods []*cluster.Pod, lifetimes []cluster.T
 	if r.t1 == r.t0 {
 		return nil, errors.New("every pod arrives at the same time, so there is no time to replay; use the plain simulation for such a trace")
 	}
+	if cfg.MeasureFromSeconds >= r.t1 {
+		return nil, fmt.Errorf("the measurement starts at %.0f s, after the last arrival (%.0f s): start it earlier", cfg.MeasureFromSeconds, r.t1)
+	}
+	r.t0 = max(r.t0, cfg.MeasureFromSeconds)
+	r.measureFrom = r.t0
 	r.last = r.t0
 	return r, nil
 }
@@ -333,11 +372,16 @@ func (r *replay) enqueue(p int) {
 // fits one.
 func (r *replay) place(p int, now float64, candidates []*placement.NodeState) bool {
 	d := r.demands[p]
-	i, a := Place(d, candidates, r.policy, r.ties)
+	var memo *scoreMemo // the memo is by node index: of use over every node only
+	if len(candidates) == len(r.states) {
+		memo = r.memo
+	}
+	i, a := place(d, candidates, r.policy, r.ties, memo)
 	if i < 0 {
 		return false
 	}
 	node := candidates[i].Index
+	r.memo.changed(node)
 	if r.observer != nil {
 		r.observer.Placed(d, r.states[node])
 	}
@@ -348,10 +392,15 @@ func (r *replay) place(p int, now float64, candidates []*placement.NodeState) bo
 	r.placed++
 	r.started[p] = now
 	r.nodeOf[p] = node
-	if d.Devices > 0 {
+	if d.Devices > 0 && r.arrive[p] >= r.measureFrom {
 		wait := now - r.arrive[p]
 		r.waits = append(r.waits, wait)
-		r.refused += float64(m) / float64(gpu.WholeGPU) * wait
+		r.waitShape = append(r.waitShape, gpuShape(d))
+		asked := float64(m) * r.runFor[p]
+		r.demand += asked
+		if wait > 0 {
+			r.waitedDemand += asked
+		}
 	}
 	heap.Push(&r.departures, departure{at: now + r.runFor[p], pod: p, node: node})
 	return true
@@ -372,6 +421,7 @@ func (r *replay) leave(d departure) {
 		fresh.Assign(r.demands[rp.pod], rp.a)
 	}
 	*s = *fresh
+	r.memo.changed(d.node)
 	r.allocated -= gpuMilliOf(r.demands[d.pod])
 
 	r.retry(s, d.at)
@@ -429,23 +479,58 @@ func (r *replay) report(res *ReplayResult) {
 	res.PodsPlaced = r.placed
 	res.PodsUnplaceable = r.unplaceable
 	res.GPUPodsPlaced = len(r.waits)
-	for _, w := range r.waits {
-		if w > 0 {
-			res.GPUPodsWaited++
-		}
-	}
 	res.WindowSeconds = r.t1 - r.t0
 	res.MakespanSeconds = r.makespan - r.t0
 	res.MeanGPUAlloc = r.allocIntegral / res.WindowSeconds / float64(r.capacity)
 	res.PeakGPUAlloc = r.ratio(r.peak)
-	res.RefusedGPUHours = r.refused / 3600
+	res.DemandGPUHours = r.demand / float64(gpu.WholeGPU) / 3600
+	res.WaitedDemandGPUHours = r.waitedDemand / float64(gpu.WholeGPU) / 3600
+	all := waitsOf(r.waits)
+	res.GPUPodsWaited = all.Waited
+	res.WaitP50Seconds, res.WaitP95Seconds, res.WaitP99Seconds = all.WaitP50Seconds, all.WaitP95Seconds, all.WaitP99Seconds
 	if len(r.waits) > 0 {
-		w := slices.Sorted(slices.Values(r.waits))
-		res.WaitP50Seconds = w[nearestRank(len(w), 0.50)]
-		res.WaitP95Seconds = w[nearestRank(len(w), 0.95)]
-		res.WaitMaxSeconds = w[len(w)-1]
+		res.WaitMaxSeconds = slices.Max(r.waits)
+	}
+	byShape := map[int][]float64{}
+	for i, w := range r.waits {
+		byShape[r.waitShape[i]] = append(byShape[r.waitShape[i]], w)
+	}
+	for _, sh := range slices.Sorted(maps.Keys(byShape)) {
+		w := waitsOf(byShape[sh])
+		w.Shape = "<1"
+		if sh > 0 {
+			w.Shape = strconv.Itoa(sh)
+		}
+		res.ByShape = append(res.ByShape, w)
 	}
 	res.Curve = r.curve
+}
+
+// gpuShape is a GPU demand's shape: 0 for a share of one GPU, else the
+// GPUs it asks for.
+func gpuShape(d *placement.Demand) int {
+	if d.PerGPUMilli < gpu.WholeGPU {
+		return 0
+	}
+	return d.Devices
+}
+
+// waitsOf counts the waits and takes their quantiles (nearest rank).
+func waitsOf(waits []float64) ShapeWaits {
+	w := ShapeWaits{Pods: len(waits)}
+	if len(waits) == 0 {
+		return w
+	}
+	sorted := slices.Sorted(slices.Values(waits))
+	for _, v := range sorted {
+		if v > 0 {
+			w.Waited++
+		}
+	}
+	w.WaitP50Seconds = sorted[nearestRank(len(sorted), 0.50)]
+	w.WaitP95Seconds = sorted[nearestRank(len(sorted), 0.95)]
+	w.WaitP99Seconds = sorted[nearestRank(len(sorted), 0.99)]
+	return w
 }
 
 // nearestRank is the index of the q-quantile of n sorted values.

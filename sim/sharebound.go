@@ -95,18 +95,27 @@ var shareGrids = []gpu.Milli{1, 10, 20, 50, 100, 250}
 
 // floor is the least free capacity, in milli-GPUs, that any packing of at
 // least the forced shares into gpus GPUs leaves on the GPUs that hold them,
-// by the configuration LP. It is 0 when no share is forced.
+// by the configuration LP, whole-GPU pods filling every other GPU. It is 0
+// when no share is forced.
 func (t *shareTally) floor(gpus int) (gpu.Milli, error) {
 	if len(t.forced) == 0 {
 		return 0, nil
 	}
+	return leastFree(t.arrived, t.forced, gpus, int64(gpus))
+}
+
+// leastFree is the least free capacity, in milli-GPUs, over every packing
+// into gpus GPUs of at least the forced shares and at most the arrived
+// ones (by size), beside at most whole GPUs of whole-GPU pods, by the
+// configuration LP: a floor under every real packing's.
+func leastFree(arrived, forced map[gpu.Milli]int64, gpus int, whole int64) (gpu.Milli, error) {
 	for _, grid := range shareGrids {
-		classes, fluid := classesOf(t.arrived, t.forced, grid)
+		classes, fluid := classesOf(arrived, forced, grid)
 		pats, ok := patterns(classes, maxPatterns)
 		if !ok {
 			continue
 		}
-		w, err := minWaste(classes, pats, gpus)
+		w, err := minWaste(classes, pats, gpus, whole)
 		if err != nil {
 			return 0, fmt.Errorf("the share bound's LP (%d sizes, %d ways to fill a GPU): %w", len(classes), len(pats), err)
 		}
@@ -188,15 +197,19 @@ func patterns(classes []shareClass, limit int) ([][]int32, bool) {
 	return out, true
 }
 
-// minWaste solves the configuration LP: x_p >= 0 GPUs filled the way p,
-// minimising their free capacity sum_p x_p (1000 - hi(p)), such that each
-// class has at least its forced shares and at most its arrived ones, on at
-// most gpus GPUs. In standard form (min c'x, Ax = b, x >= 0) each
-// inequality gets a slack column. It returns lpFloor's certified floor
-// under the optimum.
-func minWaste(classes []shareClass, pats [][]int32, gpus int) (float64, error) {
+// minWaste solves the configuration LP: x_p >= 0 GPUs filled the way p
+// and x_w GPUs held by whole-GPU pods, maximising the allocation
+// sum_p x_p min(1000, hi(p)) + 1000 x_w, such that each class has at
+// least its forced shares and at most its arrived ones, x_w is at most
+// whole and every GPU is used once at most. It returns the free capacity
+// that leaves, 1000 gpus less lpFloor's certified floor under the
+// negated allocation: a floor under every real packing's free capacity.
+// With whole at gpus (whole-GPU pods enough to fill every GPU) it is the
+// free capacity on the GPUs that hold shares. In standard form (min c'x,
+// Ax = b, x >= 0) each inequality gets a slack column.
+func minWaste(classes []shareClass, pats [][]int32, gpus int, whole int64) (float64, error) {
 	m, n := len(classes), len(pats)
-	rows, cols := 2*m+1, n+2*m+1
+	rows, cols := 2*m+2, n+2*m+3
 	a := make([][]float64, rows)
 	for i := range a {
 		a[i] = make([]float64, cols)
@@ -214,7 +227,7 @@ func minWaste(classes []shareClass, pats [][]int32, gpus int) (float64, error) {
 			a[m+k][j] = float64(cnt)
 		}
 		a[2*m][j] = 1
-		c[j] = float64(max(0, gpu.WholeGPU-hi))
+		c[j] = -float64(min(gpu.WholeGPU, hi))
 	}
 	// Every variable is at most ub: a way of filling at most the GPUs, a
 	// slack or surplus at most a class's arrivals or the GPUs.
@@ -226,20 +239,28 @@ func minWaste(classes []shareClass, pats [][]int32, gpus int) (float64, error) {
 		b[m+k] = float64(cl.arrived)
 		ub = max(ub, float64(cl.arrived))
 	}
-	a[2*m][n+2*m] = 1 // at most the cluster's GPUs
+	w := n + 2*m // the GPUs of whole-GPU pods: at most whole
+	a[2*m][w], a[2*m+1][w] = 1, 1
+	c[w] = -float64(gpu.WholeGPU)
+	a[2*m][w+1] = 1 // at most the cluster's GPUs
 	b[2*m] = float64(gpus)
-	return lpFloor(a, b, c, ub, maxPivots)
+	a[2*m+1][w+2] = 1
+	b[2*m+1] = float64(min(whole, int64(gpus)))
+	floor, err := lpFloor(a, b, c, ub, maxPivots)
+	return float64(gpus)*float64(gpu.WholeGPU) + floor, err
 }
 
 // maxPivots bounds the simplex's work: the openb LPs take a few hundred
 // pivots.
 const maxPivots = 20000
 
-// ShareRefusal is where a target allocation forces an online policy to
-// refuse a share: placing every share among the first Arrivals pods of
+// ShareRefusal is where a target allocation forces a policy to leave a
+// share unplaced: placing every share among the first Arrivals pods of
 // the sequence (placed or not, in order) bounds any placement's GPU
 // allocation below the target, so a policy that reaches it must leave one
-// of those shares unplaced. ArrivedRatio is the GPU demand of those
+// of those shares unplaced, turned away or fitting nowhere (a policy
+// that places each pod that fits can get there without turning one away:
+// PlaceIfFitsCap bounds those). ArrivedRatio is the GPU demand of those
 // arrivals over the capacity.
 type ShareRefusal struct {
 	Arrivals     int     `json:"arrivals"`

@@ -133,7 +133,7 @@ func TestShareFloorBelowBestPacking(t *testing.T) {
 			if !ok {
 				t.Fatalf("trial %d grid %d: too many patterns", trial, grid)
 			}
-			w, err := minWaste(classes, pats, 100)
+			w, err := minWaste(classes, pats, 100, 100)
 			if err != nil {
 				t.Fatalf("trial %d grid %d: %v", trial, grid, err)
 			}
@@ -255,12 +255,12 @@ func TestRefusalPoint(t *testing.T) {
 	}
 }
 
-// TestNinetySevenNeedsARefusal is the README's case that 97.0% mean GPU
-// allocation on openb default, seeds 1-5 (and 6-10, held out), is out of
-// reach of a policy that places every pod that fits: placing every share
-// (pod of less than a GPU) among the first 81-86% of the GPU demand
-// already bounds the allocation below 97%, so reaching it takes refusing
-// one of those, with at least 14% of the capacity not yet asked for.
+// TestNinetySevenNeedsARefusal is placement-policy.md's table: on openb
+// default, seeds 1-5 (and 6-10, held out), placing every share (pod of
+// less than a GPU) among the first 81-86% of the GPU demand already bounds
+// the allocation below 97%, so reaching it takes leaving one of those
+// unplaced, turned away or fitting nowhere (bounds.md: a place-if-fits
+// policy can get there without a refusal; PlaceIfFitsCap bounds those).
 func TestNinetySevenNeedsARefusal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("full trace runs")
@@ -290,12 +290,12 @@ func TestNinetySevenNeedsARefusal(t *testing.T) {
 			t.Fatal(err)
 		}
 		if run.IdleGPUsUntil == nil || *run.IdleGPUsUntil <= r.ArrivedRatio {
-			t.Errorf("seed %d: gpupack's last idle GPU went at %v of the capacity arrived, want after the refusal point %.4f (README)", seed, run.IdleGPUsUntil, r.ArrivedRatio)
+			t.Errorf("seed %d: gpupack's last idle GPU went at %v of the capacity arrived, want after the refusal point %.4f (placement-policy.md)", seed, run.IdleGPUsUntil, r.ArrivedRatio)
 		} else {
 			t.Logf("seed %d: gpupack's last idle GPU went when %.1f%% of the capacity had arrived", seed, 100**run.IdleGPUsUntil)
 		}
 		if r.ArrivedRatio > 0.86 {
-			t.Errorf("seed %d: the refusal is forced only after %.1f%% of the capacity arrived, want at most 86%% (README)", seed, 100*r.ArrivedRatio)
+			t.Errorf("seed %d: the refusal is forced only after %.1f%% of the capacity arrived, want at most 86%% (placement-policy.md)", seed, 100*r.ArrivedRatio)
 		}
 		if b, err := PrefixShareBound(nodes, w, c, r.ArrivedRatio); err != nil || b != r.Bound {
 			t.Errorf("seed %d: PrefixShareBound at %.4f = %.5f (%v), want RefusalPoint's %.5f", seed, r.ArrivedRatio, b, err, r.Bound)
@@ -306,7 +306,7 @@ func TestNinetySevenNeedsARefusal(t *testing.T) {
 		}
 		if seed <= 5 {
 			mean85 += at85 / 5
-			// The README's table: the bound with every share placed
+			// placement-policy.md's table: the bound with every share placed
 			// until each part of the capacity has been asked for.
 			for i, ratio := range ratios {
 				b, err := PrefixShareBound(nodes, w, c, ratio)
@@ -328,7 +328,7 @@ func TestNinetySevenNeedsARefusal(t *testing.T) {
 	// for, the seeds' bounds average below it (96.94% today).
 	t.Logf("mean bound with the shares of the first 85%% of demand placed: %.3f%%", 100*mean85)
 	if mean85 >= 0.97 {
-		t.Errorf("mean bound at 85%% of demand %.4f, want below 0.97 (README)", mean85)
+		t.Errorf("mean bound at 85%% of demand %.4f, want below 0.97 (placement-policy.md)", mean85)
 	}
 }
 

@@ -116,11 +116,27 @@ type Result struct {
 	// IdleGPUsUntil is the GPU demand arrived, over the capacity, when
 	// the run's last idle GPU was taken; nil if a GPU stayed idle.
 	IdleGPUsUntil *float64 `json:"idle_gpus_until"`
+	// FirstFailedShare is the run's first free share (sim.freeShare)
+	// that failed; nil when none did. The place-if-fits cap covers the
+	// run only if it found no GPU with room.
+	FirstFailedShare *FailedShare `json:"first_failed_share"`
 	// Unallocated splits the capacity left free at the end by cause
 	// (unallocated.go).
 	Unallocated Unallocated `json:"unallocated"`
 	WallSeconds float64     `json:"wall_seconds"`
 	Curve       []Point     `json:"-"`
+}
+
+// FailedShare is a share that fitted no node.
+type FailedShare struct {
+	// Arrival is its place in the arrivals, from 1; ArrivedRatio the GPU
+	// demand arrived before it over the capacity.
+	Arrival      int       `json:"arrival"`
+	ArrivedRatio float64   `json:"arrived_ratio"`
+	Milli        gpu.Milli `json:"milli"`
+	// GPURoomLeft says some GPU had room for its compute: CPU or memory
+	// stopped it, which the place-if-fits cap assumes never happens.
+	GPURoomLeft bool `json:"gpu_room_left"`
 }
 
 // Run places the workload's pods in order on the nodes with the policy. It
@@ -159,6 +175,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 		return res, err
 	}
 	observer, _ := policy.(placement.Observer)
+	memo := newScoreMemo(len(states), policy)
 
 	t := runTally{res: &res, capacity: capacity, shares: newShareTally(states)}
 	t.record()
@@ -172,9 +189,9 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 			cfg.Progress(k, len(demands))
 		}
 		idle := t.arrive(d)
-		best, a := Place(d, states, policy, ties)
+		best, a := place(d, states, policy, ties, memo)
 		if best < 0 {
-			t.fail(d)
+			t.fail(k, d, states)
 		} else {
 			t.placed(d, a, idle, best, states[best])
 			if observer != nil {
@@ -214,13 +231,31 @@ func (t *runTally) arrive(d *placement.Demand) (idle bool) {
 	return t.shares.arrive(d)
 }
 
-// fail counts a pod that fits no node.
-func (t *runTally) fail(d *placement.Demand) {
+// fail counts the k-th pod (from 0), which fits no node; states are the
+// nodes' states.
+func (t *runTally) fail(k int, d *placement.Demand, states []*placement.NodeState) {
 	t.res.PodsFailed++
 	if d.Devices > 0 {
 		t.res.GPUPodsFailed++
 	}
 	t.failed.add(d)
+	if t.res.FirstFailedShare == nil && freeShare(d) {
+		before := t.arrived - d.PerGPUMilli
+		t.res.FirstFailedShare = &FailedShare{Arrival: k + 1, ArrivedRatio: float64(before) / float64(t.capacity),
+			Milli: d.PerGPUMilli, GPURoomLeft: gpuRoomFor(d.PerGPUMilli, states)}
+	}
+}
+
+// gpuRoomFor says some GPU has milli free.
+func gpuRoomFor(milli gpu.Milli, states []*placement.NodeState) bool {
+	for _, s := range states {
+		for _, g := range s.GPUs {
+			if g.FreeMilli >= milli {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // placed counts a pod placed with a on the node best, whose state st is
@@ -301,14 +336,35 @@ func NodeOrder(n int, seed uint64) []int {
 // the demand over states first, so that the pods placed before it count
 // in its topology spread and pod (anti-)affinity.
 func Place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, ties Ties) (int, placement.Assignment) {
+	return place(d, states, policy, ties, nil)
+}
+
+// place is Place reading and keeping the nodes' answers in memo (nil for
+// none).
+func place(d *placement.Demand, states []*placement.NodeState, policy placement.Policy, ties Ties, memo *scoreMemo) (int, placement.Assignment) {
 	d.PreFilter(states, nil)
+	kept := memo.of(d)
 	best, bestGPU, tied := -1, -1, 0
 	bestScore := math.Inf(-1)
 	for i, s := range states {
-		if !placement.Fits(d, s) {
+		var e memoEntry
+		if kept != nil && kept[i].version == memo.version[i] {
+			e = kept[i]
+		} else {
+			e.fits = placement.Fits(d, s)
+			if e.fits {
+				score, g := policy.Score(d, s)
+				e.score, e.gpu = score, int32(g)
+			}
+			if kept != nil {
+				e.version = memo.version[i]
+				kept[i] = e
+			}
+		}
+		if !e.fits {
 			continue
 		}
-		score, g := policy.Score(d, s)
+		score, g := e.score, int(e.gpu)
 		switch {
 		case best < 0 || score > bestScore+1e-9:
 			best, bestGPU, bestScore, tied = i, g, score, 1
@@ -330,6 +386,7 @@ func Place(d *placement.Demand, states []*placement.NodeState, policy placement.
 		a, _ = placement.Fit(d, s)
 	}
 	s.Assign(d, a)
+	memo.changed(best)
 	return best, a
 }
 

@@ -92,10 +92,12 @@ func DemoViewWithoutCurve(ctx context.Context) (*View, error) {
 }
 
 // WithDemoCurve returns a copy of v with the curve of `gpupack simulate`
-// (its default simulation) and the offline packing of the same arrivals,
+// (its default simulation) and the bounds of the same arrivals,
 // and ComputingCurve gone from its Computing; v itself is not changed.
 func WithDemoCurve(ctx context.Context, v *View) (*View, error) {
-	results, offline, err := Simulate(ctx, DefaultSimulation(), io.Discard, nil)
+	s := DefaultSimulation()
+	s.Bounds = true
+	results, bounds, err := Simulate(ctx, s, io.Discard, nil)
 	if err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
@@ -104,7 +106,7 @@ func WithDemoCurve(ctx context.Context, v *View) (*View, error) {
 	for _, res := range results {
 		out.Curve = append(out.Curve, CurveRun{Result: res, Points: res.Curve})
 	}
-	out.Offline = &offline
+	out.Bounds = bounds
 	out.Computing = slices.DeleteFunc(slices.Clone(v.Computing), func(s string) bool { return s == ComputingCurve })
 	if len(out.Computing) == 0 {
 		out.Computing = nil

@@ -25,6 +25,9 @@ type Simulation struct {
 	Policies    []string
 	Seed        uint64
 	Inflation   float64
+	// Bounds asks for the workload's bounds beside the runs (the
+	// place-if-fits cap and the hindsight packing): seconds more.
+	Bounds bool
 	// Progress, when set, returns the progress callback of one policy's
 	// run (nil for none).
 	Progress func(policy string) func(done, total int)
@@ -45,24 +48,25 @@ type Trace struct {
 	Catalogue *gpu.Catalogue
 }
 
-// Simulate runs every policy on the trace, in order, then the offline
-// packing; warnings go to stderr, and each, when set, sees each result
-// (the offline packing last) as soon as it is done.
-func Simulate(ctx context.Context, s Simulation, stderr io.Writer, each func(any) error) ([]sim.Result, sim.OfflinePacking, error) {
+// Simulate runs every policy on the trace, in order, then, when s.Bounds
+// asks, the workload's bounds (nil otherwise); warnings go to stderr, and
+// each, when set, sees each result (the bounds last) as soon as it is
+// done.
+func Simulate(ctx context.Context, s Simulation, stderr io.Writer, each func(any) error) ([]sim.Result, *sim.Bounds, error) {
 	results, t, err := runPolicies(ctx, s, stderr, each)
-	if err != nil {
-		return nil, sim.OfflinePacking{}, err
+	if err != nil || !s.Bounds {
+		return results, nil, err
 	}
-	offline, err := sim.OfflinePack(ctx, t.Nodes, t.Workload, t.Catalogue, sim.Config{Seed: s.Seed, Typical: t.Pods})
+	b, err := sim.WorkloadBounds(ctx, t.Nodes, t.Workload, t.Catalogue, s.Seed)
 	if err != nil {
-		return nil, sim.OfflinePacking{}, err
+		return nil, nil, err
 	}
 	if each != nil {
-		if err := each(offline); err != nil {
-			return nil, sim.OfflinePacking{}, err
+		if err := each(b); err != nil {
+			return nil, nil, err
 		}
 	}
-	return results, offline, nil
+	return results, &b, nil
 }
 
 // CheckPolicies refuses an unknown policy, or one named twice.
@@ -225,9 +229,15 @@ func checkModels(stderr io.Writer, nodes []*cluster.Node, pods []*cluster.Pod, n
 // own clock (creation times divided by Speedup), each pod leaving after its
 // traced run time; Load, when above 0, adds copies of listed pods until the
 // offered GPU load over the arrival window is that multiple of capacity.
+//
+// Steady, when set, replaces the pod list's own arrivals with a stationary
+// churn drawn from it (sim.SteadyChurn: Poisson arrivals of listed pods at
+// an offered load below capacity, each with its trace run time), measured
+// after its warm-up; Speedup and Load are then unused.
 type Replay struct {
 	Simulation
 	Speedup, Load float64
+	Steady        *sim.SteadyChurn
 }
 
 // RunReplay replays the trace under every policy, in order. loaded, when
@@ -252,7 +262,15 @@ func RunReplay(ctx context.Context, r Replay, stderr io.Writer, loaded func(sim.
 		return nil, fmt.Errorf("--replay: %w", err)
 	}
 	listed := pods
-	if r.Load > 0 {
+	speedup, measureFrom := r.Speedup, 0.0
+	switch {
+	case r.Steady != nil:
+		pods, lifetimes, err = r.Steady.Workload(pods, lifetimes, Capacity(nodes))
+		if err != nil {
+			return nil, fmt.Errorf("--churn: %w", err)
+		}
+		speedup, measureFrom = 1, r.Steady.WarmupSeconds
+	case r.Load > 0:
 		var info sim.LoadInfo
 		pods, lifetimes, info, err = sim.AddReplayLoad(pods, lifetimes, Capacity(nodes), r.Speedup, r.Load, r.Seed)
 		if err != nil {
@@ -268,9 +286,15 @@ func RunReplay(ctx context.Context, r Replay, stderr io.Writer, loaded func(sim.
 		if r.Progress != nil {
 			progress = r.Progress(policy)
 		}
-		res, err := sim.Replay(ctx, nodes, pods, lifetimes, c, sim.ReplayConfig{Policy: policy, Seed: r.Seed, Speedup: r.Speedup, Typical: listed, Progress: progress})
+		res, err := sim.Replay(ctx, nodes, pods, lifetimes, c, sim.ReplayConfig{Policy: policy, Seed: r.Seed, Speedup: speedup, Typical: listed,
+			Progress: progress, MeasureFromSeconds: measureFrom})
 		if err != nil {
 			return nil, err
+		}
+		if r.Steady != nil {
+			// The churn's load is its arrival rate's: the trace's cut at
+			// the last arrival would miss the long pods' tails.
+			res.OfferedLoad = r.Steady.Load
 		}
 		results = append(results, res)
 		if each != nil {

@@ -52,10 +52,10 @@ type View struct {
 	// Curve is the simulator's allocation curve, one run per policy;
 	// optional.
 	Curve []CurveRun `json:"curve,omitempty"`
-	// Offline is the offline packing of the same arrivals, with the share
-	// bound at capacity (what a policy that refuses no share before GPU
-	// demand reaches capacity can allocate at most); optional.
-	Offline *sim.OfflinePacking `json:"offline,omitempty"`
+	// Bounds are the same arrivals' bounds: the cap on every policy that
+	// places each pod that fits, and the hindsight packing (a lower
+	// estimate of the offline optimum); optional.
+	Bounds *sim.Bounds `json:"bounds,omitempty"`
 	// Warnings are what the sources said was inconsistent.
 	Warnings []string `json:"warnings,omitempty"`
 	// Computing names the parts of the view still being computed
@@ -65,7 +65,7 @@ type View struct {
 }
 
 // ComputingCurve in View.Computing says that the simulator's curve
-// (Curve, Offline) is still being computed.
+// (Curve, Bounds) is still being computed.
 const ComputingCurve = "curve"
 
 // IsComputing says whether part (ComputingCurve) of v is still being

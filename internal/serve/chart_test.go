@@ -52,7 +52,7 @@ func TestHourTicks(t *testing.T) {
 }
 
 // TestCurveBand: the simulator chart shows the band where the policies,
-// the offline packing and the share bound end, not 0..100%: every run's
+// the hindsight packing and the cap end, not 0..100%: every run's
 // last point and both levels lie inside it, every point it keeps (from
 // xLo on) too, and its low is well above 0.
 func TestCurveBand(t *testing.T) {

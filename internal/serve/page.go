@@ -137,7 +137,7 @@ func (p *page) serve(w http.ResponseWriter, prov Provider, changes func() *app.C
 			d.Startup = startupChart(r)
 		}
 		d.Charts = hourCharts(d.V.Hours, d.Currency)
-		d.Curve = curveChart(d.V.Curve, d.V.Offline)
+		d.Curve = curveChart(d.V.Curve, d.V.Bounds)
 	}
 	var b bytes.Buffer
 	if err := p.tmpl.Execute(&b, d); err != nil {
@@ -290,23 +290,25 @@ func startupChart(r *usage.Report) *chart {
 }
 
 // curveChart draws the simulator's allocation against arrived demand, one
-// line per policy, and where the view has them the offline packing and the
-// share bound at capacity as levels. Below the band where they end the
+// line per policy, and where the view has them the place-if-fits cap and
+// the hindsight packing as levels. Below the band where they end the
 // policies allocate all that arrives and their lines coincide, so the chart
 // shows only the band (zoom): from the lowest level that any of them ends
 // at, less a margin, to the highest, and from the demand at which every
 // policy has reached that low (their allocation never falls as demand
 // grows) to the last.
-func curveChart(runs []app.CurveRun, offline *sim.OfflinePacking) *chart {
+func curveChart(runs []app.CurveRun, bounds *sim.Bounds) *chart {
 	if len(runs) == 0 {
 		return nil
 	}
 	c := newChart("chart-curve", "Simulator: GPU allocation against arrived GPU demand, zoomed to where the policies differ", "arrived GPU demand (share of capacity)", "GPU allocated (share of capacity)")
 	var levels []float64
-	if offline != nil {
-		levels = append(levels, offline.GPUAllocRatio)
-		if b := offline.ShareBoundAtCapacity; b != nil {
-			levels = append(levels, *b)
+	if bounds != nil {
+		if h := bounds.Hindsight; h != nil {
+			levels = append(levels, h.GPUAllocRatio)
+		}
+		if cp := bounds.PlaceIfFitsCap; cp != nil {
+			levels = append(levels, cp.Ratio)
 		}
 	}
 	band := curveBand(runs, levels)
@@ -335,10 +337,12 @@ func curveChart(runs []app.CurveRun, offline *sim.OfflinePacking) *chart {
 		title := fmt.Sprintf("%s: %s (%s)", name, percent(v), what)
 		c.addLine(name, class, []xy{{X: band.xLo, Y: v, Known: true, Title: title}, {X: band.xHi, Y: v, Known: true, Title: title}}, x, y)
 	}
-	if offline != nil {
-		level("offline packing", "s-offline", offline.GPUAllocRatio, "the same arrivals packed with hindsight by a search; a policy may beat it")
-		if b := offline.ShareBoundAtCapacity; b != nil {
-			level("refusing no share", "s-bound", *b, "the most a policy can allocate that refuses no pod of less than a GPU before demand reaches capacity")
+	if bounds != nil {
+		if h := bounds.Hindsight; h != nil {
+			level("hindsight packing", "s-offline", h.GPUAllocRatio, "the same arrivals packed with hindsight by a search: a lower estimate of the offline optimum, which a policy may beat")
+		}
+		if cp := bounds.PlaceIfFitsCap; cp != nil {
+			level("place-if-fits cap", "s-bound", cp.Ratio, "the most any policy that places each pod that fits can allocate, while CPU and memory stop no share")
 		}
 	}
 	return c

@@ -364,15 +364,14 @@ func TestCharts(t *testing.T) {
 	if d := cmp.Diff(map[string]int{"policy-x": 2}, marks(curveChart(v.Curve, nil))); d != "" {
 		t.Errorf("curve chart marks (-want +got):\n%s", d)
 	}
-	// With the offline packing: its level and the share bound's, two marks
-	// each (the chart's ends), the bound below the packing on the page.
-	bound := 0.96
-	withOffline := curveChart(v.Curve, &sim.OfflinePacking{GPUAllocRatio: 0.98, ShareBoundAtCapacity: &bound})
-	if d := cmp.Diff(map[string]int{"policy-x": 2, "offline packing": 2, "refusing no share": 2}, marks(withOffline)); d != "" {
-		t.Errorf("curve chart marks with the offline packing (-want +got):\n%s", d)
+	// With the bounds: the hindsight packing's level and the cap's, two
+	// marks each (the chart's ends), the cap above the packing on the page.
+	withBounds := curveChart(v.Curve, &sim.Bounds{Hindsight: &sim.HindsightPacking{GPUAllocRatio: 0.95}, PlaceIfFitsCap: &sim.PlaceIfFitsCap{Ratio: 0.96}})
+	if d := cmp.Diff(map[string]int{"policy-x": 2, "hindsight packing": 2, "place-if-fits cap": 2}, marks(withBounds)); d != "" {
+		t.Errorf("curve chart marks with the bounds (-want +got):\n%s", d)
 	}
-	if c, b := withOffline.Series[1], withOffline.Series[2]; c.Points[0].Y >= b.Points[0].Y {
-		t.Errorf("the offline packing's level (y %.1f) is not above the share bound's (y %.1f)", c.Points[0].Y, b.Points[0].Y)
+	if h, c := withBounds.Series[1], withBounds.Series[2]; c.Points[0].Y >= h.Points[0].Y {
+		t.Errorf("the cap's level (y %.1f) is not above the hindsight packing's (y %.1f)", c.Points[0].Y, h.Points[0].Y)
 	}
 	// The allocated line is higher on the page (smaller y) in the second
 	// hour, which holds more.
@@ -442,13 +441,12 @@ func TestCurveTableShareBound(t *testing.T) {
 			t.Errorf("the simulator's table lacks %q", want)
 		}
 	}
-	if strings.Contains(page, `id="curve-offline"`) {
-		t.Error("a view without an offline packing shows one")
+	if strings.Contains(page, `id="curve-bounds"`) {
+		t.Error("a view without bounds shows them")
 	}
-	atCapacity := 0.9628
-	v.Offline = &sim.OfflinePacking{GPUAllocRatio: 0.9861, ShareBoundAtCapacity: &atCapacity}
+	v.Bounds = &sim.Bounds{Hindsight: &sim.HindsightPacking{GPUAllocRatio: 0.9861}, PlaceIfFitsCap: &sim.PlaceIfFitsCap{Ratio: 0.9646}}
 	page = body(t, get(t, Handler(Options{Provider: &provider{v: v}}), http.MethodGet, "/"))
-	for _, want := range []string{"(the offline packing, which a policy may beat) reach 98.61%.", "allocates at most 96.28%"} {
+	for _, want := range []string{"packed with hindsight by a search reach 98.61%: a lower estimate of the offline optimum", "allocates more than 96.46% of the GPUs"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the simulator's section lacks %q", want)
 		}

@@ -182,7 +182,7 @@ func TestBrowser(t *testing.T) {
 		"chart-hours":     {"capacity", "allocated", "active"},
 		"chart-idle-cost": {"idle cost"},
 		"chart-startup":   usage.Phases,
-		"chart-curve":     {v.Curve[0].Policy, v.Curve[1].Policy, "offline packing", "refusing no share"},
+		"chart-curve":     {v.Curve[0].Policy, v.Curve[1].Policy, "hindsight packing", "place-if-fits cap"},
 	}
 	for _, c := range charts {
 		names, ok := want[c.ID]

@@ -13,10 +13,14 @@ import (
 	"github.com/gpupack/gpupack/sim"
 )
 
-// runReplay is `simulate --replay`: every policy replays the pod list with
-// churn; each (JSON) sees each result as it is done, the table comes last.
+// runReplay is `simulate --replay` and `--churn`: every policy replays the
+// pod list (or the steady churn drawn from it) with churn; each (JSON) sees
+// each result as it is done, the table comes last.
 func (o *options) runReplay(ctx context.Context, stdout io.Writer, each func(any) error) error {
 	r := app.Replay{Simulation: app.Simulation{Nodes: o.nodes, Pods: o.pods, Policies: o.policies, Seed: o.seed}, Speedup: o.speedup, Load: o.load}
+	if o.churn != 0 {
+		r.Steady = &sim.SteadyChurn{Load: o.churn, WarmupSeconds: 3600 * o.churnWarmupHours, WindowSeconds: 3600 * o.churnHours, Seed: o.seed}
+	}
 	if each == nil {
 		r.Progress = func(policy string) func(done, total int) { return clio.Progress(os.Stderr, "replay "+policy) }
 	}
@@ -53,14 +57,23 @@ func writeReplayTable(w io.Writer, results []sim.ReplayResult) {
 		return
 	}
 	r0 := results[0]
-	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; replay of %d pods over %.1f h of arrivals (speedup %g, seed %d); ",
+	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; replay of %d pods, measured over %.1f h of arrivals (speedup %g, seed %d); ",
 		r0.Nodes, r0.GPUs, r0.Pods, r0.WindowSeconds/3600, r0.Speedup, r0.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "offered load %.3gx capacity\n\n", r0.OfferedLoad)
-	fmt.Fprintln(tw, "policy\tmean GPU alloc\tpeak GPU alloc\tGPU pods waited\twait p50 s\twait p95 s\twait max s\trefused GPU-hours\tunplaceable\tseconds\t")
+	fmt.Fprintln(tw, "policy\tmean GPU alloc\tpeak GPU alloc\tGPU pods waited\twait p50 s\twait p95 s\twait p99 s\twait max s\tdemand GPU-h waited\tunplaceable\tseconds\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%.2f%%\t%.2f%%\t%d of %d\t%.0f\t%.0f\t%.0f\t%.1f\t%d\t%.2f\t\n", r.Policy, 100*r.MeanGPUAlloc, 100*r.PeakGPUAlloc,
-			r.GPUPodsWaited, r.GPUPodsPlaced, r.WaitP50Seconds, r.WaitP95Seconds, r.WaitMaxSeconds, r.RefusedGPUHours, r.PodsUnplaceable, r.WallSeconds)
+		fmt.Fprintf(tw, "%s\t%.2f%%\t%.2f%%\t%d of %d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f of %.0f\t%d\t%.2f\t\n", r.Policy, 100*r.MeanGPUAlloc, 100*r.PeakGPUAlloc,
+			r.GPUPodsWaited, r.GPUPodsPlaced, r.WaitP50Seconds, r.WaitP95Seconds, r.WaitP99Seconds, r.WaitMaxSeconds, r.WaitedDemandGPUHours, r.DemandGPUHours, r.PodsUnplaceable, r.WallSeconds)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nwaits by GPU shape (<1: a share of one GPU; else the GPUs asked for)\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tshape\tpods\twaited\twait p50 s\twait p95 s\twait p99 s\t")
+	for _, r := range results {
+		for _, s := range r.ByShape {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Policy, s.Shape, s.Pods, s.Waited, s.WaitP50Seconds, s.WaitP95Seconds, s.WaitP99Seconds)
+		}
 	}
 	tw.Flush()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func TestReplayLoad(t *testing.T) {
 	}
 	for i, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
 		var r sim.ReplayResult
-		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Policy != o.policies[i] || r.OfferedLoad < 1.5 || r.GPUPodsWaited == 0 || r.RefusedGPUHours <= 0 {
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Policy != o.policies[i] || r.OfferedLoad < 1.5 || r.GPUPodsWaited == 0 || r.WaitedDemandGPUHours <= 0 || r.WaitedDemandGPUHours > r.DemandGPUHours {
 			t.Errorf("line %d %q (%v): want %s's replay at offered load >= 1.5 with pods waiting", i, line, err, o.policies[i])
 		}
 	}
@@ -76,7 +77,7 @@ func TestReplayTable(t *testing.T) {
 	if err := run(context.Background(), o, &stdout); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"mean GPU alloc", "wait p95 s", "refused GPU-hours", "bestfit"} {
+	for _, want := range []string{"mean GPU alloc", "wait p95 s", "wait p99 s", "demand GPU-h waited", "waits by GPU shape", "bestfit"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
@@ -104,6 +105,42 @@ func TestReplayFlags(t *testing.T) {
 			err := cmd.ExecuteContext(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestChurn: a steady churn of the small trace at load 0.9, as JSON: the
+// offered load is the one asked for, the waits come by GPU shape, and the
+// demand that waited is within the demand; and the flags that make no
+// sense with it are refused.
+func TestChurn(t *testing.T) {
+	var stdout bytes.Buffer
+	o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
+		policies: []string{"gpupack", "bestfit"}, seed: 1, churn: 0.9, churnHours: 200, churnWarmupHours: 100, format: "json"}
+	if err := run(context.Background(), o, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var r sim.ReplayResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Policy != o.policies[i] || r.OfferedLoad != 0.9 || len(r.ByShape) == 0 ||
+			r.DemandGPUHours <= 0 || r.WaitedDemandGPUHours > r.DemandGPUHours || r.WindowSeconds > 200*3600 {
+			t.Errorf("line %d %q (%v): want %s's churn at load 0.9 over 200 h, with waits by shape", i, line, err, o.policies[i])
+		}
+	}
+	for name, args := range map[string][]string{
+		"with replay":   {"--churn", "0.9", "--replay"},
+		"with bounds":   {"--churn", "0.9", "--bounds"},
+		"hours alone":   {"--churn-hours", "10"},
+		"load too high": {"--churn", "1.2", "--nodes", "../../../sim/testdata/nodes.csv", "--pods", "../../../sim/testdata/pods.csv"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := NewCommand(context.Background())
+			cmd.SetArgs(args)
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "churn") {
+				t.Errorf("%v: error %v, want one about --churn", args, err)
 			}
 		})
 	}

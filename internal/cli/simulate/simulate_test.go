@@ -16,21 +16,27 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	out := t.TempDir()
 	var stdout bytes.Buffer
 	o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
-		policies: []string{"gpupack", "fgd", "bestfit"}, seed: 2, inflation: 1.3, format: "json", out: out}
+		policies: []string{"gpupack", "fgd", "bestfit"}, seed: 2, inflation: 1.3, format: "json", out: out, bounds: true}
 	if err := run(context.Background(), o, &stdout); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	if len(lines) != 4 {
-		t.Fatalf("want one JSON object per policy and one for the offline packing, got %d lines:\n%s", len(lines), stdout.String())
+		t.Fatalf("want one JSON object per policy and one for the bounds, got %d lines:\n%s", len(lines), stdout.String())
 	}
-	var offline sim.OfflinePacking
-	if err := json.Unmarshal([]byte(lines[3]), &offline); err != nil || offline.Policy != sim.OfflineName || offline.GPUAllocRatio <= 0 {
-		t.Errorf("last line %q (%v): want the offline packing", lines[3], err)
+	var bounds sim.Bounds
+	if err := json.Unmarshal([]byte(lines[3]), &bounds); err != nil || bounds.Kind != sim.BoundsName ||
+		bounds.Hindsight == nil || bounds.Hindsight.GPUAllocRatio <= 0 || bounds.PlaceIfFitsCap == nil || bounds.PlaceIfFitsCap.Ratio <= 0 {
+		t.Errorf("last line %q (%v): want the bounds, with the hindsight packing and the place-if-fits cap", lines[3], err)
+	}
+	for _, k := range []string{`"place_if_fits_cap":{"ratio":`, `"hindsight_packing":{"policy":"hindsight"`, `"first_share_failure":`} {
+		if !strings.Contains(lines[3], k) {
+			t.Errorf("the bounds' line lacks %s: %s", k, lines[3])
+		}
 	}
 	lines = lines[:3]
 	required := []string{"policy", "seed", "inflation", "nodes", "gpus", "pods_arrived", "pods_scheduled", "pods_failed",
-		"gpu_milli_capacity", "gpu_milli_allocated", "gpu_alloc_ratio", "gpu_alloc_ratio_at_full", "frag_gpu_milli", "gpu_alloc_bound", "gpu_alloc_share_bound", "unallocated", "wall_seconds"}
+		"gpu_milli_capacity", "gpu_milli_allocated", "gpu_alloc_ratio", "gpu_alloc_ratio_at_full", "frag_gpu_milli", "gpu_alloc_bound", "gpu_alloc_share_bound", "first_failed_share", "unallocated", "wall_seconds"}
 	for i, line := range lines {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(line), &obj); err != nil {
@@ -53,8 +59,8 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	if rows[0] != "policy,seed,arrived_ratio,gpu_alloc_ratio" || len(rows) < 3*100 {
 		t.Errorf("curve.csv: header %q, %d rows; want a header and at least 100 points per policy", rows[0], len(rows))
 	}
-	if last := rows[len(rows)-1]; !strings.HasPrefix(last, "offline,2,") {
-		t.Errorf("curve.csv ends with %q, want the offline packing's row", last)
+	if last := rows[len(rows)-1]; !strings.HasPrefix(last, "hindsight,2,") {
+		t.Errorf("curve.csv ends with %q, want the hindsight packing's row", last)
 	}
 	svg, err := os.ReadFile(filepath.Join(out, "curve.svg"))
 	if err != nil {
@@ -63,25 +69,44 @@ func TestSimulateJSONAndCurve(t *testing.T) {
 	if n := strings.Count(string(svg), "<polyline"); n != 2*3 || !strings.HasSuffix(strings.TrimSpace(string(svg)), "</svg>") {
 		t.Errorf("curve.svg has %d curves, want 3 in each of its 2 panels, and must be complete", n)
 	}
-	if n := strings.Count(string(svg), `stroke-dasharray="5,3"`); n != 3 || !strings.Contains(string(svg), "offline packing") {
-		t.Errorf("curve.svg has %d dashed lines, want the offline packing's level in each panel and in the legend", n)
+	if n := strings.Count(string(svg), `stroke-dasharray="5,3"`); n < 2 || n > 3 || !strings.Contains(string(svg), "hindsight packing") {
+		t.Errorf("curve.svg has %d dashed lines, want the hindsight packing's level in the legend and in the panels it falls in", n)
 	}
-	if n := strings.Count(string(svg), `stroke-dasharray="1,3"`); n < 2 || n > 3 || !strings.Contains(string(svg), "refusing no share") {
-		t.Errorf("curve.svg has %d dotted lines, want the share bound at capacity in the legend and in the panels it falls in", n)
+	if n := strings.Count(string(svg), `stroke-dasharray="1,3"`); n < 2 || n > 3 || !strings.Contains(string(svg), "place-if-fits cap") {
+		t.Errorf("curve.svg has %d dotted lines, want the place-if-fits cap in the legend and in the panels it falls in", n)
 	}
 }
 
+// TestSimulateTable: the table, with the bounds only when asked, and
+// never a "ceiling" or "offline" level a policy could pass.
 func TestSimulateTable(t *testing.T) {
-	var stdout bytes.Buffer
-	o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
-		policies: []string{"fgd"}, seed: 1, inflation: 1.3, format: "table"}
-	if err := run(context.Background(), o, &stdout); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd", "vs offline", "offline (hindsight search)", "free GPUs at the end", "CPU or memory short", "no policy that places every share"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("table lacks %q:\n%s", want, stdout.String())
-		}
+	for name, c := range map[string]struct {
+		bounds       bool
+		want, wantNo []string
+	}{
+		"runs": {false, []string{"cluster: 21 nodes, 88 GPUs", "GPU alloc at 100%", "fgd", "capped", "free GPUs at the end", "CPU or memory short"},
+			[]string{"place-if-fits cap", "hindsight packing"}},
+		"bounds": {true, []string{"place-if-fits cap: ", "no policy that places each pod that fits allocates more", "hindsight packing: ", "a lower estimate\nof the offline optimum"},
+			nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stdout bytes.Buffer
+			o := &options{nodes: "../../../sim/testdata/nodes.csv", pods: "../../../sim/testdata/pods.csv",
+				policies: []string{"fgd"}, seed: 1, inflation: 1.3, format: "table", bounds: c.bounds}
+			if err := run(context.Background(), o, &stdout); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("table lacks %q:\n%s", want, stdout.String())
+				}
+			}
+			for _, no := range append(c.wantNo, "ceiling", "offline packing") {
+				if strings.Contains(stdout.String(), no) {
+					t.Errorf("table has %q:\n%s", no, stdout.String())
+				}
+			}
+		})
 	}
 }
 
