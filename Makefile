@@ -70,6 +70,7 @@ bench:
 # when a Fuzz function is missing here or a line names one that is gone.
 FUZZTIME ?= 30s
 fuzz:
+	$(GO) test ./agent -run XXX -fuzz '^FuzzParseCgroup$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTraceNodes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTracePods$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME)
