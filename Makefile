@@ -20,11 +20,13 @@ build:
 # other for CPU and ports.
 test: deps bins scheduler vet
 	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 60m ./...
+	$(GO) test -count=1 -tags nvml ./internal/source/nvml
 	cd scheduler && GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash ../hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 30m ./...
 
 # The fast tier: no external components, no 40-run comparison.
 unit:
 	$(GO) test -short ./...
+	$(GO) test -short -tags nvml ./internal/source/nvml
 	cd scheduler && $(GO) test -short ./...
 
 vet:

@@ -3,8 +3,10 @@
 // per-process utilisation samples through github.com/NVIDIA/go-nvml,
 // which loads libnvidia-ml.so.1 when the agent starts, so the binary
 // builds and runs on machines without a GPU and says so (ErrUnavailable).
-// go-nvml needs cgo; a binary built without it has no NVML and says that
-// instead.
+// go-nvml needs cgo, and its unresolved NVML symbols keep a binary that
+// also links Go's plugin package (as helm does, in the chart tests) from
+// starting; so the NVML reader is built only with the build tag nvml and
+// cgo (the agent image), and any other binary says it has no NVML.
 package nvml
 
 import "errors"
