@@ -366,3 +366,6 @@ const (
 	// 0..1, of its processes' activity that went to pods holding it.
 	DeviceAttributed = "GPUPACK_DEV_ATTRIBUTED_RATIO"
 )
+
+// AgentMetrics are the agent's series Account reads.
+var AgentMetrics = []string{PodSMActive, PodFBUsed}

@@ -115,6 +115,9 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 			d.Series = append(d.Series, usage.Series{Metric: metric, Device: device(ss.Metric), Owner: owner(ss.Metric), DRA: draHold(ss.Metric), Samples: samples(ss.Values)})
 		}
 	}
+	if err := s.loadAgent(ctx, d, r); err != nil {
+		return nil, err
+	}
 	if err := s.loadApp(ctx, d, app, func(q string) string { return q }, r, 0); err != nil {
 		return nil, err
 	}
@@ -122,6 +125,22 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 		return nil, err
 	}
 	return d, nil
+}
+
+// loadAgent reads the per-pod series of `gpupack agent` where it runs.
+// They are read by name alone: the selector picks dcgm-exporter's job,
+// and no other exporter writes these names.
+func (s *Source) loadAgent(ctx context.Context, d *Data, r v1.Range) error {
+	for _, metric := range usage.AgentMetrics {
+		m, err := s.queryRange(ctx, metric+`{pod!=""}`, r)
+		if err != nil {
+			return err
+		}
+		for _, ss := range m {
+			d.Series = append(d.Series, usage.Series{Metric: metric, Device: device(ss.Metric), Owner: owner(ss.Metric), Samples: samples(ss.Values)})
+		}
+	}
+	return nil
 }
 
 // LoadMeta reads what Load reads besides the DCGM series, for the hourly
