@@ -299,6 +299,33 @@ func (a *rawAccount) loadOwn(d *deviceInput, owners map[Owner]*ownerSeries) {
 			dst[a.slotOf(smp.TimeMs)] = smp.Value
 		}
 	}
+	for _, o := range a.owners {
+		if o.own != nil {
+			bridgeOneStep(o.own.sm)
+			bridgeOneStep(o.own.fb)
+		}
+	}
+}
+
+// bridgeOneStep gives a slot without a value that of a neighbour with
+// one, the one before first: the agent and dcgm-exporter are scraped at
+// different moments, so an owner's first and last samples of each may
+// fall one step apart. Only original values are copied, each at most one
+// step into a gap: a gap of three or more steps stays one in its middle.
+func bridgeOneStep(v []float64) {
+	prev := math.NaN() // v[k-1] as it was before bridging
+	for k := range v {
+		cur := v[k]
+		if math.IsNaN(cur) {
+			switch {
+			case !math.IsNaN(prev):
+				v[k] = prev
+			case k+1 < len(v):
+				v[k] = v[k+1]
+			}
+		}
+		prev = cur
+	}
 }
 
 // activitySource is the most preferred activity metric the device has a

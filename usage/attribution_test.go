@@ -26,8 +26,10 @@ func attributedFigures(r *Report) map[string]attributed {
 // held by ml/a (its processes 60% of the device, 30 GiB) and ml/b (10%, 10
 // GiB) over 100 s. With the agent's series a is credited 60 active and
 // 60 + 30/2 allocated GPU-seconds, b 10 and 10 + 15, each its own VRAM;
-// without them both get 35 of 50; with b's series missing for half the
-// window, those steps are split evenly.
+// without them both get 35 of 50; with b's series missing for the last
+// five steps, the first of those takes its neighbour's value (the two
+// exporters are scraped at different moments) and the other four are
+// split evenly.
 func TestAccountPerProcess(t *testing.T) {
 	device := []Series{
 		makeSeries(GREngineActive).at(0, repeat(0.7, 10)...).obj(),
@@ -65,8 +67,8 @@ func TestAccountPerProcess(t *testing.T) {
 		"a pod's series missing for half the window": {
 			series: join(device, agentA[:1], halfB),
 			want: map[string]attributed{
-				"a": {Allocated: 37.5 + 25, Active: 30 + 17.5, VRAMP95: 40960, Attribution: AttributionMixed},
-				"b": {Allocated: 12.5 + 25, Active: 5 + 17.5, VRAMP95: 40960, Attribution: AttributionMixed},
+				"a": {Allocated: 6*7.5 + 20, Active: 6*6 + 14, VRAMP95: 40960, Attribution: AttributionMixed},
+				"b": {Allocated: 6*2.5 + 20, Active: 6*1 + 14, VRAMP95: 40960, Attribution: AttributionMixed},
 			},
 		},
 	}
@@ -106,4 +108,22 @@ func join(parts ...[]Series) []Series {
 		out = append(out, p...)
 	}
 	return out
+}
+
+func TestBridgeOneStep(t *testing.T) {
+	n := math.NaN()
+	cases := map[string]struct{ in, want []float64 }{
+		"edges one step apart": {in: []float64{n, 1, 2, n}, want: []float64{1, 1, 2, 2}},
+		"two steps apart":      {in: []float64{1, n, n, 2}, want: []float64{1, 1, 2, 2}},
+		"three steps apart":    {in: []float64{1, n, n, n, 2}, want: []float64{1, 1, n, 2, 2}},
+		"nothing":              {in: []float64{n, n}, want: []float64{n, n}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			bridgeOneStep(tc.in)
+			if diff := cmp.Diff(tc.want, tc.in, cmpopts.EquateNaNs()); diff != "" {
+				t.Errorf("bridgeOneStep (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

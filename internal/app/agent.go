@@ -145,8 +145,8 @@ func descsOf(d agent.Device) agentDescs {
 var (
 	gpuDescs   = newAgentDescs(agent.GPULabels)
 	migDescs   = newAgentDescs(agent.MIGLabels)
-	errorsDesc = prometheus.NewDesc("gpupack_agent_sample_errors_total", "Sampling intervals that failed, by the stage that failed (nvml, podresources, pods).", []string{"stage"}, nil)
-	lastDesc   = prometheus.NewDesc("gpupack_agent_last_sample_timestamp_seconds", "When the last interval was sampled, in Unix seconds.", nil, nil)
+	errorsDesc = prometheus.NewDesc("gpupack_agent_sample_errors_total", "Sampling intervals that failed, by the stage that failed (nvml, podresources, pods).", []string{"Hostname", "stage"}, nil)
+	lastDesc   = prometheus.NewDesc("gpupack_agent_last_sample_timestamp_seconds", "When the last interval was sampled, in Unix seconds.", []string{"Hostname"}, nil)
 )
 
 // Describe implements prometheus.Collector. It describes nothing: the
@@ -170,10 +170,10 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, descsOf(d.Device).attributed, d.Coverage, agent.DeviceLabelValues(a.node, d.Device))
 	}
 	for stage, n := range a.errors {
-		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, n, stage)
+		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, n, a.node, stage)
 	}
 	if !a.lastTime.IsZero() {
-		ch <- prometheus.MustNewConstMetric(lastDesc, prometheus.GaugeValue, float64(a.lastTime.UnixMilli())/1000)
+		ch <- prometheus.MustNewConstMetric(lastDesc, prometheus.GaugeValue, float64(a.lastTime.UnixMilli())/1000, a.node)
 	}
 }
 

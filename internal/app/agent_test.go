@@ -97,7 +97,7 @@ GPUPACK_POD_SM_ACTIVE{Hostname="gpu-node-1",UUID="GPU-aaaa",container="main",gpu
 	const failed = `
 # HELP gpupack_agent_sample_errors_total Sampling intervals that failed, by the stage that failed (nvml, podresources, pods).
 # TYPE gpupack_agent_sample_errors_total counter
-gpupack_agent_sample_errors_total{stage="nvml"} 1
+gpupack_agent_sample_errors_total{Hostname="gpu-node-1",stage="nvml"} 1
 `
 	if err := testutil.CollectAndCompare(a, strings.NewReader(failed), append(names, "gpupack_agent_sample_errors_total")...); err != nil {
 		t.Errorf("after a failed interval, want no stale figures: %v", err)
