@@ -64,7 +64,7 @@ func variants(t *testing.T) []variant {
 			"imagePullSecrets": []any{map[string]any{"name": "ghcr"}},
 			"commonLabels":     map[string]any{"team": "platform"},
 			"rules":            map[string]any{"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}},
-			"agent": map[string]any{"enabled": true, "runtimeClassName": "", "serviceMonitor": map[string]any{"enabled": true}},
+			"agent":            map[string]any{"enabled": true, "runtimeClassName": "", "serviceMonitor": map[string]any{"enabled": true}},
 			"apply": map[string]any{"enabled": true, "maintenanceWindow": "22:00-06:00", "letJobsFinish": true,
 				"approvers": []any{map[string]any{"kind": "Group", "name": "gpu-admins", "apiGroup": "rbac.authorization.k8s.io"}}},
 		}},
