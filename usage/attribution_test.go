@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -123,6 +124,39 @@ func TestBridgeOneStep(t *testing.T) {
 			bridgeOneStep(tc.in)
 			if diff := cmp.Diff(tc.want, tc.in, cmpopts.EquateNaNs()); diff != "" {
 				t.Errorf("bridgeOneStep (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFactsPerProcess: a pod measured per process on a shared GPU keeps
+// its own VRAM and activity (OwnShare 1) through the usage file; one
+// split evenly is credited its equal share.
+func TestFactsPerProcess(t *testing.T) {
+	device := []Series{
+		makeSeries(GREngineActive).pod("ml", "a").at(0, repeat(0.7, 10)...).obj(),
+		makeSeries(GREngineActive).pod("ml", "b").at(0, repeat(0.7, 10)...).obj(),
+	}
+	agent := []Series{
+		makeSeries(PodSMActive).pod("ml", "a").at(0, repeat(0.6, 10)...).obj(),
+		makeSeries(PodSMActive).pod("ml", "b").at(0, repeat(0.1, 10)...).obj(),
+	}
+	for name, tc := range map[string]struct {
+		series []Series
+		want   float64
+	}{"per process": {join(device, agent), 1}, "even split": {device, 0.5}} {
+		t.Run(name, func(t *testing.T) {
+			f := account(t, tc.series...).Facts()
+			data, err := json.Marshal(f.File())
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := ParseFacts(data, "usage.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := back.Pods["ml/a"].OwnShare(); got != tc.want {
+				t.Errorf("OwnShare of ml/a read back: %v, want %v", got, tc.want)
 			}
 		})
 	}
