@@ -103,3 +103,33 @@ gpupack_agent_sample_errors_total{Hostname="gpu-node-1",stage="nvml"} 1
 		t.Errorf("after a failed interval, want no stale figures: %v", err)
 	}
 }
+
+// TestAgentExpositionMIG: a MIG instance's series carry dcgm-exporter's
+// GPU_I_PROFILE and GPU_I_ID and the physical GPU's UUID, and no activity
+// (NVML has none per process there), only memory.
+func TestAgentExpositionMIG(t *testing.T) {
+	mig := agent.Device{Index: 1, UUID: "GPU-bbbb", Model: "NVIDIA A100-SXM4-40GB", MIGUUID: "MIG-cccc", MIGInstance: 2, MIGProfile: "3g.20gb"}
+	a := NewAgent("gpu-node-1", AgentSources{
+		GPUs: &fakeGPUs{samples: []agent.DeviceSample{{Device: mig, Processes: []agent.ProcessSample{{PID: 21, SMActive: usage.Unknown, MemActive: usage.Unknown, FBUsedMiB: usage.Known(1024)}}}}},
+		Cgroup: func(uint32) (agent.CgroupRef, bool, error) {
+			return agent.CgroupRef{PodUID: podA, ContainerID: "ca"}, true, nil
+		},
+		Holders: func(context.Context) (map[string][]agent.Holder, error) {
+			return map[string][]agent.Holder{"MIG-cccc": {{Namespace: "ml", Pod: "a", Container: "main"}}}, nil
+		},
+		Pods: func(context.Context) (map[string]agent.Pod, error) {
+			return map[string]agent.Pod{podA: {Namespace: "ml", Name: "a", Containers: map[string]string{"ca": "main"}}}, nil
+		},
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := a.Sample(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const want = `
+# HELP GPUPACK_POD_FB_USED Framebuffer MiB held by the container's processes.
+# TYPE GPUPACK_POD_FB_USED gauge
+GPUPACK_POD_FB_USED{GPU_I_ID="2",GPU_I_PROFILE="3g.20gb",Hostname="gpu-node-1",UUID="GPU-bbbb",container="main",gpu="1",modelName="NVIDIA A100-SXM4-40GB",namespace="ml",pod="a"} 1024
+`
+	if err := testutil.CollectAndCompare(a, strings.NewReader(want), usage.PodFBUsed, usage.PodSMActive, usage.PodMemActive); err != nil {
+		t.Error(err)
+	}
+}
