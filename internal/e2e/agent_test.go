@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,6 +163,37 @@ func TestReportPerProcessMatchesTruth(t *testing.T) {
 	}
 	if len(truth.Pods) != 4 {
 		t.Errorf("truth has %d pods, want 4", len(truth.Pods))
+	}
+	checkHourlyWarns(t, ctx, prom.URL, truth)
+}
+
+// checkHourlyWarns: the hourly path over the hours of the run does not
+// read the agent's series; it splits the shared GPU evenly, says so per
+// pod, and warns that the agent's series were there.
+func checkHourlyWarns(t *testing.T, ctx context.Context, promURL string, truth gpusim.Truth) {
+	t.Helper()
+	start := truth.Start.Truncate(time.Hour)
+	end := truth.End.Truncate(time.Hour).Add(time.Hour)
+	var out bytes.Buffer
+	root := cli.NewRoot(ctx)
+	root.SetOut(&out)
+	root.SetArgs([]string{"report", "--prometheus", promURL, "--accounting", "hourly", "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("hourly report: %v", err)
+	}
+	var r usage.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("hourly report JSON: %v", err)
+	}
+	if p, ok := r.Pod("ml", "heavy"); !ok || p.Attribution != usage.AttributionEvenSplit {
+		t.Errorf("hourly report: ml/heavy %v, attribution %q; want even-split", ok, p.Attribution)
+	}
+	warned := false
+	for _, w := range r.Quality.Warnings {
+		warned = warned || strings.Contains(w, "gpupack agent's per-pod series are in Prometheus, but the hourly path does not read them")
+	}
+	if !warned {
+		t.Errorf("hourly report warnings %q: none says the agent's series were not read", r.Quality.Warnings)
 	}
 }
 
