@@ -32,6 +32,7 @@ unit:
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags nvml ./internal/source/nvml
 	cd scheduler && $(GO) vet ./...
 
 deps:
