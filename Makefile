@@ -20,16 +20,19 @@ build:
 # other for CPU and ports.
 test: deps bins scheduler vet
 	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 60m ./...
+	$(GO) test -count=1 -tags nvml ./internal/source/nvml
 	cd scheduler && GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash ../hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 30m ./...
 
 # The fast tier: no external components, no 40-run comparison.
 unit:
 	$(GO) test -short ./...
+	$(GO) test -short -tags nvml ./internal/source/nvml
 	cd scheduler && $(GO) test -short ./...
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags nvml ./internal/source/nvml
 	cd scheduler && $(GO) vet ./...
 
 deps:
@@ -70,6 +73,7 @@ bench:
 # when a Fuzz function is missing here or a line names one that is gone.
 FUZZTIME ?= 30s
 fuzz:
+	$(GO) test ./agent -run XXX -fuzz '^FuzzParseCgroup$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTraceNodes$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTracePods$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME)

@@ -64,6 +64,7 @@ func variants(t *testing.T) []variant {
 			"imagePullSecrets": []any{map[string]any{"name": "ghcr"}},
 			"commonLabels":     map[string]any{"team": "platform"},
 			"rules":            map[string]any{"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}},
+			"agent":            map[string]any{"enabled": true, "runtimeClassName": "", "serviceMonitor": map[string]any{"enabled": true}},
 			"apply": map[string]any{"enabled": true, "maintenanceWindow": "22:00-06:00", "letJobsFinish": true,
 				"approvers": []any{map[string]any{"kind": "Group", "name": "gpu-admins", "apiGroup": "rbac.authorization.k8s.io"}}},
 		}},
@@ -306,15 +307,22 @@ func TestContainerArgsAreTheVerbsFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range docs {
-			if d.Kind != "Deployment" {
+			if d.Kind != "Deployment" && d.Kind != "DaemonSet" {
 				continue
 			}
 			obj, _, err := dec.Decode([]byte(d.YAML), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, c := range obj.(*appsv1.Deployment).Spec.Template.Spec.Containers {
-				if !strings.Contains(c.Image, "/gpupack:") {
+			var spec corev1.PodSpec
+			switch o := obj.(type) {
+			case *appsv1.Deployment:
+				spec = o.Spec.Template.Spec
+			case *appsv1.DaemonSet:
+				spec = o.Spec.Template.Spec
+			}
+			for _, c := range spec.Containers {
+				if !strings.Contains(c.Image, "/gpupack:") && !strings.Contains(c.Image, "/gpupack-agent:") {
 					continue
 				}
 				root := cli.NewRoot(context.Background())

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -195,5 +196,52 @@ func TestWebhookIsHardened(t *testing.T) {
 	}
 	if a := objs["Deployment gpupack-webhook"].(*appsv1.Deployment).Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity != nil {
 		t.Errorf("affinity %+v, want webhook.affinity's in place of the default", a)
+	}
+}
+
+// TestAgentIsHardened: the agent is off by default; on, it is a DaemonSet
+// that is not privileged, adds no capability, has a read-only root
+// filesystem and exactly one hostPath, the kubelet's pod-resources
+// directory, mounted read-only; it may list pods and nothing more.
+func TestAgentIsHardened(t *testing.T) {
+	if objs := renderObjects(t, nil); objs["DaemonSet gpupack-agent"] != nil {
+		t.Fatal("the agent is on by default")
+	}
+	objs := renderObjects(t, map[string]any{"agent": map[string]any{"enabled": true}})
+	ds, ok := objs["DaemonSet gpupack-agent"].(*appsv1.DaemonSet)
+	if !ok {
+		t.Fatal("agent.enabled renders no DaemonSet gpupack-agent")
+	}
+	spec := ds.Spec.Template.Spec
+	if !spec.HostPID || spec.HostNetwork || spec.HostIPC {
+		t.Errorf("hostPID %v, hostNetwork %v, hostIPC %v; want the host's PID namespace only", spec.HostPID, spec.HostNetwork, spec.HostIPC)
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || len(sc.Capabilities.Add) != 0 || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container security %+v, want unprivileged, no capabilities, read-only root", sc)
+	}
+	if c.Resources.Limits.Memory().IsZero() {
+		t.Error("the agent has no memory limit")
+	}
+	var hostPaths []string
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths = append(hostPaths, v.HostPath.Path)
+		}
+	}
+	if diff := cmp.Diff([]string{"/var/lib/kubelet/pod-resources"}, hostPaths); diff != "" {
+		t.Errorf("hostPath volumes (-want +got):\n%s", diff)
+	}
+	for _, m := range c.VolumeMounts {
+		if !m.ReadOnly {
+			t.Errorf("mount %s is writable", m.MountPath)
+		}
+	}
+	role := objs["ClusterRole gpupack-agent"].(*rbacv1.ClusterRole)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}
+	if diff := cmp.Diff(want, role.Rules); diff != "" {
+		t.Errorf("the agent's ClusterRole (-want +got):\n%s", diff)
 	}
 }

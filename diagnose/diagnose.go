@@ -219,6 +219,19 @@ type MemoryFacts struct {
 	LargestGPUNodeCount int      `json:"largestGPUNodeCount,omitempty"`
 	// Options are the catalogue's GPUs and MIG profiles that hold Need.
 	Options []vram.Option `json:"options,omitempty"`
+	// CoTenant is the pod holding the most VRAM of a time-sliced GPU the
+	// pod could share, where gpupack agent measured its own figures; nil
+	// otherwise.
+	CoTenant *CoTenant `json:"coTenant,omitempty"`
+}
+
+// CoTenant is a pod's own use of the shared GPU it holds: its VRAM p95
+// and activity (0..1 of the GPU's time), and the GPU's memory.
+type CoTenant struct {
+	Pod         string  `json:"pod"`
+	VRAMUsedP95 gpu.MiB `json:"vramUsedP95MiB"`
+	ActiveRatio float64 `json:"activeRatio"`
+	GPUMemory   gpu.MiB `json:"gpuMemoryMiB"`
 }
 
 // Rule is one of the pod's rules (or a node's configuration) that keeps it

@@ -185,8 +185,12 @@ func (e *engine) memory(f *Finding, p *cluster.Pod, n need, ks []int, verdicts [
 			"the request is in a container's resources, which the snapshot does not record by container")
 	}
 	if node, ok := e.vramHeldBySharers(ks, verdicts); ok {
-		f.addAdvice(fmt.Sprintf("time-sliced GPUs on %s have replicas free but their VRAM is held by co-tenants (time-slicing does not partition VRAM): move the pod to MIG or MPS, which do, or move a co-tenant", node),
-			adviceSharing)
+		advice := fmt.Sprintf("time-sliced GPUs on %s have replicas free but their VRAM is held by co-tenants (time-slicing does not partition VRAM): move the pod to MIG or MPS, which do, or move a co-tenant", node)
+		if hog := e.largestCoTenant(node); hog != nil {
+			mf.CoTenant = hog
+			advice += fmt.Sprintf(": %s holds %s of its GPU's %s and uses %s of its time (its own figures, measured by gpupack agent)", hog.Pod, hog.VRAMUsedP95, hog.GPUMemory, pct(hog.ActiveRatio))
+		}
+		f.addAdvice(advice, adviceSharing)
 	}
 	if n.estimate != nil {
 		var parts []string
@@ -301,6 +305,32 @@ func (e *engine) vramHeldBySharers(ks []int, verdicts []classVerdict) (string, b
 		}
 	}
 	return "", false
+}
+
+// largestCoTenant is the pod on node holding the most VRAM of a shared
+// GPU by its own figures (usage.PodFacts.PerProcess, from gpupack agent);
+// nil when no pod there was measured per process: DCGM's figures are the
+// whole GPU's and name no pod.
+func (e *engine) largestCoTenant(node string) *CoTenant {
+	n, ok := e.s.Node(node)
+	if !ok || len(n.GPUs) == 0 {
+		return nil
+	}
+	var hog *CoTenant
+	for _, q := range e.s.Pods {
+		facts, measured := e.usage.Pods[q.Key()]
+		if q.NodeName != node || !measured || !facts.PerProcess || !facts.VRAMMeasured {
+			continue
+		}
+		if hog == nil || facts.VRAMUsedP95 > hog.VRAMUsedP95 {
+			g := n.GPUs[0]
+			if len(q.Devices) > 0 && q.Devices[0].GPU < len(n.GPUs) {
+				g = n.GPUs[q.Devices[0].GPU]
+			}
+			hog = &CoTenant{Pod: q.Key(), VRAMUsedP95: facts.VRAMUsedP95, ActiveRatio: facts.ActiveRatio, GPUMemory: g.Memory}
+		}
+	}
+	return hog
 }
 
 // placement reports the rules that keep the pod off the nodes ks. held says

@@ -148,7 +148,11 @@ func (d *Decision) keep(code Code, detail string) {
 func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, loneTenant func(*Workload) bool) *Decision {
 	d := decideSized(w, p, largest, o, window, loneTenant)
 	if w.SharedGPUPods > 0 && d.Action != Unplaceable && (d.VRAMNeed > 0 || d.ComputeNeed > 0) {
-		d.Reason.Detail += fmt.Sprintf("; measured on a GPU that %d pods held at once, whose VRAM and activity DCGM reports for the whole GPU: each pod is sized on an equal share of them", w.SharedGPUPods)
+		if w.SharedEvenSplit {
+			d.Reason.Detail += fmt.Sprintf("; measured on a GPU that %d pods held at once, whose VRAM and activity DCGM reports for the whole GPU: each pod is sized on an equal share of them", w.SharedGPUPods)
+		} else {
+			d.Reason.Detail += fmt.Sprintf("; measured on a GPU that %d pods held at once: each pod is sized on its own VRAM and activity, which gpupack agent measured per process", w.SharedGPUPods)
+		}
 	}
 	if d.capNote != "" {
 		d.Reason.Detail += "; " + d.capNote

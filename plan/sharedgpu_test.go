@@ -123,3 +123,31 @@ func TestUnsharedGPUKeptIsKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedGPUSizedOnOwnFigures: the same two pods measured by gpupack
+// agent: one holds 30000 MiB and 40% of the GPU, the other 5000 MiB and
+// 5%. Sized on their own figures (the larger pod's), not on halves of the
+// GPU's, and the reason says so.
+func TestSharedGPUSizedOnOwnFigures(t *testing.T) {
+	u := sharedFacts(37000, 0.3)
+	own := map[string]struct {
+		vram   gpu.MiB
+		active float64
+	}{"web/app-1": {30000, 0.4}, "web/app-2": {5000, 0.05}}
+	for k, f := range u.Pods {
+		f.VRAMUsedP95, f.ActiveRatio, f.PerProcess = own[k].vram, own[k].active, true
+		u.Pods[k] = f
+	}
+	pl, err := Make(context.Background(), sharedSnapshot(t, "L40S"), u, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := pl.Decisions[0]
+	// 30000 x 1.2 headroom; the mean of 0.4 and 0.05, x 1.2.
+	if d.VRAMNeed != 36000 || round2(d.ComputeNeed) != 0.27 {
+		t.Errorf("decision of %s: VRAM need %v, compute %v; want 36000 MiB and 0.27 (%s)", d.Workload, d.VRAMNeed, d.ComputeNeed, d.Reason.Detail)
+	}
+	if !strings.Contains(d.Reason.Detail, "its own VRAM and activity") {
+		t.Errorf("reason %q does not say the pods were sized on their own figures", d.Reason.Detail)
+	}
+}

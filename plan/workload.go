@@ -53,13 +53,18 @@ type Workload struct {
 	// the mean activity and idle-held share of the measured pods; Measured
 	// counts the pods with any facts. A pod that shared a GPU is credited
 	// its share (usage.PodFacts.OwnShare) of the VRAM p95 and activity,
-	// which DCGM reports for the whole GPU.
+	// which DCGM reports for the whole GPU: all of them where gpupack
+	// agent measured them per process.
 	Observed usage.PodFacts
 	Measured int
 	// SharedGPUPods is the most pods, one of its own included, that held
 	// one of its pods' GPUs at the same time; 0 when each held its GPUs
 	// alone.
 	SharedGPUPods int
+	// SharedEvenSplit is true when a pod that shared a GPU was measured
+	// without gpupack agent's per-pod figures (usage.PodFacts.PerProcess):
+	// its VRAM and activity are an equal share of the GPU's.
+	SharedEvenSplit bool
 	// OnSharedGPU is true when one of its pods is bound to a time-sliced,
 	// MPS or fractional GPU: kept whole, it would leave that GPU.
 	OnSharedGPU bool
@@ -141,6 +146,7 @@ func (w *Workload) aggregate(u *usage.Facts) {
 		own := o.OwnShare()
 		if len(o.SharedWith) > 0 {
 			w.SharedGPUPods = max(w.SharedGPUPods, 1+len(o.SharedWith))
+			w.SharedEvenSplit = w.SharedEvenSplit || !o.PerProcess
 		}
 		w.Observed.VRAMUsedP95 = max(w.Observed.VRAMUsedP95, gpu.MiB(math.Ceil(float64(o.VRAMUsedP95)*own)))
 		if o.Measured {

@@ -54,16 +54,22 @@ type ownerSeries struct {
 	// the device, so the slot loop does no map lookups.
 	pod       *podState
 	container *acc
+	// own is the owner's activity and framebuffer from the agent's
+	// series; nil without them.
+	own *ownFigures
 }
 
 // deviceInput is one device's series.
 type deviceInput struct {
 	device Device
 	series []*Series
+	// agent are the agent's per-pod series of the device.
+	agent []*Series
 }
 
 // groupByDevice groups the series of known metrics by device, in the order
-// of the devices' keys, and says which metrics had any series.
+// of the devices' keys, and says which metrics had any series. The agent's
+// series join the devices DCGM reports; they make none of their own.
 func groupByDevice(series []Series) ([]*deviceInput, []bool) {
 	byKey := map[string]*deviceInput{}
 	var devs []*deviceInput
@@ -87,6 +93,13 @@ func groupByDevice(series []Series) ([]*deviceInput, []bool) {
 		}
 		d.series = append(d.series, s)
 	}
+	for i := range series {
+		if s := &series[i]; agentMetric(s.Metric) >= 0 {
+			if d := byKey[s.Device.Key()]; d != nil {
+				d.agent = append(d.agent, s)
+			}
+		}
+	}
 	sort.Slice(devs, func(i, j int) bool { return devs[i].device.Key() < devs[j].device.Key() })
 	return devs, seenMetric
 }
@@ -105,6 +118,7 @@ type rawAccount struct {
 	vals                   [][]float64
 	sampled                []bool
 	owners, present        []*ownerSeries
+	shares                 []slotShare
 	hasMetric              []bool
 	vram, vramFree         []float64
 	mig                    migGPU
@@ -260,6 +274,58 @@ func (a *rawAccount) load(d *deviceInput) {
 	sort.Slice(a.owners, func(i, j int) bool {
 		return compareOwnerKeys(a.owners[i].owner, a.owners[j].owner) < 0
 	})
+	a.loadOwn(d, ownerIdx)
+}
+
+// loadOwn puts the agent's series of the device into the slots of the
+// owners DCGM reports on it; the series of other owners are not read.
+func (a *rawAccount) loadOwn(d *deviceInput, owners map[Owner]*ownerSeries) {
+	for _, s := range d.agent {
+		o := owners[s.Owner]
+		if o == nil {
+			continue
+		}
+		if o.own == nil {
+			o.own = newOwnFigures(a.slots)
+		}
+		dst := o.own.sm
+		if agentMetric(s.Metric) == 1 {
+			dst = o.own.fb
+		}
+		for _, smp := range s.Samples {
+			if smp.TimeMs < a.startMs || smp.TimeMs >= a.endMs || math.IsNaN(smp.Value) || math.IsInf(smp.Value, 0) {
+				continue
+			}
+			dst[a.slotOf(smp.TimeMs)] = smp.Value
+		}
+	}
+	for _, o := range a.owners {
+		if o.own != nil {
+			bridgeOneStep(o.own.sm)
+			bridgeOneStep(o.own.fb)
+		}
+	}
+}
+
+// bridgeOneStep gives a slot without a value that of a neighbour with
+// one, the one before first: the agent and dcgm-exporter are scraped at
+// different moments, so an owner's first and last samples of each may
+// fall one step apart. Only original values are copied, each at most one
+// step into a gap: a gap of three or more steps stays one in its middle.
+func bridgeOneStep(v []float64) {
+	prev := math.NaN() // v[k-1] as it was before bridging
+	for k := range v {
+		cur := v[k]
+		if math.IsNaN(cur) {
+			switch {
+			case !math.IsNaN(prev):
+				v[k] = prev
+			case k+1 < len(v):
+				v[k] = v[k+1]
+			}
+		}
+		prev = cur
+	}
 }
 
 // activitySource is the most preferred activity metric the device has a
@@ -285,7 +351,7 @@ func (a *rawAccount) integrate(device Device, du *DeviceUsage, share, price floa
 	var powerN int
 	lastEnergy := math.NaN()
 	wasPresent, inGap := false, false
-	var sh sharers
+	var sharers sharers
 	vals := a.vals
 	levels := a.levels.of(levelModel(a.pricing, device), a.hours)
 	for k := 0; k < a.slots; k++ {
@@ -336,6 +402,7 @@ func (a *rawAccount) integrate(device Device, du *DeviceUsage, share, price floa
 		a.present = a.present[:0]
 		for _, o := range a.owners {
 			if o.present[k] {
+				a.resolve(o, device, du.ActivitySource, k)
 				a.present = append(a.present, o)
 			}
 		}
@@ -344,28 +411,38 @@ func (a *rawAccount) integrate(device Device, du *DeviceUsage, share, price floa
 			continue
 		}
 		dev.capacity += sec * share
-		each := share / float64(len(a.present))
 		h := a.hourOf(k)
-		for _, o := range a.present {
-			gs := sec * each
-			dev.hold(gs, activity, price)
+		// The owners are sorted by pod: a pod's containers are adjacent.
+		shared := a.present[len(a.present)-1].pod != a.present[0].pod
+		perProcess := a.split(k, sec, share, activity, fb, energy, shared)
+		for i, o := range a.present {
+			sh := a.shares[i]
+			dev.hold(sh.gs, activity, price)
 			known, active := 0.0, 0.0
 			if !math.IsNaN(activity) {
-				known, active = gs, gs*activity
+				known, active = sh.gs, sh.gs*activity
 			}
-			levels.add(h, gs, known, active)
-			a.hold(o, device, du.ActivitySource, k, gs, activity, price, energy/float64(len(a.present)), fb, power)
+			levels.add(h, sh.gs, known, active)
+			a.hold(o, device, du.ActivitySource, k, sh, price, power)
+			if !math.IsNaN(sh.activity) {
+				known, active = sh.gs, sh.gs*sh.activity
+			}
 			o.pod.hours.add(h, known, active)
+			if shared {
+				o.pod.countShared(sec, perProcess)
+			}
 		}
-		// The owners are sorted by pod: a pod's containers are adjacent.
-		if last := a.present[len(a.present)-1]; last.pod != a.present[0].pod {
+		if shared {
 			du.SharedSeconds += Seconds(sec)
+			if perProcess {
+				du.PerProcessSeconds += Seconds(sec)
+			}
 			for _, o := range a.present {
-				sh.add(h, o.pod)
+				sharers.add(h, o.pod)
 			}
 		}
 	}
-	du.SharedBy = sh.settle()
+	du.SharedBy = sharers.settle()
 	du.Coverage = Known(covered / a.w.End.Sub(a.w.Start).Seconds())
 	a.coveredDeviceSeconds += covered * share
 	du.VRAMUsedMiB = percentiles(a.vram)
@@ -394,16 +471,24 @@ func (a *rawAccount) slotEnergy(k int, power, sec, lastEnergy float64) float64 {
 	return math.NaN()
 }
 
-// hold credits owner o, present on device at slot k, with gs GPU-seconds
-// at the slot's activity and price, its share of the slot's energy (NaN if
-// unknown), and the slot's framebuffer, DRAM and power samples.
-func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, gs, activity, price, energy, fb, power float64) {
-	if o.pod == nil {
-		o.pod, o.container = resolveOwner(a.pods, nil, o.owner, device, device.Key(), source, k, a.slots)
-		if c := o.dra.Claim(); c != "" {
-			o.pod.claim(c)
-		}
+// resolve finds the pod and container of owner o at its first slot on
+// device, k.
+func (a *rawAccount) resolve(o *ownerSeries, device Device, source string, k int) {
+	if o.pod != nil {
+		return
 	}
+	o.pod, o.container = resolveOwner(a.pods, nil, o.owner, device, device.Key(), source, k, a.slots)
+	if c := o.dra.Claim(); c != "" {
+		o.pod.claim(c)
+	}
+}
+
+// hold credits owner o (resolved), present on device at slot k, with its share of
+// the slot (GPU-seconds at an activity, its own activity, framebuffer and
+// energy, NaN where unknown) at the slot's price, and the slot's DRAM and
+// power samples.
+func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, sh slotShare, price, power float64) {
+	gs, activity, energy, fb := sh.gs, sh.activity, sh.energy, sh.fb
 	ps, ca := o.pod, o.container
 	ps.acc.hold(gs, activity, price)
 	ca.hold(gs, activity, price)
@@ -413,8 +498,8 @@ func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, g
 		ca.energy += energy
 		ca.energyKnown = true
 	}
-	if !math.IsNaN(activity) {
-		ps.activity = append(ps.activity, activity)
+	if !math.IsNaN(sh.own) {
+		ps.activity = append(ps.activity, sh.own)
 	}
 	if !math.IsNaN(fb) {
 		ps.vram = append(ps.vram, fb)
@@ -428,7 +513,7 @@ func (a *rawAccount) hold(o *ownerSeries, device Device, source string, k int, g
 		ps.powerN++
 	}
 	ps.countHeld(a.w.Start.Add(time.Duration(a.hourOf(k))*time.Hour), gs)
-	used := (!math.IsNaN(activity) && activity > ActivityIdleFloor) || (!math.IsNaN(fb) && fb > FBIdleFloorMiB)
+	used := (!math.IsNaN(sh.own) && sh.own > ActivityIdleFloor) || (!math.IsNaN(fb) && fb > FBIdleFloorMiB)
 	if used && (ps.firstUse < 0 || k < ps.firstUse) {
 		ps.firstUse = k
 	}

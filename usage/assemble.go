@@ -126,6 +126,7 @@ func (as *assembler) add(ps *podState) {
 	u.HourlyActivity, u.FirstHour = ps.hours.activity()
 	u.Claims = sortedKeys(ps.claims)
 	u.SharedWith = sortedKeys(ps.sharedWith)
+	u.Attribution = attributionOf(len(u.SharedWith) > 0, ps.perProcessSec, ps.evenSplitSec)
 	u.App = appUsage(as.podApps[key], u.Cost)
 	in := startupInput{attached: ps.attached, firstUse: ps.firstUseAt, step: time.Duration(r.StepSecond * Seconds(time.Second)), heldGPUs: ps.heldAtStart(r.End)}
 	if e := as.events[podRef{u.Namespace, u.Pod}]; e != nil {

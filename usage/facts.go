@@ -54,14 +54,25 @@ type PodFacts struct {
 	// those of every pod on it; OwnShare says how much of them to credit
 	// to the pod.
 	SharedWith []string
+	// PerProcess says the pod's VRAM p95 and activity on its shared GPUs
+	// are its own, measured by `gpupack agent` at every step it shared
+	// one (PodUsage.Attribution is AttributionPerProcess), not the whole
+	// GPU's.
+	PerProcess bool
 }
 
 // OwnShare is the share, 0..1, of its GPUs' VRAM and activity credited to
-// the pod: all of it on a GPU it held alone, an equal share with each pod
-// it shared one with (SharedWith). DCGM does not measure a shared GPU's
-// framebuffer per process, so the equal split, the one the accounting
+// the pod: all of it on a GPU it held alone or where its figures are its
+// own (PerProcess), else an equal share with each pod it shared one with
+// (SharedWith). DCGM does not measure a shared GPU's framebuffer per
+// process, so without the agent the equal split, the one the accounting
 // uses for GPU-seconds, is an estimate.
-func (f PodFacts) OwnShare() float64 { return 1 / float64(1+len(f.SharedWith)) }
+func (f PodFacts) OwnShare() float64 {
+	if f.PerProcess {
+		return 1
+	}
+	return 1 / float64(1+len(f.SharedWith))
+}
 
 // Facts are the per-pod usage facts of a window, by pod key
 // ("namespace/name"), with the GPUs allocated and active per GPU model and
@@ -93,7 +104,7 @@ func (r *Report) Facts() *Facts {
 			pf.IdleHeldRatio, pf.IdleHeldMeasured = round4(min(max(idle.Value(), 0), 1)), true
 		}
 		pf.HourlyActivity, pf.FirstHour = p.HourlyActivity, p.FirstHour
-		pf.SharedWith = p.SharedWith
+		pf.SharedWith, pf.PerProcess = p.SharedWith, p.Attribution == AttributionPerProcess
 		if !pf.Measured && !pf.VRAMMeasured && !pf.IdleHeldMeasured && pf.HourlyActivity == nil {
 			continue
 		}
@@ -142,6 +153,7 @@ const (
 //	  hourlyActivity: [0.1, 0.0, 0.4]   # mean activity per hour of the window
 //	  firstHour: 0          # the hour hourlyActivity starts at (0: the first)
 //	  sharedWith: [ml/train-1]  # pods that held one of its GPUs at the same time
+//	  perProcess: true      # activity and vramUsedP95 are its own (gpupack agent), not the shared GPU's
 //	- pod: ml/llm-70b       # a pending pod: what its model needs
 //	  model: {params: 70B, dtype: fp16, context: 4096, batch: 1, layers: 80, hidden: 8192}
 //	  gpuMemory: 150Gi      # or the need stated outright
@@ -181,6 +193,10 @@ type FactsFilePod struct {
 	// (PodFacts.SharedWith); optional: without it the pod held its GPUs
 	// alone.
 	SharedWith []string `json:"sharedWith,omitempty"`
+	// PerProcess says activity and vramUsedP95 are the pod's own on its
+	// shared GPUs (PodFacts.PerProcess); optional: without it they are
+	// the whole GPU's.
+	PerProcess bool `json:"perProcess,omitempty"`
 }
 
 // FactsFileModel is a model description in the usage file: a built-in
@@ -213,7 +229,7 @@ func (f *Facts) File() FactsFile {
 	sort.Strings(keys)
 	for _, key := range keys {
 		p := f.Pods[key]
-		e := FactsFilePod{Pod: key, HourlyActivity: p.HourlyActivity, FirstHour: p.FirstHour, SharedWith: p.SharedWith}
+		e := FactsFilePod{Pod: key, HourlyActivity: p.HourlyActivity, FirstHour: p.FirstHour, SharedWith: p.SharedWith, PerProcess: p.PerProcess}
 		if p.Measured {
 			v := p.ActiveRatio
 			e.Activity, e.Pattern = &v, string(p.Pattern)
@@ -428,7 +444,7 @@ func (p *FactsFilePod) facts(windowHours int) (PodFacts, error) {
 	if err := checkSharedWith(p.Pod, p.SharedWith); err != nil {
 		return facts, err
 	}
-	facts.SharedWith = p.SharedWith
+	facts.SharedWith, facts.PerProcess = p.SharedWith, p.PerProcess
 	if !facts.Measured && !facts.VRAMMeasured && facts.GPUMemory == 0 && facts.Model == nil && !facts.IdleHeldMeasured && facts.HourlyActivity == nil {
 		return facts, fmt.Errorf("no facts: give activity and pattern, vramUsedP95, gpuMemory, model, idleHeldRatio or hourlyActivity")
 	}

@@ -51,6 +51,18 @@ type podState struct {
 	// claims are the DRA claims of its series; sharedWith the pods it
 	// shared a GPU with (PodUsage.SharedWith).
 	claims, sharedWith map[string]bool
+	// perProcessSec and evenSplitSec are the seconds at which the pod
+	// shared a GPU, split per process or evenly (PodUsage.Attribution).
+	perProcessSec, evenSplitSec float64
+}
+
+// countShared counts sec seconds at which the pod shared a GPU.
+func (ps *podState) countShared(sec float64, perProcess bool) {
+	if perProcess {
+		ps.perProcessSec += sec
+	} else {
+		ps.evenSplitSec += sec
+	}
 }
 
 // podHead is what a pod's state knows of its PodUsage before assemble:

@@ -93,6 +93,10 @@ type DeviceUsage struct {
 	// pods ("namespace/pod"), sorted.
 	SharedSeconds Seconds  `json:"sharedSeconds"`
 	SharedBy      []string `json:"sharedBy,omitempty"`
+	// PerProcessSeconds are the shared seconds split among the pods by
+	// the agent's per-pod series (AttributionPerProcess); the rest of
+	// SharedSeconds were split evenly.
+	PerProcessSeconds Seconds `json:"perProcessSeconds"`
 	Totals
 	Capacity
 }
@@ -137,6 +141,10 @@ type PodUsage struct {
 	// three or more took turns), sorted. Both accounting paths compute
 	// this same set.
 	SharedWith []string `json:"sharedWith,omitempty"`
+	// Attribution is how the pod's figures on shared GPUs were measured:
+	// AttributionExclusive, AttributionPerProcess, AttributionEvenSplit or
+	// AttributionMixed.
+	Attribution string `json:"attribution"`
 	Totals
 }
 

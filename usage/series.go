@@ -347,3 +347,25 @@ func (a *Amount) UnmarshalJSON(b []byte) error {
 	*a = Known(v)
 	return nil
 }
+
+// The per-pod series of `gpupack agent`, labelled as dcgm-exporter labels
+// a device (Hostname, gpu, UUID, modelName, GPU_I_PROFILE, GPU_I_ID) and
+// its holder (namespace, pod, container). Account reads PodSMActive and
+// PodFBUsed to attribute a shared GPU (AttributionPerProcess).
+const (
+	// PodSMActive is the share, 0..1, of the interval in which the
+	// container's processes ran kernels on the device (NVML's per-process
+	// SM utilisation, summed over the container's processes).
+	PodSMActive = "GPUPACK_POD_SM_ACTIVE"
+	// PodMemActive is the share, 0..1, of the interval in which the
+	// container's processes used the memory interface.
+	PodMemActive = "GPUPACK_POD_MEM_ACTIVE"
+	// PodFBUsed is the framebuffer MiB the container's processes held.
+	PodFBUsed = "GPUPACK_POD_FB_USED"
+	// DeviceAttributed is the agent's coverage of a device: the share,
+	// 0..1, of its processes' activity that went to pods holding it.
+	DeviceAttributed = "GPUPACK_DEV_ATTRIBUTED_RATIO"
+)
+
+// AgentMetrics are the agent's series Account reads.
+var AgentMetrics = []string{PodSMActive, PodFBUsed}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpupack/gpupack/internal/cli/agent"
 	"github.com/gpupack/gpupack/internal/cli/apply"
 	"github.com/gpupack/gpupack/internal/cli/diagnose"
 	"github.com/gpupack/gpupack/internal/cli/fakedcgm"
@@ -32,6 +33,7 @@ func verbs(ctx context.Context) []*cobra.Command {
 		reclaim.NewCommand(ctx),
 		restore.NewCommand(ctx),
 		serve.NewCommand(ctx),
+		agent.NewCommand(ctx),
 		rules.NewCommand(),
 		snapshot.NewCommand(ctx),
 		simulate.NewCommand(ctx),

@@ -18,7 +18,7 @@ type Package struct {
 
 // corePaths are the pure core and the vocabulary it imports: they know
 // nothing of HTTP, flags, client-go or Prometheus' client.
-var corePaths = []string{"gpu", "cluster", "placement", "sim", "usage", "diagnose", "plan", "change", "reclaim", "vram", "dataset", "api"}
+var corePaths = []string{"gpu", "cluster", "placement", "sim", "usage", "diagnose", "plan", "change", "reclaim", "vram", "dataset", "api", "agent"}
 
 // forbiddenInCore are the dependencies a core package must not have, by
 // prefix: the edges' libraries.

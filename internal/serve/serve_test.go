@@ -508,3 +508,18 @@ func TestChanges(t *testing.T) {
 		t.Errorf("/api/v1/changes: %+v, %v", got, err)
 	}
 }
+
+// TestPodsShowGPUSplit: each pod's row says how its shared GPUs were
+// split among their pods (usage.PodUsage.Attribution).
+func TestPodsShowGPUSplit(t *testing.T) {
+	r := &usage.Report{Currency: "EUR", Pods: []usage.PodUsage{
+		{Namespace: "ml", Pod: "a", Attribution: usage.AttributionPerProcess, Pattern: usage.Pattern{Name: usage.Busy}},
+		{Namespace: "ml", Pod: "b", Attribution: usage.AttributionEvenSplit, Pattern: usage.Pattern{Name: usage.Bursty}},
+	}}
+	page := body(t, get(t, Handler(Options{Provider: &provider{v: &app.View{Report: r}}}), http.MethodGet, "/"))
+	for _, want := range []string{`>GPU split</th>`, `<td class="pattern">busy</td><td>per-process</td>`, `<td class="pattern">bursty</td><td>even-split</td>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}

@@ -54,7 +54,9 @@ the embedded demo world that gpupack report --demo accounts). Time 0 of the
 scenario is when the server starts; after the scenario's duration every GPU
 is free. Beside it, /kube-state-metrics/metrics serves what kube-state-metrics
 would expose of the pods whose start-up the scenario scripts (creation,
-scheduling, container start and readiness times, and the owner). With --truth it writes the true
+scheduling, container start and readiness times, and the owner), and
+/agent/metrics what gpupack agent would serve on each node (each pod's own
+activity and memory on its device). With --truth it writes the true
 allocated and active GPU-seconds per pod as JSON when the scenario ends and
 again when interrupted.
 
@@ -116,6 +118,7 @@ func run(ctx context.Context, opts *options, stderr io.Writer) error {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_ = s.WriteStateMetrics(w, start, time.Since(start))
 	})
+	mux.Handle(AgentMetricsPath, agentHandler(s, start))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "fake-dcgm: serving %d nodes on http://%s/metrics for %s\n", len(s.Nodes), ln.Addr(), s.Duration.D())
 	writeTruth := func() error {

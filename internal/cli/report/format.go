@@ -198,10 +198,10 @@ func writeCSV(out io.Writer, r *usage.Report) error {
 		return strconv.FormatFloat(a.Value(), 'f', -1, 64)
 	}
 	_ = w.Write([]string{"namespace", "pod", "node", "allocated_gpu_seconds", "active_gpu_seconds", "idle_allocated_gpu_seconds", "activity_coverage_ratio",
-		"cost", "idle_cost", "cost_per_active_gpu_hour", "currency", "vram_used_p50_mib", "vram_used_p95_mib", "vram_used_max_mib", "dram_active_ratio", "power_watts", "energy_joules", "pattern", "activity_sources"})
+		"cost", "idle_cost", "cost_per_active_gpu_hour", "currency", "vram_used_p50_mib", "vram_used_p95_mib", "vram_used_max_mib", "dram_active_ratio", "power_watts", "energy_joules", "pattern", "activity_sources", "attribution"})
 	for _, p := range r.Pods {
 		_ = w.Write([]string{p.Namespace, p.Pod, p.Node, strconv.FormatFloat(float64(p.AllocatedGPUSeconds), 'f', -1, 64), cell(p.ActiveGPUSeconds), cell(p.IdleAllocatedGPUSeconds), cell(p.ActivityCoverage),
-			cell(p.Cost), cell(p.IdleCost), cell(p.CostPerActiveGPUHour), r.Currency, cell(p.VRAMUsedMiB.P50), cell(p.VRAMUsedMiB.P95), cell(p.VRAMUsedMiB.Max), cell(p.DRAMActive), cell(p.PowerWatts), cell(p.EnergyJoules), string(p.Pattern.Name), strings.Join(p.ActivitySources, " ")})
+			cell(p.Cost), cell(p.IdleCost), cell(p.CostPerActiveGPUHour), r.Currency, cell(p.VRAMUsedMiB.P50), cell(p.VRAMUsedMiB.P95), cell(p.VRAMUsedMiB.Max), cell(p.DRAMActive), cell(p.PowerWatts), cell(p.EnergyJoules), string(p.Pattern.Name), strings.Join(p.ActivitySources, " "), p.Attribution})
 	}
 	w.Flush()
 	return w.Error()
@@ -217,8 +217,8 @@ func writePodUsage(out io.Writer, r *usage.Report) error {
 }
 
 // writeShared lists the GPUs that two or more pods held at once, longest
-// shared first, with the DRA device and the pods' claims where
-// dcgm-exporter's DRA labels name them.
+// shared first, with how their time was split among the pods, the DRA
+// device and the pods' claims where dcgm-exporter's DRA labels name them.
 func writeShared(b *strings.Builder, r *usage.Report, top int) {
 	var shared []usage.DeviceUsage
 	for _, d := range r.Devices {
@@ -236,7 +236,7 @@ func writeShared(b *strings.Builder, r *usage.Report, top int) {
 	}
 	fmt.Fprintf(b, "\nShared GPUs (held by two or more pods at once)\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "NODE\tGPU\tDRA DEVICE\tSHARED HOURS\tPODS (CLAIMS)\n")
+	fmt.Fprintf(tw, "NODE\tGPU\tDRA DEVICE\tSHARED HOURS\tSPLIT\tPODS (CLAIMS)\n")
 	for i, d := range shared {
 		if i == top {
 			break
@@ -252,9 +252,21 @@ func writeShared(b *strings.Builder, r *usage.Report, top int) {
 			}
 			pods = append(pods, p)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Node, gpu, orDash(d.DRADevice), hours(d.SharedSeconds), strings.Join(pods, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Node, gpu, orDash(d.DRADevice), hours(d.SharedSeconds), split(d), strings.Join(pods, ", "))
 	}
 	tw.Flush()
+}
+
+// split says how a shared GPU's time was split among its pods: by their
+// processes (gpupack agent), evenly, or the share of it by processes.
+func split(d usage.DeviceUsage) string {
+	switch {
+	case d.PerProcessSeconds <= 0:
+		return "even"
+	case d.PerProcessSeconds >= d.SharedSeconds:
+		return "per-process"
+	}
+	return fmt.Sprintf("per-process %.0f%%", 100*float64(d.PerProcessSeconds/d.SharedSeconds))
 }
 
 func orDash(s string) string {

@@ -115,6 +115,9 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 			d.Series = append(d.Series, usage.Series{Metric: metric, Device: device(ss.Metric), Owner: owner(ss.Metric), DRA: draHold(ss.Metric), Samples: samples(ss.Values)})
 		}
 	}
+	if err := s.loadAgent(ctx, d, r); err != nil {
+		return nil, err
+	}
 	if err := s.loadApp(ctx, d, app, func(q string) string { return q }, r, 0); err != nil {
 		return nil, err
 	}
@@ -122,6 +125,39 @@ func (s *Source) Load(ctx context.Context, w usage.Window, app map[string]string
 		return nil, err
 	}
 	return d, nil
+}
+
+// loadAgent reads the per-pod series of `gpupack agent` where it runs.
+// They are read by name alone: the selector picks dcgm-exporter's job,
+// and no other exporter writes these names.
+func (s *Source) loadAgent(ctx context.Context, d *Data, r v1.Range) error {
+	for _, metric := range usage.AgentMetrics {
+		m, err := s.queryRange(ctx, metric+`{pod!=""}`, r)
+		if err != nil {
+			return err
+		}
+		for _, ss := range m {
+			d.Series = append(d.Series, usage.Series{Metric: metric, Device: device(ss.Metric), Owner: owner(ss.Metric), Samples: samples(ss.Values)})
+		}
+	}
+	return nil
+}
+
+// AgentRan says whether `gpupack agent`'s per-pod series have any sample
+// in the window: the hourly path, which does not read them, then says
+// that it split shared GPUs evenly all the same.
+func (s *Source) AgentRan(ctx context.Context, w usage.Window) (bool, error) {
+	q := fmt.Sprintf(`count(max_over_time(%s{pod!=""}[%dms]))`, usage.PodSMActive, w.End.Sub(w.Start).Milliseconds())
+	at := w.End.Add(-time.Millisecond)
+	v, warnings, _, err := s.api.Query(ctx, q, at)
+	if err == nil && len(warnings) > 0 {
+		err = &PartialAnswerError{Warnings: warnings}
+	}
+	if err != nil {
+		return false, fmt.Errorf("whether gpupack agent's series are there: %w", s.fail(q, instantWhen(at), err))
+	}
+	vec, ok := v.(model.Vector)
+	return ok && len(vec) > 0 && vec[0].Value > 0, nil
 }
 
 // LoadMeta reads what Load reads besides the DCGM series, for the hourly

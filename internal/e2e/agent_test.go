@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpupack/gpupack/internal/cli"
+	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
+	"github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// sharedScenario: one L4 time-sliced by three pods whose processes use
+// 50%, 20% and 0% of it, and one H100 held alone, from 3s to 27s.
+const sharedScenario = `duration: 30s
+nodes:
+  - {name: agent-a, model: L4, gpus: 1}
+  - {name: agent-b, model: H100-80GB, gpus: 1}
+pods:
+  - {namespace: ml, name: heavy, node: agent-a, gpu: 0, from: 3s, to: 27s, memoryMiB: 12000, activity: {pattern: constant, level: 0.5}}
+  - {namespace: ml, name: light, node: agent-a, gpu: 0, from: 3s, to: 27s, memoryMiB: 3000, activity: {pattern: constant, level: 0.2}}
+  - {namespace: ml, name: idle, node: agent-a, gpu: 0, from: 3s, to: 27s, memoryMiB: 500, activity: {pattern: constant, level: 0}}
+  - {namespace: web, name: alone, node: agent-b, gpu: 0, from: 3s, to: 27s, memoryMiB: 9000, activity: {pattern: constant, level: 0.4}}
+`
+
+// TestReportPerProcessMatchesTruth: Prometheus (1 s scrapes) scrapes
+// fake-dcgm's DCGM series and, as a second job, what gpupack agent serves
+// for the scenario's nodes; the report's active GPU-seconds of the pods on
+// the time-sliced GPU equal each pod's own (the truth) within 2%, where
+// the even split gives each a third of their sum, and their framebuffer
+// is their own. Allocation follows use: each pod its processes' time and
+// a third of the device's idle time.
+func TestReportPerProcessMatchesTruth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var fakeAddr atomic.Pointer[string]
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := fakeAddr.Load()
+		if addr == nil {
+			http.Error(w, "fake-dcgm is not started yet", http.StatusServiceUnavailable)
+			return
+		}
+		resp, err := http.Get("http://" + *addr + r.URL.Path)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer proxy.Close()
+	target := proxy.Listener.Addr().String()
+	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Config: fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n"+
+		"  - job_name: dcgm-exporter\n    honor_labels: true\n    static_configs: [{targets: [%q]}]\n"+
+		"  - job_name: gpupack-agent\n    honor_labels: true\n    metrics_path: %s\n    static_configs: [{targets: [%q]}]\n", target, clifakedcgm.AgentMetricsPath, target)})
+	waitScraping(t, ctx, prom.URL)
+
+	write(t, filepath.Join(dir, "scenario.yaml"), sharedScenario)
+	truthPath := filepath.Join(dir, "truth.json")
+	fakeCtx, stopFake := context.WithCancel(ctx)
+	fakeDone := make(chan error, 1)
+	fakeStderr, fakeLog := io.Pipe()
+	go func() {
+		root := cli.NewRoot(fakeCtx)
+		root.SetErr(fakeLog)
+		root.SetArgs([]string{"fake-dcgm", "--scenario", filepath.Join(dir, "scenario.yaml"), "--listen", "127.0.0.1:0", "--truth", truthPath})
+		err := root.ExecuteContext(fakeCtx)
+		fakeLog.CloseWithError(fmt.Errorf("fake-dcgm ended: %v", err))
+		fakeDone <- err
+	}()
+	defer func() {
+		stopFake()
+		if err := <-fakeDone; err != nil {
+			t.Errorf("fake-dcgm: %v", err)
+		}
+	}()
+	serving := regexp.MustCompile(`fake-dcgm: serving .* on http://(\S+)/metrics`)
+	lines := bufio.NewScanner(fakeStderr)
+	for lines.Scan() {
+		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
+			fakeAddr.Store(&m[1])
+			break
+		}
+	}
+	if fakeAddr.Load() == nil {
+		t.Fatalf("fake-dcgm did not say where it serves: %v", lines.Err())
+	}
+	go func() { _, _ = io.Copy(io.Discard, fakeStderr) }()
+
+	var truth gpusim.Truth
+	for {
+		if b, err := os.ReadFile(truthPath); err == nil && json.Unmarshal(b, &truth) == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the scenario did not end in time")
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	time.Sleep(3 * time.Second)
+	start := truth.Start.Truncate(time.Second)
+	end := truth.End.Truncate(time.Second).Add(3 * time.Second)
+	var out bytes.Buffer
+	root := cli.NewRoot(ctx)
+	root.SetOut(&out)
+	root.SetArgs([]string{"report", "--prometheus", prom.URL, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var r usage.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("report JSON: %v\n%s", err, out.String())
+	}
+	held := 24.0 // seconds each pod held its GPU
+	levels := map[string]float64{"ml/heavy": 0.5, "ml/light": 0.2, "ml/idle": 0, "web/alone": 0.4}
+	memory := map[string]float64{"ml/heavy": 12000, "ml/light": 3000, "ml/idle": 500, "web/alone": 9000}
+	wantAttribution := map[string]string{"ml/heavy": usage.AttributionPerProcess, "ml/light": usage.AttributionPerProcess, "ml/idle": usage.AttributionPerProcess, "web/alone": usage.AttributionExclusive}
+	idleShare := (1 - 0.5 - 0.2) / 3
+	for _, pt := range truth.Pods {
+		key := pt.Namespace + "/" + pt.Pod
+		got, ok := r.Pod(pt.Namespace, pt.Pod)
+		if !ok {
+			t.Errorf("%s: missing from the report", key)
+			continue
+		}
+		if got.Attribution != wantAttribution[key] {
+			t.Errorf("%s: attribution %q, want %q", key, got.Attribution, wantAttribution[key])
+		}
+		if !got.ActiveGPUSeconds.Known() {
+			t.Errorf("%s: active GPU-seconds unknown", key)
+			continue
+		}
+		check(t, key+" active", got.ActiveGPUSeconds.Value(), float64(pt.ActiveGPUSeconds))
+		wantAllocated := held
+		if pt.Namespace == "ml" {
+			wantAllocated = held * (levels[key] + idleShare)
+			if even := held * (0.5 + 0.2) / 3; key != "ml/idle" && abs(float64(pt.ActiveGPUSeconds)-even) < 0.02*even {
+				t.Fatalf("%s: the even split (%.2f) is right for this pod: the scenario proves nothing", key, even)
+			}
+		}
+		check(t, key+" allocated", float64(got.AllocatedGPUSeconds), wantAllocated)
+		if p95 := got.VRAMUsedMiB.P95; !p95.Known() || abs(p95.Value()-memory[key]) > 1 {
+			t.Errorf("%s: VRAM p95 %v MiB, want its own %v", key, p95, memory[key])
+		}
+	}
+	if len(truth.Pods) != 4 {
+		t.Errorf("truth has %d pods, want 4", len(truth.Pods))
+	}
+	checkHourlyWarns(t, ctx, prom.URL, truth)
+}
+
+// checkHourlyWarns: the hourly path over the hours of the run does not
+// read the agent's series; it splits the shared GPU evenly, says so per
+// pod, and warns that the agent's series were there.
+func checkHourlyWarns(t *testing.T, ctx context.Context, promURL string, truth gpusim.Truth) {
+	t.Helper()
+	start := truth.Start.Truncate(time.Hour)
+	end := truth.End.Truncate(time.Hour).Add(time.Hour)
+	var out bytes.Buffer
+	root := cli.NewRoot(ctx)
+	root.SetOut(&out)
+	root.SetArgs([]string{"report", "--prometheus", promURL, "--accounting", "hourly", "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("hourly report: %v", err)
+	}
+	var r usage.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("hourly report JSON: %v", err)
+	}
+	if p, ok := r.Pod("ml", "heavy"); !ok || p.Attribution != usage.AttributionEvenSplit {
+		t.Errorf("hourly report: ml/heavy %v, attribution %q; want even-split", ok, p.Attribution)
+	}
+	warned := false
+	for _, w := range r.Quality.Warnings {
+		warned = warned || strings.Contains(w, "gpupack agent's per-pod series are in Prometheus, but the hourly path does not read them")
+	}
+	if !warned {
+		t.Errorf("hourly report warnings %q: none says the agent's series were not read", r.Quality.Warnings)
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
