@@ -143,7 +143,23 @@ func measureRaw(ctx context.Context, m Measurement) (*usage.Report, error) {
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
-	return usage.Account(usage.Input{Window: m.Window, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, m.Live)})
+	r, err := usage.Account(usage.Input{Window: m.Window, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, m.Live)})
+	if err != nil {
+		return nil, err
+	}
+	return r, judge(ctx, src, m.Window, r)
+}
+
+// judge reads the window's cAdvisor and DCGM evidence and sets each pod's
+// bottleneck verdict: the same queries on the raw and hourly paths.
+func judge(ctx context.Context, src *promql.Source, w usage.Window, r *usage.Report) error {
+	ev, err := src.LoadEvidence(ctx, w)
+	if err != nil {
+		return err
+	}
+	r.JudgeBottlenecks(ev)
+	r.CompareWithField()
+	return nil
 }
 
 // measureHourly accounts m's window from hourly buckets that
@@ -213,7 +229,7 @@ func measureHourly(ctx context.Context, m Measurement) (*usage.Report, error) {
 		}
 	}
 	r.Health = health
-	return r, nil
+	return r, judge(ctx, src, w, r)
 }
 
 // withLive merges the live cluster's pod start-ups over kube-state-metrics'

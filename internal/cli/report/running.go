@@ -1,0 +1,50 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpupack/gpupack/internal/render/verdictout"
+	"github.com/gpupack/gpupack/usage"
+)
+
+// writeRunning writes what limits each running GPU pod and what to change
+// instead of adding GPUs: the pods whose change frees most first, GPU-bound
+// ones last, top of them.
+func writeRunning(b *strings.Builder, r *usage.Report, top int) {
+	pods := r.Judged()
+	fmt.Fprintf(b, "\nWhat limits the running pods (%s)\n", orNone(verdictout.Counts(r.Bottlenecks)))
+	if len(pods) == 0 {
+		b.WriteString("no pod with measured activity\n")
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "POD\tALLOCATED\tPATTERN\tVERDICT\tEVIDENCE\tCHANGE INSTEAD OF MORE GPUS\n")
+	for i, p := range pods {
+		if i == top {
+			break
+		}
+		v := p.Bottleneck
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Key(), hours(p.AllocatedGPUSeconds), v.Pattern, v.Verdict, verdictout.Evidence(v), verdictout.Change(v))
+	}
+	tw.Flush()
+}
+
+// fieldLine puts the cluster's active-of-allocated ratio beside the
+// published average, with its source.
+func fieldLine(f *usage.FieldComparison) string {
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("this cluster: %s of allocated GPU time active; the field: about %s GPU utilisation on average across %d clusters (%s)",
+		ratio(f.ActiveOfAllocated), strconv.FormatFloat(f.Published.Ratio*100, 'f', -1, 64)+"%", f.Published.Clusters, f.Published.Source)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none judged"
+	}
+	return s
+}

@@ -1,0 +1,104 @@
+// Package verdictout writes the bottleneck verdicts of running GPU pods
+// (usage.Bottleneck) as the sentences that report, diagnose --running and
+// the dashboard print: one wording for every edge. It formats only; the
+// verdicts are usage.Judge's.
+package verdictout
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gpupack/gpupack/usage"
+)
+
+// Change says what to change instead of adding GPUs, with the numbers
+// the verdict rests on.
+func Change(b *usage.Bottleneck) string {
+	e := &b.Evidence
+	switch b.Change.Kind {
+	case usage.ReleaseGPU:
+		return fmt.Sprintf("release the GPU (scale the pod to zero or remove its GPU request): active %s on average, idle %s of the time", pct(b.MeanActivity), pct(b.IdleRatio))
+	case usage.CutMemoryTraffic:
+		return fmt.Sprintf("cut memory traffic rather than add GPUs (quantise the weights, fuse kernels, or a GPU with more memory bandwidth): DRAM busy %s while the engines are active %s", pct(b.DRAMActive), pct(b.MeanActivity))
+	case usage.KeepGPU:
+		return fmt.Sprintf("keep: the GPU does the work (active %s on average); reserve it as a baseline", pct(b.MeanActivity))
+	case usage.RaiseCPULimit:
+		return fmt.Sprintf("raise the CPU limit from %s to %s cores: throttled %s of CFS periods%s, while the GPU idles %s of the time", cores(b.Change.FromCores), cores(b.Change.ToCores), pct(e.CPUThrottledRatio), used(e), pct(b.IdleRatio))
+	case usage.StageDataLocally:
+		return fmt.Sprintf("stage the input on node-local disk or cache it between passes: network receive %s while the GPU stays %s active", rate(e.NetworkReceiveBytesPerSecond), pct(b.MeanActivity))
+	case usage.FasterStorage:
+		return fmt.Sprintf("read the input from faster storage (node-local NVMe) with more loader workers and prefetching: disk reads %s while the GPU stays %s active", rate(e.DiskReadBytesPerSecond), pct(b.MeanActivity))
+	case usage.OverlapTransfers:
+		bus, r := "PCIe", e.PCIeRxBytesPerSecond
+		if b.Input == "nvlink" {
+			bus, r = "NVLink", e.NVLinkRxBytesPerSecond
+		}
+		return fmt.Sprintf("pin host memory and overlap copies with compute in larger batches: %s receive %s while the GPU stays %s active", bus, rate(r), pct(b.MeanActivity))
+	case usage.ExportEvidence:
+		if len(b.Change.Missing) == 0 {
+			return fmt.Sprintf("look at the application (tokenisation, locks, batch size): the GPU stays %s active with neither CPU throttling nor input traffic", pct(b.MeanActivity))
+		}
+		return fmt.Sprintf("export %s: the GPU stays %s active and nothing measured says why", strings.Join(b.Change.Missing, ", "), pct(b.MeanActivity))
+	}
+	return ""
+}
+
+// Evidence is the verdict's evidence in a few words: CPU, the input rates
+// and DRAM, each "-" where unknown.
+func Evidence(b *usage.Bottleneck) string {
+	e := &b.Evidence
+	cpu := "-"
+	if e.CPULimitCores.Known() {
+		cpu = fmt.Sprintf("%s/%s cores, throttled %s", cores(e.CPUUsedCores), cores(e.CPULimitCores), pct(e.CPUThrottledRatio))
+	}
+	return fmt.Sprintf("cpu %s; net %s, disk %s, pcie rx %s, nvlink rx %s; dram %s", cpu, rate(e.NetworkReceiveBytesPerSecond), rate(e.DiskReadBytesPerSecond),
+		rate(e.PCIeRxBytesPerSecond), rate(e.NVLinkRxBytesPerSecond), pct(b.DRAMActive))
+}
+
+// Counts is the pods per verdict: "2 cpu-bound, 3 input-bound, ...".
+func Counts(counts []usage.VerdictCount) string {
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		parts[i] = fmt.Sprintf("%d %s", c.Pods, c.Verdict)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func used(e *usage.Evidence) string {
+	if !e.CPUUsedCores.Known() {
+		return ""
+	}
+	return fmt.Sprintf(", using %s of %s cores while running", cores(e.CPUUsedCores), cores(e.CPULimitCores))
+}
+
+func pct(a usage.Amount) string {
+	if !a.Known() {
+		return "-"
+	}
+	return a.Fixed(100, 0, "%")
+}
+
+func cores(a usage.Amount) string {
+	if !a.Known() {
+		return "-"
+	}
+	return strconv.FormatFloat(a.Value(), 'f', -1, 64)
+}
+
+// rate prints bytes per second in decimal units.
+func rate(a usage.Amount) string {
+	if !a.Known() {
+		return "-"
+	}
+	v := a.Value()
+	switch {
+	case v >= 1e9:
+		return strconv.FormatFloat(v/1e9, 'f', 1, 64) + " GB/s"
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', 0, 64) + " MB/s"
+	case v >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'f', 0, 64) + " kB/s"
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64) + " B/s"
+}
