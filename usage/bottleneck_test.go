@@ -52,7 +52,7 @@ func TestJudge(t *testing.T) {
 			evidence: &Evidence{CPULimitCores: Known(8), CPUThrottledRatio: Known(0.19), NetworkReceiveBytesPerSecond: Known(0), DiskReadBytesPerSecond: Known(0), PCIeRxBytesPerSecond: Known(0), NVLinkRxBytesPerSecond: Known(0)},
 			want: Bottleneck{Verdict: Undetermined, Pattern: FlatLow, MeanActivity: Known(0.2), IdleRatio: Known(0), DRAMActive: Known(0.1),
 				Evidence: Evidence{CPULimitCores: Known(8), CPUThrottledRatio: Known(0.19), NetworkReceiveBytesPerSecond: Known(0), DiskReadBytesPerSecond: Known(0), PCIeRxBytesPerSecond: Known(0), NVLinkRxBytesPerSecond: Known(0)},
-				Change: Change{Kind: ExportEvidence}},
+				Change:   Change{Kind: ExportEvidence}},
 			ok: true,
 		},
 		"input-bound: the network read, not the PCIe copy that follows it": {

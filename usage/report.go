@@ -242,8 +242,8 @@ type Report struct {
 	Bottlenecks []VerdictCount `json:"bottlenecks,omitempty"`
 	// Field puts the cluster's active-of-allocated ratio beside the
 	// published average (CompareWithField); nil until compared.
-	Field *FieldComparison `json:"field,omitempty"`
-	Quality     Quality        `json:"quality"`
+	Field   *FieldComparison `json:"field,omitempty"`
+	Quality Quality          `json:"quality"`
 }
 
 // ModelHours are the GPUs of one model allocated to pods in each hour of the
