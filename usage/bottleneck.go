@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // VerdictName says what limits a running GPU workload: the "application"
@@ -313,5 +314,34 @@ func (r *Report) Judged() []*PodUsage {
 		}
 		return strings.Compare(a.Key(), b.Key())
 	})
+	return out
+}
+
+// Running is the application step of the diagnosis over a window: what
+// limits each running GPU pod (Judged's order), the pods per verdict, and
+// the cluster beside the field. Report, diagnose --running and the
+// dashboard show it.
+type Running struct {
+	Start  time.Time        `json:"start"`
+	End    time.Time        `json:"end"`
+	Counts []VerdictCount   `json:"counts"`
+	Pods   []RunningPod     `json:"pods"`
+	Field  *FieldComparison `json:"field,omitempty"`
+}
+
+// RunningPod is one judged pod.
+type RunningPod struct {
+	Pod                 string     `json:"pod"`
+	Node                string     `json:"node"`
+	AllocatedGPUSeconds Seconds    `json:"allocatedGPUSeconds"`
+	Bottleneck          Bottleneck `json:"bottleneck"`
+}
+
+// Running gives the report's running view.
+func (r *Report) Running() Running {
+	out := Running{Start: r.Start, End: r.End, Counts: r.Bottlenecks, Field: r.Field, Pods: []RunningPod{}}
+	for _, p := range r.Judged() {
+		out.Pods = append(out.Pods, RunningPod{Pod: p.Key(), Node: p.Node, AllocatedGPUSeconds: p.AllocatedGPUSeconds, Bottleneck: *p.Bottleneck})
+	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli"
 	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/gpusim"
@@ -113,6 +114,37 @@ func TestRunningVerdictsThroughPrometheus(t *testing.T) {
 	}
 	if r.Field == nil || !r.Field.ActiveOfAllocated.Known() || r.Field.Published.Ratio != usage.FieldAverage.Ratio {
 		t.Errorf("field comparison %+v, want the cluster's known ratio beside the published one", r.Field)
+	}
+
+	// diagnose --running measures the last 2 minutes at its default 30 s
+	// step, once they hold the whole run: the constant pods get the same
+	// verdicts (a square wave sampled every 30 s is not the one scripted),
+	// and the evidence, read over the window, the same figures.
+	for app.LatestWindow(time.Now(), 2*time.Minute, 30*time.Second, false).End.Before(truth.End) {
+		time.Sleep(time.Second)
+	}
+	out.Reset()
+	root = cli.NewRoot(ctx)
+	root.SetOut(&out)
+	root.SetArgs([]string{"diagnose", "--running", "--prometheus", prom.URL, "--window", "2m", "--format", "json"})
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatalf("diagnose --running: %v", err)
+	}
+	var run usage.Running
+	if err := json.Unmarshal(out.Bytes(), &run); err != nil {
+		t.Fatalf("diagnose --running JSON: %v\n%s", err, out.String())
+	}
+	verdicts := map[string]usage.VerdictName{}
+	for _, p := range run.Pods {
+		verdicts[p.Pod] = p.Bottleneck.Verdict
+		if p.Pod == "serve/throttled" {
+			near(t, "diagnose --running: serve/throttled throttled ratio", p.Bottleneck.Evidence.CPUThrottledRatio, 0.41, 0.02)
+		}
+	}
+	for pod, want := range map[string]usage.VerdictName{"serve/fed": usage.InputBoundVerdict, "lab/notebook": usage.IdleHeldVerdict, "train/busy": usage.GPUBoundVerdict} {
+		if verdicts[pod] != want {
+			t.Errorf("diagnose --running: %s is %q, want %s (all: %v)", pod, verdicts[pod], want, verdicts)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -30,16 +29,6 @@ func writeRunning(b *strings.Builder, r *usage.Report, top int) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Key(), hours(p.AllocatedGPUSeconds), v.Pattern, v.Verdict, verdictout.Evidence(v), verdictout.Change(v))
 	}
 	tw.Flush()
-}
-
-// fieldLine puts the cluster's active-of-allocated ratio beside the
-// published average, with its source.
-func fieldLine(f *usage.FieldComparison) string {
-	if f == nil {
-		return ""
-	}
-	return fmt.Sprintf("this cluster: %s of allocated GPU time active; the field: about %s GPU utilisation on average across %d clusters (%s)",
-		ratio(f.ActiveOfAllocated), strconv.FormatFloat(f.Published.Ratio*100, 'f', -1, 64)+"%", f.Published.Clusters, f.Published.Source)
 }
 
 func orNone(s string) string {

@@ -102,3 +102,13 @@ func rate(a usage.Amount) string {
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64) + " B/s"
 }
+
+// Field puts the cluster's active-of-allocated ratio beside the published
+// average, with its source; "" without a comparison.
+func Field(f *usage.FieldComparison) string {
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("this cluster: %s of allocated GPU time active; the field: about %s GPU utilisation on average across %d clusters (%s)",
+		f.ActiveOfAllocated.Fixed(100, 1, "%"), strconv.FormatFloat(f.Published.Ratio*100, 'f', -1, 64)+"%", f.Published.Clusters, f.Published.Source)
+}
