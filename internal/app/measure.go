@@ -143,23 +143,24 @@ func measureRaw(ctx context.Context, m Measurement) (*usage.Report, error) {
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
+	ev, err := src.LoadEvidence(ctx, m.Window)
+	if err != nil {
+		return nil, err
+	}
 	r, err := usage.Account(usage.Input{Window: m.Window, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, m.Live)})
 	if err != nil {
 		return nil, err
 	}
-	return r, judge(ctx, src, m.Window, r)
+	judge(r, ev)
+	return r, nil
 }
 
-// judge reads the window's cAdvisor and DCGM evidence and sets each pod's
-// bottleneck verdict: the same queries on the raw and hourly paths.
-func judge(ctx context.Context, src *promql.Source, w usage.Window, r *usage.Report) error {
-	ev, err := src.LoadEvidence(ctx, w)
-	if err != nil {
-		return err
-	}
-	r.JudgeBottlenecks(ev)
+// judge sets each pod's bottleneck verdict from the window's cAdvisor and
+// DCGM evidence (promql.LoadEvidence, the same queries on the raw and
+// hourly paths) and puts the cluster beside the field.
+func judge(r *usage.Report, evidence []usage.Evidence) {
+	r.JudgeBottlenecks(evidence)
 	r.CompareWithField()
-	return nil
 }
 
 // measureHourly accounts m's window from hourly buckets that
@@ -210,6 +211,10 @@ func measureHourly(ctx context.Context, m Measurement) (*usage.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	ev, err := src.LoadEvidence(ctx, w)
+	if err != nil {
+		return nil, err
+	}
 	doneReading()
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
@@ -229,7 +234,8 @@ func measureHourly(ctx context.Context, m Measurement) (*usage.Report, error) {
 		}
 	}
 	r.Health = health
-	return r, judge(ctx, src, w, r)
+	judge(r, ev)
+	return r, nil
 }
 
 // withLive merges the live cluster's pod start-ups over kube-state-metrics'
