@@ -20,7 +20,7 @@ import (
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
-	"github.com/gpupack/gpupack/internal/render/verdictout"
+	"github.com/gpupack/gpupack/internal/render/adviceout"
 	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/usage"
@@ -133,14 +133,14 @@ func runRunning(ctx context.Context, o *options, stdout io.Writer) error {
 // most first.
 func writeRunning(w io.Writer, run usage.Running) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "What limits the running GPU pods, %s .. %s: %s\n", run.Start.Format(time.RFC3339), run.End.Format(time.RFC3339), verdictout.Counts(run.Counts))
-	if line := verdictout.Field(run.Field); line != "" {
+	fmt.Fprintf(&b, "What limits the running GPU pods, %s .. %s: %s\n", run.Start.Format(time.RFC3339), run.End.Format(time.RFC3339), adviceout.Counts(run.Counts))
+	if line := adviceout.Field(run.Field); line != "" {
 		fmt.Fprintln(&b, line)
 	}
 	for _, p := range run.Pods {
 		v := &p.Bottleneck
 		fmt.Fprintf(&b, "\n%s on %s: %s (pattern %s, %.1f GPU-hours)\n", p.Pod, p.Node, v.Verdict, v.Pattern, p.AllocatedGPUSeconds.Hours())
-		fmt.Fprintf(&b, "  evidence: %s\n  change:   %s\n", verdictout.Evidence(v), verdictout.Change(v))
+		fmt.Fprintf(&b, "  evidence: %s\n  change:   %s\n", adviceout.Evidence(v), adviceout.Change(v))
 	}
 	_, _ = io.WriteString(w, b.String())
 }

@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpupack/gpupack/internal/render/verdictout"
+	"github.com/gpupack/gpupack/internal/render/adviceout"
 	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -87,7 +87,7 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	fmt.Fprintf(tw, "%s per allocated GPU-hour\t%s\n", cur, money(c.CostPerAllocatedGPUHour))
 	fmt.Fprintf(tw, "%s per active GPU-hour\t%s\n", cur, perActiveHour(c.Totals))
 	tw.Flush()
-	if line := verdictout.Field(r.Field); line != "" {
+	if line := adviceout.Field(r.Field); line != "" {
 		fmt.Fprintln(&b, line)
 	}
 

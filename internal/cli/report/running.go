@@ -5,7 +5,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gpupack/gpupack/internal/render/verdictout"
+	"github.com/gpupack/gpupack/internal/render/adviceout"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -14,7 +14,7 @@ import (
 // ones last, top of them.
 func writeRunning(b *strings.Builder, r *usage.Report, top int) {
 	pods := r.Judged()
-	fmt.Fprintf(b, "\nWhat limits the running pods (%s)\n", orNone(verdictout.Counts(r.Bottlenecks)))
+	fmt.Fprintf(b, "\nWhat limits the running pods (%s)\n", orNone(adviceout.Counts(r.Bottlenecks)))
 	if len(pods) == 0 {
 		b.WriteString("no pod with measured activity\n")
 		return
@@ -26,7 +26,7 @@ func writeRunning(b *strings.Builder, r *usage.Report, top int) {
 			break
 		}
 		v := p.Bottleneck
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Key(), hours(p.AllocatedGPUSeconds), v.Pattern, v.Verdict, verdictout.Evidence(v), verdictout.Change(v))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Key(), hours(p.AllocatedGPUSeconds), v.Pattern, v.Verdict, adviceout.Evidence(v), adviceout.Change(v))
 	}
 	tw.Flush()
 }

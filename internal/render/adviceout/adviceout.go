@@ -1,13 +1,16 @@
-// Package verdictout writes the bottleneck verdicts of running GPU pods
-// (usage.Bottleneck) as the sentences that report, diagnose --running and
-// the dashboard print: one wording for every edge. It formats only; the
-// verdicts are usage.Judge's.
-package verdictout
+// Package adviceout writes gpupack's advice on running GPU pods as the
+// sentences that report, diagnose --running and the dashboard print, one
+// wording for every edge: the bottleneck verdicts (usage.Bottleneck), the
+// start-up fixes (usage.StartupFix) and the cluster against the field. It
+// formats only; the judgements are usage's.
+package adviceout
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpupack/gpupack/usage"
 )
@@ -111,4 +114,29 @@ func Field(f *usage.FieldComparison) string {
 	}
 	return fmt.Sprintf("this cluster: %s of allocated GPU time active; the field: about %s GPU utilisation on average across %d clusters (%s)",
 		f.ActiveOfAllocated.Fixed(100, 1, "%"), strconv.FormatFloat(f.Published.Ratio*100, 'f', -1, 64)+"%", f.Published.Clusters, f.Published.Source)
+}
+
+// StartupFix says what to change in where a workload's weights come from,
+// and what it frees.
+func StartupFix(f *usage.StartupFix) string {
+	var change string
+	switch f.Kind {
+	case usage.WeightsOutOfImage:
+		change = fmt.Sprintf("move the weights out of its %s image into a node-local cache or an image volume: its pull takes %s per start", gigabytes(f.ImageBytes), duration(f.SecondsPerStart))
+	case usage.CacheDownload:
+		change = fmt.Sprintf("cache the weights on the node (a hostPath or local PersistentVolume) instead of downloading them into an emptyDir at every start: %s per start", duration(f.SecondsPerStart))
+	case usage.NodeLocalCache:
+		change = fmt.Sprintf("copy the weights to a node-local cache: they load %s slower from %s than from %s (%s)", duration(f.SecondsPerStart), f.Storage, f.Baseline, duration(f.BaselineLoadSeconds))
+	}
+	return fmt.Sprintf("%s: %s; %d start(s) in the window, up to %s GPU-hours a month freed", f.Workload, change, f.Starts, f.GPUHoursPerMonth.Fixed(1, 2, ""))
+}
+
+func gigabytes(a usage.Amount) string { return a.Fixed(1e-9, 1, " GB") }
+
+// duration prints seconds as a Go duration, whole seconds.
+func duration(a usage.Amount) string {
+	if !a.Known() {
+		return "-"
+	}
+	return time.Duration(math.Round(a.Value()) * float64(time.Second)).String()
 }
