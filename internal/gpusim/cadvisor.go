@@ -1,6 +1,7 @@
 package gpusim
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math"
@@ -135,4 +136,39 @@ func (p *Pod) image() string {
 		}
 	}
 	return "registry.example/" + p.Namespace + "/" + p.Name + ":latest"
+}
+
+// WriteCAdvisorOpenMetrics writes the history of what WriteCAdvisorMetrics
+// serves over [from, to) after the scenario's start, sampled every scrape,
+// as OpenMetrics text that promtool tsdb create-blocks-from openmetrics
+// loads: the same names, labels and values, a counter's family named
+// without its _total as OpenMetrics names it.
+func (s *Scenario) WriteCAdvisorOpenMetrics(out io.Writer, start time.Time, from, to, scrape time.Duration) error {
+	if scrape <= 0 || to <= from {
+		return fmt.Errorf("cAdvisor history [%s, %s) every %s: want a positive scrape interval and an end after the start", from, to, scrape)
+	}
+	w := bufio.NewWriter(out)
+	for _, f := range cadvisorFamilies {
+		family := f.name
+		if f.typ == "counter" {
+			family = strings.TrimSuffix(f.name, "_total")
+		}
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", family, f.help, family, f.typ)
+		for i := range s.Pods {
+			p := &s.Pods[i]
+			if p.CPU == nil && p.Input == nil {
+				continue
+			}
+			labels := cadvisorLabels(p, i, f)
+			for t := max(from, p.From.D()); t < min(to, p.To.D()); t += scrape {
+				v, ok := f.value(p, t-p.From.D())
+				if !ok {
+					break
+				}
+				fmt.Fprintf(w, "%s{%s} %s %s\n", f.name, labels, formatValue(v), strconv.FormatFloat(float64(start.Add(t).UnixMilli())/1000, 'f', -1, 64))
+			}
+		}
+	}
+	w.WriteString("# EOF\n")
+	return w.Flush()
 }
