@@ -46,7 +46,9 @@ func TestRunningVerdictsRawAndHourly(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	dir := t.TempDir()
 	for name, write := range map[string]func(f *os.File) error{
-		"dcgm.om":     func(f *os.File) error { return s.WriteOpenMetrics(f, start, 0, s.Duration.D(), scrape, gpusim.Faults{}) },
+		"dcgm.om": func(f *os.File) error {
+			return s.WriteOpenMetrics(f, start, 0, s.Duration.D(), scrape, gpusim.Faults{})
+		},
 		"cadvisor.om": func(f *os.File) error { return s.WriteCAdvisorOpenMetrics(f, start, 0, s.Duration.D(), scrape) },
 	} {
 		path := filepath.Join(dir, name)
