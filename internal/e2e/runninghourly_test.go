@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +38,9 @@ pods:
 // hours of fake-dcgm's and its cAdvisor stand-in's series, and requires
 // report's raw and hourly paths to give every pod the same verdict and
 // evidence, the scripted figures: serve/fed ran only the last 90 minutes,
-// and its rates are still its own.
+// and its rates are still its own. cAdvisor's container_spec_* series are
+// dropped, as kube-prometheus drops them: the CPU limits are
+// kube-state-metrics'.
 func TestRunningVerdictsRawAndHourly(t *testing.T) {
 	s, err := gpusim.Parse([]byte(twoHours), "two-hours.yaml", gpu.Default())
 	if err != nil {
@@ -49,7 +53,37 @@ func TestRunningVerdictsRawAndHourly(t *testing.T) {
 		"dcgm.om": func(f *os.File) error {
 			return s.WriteOpenMetrics(f, start, 0, s.Duration.D(), scrape, gpusim.Faults{})
 		},
-		"cadvisor.om": func(f *os.File) error { return s.WriteCAdvisorOpenMetrics(f, start, 0, s.Duration.D(), scrape) },
+		// kube-prometheus's kubelet job drops container_spec_*: the CPU
+		// limits come from kube-state-metrics instead.
+		"cadvisor.om": func(f *os.File) error {
+			var b strings.Builder
+			if err := s.WriteCAdvisorOpenMetrics(&b, start, 0, s.Duration.D(), scrape); err != nil {
+				return err
+			}
+			for line := range strings.Lines(b.String()) {
+				if !strings.Contains(line, "container_spec_") {
+					if _, err := f.WriteString(line); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+		"ksm.om": func(f *os.File) error {
+			var b strings.Builder
+			b.WriteString("# HELP kube_pod_container_resource_limits The number of requested limit resource by a container.\n# TYPE kube_pod_container_resource_limits gauge\n")
+			for _, l := range []struct {
+				ns, pod string
+				cores   float64
+			}{{"serve", "throttled", 4}, {"serve", "fed", 8}} {
+				for at := time.Duration(0); at < s.Duration.D(); at += scrape {
+					fmt.Fprintf(&b, "kube_pod_container_resource_limits{namespace=%q,pod=%q,uid=\"u-%s\",container=\"main\",node=\"run-b\",resource=\"cpu\",unit=\"core\"} %g %d\n", l.ns, l.pod, l.pod, l.cores, start.Add(at).Unix())
+				}
+			}
+			b.WriteString("# EOF\n")
+			_, err := f.WriteString(b.String())
+			return err
+		},
 	} {
 		path := filepath.Join(dir, name)
 		f, err := os.Create(path)
@@ -99,6 +133,7 @@ func TestRunningVerdictsRawAndHourly(t *testing.T) {
 		}
 		e := got["serve/throttled"].Evidence
 		near(t, accounting+": serve/throttled throttled ratio", e.CPUThrottledRatio, 0.41, 0.01)
+		near(t, accounting+": serve/throttled CPU limit", e.CPULimitCores, 4, 0)
 		near(t, accounting+": serve/throttled CPU used", e.CPUUsedCores, 3.9, 0.05)
 		fed := got["serve/fed"].Evidence
 		near(t, accounting+": serve/fed network receive", fed.NetworkReceiveBytesPerSecond, 2e8, 0.03*2e8)

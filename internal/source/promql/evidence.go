@@ -20,16 +20,19 @@ const containers = `{namespace!="", pod!="", container!="", container!="POD"}`
 // evidenceSums are one pod's figures as read, before they become rates
 // and ratios.
 type evidenceSums struct {
-	periods, throttled                        float64
-	limitCores, usedCores                     float64
-	hasPeriods, hasLimit                      bool
-	diskBytes, netBytes                       float64
-	hasDisk, hasNet                           bool
-	seenSeconds                               float64
-	pcieRx, pcieTx, nvlinkRx, nvlinkTx        float64
-	hasPCIeRx, hasPCIeTx, hasNVRx, hasNVTx    bool
-	containerQuota, containerPeriod, cpuUsage map[string]float64
-	containerPeriods                          map[string]float64
+	periods, throttled                     float64
+	hasPeriods                             bool
+	diskBytes, netBytes                    float64
+	hasDisk, hasNet                        bool
+	seenSeconds                            float64
+	pcieRx, pcieTx, nvlinkRx, nvlinkTx     float64
+	hasPCIeRx, hasPCIeTx, hasNVRx, hasNVTx bool
+	// By container: cAdvisor's quota, period, CPU seconds and periods.
+	containerQuota, containerPeriod, cpuUsage, containerPeriods map[string]float64
+	// limitCores are kube-state-metrics' CPU limits by container, for
+	// where cAdvisor's spec series are dropped (kube-prometheus drops
+	// container_spec_*).
+	limitCores map[string]float64
 }
 
 // LoadEvidence reads, for every pod, what cAdvisor and DCGM say beside its
@@ -56,7 +59,7 @@ func (s *Source) LoadEvidence(ctx context.Context, w usage.Window) ([]usage.Evid
 		k := podKey{string(m["namespace"]), string(m["pod"])}
 		e := pods[k]
 		if e == nil {
-			e = &evidenceSums{containerQuota: map[string]float64{}, containerPeriod: map[string]float64{}, cpuUsage: map[string]float64{}, containerPeriods: map[string]float64{}}
+			e = &evidenceSums{containerQuota: map[string]float64{}, containerPeriod: map[string]float64{}, cpuUsage: map[string]float64{}, containerPeriods: map[string]float64{}, limitCores: map[string]float64{}}
 			pods[k] = e
 		}
 		return e
@@ -65,24 +68,27 @@ func (s *Source) LoadEvidence(ctx context.Context, w usage.Window) ([]usage.Evid
 		what, query string
 		add         func(e *evidenceSums, m model.Metric, v float64)
 	}{
-		{"CFS periods", "increase(" + usage.CFSPeriods + containers + rng + ")", func(e *evidenceSums, m model.Metric, v float64) {
+		{"cAdvisor's CFS periods", "increase(" + usage.CFSPeriods + containers + rng + ")", func(e *evidenceSums, m model.Metric, v float64) {
 			e.periods += v
 			e.hasPeriods = true
 			e.containerPeriods[string(m["container"])] += v
 		}},
-		{"CFS throttled periods", "increase(" + usage.CFSThrottledPeriods + containers + rng + ")", func(e *evidenceSums, _ model.Metric, v float64) { e.throttled += v }},
-		{"CPU quota", "last_over_time(" + usage.CPUQuota + containers + rng + ") > 0", func(e *evidenceSums, m model.Metric, v float64) { e.containerQuota[string(m["container"])] = v }},
-		{"CPU period", "last_over_time(" + usage.CPUPeriod + containers + rng + ") > 0", func(e *evidenceSums, m model.Metric, v float64) { e.containerPeriod[string(m["container"])] = v }},
-		{"CPU seconds", "sum by (namespace, pod, container) (increase(" + usage.CPUUsageSeconds + containers + rng + "))", func(e *evidenceSums, m model.Metric, v float64) { e.cpuUsage[string(m["container"])] += v }},
-		{"disk reads", "sum by (namespace, pod) (increase(" + usage.FSReadsBytes + containers + rng + "))", func(e *evidenceSums, _ model.Metric, v float64) {
+		{"cAdvisor's CFS throttled periods", "increase(" + usage.CFSThrottledPeriods + containers + rng + ")", func(e *evidenceSums, _ model.Metric, v float64) { e.throttled += v }},
+		{"cAdvisor's CPU quota", "last_over_time(" + usage.CPUQuota + containers + rng + ") > 0", func(e *evidenceSums, m model.Metric, v float64) { e.containerQuota[string(m["container"])] = v }},
+		{"cAdvisor's CPU period", "last_over_time(" + usage.CPUPeriod + containers + rng + ") > 0", func(e *evidenceSums, m model.Metric, v float64) { e.containerPeriod[string(m["container"])] = v }},
+		{"kube-state-metrics' CPU limits", `last_over_time(` + KSMContainerLimits + `{namespace!="", pod!="", container!="", resource="cpu"}` + rng + `) > 0`, func(e *evidenceSums, m model.Metric, v float64) {
+			e.limitCores[string(m["container"])] = v
+		}},
+		{"cAdvisor's CPU seconds", "sum by (namespace, pod, container) (increase(" + usage.CPUUsageSeconds + containers + rng + "))", func(e *evidenceSums, m model.Metric, v float64) { e.cpuUsage[string(m["container"])] += v }},
+		{"cAdvisor's disk reads", "sum by (namespace, pod) (increase(" + usage.FSReadsBytes + containers + rng + "))", func(e *evidenceSums, _ model.Metric, v float64) {
 			e.diskBytes, e.hasDisk = e.diskBytes+v, true
 		}},
 		// A pod's network is its sandbox's: every cgroup of the pod reports
 		// the same interfaces, so each is taken once.
-		{"network receive", `sum by (namespace, pod) (max by (namespace, pod, interface) (increase(` + usage.NetworkReceiveBytes + `{namespace!="", pod!=""}` + rng + `)))`, func(e *evidenceSums, _ model.Metric, v float64) {
+		{"cAdvisor's network receive", `sum by (namespace, pod) (max by (namespace, pod, interface) (increase(` + usage.NetworkReceiveBytes + `{namespace!="", pod!=""}` + rng + `)))`, func(e *evidenceSums, _ model.Metric, v float64) {
 			e.netBytes, e.hasNet = e.netBytes+v, true
 		}},
-		{"seconds seen", seen, func(e *evidenceSums, _ model.Metric, v float64) { e.seenSeconds = v }},
+		{"the seconds cAdvisor saw each pod", seen, func(e *evidenceSums, _ model.Metric, v float64) { e.seenSeconds = v }},
 	}
 	for _, q := range queries {
 		err := s.eachSample(ctx, q.query, w.End, func(m model.Metric, v model.SampleValue) {
@@ -92,7 +98,7 @@ func (s *Source) LoadEvidence(ctx context.Context, w usage.Window) ([]usage.Evid
 			q.add(at(m), m, float64(v))
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%s from cAdvisor: %w", q.what, err)
+			return nil, fmt.Errorf("%s: %w", q.what, err)
 		}
 	}
 	if err := s.loadBusEvidence(ctx, rng, w.End, at); err != nil {
@@ -167,27 +173,50 @@ func evidenceOf(pods map[podKey]*evidenceSums) []usage.Evidence {
 	return out
 }
 
-// cpuLimitAndUse sums, over the pod's containers with a CFS quota, the
-// limit in cores (quota over period) and the cores used while runnable
-// (CPU seconds over the seconds of the periods in which the container
-// could run); used is -1 where a container with a quota had no periods
-// or CPU seconds. limited is false where no container had a quota.
+// KSMContainerLimits is kube-state-metrics' family of containers'
+// resource limits.
+const KSMContainerLimits = "kube_pod_container_resource_limits"
+
+// kubeletCFSPeriod is the CFS period the kubelet sets, in microseconds:
+// the period of a container whose spec series are not read.
+const kubeletCFSPeriod = 100000
+
+// cpuLimitAndUse sums, over the pod's containers with a CPU limit and CFS
+// periods, the limit in cores (cAdvisor's quota over period, else
+// kube-state-metrics' limit) and the cores used while runnable (CPU
+// seconds over the seconds of the periods in which the container could
+// run); used is -1 where such a container had no period counted. limited
+// is false where no container had both.
 func cpuLimitAndUse(e *evidenceSums) (limit, used float64, limited bool) {
-	for c, quota := range e.containerQuota {
-		period, ok := e.containerPeriod[c]
+	for c, periods := range e.containerPeriods {
+		cores, period, ok := containerLimit(e, c)
 		if !ok {
 			continue
 		}
 		limited = true
-		limit += quota / period
-		periods, cpu := e.containerPeriods[c], e.cpuUsage[c]
+		limit += cores
 		if periods <= 0 || used < 0 {
 			used = -1
 			continue
 		}
-		used += cpu / (periods * period / 1e6)
+		used += e.cpuUsage[c] / (periods * period / 1e6)
 	}
 	return limit, used, limited
+}
+
+// containerLimit is container c's CPU limit in cores and its CFS period in
+// microseconds: cAdvisor's spec, else kube-state-metrics' limit at the
+// kubelet's period.
+func containerLimit(e *evidenceSums, c string) (cores, period float64, ok bool) {
+	if quota, okQ := e.containerQuota[c]; okQ {
+		if period, okP := e.containerPeriod[c]; okP {
+			return quota / period, period, true
+		}
+	}
+	if cores, ok := e.limitCores[c]; ok {
+		return cores, kubeletCFSPeriod, true
+	}
+	return 0, 0, false
 }
 
 func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
