@@ -145,6 +145,9 @@ type PodUsage struct {
 	// AttributionExclusive, AttributionPerProcess, AttributionEvenSplit or
 	// AttributionMixed.
 	Attribution string `json:"attribution"`
+	// Bottleneck is what limits the pod and what to change instead of
+	// adding GPUs (JudgeBottlenecks); nil where its pattern is unknown.
+	Bottleneck *Bottleneck `json:"bottleneck,omitempty"`
 	Totals
 }
 
@@ -242,7 +245,13 @@ type Report struct {
 	// Startup is the start-ups of the pods that started in the window, by
 	// workload and by where their model weights come from.
 	Startup StartupSummary `json:"startup"`
-	Quality Quality        `json:"quality"`
+	// Bottlenecks counts the judged pods per verdict, in the order of
+	// Verdicts (JudgeBottlenecks).
+	Bottlenecks []VerdictCount `json:"bottlenecks,omitempty"`
+	// Field puts the cluster's active-of-allocated ratio beside the
+	// published average (CompareWithField); nil until compared.
+	Field   *FieldComparison `json:"field,omitempty"`
+	Quality Quality          `json:"quality"`
 }
 
 // ModelHours are the GPUs of one model allocated to pods in each hour of the

@@ -440,6 +440,10 @@ type StartupSummary struct {
 	Others         *StartupGroup  `json:"others,omitempty"`
 	OtherWorkloads int            `json:"otherWorkloads,omitempty"`
 	StoragePaths   []StartupGroup `json:"storagePaths"`
+	// Fixes are the changes to where the kept workloads' weights come
+	// from that would shorten their every start, the most GPU-hours per
+	// month freed first.
+	Fixes []StartupFix `json:"fixes,omitempty"`
 }
 
 // StartupWorkloads is how many workloads a StartupSummary keeps apart, the
@@ -542,6 +546,7 @@ func SummarizeStartup(pods []PodUsage, start, end time.Time, step time.Duration)
 	slices.SortStableFunc(s.StoragePaths, func(a, b StartupGroup) int {
 		return cmp.Compare(b.Load.P50.Value(), a.Load.P50.Value())
 	})
+	s.Fixes = startupFixes(s.Workloads, s.StoragePaths, end.Sub(start))
 	return s
 }
 

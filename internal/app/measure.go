@@ -143,7 +143,24 @@ func measureRaw(ctx context.Context, m Measurement) (*usage.Report, error) {
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
 	}
-	return usage.Account(usage.Input{Window: m.Window, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, m.Live)})
+	ev, err := src.LoadEvidence(ctx, m.Window)
+	if err != nil {
+		return nil, err
+	}
+	r, err := usage.Account(usage.Input{Window: m.Window, Pricing: pricing, Series: d.Series, App: d.App, Pods: withLive(d.Pods, m.Live)})
+	if err != nil {
+		return nil, err
+	}
+	judge(r, ev)
+	return r, nil
+}
+
+// judge sets each pod's bottleneck verdict from the window's cAdvisor and
+// DCGM evidence (promql.LoadEvidence, the same queries on the raw and
+// hourly paths) and puts the cluster beside the field.
+func judge(r *usage.Report, evidence []usage.Evidence) {
+	r.JudgeBottlenecks(evidence)
+	r.CompareWithField()
 }
 
 // measureHourly accounts m's window from hourly buckets that
@@ -194,6 +211,10 @@ func measureHourly(ctx context.Context, m Measurement) (*usage.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	ev, err := src.LoadEvidence(ctx, w)
+	if err != nil {
+		return nil, err
+	}
 	doneReading()
 	if pricing.NodeLabels == nil {
 		pricing.NodeLabels = d.NodeLabels
@@ -216,6 +237,7 @@ func measureHourly(ctx context.Context, m Measurement) (*usage.Report, error) {
 		return nil, err
 	}
 	r.Health = health
+	judge(r, ev)
 	return r, nil
 }
 

@@ -100,6 +100,17 @@ func DemoPlan(ctx context.Context, stderr io.Writer) (*plan.Plan, *cluster.Snaps
 // Access and Selector), read raw or hourly as Accounting auto chooses,
 // and returns the planner's input.
 func MeasureFacts(ctx context.Context, from Measurement, window string, c *gpu.Catalogue, now time.Time) (*usage.Facts, error) {
+	r, err := MeasureLatest(ctx, from, window, c, now)
+	if err != nil {
+		return nil, err
+	}
+	return r.Facts(), nil
+}
+
+// MeasureLatest accounts the window of this length ("7d" when "") that
+// ends now from the PromQL store that from names, read raw or hourly as
+// Accounting auto chooses.
+func MeasureLatest(ctx context.Context, from Measurement, window string, c *gpu.Catalogue, now time.Time) (*usage.Report, error) {
 	if window == "" {
 		window = "7d"
 	}
@@ -119,11 +130,7 @@ func MeasureFacts(ctx context.Context, from Measurement, window string, c *gpu.C
 	}
 	m := from
 	m.Window, m.Hourly, m.Pricing = LatestWindow(now, length, step, hourly), hourly, usage.Pricing{Catalogue: c}
-	r, err := Measure(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	return r.Facts(), nil
+	return Measure(ctx, m)
 }
 
 // hourlyStep is the evaluation step of the hourly path's subqueries when

@@ -59,7 +59,7 @@ func (s *Scenario) WriteOpenMetrics(out io.Writer, start time.Time, from, to, sc
 	// Each device's pods, so that a reading looks at a handful, not all.
 	onDevice := s.podsByDevice(devices)
 	activity := map[string]bool{usage.GREngineActive: true, usage.SMActive: true, usage.GPUUtil: true}
-	for _, fam := range families {
+	for _, fam := range s.served() {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", fam.name, fam.help, fam.name, fam.typ)
 		for di, d := range devices {
 			key := d.Key()
@@ -146,6 +146,12 @@ func (s *Scenario) readDevice(d usage.Device, pods []*Pod, t time.Duration, rese
 		r.activity += p.Activity.level(t - p.From.D())
 		r.fbUsed += p.MemoryMiB
 		r.dram += p.DRAM
+		if in := p.Input; in != nil {
+			r.pcieRx += in.PCIeRxBytesPerSecond
+			r.pcieTx += in.PCIeTxBytesPerSecond
+			r.nvlinkRx += in.NVLinkRxBytesPerSecond
+			r.nvlinkTx += in.NVLinkTxBytesPerSecond
+		}
 	}
 	r.activity = math.Min(1, r.activity)
 	r.dram = math.Min(1, r.dram)

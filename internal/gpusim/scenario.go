@@ -34,6 +34,8 @@ import (
 //	    dram: 0.2               # DRAM activity ratio while held
 //	    activity: {pattern: square, level: 0.9, low: 0, on: 1s, off: 3s}
 //	    startup: {created: -30s, scheduled: -25s, containersReady: -5s, ready: 20s}
+//	    cpu: {limitCores: 4, throttledRatio: 0.41, usedCores: 3.9}   # optional: cAdvisor's CPU series
+//	    input: {networkReceiveBytesPerSecond: 2e8, pcieRxBytesPerSecond: 4e9}  # optional
 //
 // Times are offsets from the scenario's start; startup times are offsets
 // from the pod's from. Patterns: constant (level), idle (0), square (level
@@ -76,6 +78,32 @@ type Pod struct {
 	// DRA, when set, says the pod holds its GPU through a ResourceClaim:
 	// its series carry dcgm-exporter's DRA labels.
 	DRA *DRAClaim `json:"dra"`
+	// CPU, when set, scripts cAdvisor's CPU series of the pod's container.
+	CPU *CPU `json:"cpu"`
+	// Input, when set, scripts the pod's data input: cAdvisor's disk and
+	// network reads, and DCGM's PCIe and NVLink fields on its GPU.
+	Input *Input `json:"input"`
+}
+
+// CPU scripts a container's CPU as cAdvisor reports it while the pod runs:
+// its CFS quota in cores (0: no limit, no quota series), the share of
+// enforcement periods throttled, and the cores it uses. The container is
+// runnable in every period.
+type CPU struct {
+	LimitCores     float64 `json:"limitCores"`
+	ThrottledRatio float64 `json:"throttledRatio"`
+	UsedCores      float64 `json:"usedCores"`
+}
+
+// Input scripts a pod's data input rates, in bytes per second, while it
+// runs (cAdvisor's) or holds its GPU (DCGM's).
+type Input struct {
+	DiskReadBytesPerSecond       float64 `json:"diskReadBytesPerSecond"`
+	NetworkReceiveBytesPerSecond float64 `json:"networkReceiveBytesPerSecond"`
+	PCIeRxBytesPerSecond         float64 `json:"pcieRxBytesPerSecond"`
+	PCIeTxBytesPerSecond         float64 `json:"pcieTxBytesPerSecond"`
+	NVLinkRxBytesPerSecond       float64 `json:"nvlinkRxBytesPerSecond"`
+	NVLinkTxBytesPerSecond       float64 `json:"nvlinkTxBytesPerSecond"`
 }
 
 // DRAClaim is the ResourceClaim through which a pod holds its GPU, as
@@ -293,10 +321,44 @@ func (s *Scenario) validatePod(v *validator, i int, seen map[string]bool) {
 		v.fail(at("app"), "give the application metric a name and a non-negative perActiveSecond")
 	}
 	validateActivity(v, i, p.Activity)
+	validateEvidence(v, i, p)
 	if p.DRA != nil && (p.DRA.Claim == "" || p.DRA.Device == "") {
 		v.fail(at("dra"), "a DRA claim needs its claim and device names")
 	}
 	s.validateDevice(v, i, p)
+}
+
+// validateEvidence checks pod i's CPU and input: a throttled share is a
+// ratio of a quota that exists, and no core count or rate is negative.
+func validateEvidence(v *validator, i int, p *Pod) {
+	if c := p.CPU; c != nil {
+		if c.ThrottledRatio < 0 || c.ThrottledRatio > 1 || math.IsNaN(c.ThrottledRatio) {
+			v.fail(path("pods", i, "cpu", "throttledRatio"), "%v is not a ratio; want 0..1", c.ThrottledRatio)
+		}
+		if c.ThrottledRatio > 0 && c.LimitCores <= 0 {
+			v.fail(path("pods", i, "cpu", "throttledRatio"), "only a CPU limit throttles; give limitCores")
+		}
+		for _, n := range []struct {
+			name string
+			v    float64
+		}{{"limitCores", c.LimitCores}, {"usedCores", c.UsedCores}} {
+			if n.v < 0 || math.IsNaN(n.v) {
+				v.fail(path("pods", i, "cpu", n.name), "%v cores; want 0 or more", n.v)
+			}
+		}
+	}
+	if in := p.Input; in != nil {
+		for _, r := range []struct {
+			name string
+			v    float64
+		}{{"diskReadBytesPerSecond", in.DiskReadBytesPerSecond}, {"networkReceiveBytesPerSecond", in.NetworkReceiveBytesPerSecond},
+			{"pcieRxBytesPerSecond", in.PCIeRxBytesPerSecond}, {"pcieTxBytesPerSecond", in.PCIeTxBytesPerSecond},
+			{"nvlinkRxBytesPerSecond", in.NVLinkRxBytesPerSecond}, {"nvlinkTxBytesPerSecond", in.NVLinkTxBytesPerSecond}} {
+			if r.v < 0 || math.IsNaN(r.v) {
+				v.fail(path("pods", i, "input", r.name), "%v bytes per second; want 0 or more", r.v)
+			}
+		}
+	}
 }
 
 // validateActivity checks pod i's activity: a known pattern, positive on

@@ -23,6 +23,8 @@ type reading struct {
 	powerW   float64
 	energyMJ float64 // since "boot", the scenario's start
 	xid      float64 // the last XID error of the physical GPU, 0 if none
+	// The bus rates of the holders' input, bytes per second.
+	pcieRx, pcieTx, nvlinkRx, nvlinkTx float64
 }
 
 // Power model: idle draw plus a share of the headroom by activity.
@@ -113,6 +115,30 @@ var families = []family{
 	{usage.XIDErrors, "gauge", "Value of the last XID error encountered.", func(r *reading) float64 { return r.xid }},
 }
 
+// busFamilies are DCGM's PCIe and NVLink rate fields, served where a pod
+// scripts its input: the PCIe ones with the HELP of dcgm-exporter's
+// etc/default-counters.csv; the NVLink ones (DCGM fields 1011 and 1012)
+// are not among its default counters and need a counters file that names
+// them.
+var busFamilies = []family{
+	{usage.PCIeTxBytes, "gauge", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", func(r *reading) float64 { return r.pcieTx }},
+	{usage.PCIeRxBytes, "gauge", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", func(r *reading) float64 { return r.pcieRx }},
+	{usage.NVLinkTxBytes, "gauge", "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.", func(r *reading) float64 { return r.nvlinkTx }},
+	{usage.NVLinkRxBytes, "gauge", "The rate of data received over NVLink, not including protocol headers, in bytes per second.", func(r *reading) float64 { return r.nvlinkRx }},
+}
+
+// served are the families the scenario's exporter serves: the bus rates
+// only where a pod scripts its input, as an exporter without them in its
+// counters file serves none.
+func (s *Scenario) served() []family {
+	for i := range s.Pods {
+		if s.Pods[i].Input != nil {
+			return append(families[:len(families):len(families)], busFamilies...)
+		}
+	}
+	return families
+}
+
 // driverVersion is the DCGM_FI_DRIVER_VERSION label dcgm-exporter adds.
 const driverVersion = "550.90.07"
 
@@ -122,7 +148,7 @@ const driverVersion = "550.90.07"
 func (s *Scenario) WriteMetrics(w io.Writer, t time.Duration) error {
 	readings := s.at(t)
 	var b strings.Builder
-	for _, f := range families {
+	for _, f := range s.served() {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.typ)
 		for i := range readings {
 			r := &readings[i]

@@ -130,3 +130,33 @@ func (s *Scenario) AppSeries(start time.Time, w usage.Window) []usage.AppSeries 
 	}
 	return out
 }
+
+// Evidence is what cAdvisor and DCGM would say of the pods that script
+// their CPU or input and run in the window (start is the scenario's
+// start): the figures usage.Judge reads, exact where LoadEvidence reads
+// them from the series that WriteCAdvisorMetrics and WriteMetrics serve.
+// A figure the pod does not script stays unknown.
+func (s *Scenario) Evidence(start time.Time, w usage.Window) []usage.Evidence {
+	var out []usage.Evidence
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		from, to := start.Add(p.From.D()), start.Add(p.To.D())
+		if (p.CPU == nil && p.Input == nil) || !to.After(w.Start) || !from.Before(w.End) {
+			continue
+		}
+		e := usage.Evidence{Namespace: p.Namespace, Pod: p.Name}
+		if c := p.CPU; c != nil && c.LimitCores > 0 {
+			e.CPULimitCores = usage.Known(c.LimitCores)
+			e.CPUThrottledRatio = usage.Known(c.ThrottledRatio)
+			e.CPUUsedCores = usage.Known(c.UsedCores)
+		}
+		if in := p.Input; in != nil {
+			e.DiskReadBytesPerSecond = usage.Known(in.DiskReadBytesPerSecond)
+			e.NetworkReceiveBytesPerSecond = usage.Known(in.NetworkReceiveBytesPerSecond)
+			e.PCIeRxBytesPerSecond, e.PCIeTxBytesPerSecond = usage.Known(in.PCIeRxBytesPerSecond), usage.Known(in.PCIeTxBytesPerSecond)
+			e.NVLinkRxBytesPerSecond, e.NVLinkTxBytesPerSecond = usage.Known(in.NVLinkRxBytesPerSecond), usage.Known(in.NVLinkTxBytesPerSecond)
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpupack/gpupack/diagnose"
 	"github.com/gpupack/gpupack/internal/app"
+	"github.com/gpupack/gpupack/internal/render/adviceout"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
 	"github.com/gpupack/gpupack/sim"
@@ -104,6 +105,14 @@ func newPage() *page {
 		// being computed.
 		"computingCurve": func(v *app.View) bool { return v.IsComputing(app.ComputingCurve) },
 	}
+	// The advice on running pods and start-ups, as report and diagnose
+	// --running word it.
+	funcs["running"] = func(r *usage.Report) usage.Running { return r.Running() }
+	funcs["counts"] = adviceout.Counts
+	funcs["evidence"] = func(b usage.Bottleneck) string { return adviceout.Evidence(&b) }
+	funcs["change"] = func(b usage.Bottleneck) string { return adviceout.Change(&b) }
+	funcs["field"] = adviceout.Field
+	funcs["startupFix"] = func(f usage.StartupFix) string { return adviceout.StartupFix(&f) }
 	// healthRead tells a view that read GPU health and found no XID
 	// (empty) from one that did not read it (nil).
 	funcs["healthRead"] = func(hs []planout.GPUHealth) bool { return hs != nil }

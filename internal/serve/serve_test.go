@@ -523,3 +523,28 @@ func TestPodsShowGPUSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestRunningAndStartupFixes: the page shows each running pod's verdict,
+// evidence and change, the start-up fixes and the line against the field,
+// as report words them.
+func TestRunningAndStartupFixes(t *testing.T) {
+	b := usage.Bottleneck{Verdict: usage.CPUBoundVerdict, Pattern: usage.Bursty, MeanActivity: usage.Known(0.1), IdleRatio: usage.Known(0.8),
+		Evidence: usage.Evidence{CPULimitCores: usage.Known(4), CPUThrottledRatio: usage.Known(0.41)},
+		Change:   usage.Change{Kind: usage.RaiseCPULimit, FromCores: usage.Known(4), ToCores: usage.Known(7)}}
+	r := &usage.Report{Pods: []usage.PodUsage{{Namespace: "serve", Pod: "chat", Node: "n1", Pattern: usage.Pattern{Name: usage.Bursty}, Bottleneck: &b}},
+		Bottlenecks: []usage.VerdictCount{{Verdict: usage.CPUBoundVerdict, Pods: 1}},
+		Field:       &usage.FieldComparison{ActiveOfAllocated: usage.Known(0.1), Published: usage.FieldAverage},
+		Startup: usage.StartupSummary{StoragePaths: []usage.StartupGroup{{Key: usage.StorageDownload, Phases: make([]usage.PhaseStats, len(usage.Phases))}},
+			Fixes: []usage.StartupFix{{Workload: "ml/ft", Storage: usage.StorageDownload, Kind: usage.CacheDownload, Starts: 2, SecondsPerStart: usage.Known(427), GPUHoursPerMonth: usage.Known(1.5)}}}}
+	page := body(t, get(t, Handler(Options{Provider: &provider{v: &app.View{Report: r}}}), http.MethodGet, "/"))
+	for _, want := range []string{
+		`id="running-table"`, ">serve/chat<", `class="verdict">cpu-bound<`, "(1 cpu-bound)",
+		"raise the CPU limit from 4 to 7 cores: throttled 41% of CFS periods",
+		"ml/ft: cache the weights on the node", "up to 1.50 GPU-hours a month freed",
+		"this cluster: 10.0% of allocated GPU time active; the field: about 5% GPU utilisation",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}

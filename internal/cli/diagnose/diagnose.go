@@ -16,10 +16,14 @@ import (
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
+	"github.com/gpupack/gpupack/internal/render/adviceout"
+	"github.com/gpupack/gpupack/internal/source/promql"
 	"github.com/gpupack/gpupack/placement"
+	"github.com/gpupack/gpupack/usage"
 )
 
 type options struct {
@@ -28,6 +32,14 @@ type options struct {
 	usage    string
 	pod      string
 	format   string
+	// running shows the application step for running pods instead,
+	// measured from prometheus over window (the demo week without).
+	running    bool
+	prometheus string
+	window     string
+	maxAnswer  int64
+	access     promql.Access
+	selector   promql.Selector
 }
 
 // NewCommand returns the diagnose command.
@@ -50,6 +62,19 @@ cause in this order, the evidence and the fix:
   quota/other       the cause is outside GPUs (CPU, memory, quota, the queue); a pod that
                     fits now is here, with its workload's usage as evidence when measured
 
+--running shows the fourth step of the order, the application, for the running
+GPU pods instead: for each, whether the GPU is the bottleneck at all, with the
+evidence beside its usage pattern and what to change instead of adding GPUs:
+  gpu-bound     the GPU is busy: keep it, reserve it as a baseline
+  cpu-bound     its CPU limit throttles it (cAdvisor's CFS periods) while the GPU waits
+                between bursts: raise the limit, with the numbers
+  input-bound   activity stays low while data arrives from the network, disk, PCIe or
+                NVLink: stage the input locally, faster storage, or overlapped copies
+  memory-bound  DRAM busy while the SMs wait: cut memory traffic
+  idle-held     it holds a GPU it does not use: release it
+  undetermined  underused, but no series says why: what to export
+It measures from --prometheus over --window (7d by default), or the demo week.
+
 With no flags it runs on an embedded demo cluster with pending pods of every cause.
 --usage adds per-pod usage facts (activity, pattern, VRAM used, model for a memory estimate).
 
@@ -60,7 +85,9 @@ FailedScheduling message and whether gpupack's cause is one the message implies.
   gpupack diagnose --snapshot cluster.yaml --usage usage.yaml
   gpupack diagnose --snapshot cluster.yaml --pod ml/train-7b --format json
   gpupack diagnose --kubeconfig ~/.kube/config
-  gpupack diagnose --live --usage usage.yaml`,
+  gpupack diagnose --live --usage usage.yaml
+  gpupack diagnose --running
+  gpupack diagnose --running --prometheus http://prometheus:9090 --window 24h --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return run(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -71,12 +98,68 @@ FailedScheduling message and whether gpupack's cause is one the message implies.
 	f.StringVar(&o.usage, "usage", "", "usage file of per-pod facts (kind PodUsage); with the demo, the demo's usage")
 	f.StringVar(&o.pod, "pod", "", "diagnose only this pending pod (namespace/name)")
 	f.StringVar(&o.format, "format", "table", "output format: table or json")
+	f.BoolVar(&o.running, "running", false, "show what limits each running GPU pod (the application step) instead of the pending pods")
+	f.StringVar(&o.prometheus, "prometheus", "", "Prometheus URL to measure the running pods from over --window (--running; default the demo week)")
+	f.StringVar(&o.window, "window", "", "the window that ends now, such as 24h or 7d (--running with --prometheus; default 7d)")
+	sourceflag.AddMaxAnswer(f, &o.maxAnswer)
+	sourceflag.AddAccess(f, &o.access)
+	sourceflag.AddSelector(f, &o.selector)
 	return cmd
+}
+
+// runRunning writes the running pods' verdicts.
+func runRunning(ctx context.Context, o *options, stdout io.Writer) error {
+	switch {
+	case o.usage != "" || o.pod != "":
+		return fmt.Errorf("--running judges the running pods from their measured series; --usage and --pod are for pending pods: leave them out")
+	case o.window != "" && o.prometheus == "":
+		return fmt.Errorf("--window %s needs --prometheus: without it --running shows the demo week", o.window)
+	}
+	from := app.Measurement{Prometheus: o.prometheus, MaxAnswer: o.maxAnswer, Access: o.access, Selector: o.selector}
+	run, err := app.Running(ctx, app.RunningRequest{From: from, Window: o.window}, gpu.Default(), time.Now())
+	if err != nil {
+		return err
+	}
+	if o.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(run)
+	}
+	writeRunning(stdout, run)
+	return nil
+}
+
+// writeRunning writes the verdicts as a table, the pods whose change frees
+// most first.
+func writeRunning(w io.Writer, run usage.Running) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "What limits the running GPU pods, %s .. %s: %s\n", run.Start.Format(time.RFC3339), run.End.Format(time.RFC3339), adviceout.Counts(run.Counts))
+	if line := adviceout.Field(run.Field); line != "" {
+		fmt.Fprintln(&b, line)
+	}
+	for _, p := range run.Pods {
+		v := &p.Bottleneck
+		fmt.Fprintf(&b, "\n%s on %s: %s (pattern %s, %.1f GPU-hours)\n", p.Pod, p.Node, v.Verdict, v.Pattern, p.AllocatedGPUSeconds.Hours())
+		fmt.Fprintf(&b, "  evidence: %s\n  change:   %s\n", adviceout.Evidence(v), adviceout.Change(v))
+	}
+	_, _ = io.WriteString(w, b.String())
 }
 
 func run(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	if err := clio.CheckFormat(o.format, "table", "json"); err != nil {
 		return err
+	}
+	if err := sourceflag.CheckAccess(o.access, o.prometheus); err != nil {
+		return err
+	}
+	if err := sourceflag.CheckSelector(o.selector, o.prometheus); err != nil {
+		return err
+	}
+	if o.running {
+		return runRunning(ctx, o, stdout)
+	}
+	if o.prometheus != "" {
+		return fmt.Errorf("--prometheus measures the running pods: add --running, or give pending pods' usage with --usage")
 	}
 	d, err := app.Diagnose(ctx, app.DiagnoseRequest{Cluster: o.cluster, Usage: o.usage, Pod: o.pod}, stderr)
 	if err != nil {

@@ -29,6 +29,9 @@ func TestGolden(t *testing.T) {
 		"quota.json":  {format: "json", cluster: app.Cluster{Snapshot: "testdata/quota.cluster.yaml"}, usage: "testdata/quota.usage.yaml"},
 		// DRA devices whose taints the pods' claims do not tolerate.
 		"dra-taint.table": {format: "table", cluster: app.Cluster{Snapshot: "testdata/dra-taint.cluster.yaml"}},
+		// The application step for the demo week's running pods.
+		"running.table": {format: "table", running: true},
+		"running.json":  {format: "json", running: true},
 	}
 	for name, o := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -73,14 +76,17 @@ func TestBadInput(t *testing.T) {
 		o    options
 		want string
 	}{
-		"unknown field":  {options{cluster: app.Cluster{Snapshot: write("a.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpu: 3}]")}}, `a.yaml:3: nodes[0]: unknown field "gpu"; want one of cpu, gpus,`},
-		"missing node":   {options{cluster: app.Cluster{Snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}}, `b.yaml: pod "default/p" is bound to node "m", which is not in the snapshot`},
-		"impossible qty": {options{cluster: app.Cluster{Snapshot: write("c.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpus: [{model: H100, count: 100}]}]")}}, "c.yaml: nodes[0]: gpus[0]: count: 100"},
-		"bad usage":      {options{usage: write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, activity: 5, pattern: busy}]")}, "u.yaml: pods[0]: activity: 5 is not a ratio"},
-		"no such pod":    {options{pod: "ml/nope"}, "--pod ml/nope: no pending pod"},
-		"other cluster":  {options{usage: write("v.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, gpuMemory: 1Gi}, {pod: ml/b, gpuMemory: 1Gi}]")}, "v.yaml: none of its 2 pods is in demo/cluster.yaml (ml/a, ml/b): it describes another cluster"},
-		"bad format":     {options{format: "xml"}, `--format "xml"`},
-		"two clusters":   {options{cluster: app.Cluster{Snapshot: "a.yaml", Kubeconfig: "k"}}, "--snapshot and --kubeconfig/--live both name a cluster"},
+		"unknown field":              {options{cluster: app.Cluster{Snapshot: write("a.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpu: 3}]")}}, `a.yaml:3: nodes[0]: unknown field "gpu"; want one of cpu, gpus,`},
+		"missing node":               {options{cluster: app.Cluster{Snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}}, `b.yaml: pod "default/p" is bound to node "m", which is not in the snapshot`},
+		"impossible qty":             {options{cluster: app.Cluster{Snapshot: write("c.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpus: [{model: H100, count: 100}]}]")}}, "c.yaml: nodes[0]: gpus[0]: count: 100"},
+		"bad usage":                  {options{usage: write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, activity: 5, pattern: busy}]")}, "u.yaml: pods[0]: activity: 5 is not a ratio"},
+		"no such pod":                {options{pod: "ml/nope"}, "--pod ml/nope: no pending pod"},
+		"other cluster":              {options{usage: write("v.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, gpuMemory: 1Gi}, {pod: ml/b, gpuMemory: 1Gi}]")}, "v.yaml: none of its 2 pods is in demo/cluster.yaml (ml/a, ml/b): it describes another cluster"},
+		"bad format":                 {options{format: "xml"}, `--format "xml"`},
+		"two clusters":               {options{cluster: app.Cluster{Snapshot: "a.yaml", Kubeconfig: "k"}}, "--snapshot and --kubeconfig/--live both name a cluster"},
+		"running a pod":              {options{running: true, pod: "ml/a"}, "--usage and --pod are for pending pods"},
+		"window alone":               {options{running: true, window: "24h"}, "--window 24h needs --prometheus"},
+		"prometheus without running": {options{prometheus: "http://127.0.0.1:9"}, "--prometheus measures the running pods: add --running"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -29,6 +29,11 @@ import (
 // expose of the scenario's scripted pod times.
 const StateMetricsPath = "/kube-state-metrics/metrics"
 
+// CAdvisorMetricsPath is where fake-dcgm serves what the kubelet's
+// cAdvisor endpoint would expose of the pods whose CPU or input the
+// scenario scripts: the kubelet's own path.
+const CAdvisorMetricsPath = "/metrics/cadvisor"
+
 type options struct {
 	scenario string
 	listen   string
@@ -56,7 +61,10 @@ is free. Beside it, /kube-state-metrics/metrics serves what kube-state-metrics
 would expose of the pods whose start-up the scenario scripts (creation,
 scheduling, container start and readiness times, and the owner), and
 /agent/metrics what gpupack agent would serve on each node (each pod's own
-activity and memory on its device). With --truth it writes the true
+activity and memory on its device), and on /metrics/cadvisor what the
+kubelet's cAdvisor would expose of the pods that script their CPU or input
+(CFS periods, throttling, CPU seconds and quota, disk and network reads).
+With --truth it writes the true
 allocated and active GPU-seconds per pod as JSON when the scenario ends and
 again when interrupted.
 
@@ -119,6 +127,10 @@ func run(ctx context.Context, opts *options, stderr io.Writer) error {
 		_ = s.WriteStateMetrics(w, start, time.Since(start))
 	})
 	mux.Handle(AgentMetricsPath, agentHandler(s, start))
+	mux.HandleFunc(CAdvisorMetricsPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = s.WriteCAdvisorMetrics(w, start, time.Since(start))
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "fake-dcgm: serving %d nodes on http://%s/metrics for %s\n", len(s.Nodes), ln.Addr(), s.Duration.D())
 	writeTruth := func() error {

@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpupack/gpupack/internal/render/adviceout"
 	"github.com/gpupack/gpupack/internal/util/mempolicy"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -86,6 +87,9 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	fmt.Fprintf(tw, "%s per allocated GPU-hour\t%s\n", cur, money(c.CostPerAllocatedGPUHour))
 	fmt.Fprintf(tw, "%s per active GPU-hour\t%s\n", cur, perActiveHour(c.Totals))
 	tw.Flush()
+	if line := adviceout.Field(r.Field); line != "" {
+		fmt.Fprintln(&b, line)
+	}
 
 	ns := append([]usage.GroupUsage(nil), r.Namespaces...)
 	sort.SliceStable(ns, func(i, j int) bool { return idleOf(ns[i].Totals) > idleOf(ns[j].Totals) })
@@ -115,6 +119,7 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	}
 	tw.Flush()
 
+	writeRunning(&b, r, top)
 	writeHealth(&b, r)
 	writeStartup(&b, r, top)
 	writeShared(&b, r, top)

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpupack/gpupack/internal/render/adviceout"
 	"github.com/gpupack/gpupack/usage"
 )
 
@@ -50,6 +51,12 @@ func writeStartup(b *strings.Builder, r *usage.Report, top int) {
 	tw.Flush()
 	if line := loadLine(s.StoragePaths); line != "" {
 		fmt.Fprintln(b, line)
+	}
+	if len(s.Fixes) > 0 {
+		fmt.Fprintf(b, "\nStart-up fixes (GPU-hours held during the phase removed, scaled to 30 days)\n")
+		for i := range s.Fixes {
+			fmt.Fprintln(b, adviceout.StartupFix(&s.Fixes[i]))
+		}
 	}
 }
 

@@ -217,6 +217,18 @@ func TestBrowser(t *testing.T) {
 	if got := runB(t, ctx, chromedp.Evaluate[[]string](columnJS("storage-table", 0))); len(paths) == 0 || !slices.Equal(got, paths) {
 		t.Errorf("storage table rows %v, want the report's storage paths %v", got, paths)
 	}
+	// The running pods' table: one row per judged pod, in the report's
+	// order, with its verdict.
+	var judged, verdicts []string
+	for _, p := range v.Report.Running().Pods {
+		judged, verdicts = append(judged, p.Pod), append(verdicts, string(p.Bottleneck.Verdict))
+	}
+	if got := runB(t, ctx, chromedp.Evaluate[[]string](columnJS("running-table", 0))); len(judged) == 0 || !slices.Equal(got, judged) {
+		t.Errorf("running table rows %v, want the report's judged pods %v", got, judged)
+	}
+	if got := runB(t, ctx, chromedp.Evaluate[[]string](columnJS("running-table", 4))); !slices.Equal(got, verdicts) {
+		t.Errorf("running table verdicts %v, want %v", got, verdicts)
+	}
 
 	// Sort by GPU-hours allocated (column 3): ascending, then descending.
 	do(t, ctx, chromedp.Click(`#pods-table thead th:nth-child(4)`))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"github.com/gpupack/gpupack/internal/gpusim"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
+	"github.com/gpupack/gpupack/usage"
 )
 
 // liveScenario is the DCGM history the live test backfills: the three
@@ -156,6 +158,23 @@ func TestServeLive(t *testing.T) {
 	}
 	if len(health) != 1 || health[0].Node != "node-a" || health[0].GPU != "1" || health[0].Critical != 79 {
 		t.Errorf("/api/v1/health = %+v, want node-a's GPU 1 with XID 79", health)
+	}
+
+	// The live report judges the running pods as report does, and puts the
+	// cluster beside the field.
+	_, body = get(t, base+"/api/v1/report")
+	var live usage.Report
+	if err := json.Unmarshal([]byte(body), &live); err != nil {
+		t.Fatalf("/api/v1/report: %v", err)
+	}
+	verdicts := map[string]usage.VerdictName{}
+	for _, p := range live.Pods {
+		if p.Bottleneck != nil {
+			verdicts[p.Key()] = p.Bottleneck.Verdict
+		}
+	}
+	if want := map[string]usage.VerdictName{"train/busy": usage.GPUBoundVerdict, "serve/idle": usage.IdleHeldVerdict}; !maps.Equal(verdicts, want) || live.Field == nil {
+		t.Errorf("/api/v1/report verdicts %v and field %+v; want %v and the field", verdicts, live.Field, want)
 	}
 
 	t.Logf("%s: API checked", time.Since(begun))

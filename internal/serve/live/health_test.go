@@ -203,6 +203,10 @@ func (f fixedSource) LoadHealth(context.Context, usage.Window) ([]usage.DeviceHe
 	return f.health, nil
 }
 
+func (fixedSource) LoadEvidence(context.Context, usage.Window) ([]usage.Evidence, error) {
+	return nil, nil
+}
+
 // TestEngineTaintsUnhealthyDRAGPUs: a DRA GPU that reported a critical
 // XID gets, in serve's plan as in `gpupack plan`, a DeviceTaintRule in
 // dra-device-taint-rules.yaml among the plan's files, which the view's

@@ -39,6 +39,9 @@ type Source interface {
 	LoadBuckets(ctx context.Context, w usage.Window, bucket time.Duration) ([]usage.Bucket, error)
 	LoadPodTimes(ctx context.Context, w usage.Window, bucket time.Duration) ([]*promql.PodTimes, error)
 	LoadHealth(ctx context.Context, w usage.Window) ([]usage.DeviceHealth, error)
+	// LoadEvidence reads what limits each running pod over the window
+	// (promql.Source.LoadEvidence).
+	LoadEvidence(ctx context.Context, w usage.Window) ([]usage.Evidence, error)
 }
 
 // Options configure an Engine.
@@ -395,6 +398,14 @@ func (e *Engine) readUsage(ctx context.Context, now time.Time, next *State) erro
 	if err != nil {
 		return err
 	}
+	// What limits each running pod, over the whole window, as report
+	// judges it.
+	ev, err := e.src.LoadEvidence(ctx, usage.Window{Start: from, End: end, Step: e.o.Step})
+	if err != nil {
+		return fmt.Errorf("running pods' evidence %s..%s: %w", from.Format(time.RFC3339), end.Format(time.RFC3339), err)
+	}
+	r.JudgeBottlenecks(ev)
+	r.CompareWithField()
 	if next.Snapshot != nil {
 		r.WarnUnattributedClaims(usage.ClaimHolds(next.Snapshot, pods))
 		r.WarnPodsNotInCluster(next.Snapshot)
@@ -647,6 +658,12 @@ func (t timedSource) LoadHealth(ctx context.Context, w usage.Window) ([]usage.De
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	return t.src.LoadHealth(ctx, w)
+}
+
+func (t timedSource) LoadEvidence(ctx context.Context, w usage.Window) ([]usage.Evidence, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	return t.src.LoadEvidence(ctx, w)
 }
 
 // pendingGPUPods counts the pending GPU pods by namespace and cause, with

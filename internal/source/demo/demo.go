@@ -73,7 +73,13 @@ func Scenario(c *gpu.Catalogue) (*gpusim.Scenario, error) {
 // Account accounts the demo scenario over w (a window within the week) at
 // the pricing given, from its samples, as report --demo does.
 func Account(s *gpusim.Scenario, w usage.Window, pricing usage.Pricing) (*usage.Report, error) {
-	return usage.Account(usage.Input{Window: w, Pricing: pricing, Series: s.Series(Start, w), App: s.AppSeries(Start, w), Pods: s.Events(Start)})
+	r, err := usage.Account(usage.Input{Window: w, Pricing: pricing, Series: s.Series(Start, w), App: s.AppSeries(Start, w), Pods: s.Events(Start)})
+	if err != nil {
+		return nil, err
+	}
+	r.JudgeBottlenecks(s.Evidence(Start, w))
+	r.CompareWithField()
+	return r, nil
 }
 
 // Step is the demo's step for a window: the shortest that keeps it within
