@@ -267,7 +267,7 @@ func TestHostileNames(t *testing.T) {
 			name = name[:40]
 		}
 		t.Run(name, func(t *testing.T) {
-			h := Handler(Options{Provider: &provider{v: testView(text)}})
+			h := Handler(Options{Provider: &provider{v: testView(text)}, Reclaims: func() *app.ReclaimStatus { return testReclaims(text) }})
 			resp := get(t, h, http.MethodGet, "/")
 			page := body(t, resp)
 			doc, err := html.Parse(strings.NewReader(page))
@@ -306,7 +306,7 @@ func TestHostileNames(t *testing.T) {
 			all := strings.Join(texts, "\n")
 			for _, want := range []string{"pod-" + text, "ns-" + text, "node-" + text, "reclaim " + text, "0/2 nodes are available: " + text, "Prometheus: " + text, "policy-" + text,
 				"kubectl delete pod -n ns-" + text + " p", "note " + text, "config " + text, "label " + text, string(testRemedies(text)[1].Patch.Body),
-				"xidnode-" + text, "GPU-" + text, "gpu-" + text, "DeviceTaintRule rule-" + text} {
+				"xidnode-" + text, "GPU-" + text, "gpu-" + text, "DeviceTaintRule rule-" + text, "Deployment ml/owner-" + text, "skip-" + text} {
 				if !strings.Contains(all, want) {
 					t.Errorf("the page's text lacks %.60q verbatim", want)
 				}
@@ -314,7 +314,7 @@ func TestHostileNames(t *testing.T) {
 			if strings.Contains(all, "advice "+text) {
 				t.Errorf("the page shows advice, which has nothing to apply")
 			}
-			for _, path := range []string{"/api/v1/view", "/api/v1/report", "/api/v1/pending", "/api/v1/health"} {
+			for _, path := range []string{"/api/v1/view", "/api/v1/report", "/api/v1/pending", "/api/v1/health", "/api/v1/reclaims"} {
 				got := body(t, get(t, h, http.MethodGet, path))
 				if strings.Contains(got, "<") {
 					t.Errorf("%s has a raw '<' (JSON must escape it as \\u003c)", path)
