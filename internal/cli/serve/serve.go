@@ -114,8 +114,20 @@ gpupack_gpus_unhealthy. When Prometheus
 or the apiserver is down the page shows the last good data, as of when,
 with the error; /metrics keeps its last values and /readyz says why.
 
+--reclaim-controller (live only) runs gpupack reclaim as a loop: at every
+--reclaim-interval it detects the workloads that hold GPUs idle by
+--reclaim-policy, notifies their owners (and --notify-webhook or
+--notify-webhook-file), acts on those whose notice has run out when
+--reclaim-approvals holds their ID or the policy approves their class,
+re-checking each first, and records every action in --ledger. The page's
+Reclaim section and /api/v1/reclaims show the candidates, the owners left
+alone, the last round and the ledger with the GPU-hours measured since
+each action; /metrics adds gpupack_reclaims_total{kind,outcome} and
+gpupack_reclaimed_gpu_hours_total.
+
 --demo (the default without --prometheus) serves the embedded demos of
-report, diagnose, plan and simulate, with no cluster.`,
+report, diagnose, plan, simulate and reclaim (its dry run), with no
+cluster.`,
 		Example: `  gpupack serve
   gpupack serve --demo --listen 127.0.0.1:9400
   gpupack serve --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config
