@@ -339,7 +339,7 @@ func TestBrowser(t *testing.T) {
 	if len(wantIDs) == 0 || !slices.Equal(ids, wantIDs) {
 		t.Errorf("reclaim table rows %v, want the demo's candidates %v", ids, wantIDs)
 	}
-	folded := runB(t, ctx, chromedp.Evaluate[bool](`!document.querySelector('#reclaim-skipped').open && document.querySelectorAll('#reclaim-skipped-table tbody tr').length === ` + strconv.Itoa(len(rd.Set.Skipped))))
+	folded := runB(t, ctx, chromedp.Evaluate[bool](`!document.querySelector('#reclaim-skipped').open && document.querySelectorAll('#reclaim-skipped-table tbody tr').length === `+strconv.Itoa(len(rd.Set.Skipped))))
 	if len(rd.Set.Skipped) == 0 || !folded {
 		t.Errorf("the %d owners left alone are not folded under #reclaim-skipped", len(rd.Set.Skipped))
 	}
