@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	clireclaim "github.com/gpupack/gpupack/internal/cli/reclaim"
 	"github.com/gpupack/gpupack/internal/serve"
+	"github.com/gpupack/gpupack/reclaim"
 )
 
 // TestDemoReclaimsAreTheCLIs: serve --demo's /api/v1/reclaims holds, as
@@ -49,5 +51,46 @@ func TestDemoReclaimsAreTheCLIs(t *testing.T) {
 	}
 	if got.Ledger == nil || len(got.Ledger) != 0 {
 		t.Errorf("ledger %v, want [] (the demo acts on nothing)", got.Ledger)
+	}
+}
+
+// TestReclaimMetrics: every kind and outcome of gpupack_reclaims_total
+// reads 0 before its first (so that increase() sees the first failure),
+// each observation counts once, and the freed GPU-hours add up.
+func TestReclaimMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	observe, freed, err := reclaimMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	observe(reclaim.Notebook, reclaim.OutcomeFailed)
+	observe(reclaim.Deployment, reclaim.OutcomeReclaimed)
+	observe(reclaim.Deployment, reclaim.OutcomeReclaimed)
+	freed(1.5)
+	freed(0.25)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"gpupack_reclaimed_gpu_hours_total": 1.75}
+	for _, k := range reclaimKinds {
+		for _, o := range reclaimOutcomes {
+			want["gpupack_reclaims_total kind="+string(k)+" outcome="+o] = 0
+		}
+	}
+	want["gpupack_reclaims_total kind=Notebook outcome=failed"] = 1
+	want["gpupack_reclaims_total kind=Deployment outcome=reclaimed"] = 2
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("/metrics (-want +got):\n%s", d)
 	}
 }

@@ -54,23 +54,9 @@ func (o *options) reclaimer(client kubernetes.Interface, pricing usage.Pricing, 
 	if err != nil {
 		return nil, err
 	}
-	reclaims := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gpupack_reclaims_total",
-		Help: "Reclaim actions the reclaim controller ended, by owner kind and outcome (reclaimed, refused by the re-check, failed), and the restores of its ledger's records seen since it started (restored).",
-	}, []string{"kind", "outcome"})
-	freed := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "gpupack_reclaimed_gpu_hours_total",
-		Help: "GPU-hours the reclaim ledger's actions freed, measured from the accounting of the hours after each (what its pods would have held less what they still held); grows as the ledger is measured again.",
-	})
-	for _, c := range []prometheus.Collector{reclaims, freed} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	for _, k := range reclaimKinds {
-		for _, outcome := range reclaimOutcomes {
-			reclaims.WithLabelValues(string(k), outcome)
-		}
+	observe, observeFreed, err := reclaimMetrics(reg)
+	if err != nil {
+		return nil, err
 	}
 	m := app.Measurement{Prometheus: o.prometheus, MaxAnswer: o.maxAnswer, Access: o.access, Selector: o.selector, Pricing: pricing}
 	floor := reclaim.DefaultPolicy().ActivityFloor
@@ -90,9 +76,35 @@ func (o *options) reclaimer(client kubernetes.Interface, pricing usage.Pricing, 
 		Measurement:  &m,
 		Interval:     o.reclaimEvery,
 		LedgerEvery:  reclaimLedgerEvery,
-		Observe:      func(kind reclaim.Kind, outcome string) { reclaims.WithLabelValues(string(kind), outcome).Inc() },
-		ObserveFreed: freed.Add,
+		Observe:      observe,
+		ObserveFreed: observeFreed,
 	}, nil
+}
+
+// reclaimMetrics registers gpupack_reclaims_total, every kind and
+// outcome at 0, and gpupack_reclaimed_gpu_hours_total, and returns what
+// the controller tells them.
+func reclaimMetrics(reg prometheus.Registerer) (func(reclaim.Kind, string), func(float64), error) {
+	reclaims := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gpupack_reclaims_total",
+		Help: "Reclaim actions the reclaim controller ended, by owner kind and outcome (reclaimed, refused by the re-check, failed), and the restores of its ledger's records seen since it started (restored).",
+	}, []string{"kind", "outcome"})
+	freed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gpupack_reclaimed_gpu_hours_total",
+		Help: "GPU-hours the reclaim ledger's actions freed, measured from the accounting of the hours after each (what its pods would have held less what they still held); grows as the ledger is measured again.",
+	})
+	for _, c := range []prometheus.Collector{reclaims, freed} {
+		if err := reg.Register(c); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, k := range reclaimKinds {
+		for _, outcome := range reclaimOutcomes {
+			reclaims.WithLabelValues(string(k), outcome)
+		}
+	}
+	observe := func(kind reclaim.Kind, outcome string) { reclaims.WithLabelValues(string(kind), outcome).Inc() }
+	return observe, freed.Add, nil
 }
 
 // prefixed writes each write to w after prefix: DetectReclaim's warnings
