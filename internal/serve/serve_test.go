@@ -496,17 +496,21 @@ func TestChanges(t *testing.T) {
 	st := &app.ChangeStatus{Approved: "bob", Set: &change.Set{Hash: "0123456789abcdef", Nodes: []change.Node{{Name: "gpu-1", Pool: "h100",
 		Labels: []change.Label{{Key: "nvidia.com/mig.config", To: "h100-mig-1"}},
 		Stop:   []change.Stop{{Pod: cluster.PodKey{Namespace: "ml", Name: "held"}, Budget: &change.Budget{Namespace: "ml", Name: "pdb"}}}}}},
-		Results: []app.NodeResult{{Node: "gpu-0", Outcome: app.OutcomeRolledBack, Reason: "mig-manager failed the change"}}}
+		Results: []app.NodeResult{{Node: "gpu-0", Outcome: app.OutcomeRolledBack, Reason: "mig-manager failed the change"}},
+		Measured: []app.ChangeMeasured{{Node: "gpu-2", Hours: 12, ExpectedFits: []cluster.PodKey{{Namespace: "ml", Name: "wait-a"}, {Namespace: "ml", Name: "wait-b"}},
+			FitsPlaced: []string{"ml/wait-a"}, FitsGPUHours: 11.5, AllocatedBeforeGPUHours: 40, AllocatedAfterGPUHours: 84}, {Node: "gpu-3", Error: "no time has passed since the change"}}}
 	h := Handler(Options{Provider: &provider{v: v}, Changes: func() *app.ChangeStatus { return st }})
 	page := body(t, get(t, h, http.MethodGet, "/"))
-	for _, want := range []string{`id="changes-hash">0123456789abcdef<`, "approved by bob", "nvidia.com/mig.config=h100-mig-1", "ml/held", "rolled-back", "mig-manager failed the change"} {
+	for _, want := range []string{`id="changes-hash">0123456789abcdef<`, "approved by bob", "nvidia.com/mig.config=h100-mig-1", "ml/held", "rolled-back", "mig-manager failed the change",
+		`<td>gpu-2</td><td data-v="12">12.0</td><td data-v="2">2</td><td>ml/wait-a</td><td data-v="11.5">11.50</td><td data-v="40">40.00</td><td data-v="84">84.00</td>`,
+		"not measured: no time has passed since the change", "GPU pods pending 0 → 0"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
 	resp := get(t, h, http.MethodGet, "/api/v1/changes")
 	var got app.ChangeStatus
-	if err := json.Unmarshal([]byte(body(t, resp)), &got); err != nil || got.Set.Hash != "0123456789abcdef" || got.Results[0].Outcome != app.OutcomeRolledBack {
+	if err := json.Unmarshal([]byte(body(t, resp)), &got); err != nil || got.Set.Hash != "0123456789abcdef" || got.Results[0].Outcome != app.OutcomeRolledBack || got.Measured[0].FitsGPUHours != 11.5 {
 		t.Errorf("/api/v1/changes: %+v, %v", got, err)
 	}
 }
