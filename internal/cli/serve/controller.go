@@ -76,8 +76,8 @@ func (o *options) controller(e *live.Engine, client kubernetes.Interface, reg pr
 		Actuator:             a,
 		Options:              ao,
 		Interval:             o.applyEvery,
-		Measurement:  &app.Measurement{Prometheus: o.prometheus, MaxAnswer: o.maxAnswer, Access: o.access, Selector: o.selector},
-		MeasureEvery: changesMeasureEvery,
+		Measurement:          &app.Measurement{Prometheus: o.prometheus, MaxAnswer: o.maxAnswer, Access: o.access, Selector: o.selector},
+		MeasureEvery:         changesMeasureEvery,
 		Observe: func(r app.NodeResult) {
 			changesTotal.WithLabelValues(r.Outcome).Inc()
 			changeDuration.Observe(r.Ended.Sub(r.Started).Seconds())
