@@ -203,7 +203,7 @@ func groupByOwner(in Input) []ownerGroup {
 	for _, pod := range in.Pods {
 		o := in.Owners[pod.Owner]
 		if o == nil {
-			o = &Owner{Ref: Ref{Kind: Pod, APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Labels: pod.Labels}
+			o = &Owner{Ref: Ref{Kind: Pod, APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, Labels: pod.Labels, Annotations: pod.Annotations}
 			pod.Owner = OwnerKey(Pod, pod.Namespace, pod.Name)
 		}
 		g := byKey[pod.Owner]

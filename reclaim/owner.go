@@ -78,8 +78,11 @@ type PodState struct {
 	Created time.Time
 	// Ready is the pod's Ready condition; a pod never ready is still
 	// starting.
-	Ready  bool
-	Labels map[string]string
+	Ready bool
+	// Labels and Annotations are the pod's; a bare pod is its own owner,
+	// so its notice and snooze live in its annotations.
+	Labels      map[string]string
+	Annotations map[string]string
 	// Owner is the key of the pod's owner in Input.Owners.
 	Owner string
 }

@@ -108,6 +108,21 @@ func parseDuration(s string, def Duration) (Duration, error) {
 // MarshalJSON writes the duration as Go writes it.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
+// UnmarshalJSON reads what MarshalJSON writes, as records and sets are
+// read back (the ledger, the JSON output).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
 // D is the duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 

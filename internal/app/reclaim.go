@@ -121,7 +121,7 @@ func reclaimInput(ctx context.Context, req ReclaimRequest, pol *reclaim.Policy, 
 	if err != nil {
 		return nil, err
 	}
-	in := &reclaim.Input{Now: r.End, Report: r, Pods: world.Pods, Owners: world.Owners, Namespaces: world.Namespaces}
+	in := &reclaim.Input{Now: now, Report: r, Pods: world.Pods, Owners: world.Owners, Namespaces: world.Namespaces}
 	if in.CPUCores, err = measureCPU(ctx, m); err != nil {
 		fmt.Fprintln(stderr, "warning: CPU use unknown, so GPU-idle pods are not told apart from CPU-busy ones:", err)
 	}
@@ -259,7 +259,11 @@ func Reclaim(ctx context.Context, d *Detection, a reclaim.Actuator, o ReclaimOpt
 			out.Notified = append(out.Notified, c.ID)
 			continue
 		case reclaim.StateNoticed:
-			wait(c, "its notice runs until "+c.Deadline.UTC().Format(time.RFC3339))
+			until := "its deadline"
+			if c.Deadline != nil {
+				until = c.Deadline.UTC().Format(time.RFC3339)
+			}
+			wait(c, "its notice runs until "+until)
 			continue
 		}
 		by, ok := approver(c, o)

@@ -227,8 +227,7 @@ func (a *Reclaimer) scaleToZero(ctx context.Context, c reclaim.Candidate, rec *r
 	if err := a.onOwner(ctx, c, rec, func(*unstructured.Unstructured) map[string]any { return map[string]any{} }); err != nil {
 		return err
 	}
-	sc.Spec.Replicas = 0
-	if err := a.updateScale(ctx, c.Owner, sc); err != nil {
+	if err := a.rescale(ctx, c.Owner, *rec.Before.Replicas, 0); err != nil {
 		_, _ = a.patch(context.WithoutCancel(ctx), c.Owner, annotations(map[string]*string{wellknown.AnnotationReclaimed: nil}))
 		return err
 	}
@@ -326,15 +325,26 @@ func (a *Reclaimer) scaleBack(ctx context.Context, rec reclaim.Record) error {
 	if rec.Before.Replicas == nil {
 		return fmt.Errorf("record %s has no replicas to put back", rec.ID)
 	}
-	sc, err := a.getScale(ctx, rec.Owner)
-	if err != nil {
-		return err
-	}
-	if sc.Spec.Replicas != 0 {
-		return fmt.Errorf("%s is at %d replicas, not the 0 reclaim left: someone scaled it since; restore leaves it as it is", rec.Owner, sc.Spec.Replicas)
-	}
-	sc.Spec.Replicas = *rec.Before.Replicas
-	return a.updateScale(ctx, rec.Owner, sc)
+	return a.rescale(ctx, rec.Owner, 0, *rec.Before.Replicas)
+}
+
+// rescale sets the owner's replicas from one count to another through the
+// scale subresource, read and written with its resourceVersion; a
+// conflict (a controller updating the object) reads it again, and a
+// count other than from (a person or an autoscaler scaled it) stops it:
+// reclaim never overrides a change it did not make.
+func (a *Reclaimer) rescale(ctx context.Context, ref reclaim.Ref, from, to int32) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := a.getScale(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if sc.Spec.Replicas != from {
+			return fmt.Errorf("%s is at %d replicas, not the %d reclaim expects: someone scaled it; reclaim leaves it as it is", ref, sc.Spec.Replicas, from)
+		}
+		sc.Spec.Replicas = to
+		return a.updateScale(ctx, ref, sc)
+	})
 }
 
 // resumeKEDA puts the ScaledObject's paused-replicas back and raises its

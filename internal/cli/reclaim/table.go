@@ -25,7 +25,11 @@ func printSet(w io.Writer, format string, s *reclaim.Set) error {
 	if s.CostPerDay != nil {
 		cost = fmt.Sprintf("%.2f a day", *s.CostPerDay)
 	}
-	fmt.Fprintf(w, "reclaim set %s at %s: %d candidates holding %.2f GPUs idle, %s\n", s.Hash, s.At.UTC().Format(time.RFC3339), len(s.Candidates), s.GPUs, cost)
+	noun := "candidates"
+	if len(s.Candidates) == 1 {
+		noun = "candidate"
+	}
+	fmt.Fprintf(w, "reclaim set %s at %s: %d %s holding %.2f GPUs idle, %s\n", s.Hash, s.At.UTC().Format(time.RFC3339), len(s.Candidates), noun, s.GPUs, cost)
 	if s.BusinessHours {
 		fmt.Fprintln(w, "now is in the policy's business hours: notices only, no action")
 	}

@@ -78,7 +78,7 @@ func ReadReclaim(ctx context.Context, client kubernetes.Interface, isGPU func(*c
 			continue
 		}
 		st := reclaim.PodState{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Node: p.Spec.NodeName,
-			Created: p.CreationTimestamp.Time, Ready: podReady(p), Labels: p.Labels}
+			Created: p.CreationTimestamp.Time, Ready: podReady(p), Labels: p.Labels, Annotations: p.Annotations}
 		st.Owner = r.owner(p)
 		w.Pods = append(w.Pods, st)
 	}

@@ -105,3 +105,38 @@ func (c *Cluster) InstallKueueCRDs() {
 		c.t.Fatal(fmt.Errorf("kueue.x-k8s.io/v1beta2 not served: %w", err))
 	}
 }
+
+// neighbourCRDs are KEDA's ScaledObject CRD and a mirror of Kubeflow's
+// Notebook CRD (neighbours/README.md says whence).
+//
+//go:embed neighbours/*.yaml
+var neighbourCRDs embed.FS
+
+// InstallNeighbourCRDs creates KEDA's ScaledObject and Kubeflow's Notebook
+// CRDs and waits until the apiserver serves them. No KEDA operator or
+// notebook controller runs.
+func (c *Cluster) InstallNeighbourCRDs() {
+	c.t.Helper()
+	var crds []*unstructured.Unstructured
+	for _, name := range []string{"keda.sh_scaledobjects.yaml", "kubeflow.org_notebooks.yaml"} {
+		data, err := neighbourCRDs.ReadFile("neighbours/" + name)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		var crd map[string]any
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			c.t.Fatalf("%s: %v", name, err)
+		}
+		crds = append(crds, &unstructured.Unstructured{Object: crd})
+	}
+	c.InstallCRDs(crds...)
+	for _, gv := range []string{"keda.sh/v1alpha1", "kubeflow.org/v1"} {
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, c.timeout, true, func(ctx context.Context) (bool, error) {
+			list, err := c.client.Discovery().ServerResourcesForGroupVersion(gv)
+			return err == nil && len(list.APIResources) > 0, nil
+		})
+		if err != nil {
+			c.t.Fatal(fmt.Errorf("%s not served: %w", gv, err))
+		}
+	}
+}

@@ -259,10 +259,11 @@ func (b *boot) scheduler(kubeconfig string) {
 // kwok starts kwok, managing the nodes that carry its annotation.
 func (b *boot) kwok(kubeconfig string) {
 	b.t.Helper()
+	stages := b.kwokStages()
 	b.onPorts("kwok", kwokBinary, 1, func(ports []int) []string {
 		return []string{
 			"--kubeconfig=" + kubeconfig,
-			"--config=" + filepath.Join(b.bins, kwokStagesFile),
+			"--config=" + stages,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=" + kwokNodeAnnotationValue,
 			"--server-address=" + hostPort(ports[0]),
@@ -270,6 +271,35 @@ func (b *boot) kwok(kubeconfig string) {
 	}, func(ports []int) func(ctx context.Context) error {
 		return httpProbe(http.DefaultClient, "http://"+hostPort(ports[0])+"/healthz")
 	})
+}
+
+// LabelKeepsRunning on a pod of a Job keeps kwok from completing it:
+// kwok's default pod-complete stage completes every running pod a Job
+// owns at once, and a test of a Job that holds its GPU idle needs its pod
+// to run on.
+const LabelKeepsRunning = "keeps-running"
+
+// kwokStages writes kwok's default stages with the pod-complete stage
+// skipping pods labelled LabelKeepsRunning, and returns the file's path.
+func (b *boot) kwokStages() string {
+	b.t.Helper()
+	data, err := os.ReadFile(filepath.Join(b.bins, kwokStagesFile))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	text := string(data)
+	stage := strings.Index(text, "name: pod-complete\n")
+	job := strings.Index(text[max(stage, 0):], "      - 'Job'\n")
+	if stage < 0 || job < 0 {
+		b.t.Fatalf("testcluster: kwok's stages have no pod-complete stage selecting Job pods; update kwokStages for this kwok version")
+	}
+	at := stage + job + len("      - 'Job'\n")
+	text = text[:at] + "    - key: '.metadata.labels[\"" + LabelKeepsRunning + "\"]'\n      operator: 'DoesNotExist'\n" + text[at:]
+	path := filepath.Join(b.dir, kwokStagesFile)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	return path
 }
 
 // componentFlags are the flags that kube-controller-manager and
@@ -326,7 +356,11 @@ func selfSignedProbe(certFile, path string) func(ports []int) func(ctx context.C
 var controllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
+	"statefulset-controller",
 	"job-controller",
+	// A HorizontalPodAutoscaler stops scaling a target that is at 0
+	// replicas (ScalingDisabled), which reclaim's scale-to-zero relies on.
+	"horizontal-pod-autoscaler-controller",
 	// A ResourceQuota's status (hard and used) is counted, which the
 	// ResourceQuota admission plugin needs to admit or refuse pods.
 	"resourcequota-controller",
