@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,65 +13,15 @@ import (
 	"github.com/gpupack/gpupack/reclaim"
 )
 
-// memReclaim is an in-memory reclaim.Actuator: a ledger, the notices
-// given and the owners paused, with owners whose pause fails.
-type memReclaim struct {
-	mu          sync.Mutex
-	ledger      map[string]reclaim.Record
-	notified    []string
-	paused      []string
-	failPause   map[string]bool
-	recordReads int
+// countingReclaim is memReclaim counting its ledger reads.
+type countingReclaim struct {
+	*memReclaim
+	reads int
 }
 
-func newMemReclaim() *memReclaim {
-	return &memReclaim{ledger: map[string]reclaim.Record{}, failPause: map[string]bool{}}
-}
-
-func (m *memReclaim) Notify(_ context.Context, c reclaim.Candidate, _ reclaim.Notice) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.notified = append(m.notified, c.ID)
-	return nil
-}
-
-func (m *memReclaim) Pause(_ context.Context, c reclaim.Candidate, rec *reclaim.Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.paused = append(m.paused, c.ID)
-	if m.failPause[c.ID] {
-		return errors.New("the apiserver refused the patch")
-	}
-	rec.Before.Replicas = c.Replicas
-	return nil
-}
-
-func (m *memReclaim) Restore(context.Context, reclaim.Record, *int32) error { return nil }
-
-func (m *memReclaim) Records(context.Context) ([]reclaim.Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.recordReads++
-	var out []reclaim.Record
-	for _, r := range m.ledger {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func (m *memReclaim) Save(_ context.Context, rec reclaim.Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ledger[rec.ID] = rec
-	return nil
-}
-
-// candidate is a Deployment's candidate in the given notice state.
-func candidate(id, name, state string) reclaim.Candidate {
-	one := int32(1)
-	return reclaim.Candidate{ID: id, Owner: reclaim.Ref{Kind: reclaim.Deployment, APIVersion: "apps/v1", Namespace: "ml", Name: name},
-		Class: reclaim.ClassInference, Action: reclaim.ScaleToZero, Restorable: true, Replicas: &one, State: state,
-		Pods: []reclaim.PodRef{{Namespace: "ml", Name: name + "-0", Node: "gpu-1", Devices: []string{"gpu-1/0"}, GPUs: 1}}}
+func (m *countingReclaim) Records(ctx context.Context) ([]reclaim.Record, error) {
+	m.reads++
+	return m.memReclaim.Records(ctx)
 }
 
 // clock is a settable time.
@@ -87,14 +36,14 @@ func (c *clock) now() time.Time { return c.t }
 func TestReclaimControllerRound(t *testing.T) {
 	ctx := context.Background()
 	a := newMemReclaim()
-	a.failPause["d-broken"] = true
+	a.failOn = "broken"
 	clk := &clock{t: time.Date(2026, 12, 5, 22, 0, 0, 0, time.UTC)}
 	set := &reclaim.Set{Hash: "h1", At: clk.t, Candidates: []reclaim.Candidate{
-		candidate("a-new", "new", reclaim.StateToNotify),
-		candidate("b-unapproved", "unapproved", reclaim.StateDue),
-		candidate("c-approved", "approved", reclaim.StateDue),
-		candidate("d-broken", "broken", reclaim.StateDue),
-		candidate("e-woke", "woke", reclaim.StateDue),
+		candidate("a-new", "new", reclaim.ScaleToZero, reclaim.StateToNotify, false),
+		candidate("b-unapproved", "unapproved", reclaim.ScaleToZero, reclaim.StateDue, false),
+		candidate("c-approved", "approved", reclaim.ScaleToZero, reclaim.StateDue, false),
+		candidate("d-broken", "broken", reclaim.ScaleToZero, reclaim.StateDue, false),
+		candidate("e-woke", "woke", reclaim.ScaleToZero, reclaim.StateDue, false),
 	}}
 	counted := map[string]int{}
 	c := &ReclaimController{
@@ -130,7 +79,7 @@ func TestReclaimControllerRound(t *testing.T) {
 	if len(st.Outcome.Waiting) != 1 || st.Outcome.Waiting[0].ID != "b-unapproved" || !strings.Contains(st.Outcome.Waiting[0].Reason, "awaiting approval") {
 		t.Errorf("waiting: %+v, want b-unapproved awaiting approval", st.Outcome.Waiting)
 	}
-	if !strings.Contains(st.Error, "the apiserver refused the patch") {
+	if !strings.Contains(st.Error, "refused by the apiserver") {
 		t.Errorf("status error %q, want the failed pause", st.Error)
 	}
 	if d := cmp.Diff(map[string]int{"Deployment reclaimed": 1, "Deployment failed": 1, "Deployment refused": 1}, counted); d != "" {
@@ -143,8 +92,11 @@ func TestReclaimControllerRound(t *testing.T) {
 	clk.t = clk.t.Add(time.Minute)
 	c.Once(ctx)
 	st = c.Status()
-	if d := cmp.Diff([]string{"c-approved", "d-broken", "c-approved"}, a.paused); d != "" {
-		t.Errorf("paused over two rounds (-want +got): d-broken's failure must not be tried again\n%s", d)
+	if d := cmp.Diff([]string{"Deployment ml/approved", "Deployment ml/approved"}, a.paused); d != "" {
+		t.Errorf("paused over two rounds (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(map[string]int{"Deployment reclaimed": 2, "Deployment failed": 1, "Deployment refused": 2}, counted); d != "" {
+		t.Errorf("observed over two rounds (-want +got): d-broken's failure must not be tried again\n%s", d)
 	}
 	held := false
 	for _, w := range st.Outcome.Waiting {
@@ -158,7 +110,7 @@ func TestReclaimControllerRound(t *testing.T) {
 // TestReclaimControllerLedgerEvery: the ledger is read at the first round
 // and then at most once per LedgerEvery, however often the rounds come.
 func TestReclaimControllerLedgerEvery(t *testing.T) {
-	a := newMemReclaim()
+	a := &countingReclaim{memReclaim: newMemReclaim()}
 	clk := &clock{t: time.Date(2026, 12, 5, 22, 0, 0, 0, time.UTC)}
 	c := &ReclaimController{
 		Detect: func(context.Context) (*Detection, error) {
@@ -173,7 +125,7 @@ func TestReclaimControllerLedgerEvery(t *testing.T) {
 	var reads []int
 	for range 7 {
 		c.Once(context.Background())
-		reads = append(reads, a.recordReads)
+		reads = append(reads, a.reads)
 		clk.t = clk.t.Add(time.Minute)
 	}
 	if d := cmp.Diff([]int{1, 1, 1, 1, 1, 2, 2}, reads); d != "" {
@@ -252,7 +204,7 @@ func TestReclaimStatusJSONLists(t *testing.T) {
 // set and says why.
 func TestReclaimControllerDetectError(t *testing.T) {
 	fail := false
-	set := &reclaim.Set{Hash: "kept", Candidates: []reclaim.Candidate{candidate("x", "x", reclaim.StateDue)}}
+	set := &reclaim.Set{Hash: "kept", Candidates: []reclaim.Candidate{candidate("x", "x", reclaim.ScaleToZero, reclaim.StateDue, false)}}
 	c := &ReclaimController{
 		Detect: func(context.Context) (*Detection, error) {
 			if fail {
