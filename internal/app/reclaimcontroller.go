@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -214,10 +215,13 @@ func (c *ReclaimController) readLedger(ctx context.Context, now time.Time) {
 // countLedger tells Observe of the restores since the controller started
 // and ObserveFreed of the growth of each record's measured freed
 // GPU-hours: a record that is not measured in a read (too old, a failed
-// query) keeps what it counted, so the sum never falls.
+// query) keeps what it counted, so the sum never falls; a record gone
+// from the ledger (trimmed) is forgotten.
 func (c *ReclaimController) countLedger(entries []LedgerEntry) {
 	var grown float64
+	inLedger := map[string]bool{}
 	for _, e := range entries {
+		inLedger[e.ID] = true
 		if e.Outcome == reclaim.OutcomeRestored && e.Restored != nil && !e.Restored.Before(c.started) && !c.restored[e.ID] {
 			c.restored[e.ID] = true
 			c.observe(e.Owner.Kind, reclaim.OutcomeRestored)
@@ -230,6 +234,9 @@ func (c *ReclaimController) countLedger(entries []LedgerEntry) {
 	if grown > 0 && c.ObserveFreed != nil {
 		c.ObserveFreed(grown)
 	}
+	// A record trimmed from the ledger never comes back: forget it.
+	maps.DeleteFunc(c.restored, func(id string, _ bool) bool { return !inLedger[id] })
+	maps.DeleteFunc(c.freed, func(id string, _ float64) bool { return !inLedger[id] })
 }
 
 func (c *ReclaimController) observe(kind reclaim.Kind, outcome string) {

@@ -168,6 +168,9 @@ func TestReclaimControllerCounts(t *testing.T) {
 	if d := cmp.Diff([]float64{6, 0.5}, freed); d != "" {
 		t.Errorf("freed GPU-hours added per read (-want +got):\n%s", d)
 	}
+	if d := cmp.Diff(map[string]float64{"open": 1.5}, c.freed); d != "" {
+		t.Errorf("what is remembered once old and new left the ledger (-want +got):\n%s", d)
+	}
 }
 
 // TestReclaimStatusJSONLists: the status of a round with nothing to do,
