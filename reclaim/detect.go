@@ -31,6 +31,9 @@ type Input struct {
 	// CPUCores is each pod's mean CPU use over the window, in cores, by
 	// pod key; a pod missing has it unknown.
 	CPUCores map[string]float64
+	// Warnings are what reading the input found wrong; the set carries
+	// them.
+	Warnings []string
 }
 
 // OwnerKey is the key of an owner in Input.Owners: "Kind/namespace/name".
@@ -171,7 +174,7 @@ type Notice struct {
 // Detect finds the owners whose every GPU pod has been idle-held for its
 // class's window, and says for the others why they are left alone.
 func Detect(in Input, p *Policy) *Set {
-	s := &Set{At: in.Now, BusinessHours: p.InBusinessHours(in.Now)}
+	s := &Set{At: in.Now, BusinessHours: p.InBusinessHours(in.Now), Warnings: in.Warnings}
 	pods := map[string]*usage.PodUsage{}
 	if in.Report != nil {
 		for i := range in.Report.Pods {

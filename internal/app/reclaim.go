@@ -109,23 +109,47 @@ func reclaimInput(ctx context.Context, req ReclaimRequest, pol *reclaim.Policy, 
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range world.Warnings {
-		fmt.Fprintln(stderr, "warning:", w)
-	}
 	setGPUs(world.Pods, s)
-	length := pol.MaxIdleFor() + time.Hour
-	m := req.From
-	m.Window = LatestWindow(now, length, usage.DefaultStep(length), false)
+	m, err := reclaimWindow(req, pol, now)
+	if err != nil {
+		return nil, err
+	}
 	m.Pricing = PricedNodes(m.Pricing, s)
 	r, err := Measure(ctx, m)
 	if err != nil {
 		return nil, err
 	}
-	in := &reclaim.Input{Now: now, Report: r, Pods: world.Pods, Owners: world.Owners, Namespaces: world.Namespaces}
+	in := &reclaim.Input{Now: now, Report: r, Pods: world.Pods, Owners: world.Owners, Namespaces: world.Namespaces, Warnings: world.Warnings}
 	if in.CPUCores, err = measureCPU(ctx, m); err != nil {
-		fmt.Fprintln(stderr, "warning: CPU use unknown, so GPU-idle pods are not told apart from CPU-busy ones:", err)
+		in.Warnings = append(in.Warnings, "CPU use unknown, so GPU-idle pods are not told apart from CPU-busy ones: "+err.Error())
 	}
 	return in, nil
+}
+
+// reclaimWindow is the measurement of the policy's longest idle window
+// and one hour more, ending now, read raw or in hourly buckets as
+// Accounting auto chooses for its length, priced by the catalogue when
+// no prices are given.
+func reclaimWindow(req ReclaimRequest, pol *reclaim.Policy, now time.Time) (Measurement, error) {
+	m := req.From
+	if m.Pricing.Catalogue == nil {
+		cat, err := LoadCatalogue(req.Cluster.Catalogue)
+		if err != nil {
+			return m, err
+		}
+		m.Pricing.Catalogue = cat
+	}
+	length := pol.MaxIdleFor() + time.Hour
+	hourly, err := AccountingAuto.Hourly(true, length, hourlyStep)
+	if err != nil {
+		return m, err
+	}
+	step := usage.DefaultStep(length)
+	if hourly {
+		step = hourlyStep
+	}
+	m.Window, m.Hourly = LatestWindow(now, length, step, hourly), hourly
+	return m, nil
 }
 
 // demoReclaimInput is the demo world at the end of its week.

@@ -102,6 +102,9 @@ func TestReclaim(t *testing.T) {
 		if cpu := cand.Evidence.CPUCores; cpu == nil || math.Abs(*cpu-0.05) > 0.01 {
 			t.Errorf("%s: CPU use %v, want cAdvisor's 0.05 cores", cand.Owner, cpu)
 		}
+		if cand.Evidence.CostPerDay == nil || *cand.Evidence.CostPerDay <= 0 {
+			t.Errorf("%s: no cost a day from the catalogue's H100 price", cand.Owner)
+		}
 	}
 	skipped := map[string]string{}
 	for _, s := range set.Skipped {
@@ -310,7 +313,9 @@ func (w *reclaimWorld) history(t *testing.T, client kubernetes.Interface) *testc
 // recreateDev deletes the bare pod and creates it again: same name, new UID.
 func (w *reclaimWorld) recreateDev(t *testing.T, client kubernetes.Interface) {
 	ctx := t.Context()
-	if err := client.CoreV1().Pods(reclaimNS).Delete(ctx, "dev", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+	// A graceful delete, which kwok finalizes: a forced one races kwok's
+	// own delete of the old pod, which would take the new one by name.
+	if err := client.CoreV1().Pods(reclaimNS).Delete(ctx, "dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, "dev to go", func(ctx context.Context) (bool, string, error) {
