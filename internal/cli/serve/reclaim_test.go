@@ -1,8 +1,12 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,5 +96,51 @@ func TestReclaimMetrics(t *testing.T) {
 	want["gpupack_reclaims_total kind=Deployment outcome=reclaimed"] = 2
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("/metrics (-want +got):\n%s", d)
+	}
+}
+
+// TestReclaimFlagsRefused: serve --reclaim-controller refuses, before it
+// reads anything, flags that cannot work, and never shows the webhook
+// file's content.
+func TestReclaimFlagsRefused(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	write := func(path, text string) {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(kubeconfig, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"+
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
+	badPolicy, hook := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "hook")
+	write(badPolicy, "apiVersion: gpupack.io/v1alpha1\nkind: ReclaimPolicy\nactivityFloor: 5\n")
+	write(hook, "ftp://hooks.example.com/x?token=s3cret\n")
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"approvals not NS/NAME": {args: []string{"--reclaim-approvals", "gpupack"}, want: `--reclaim-approvals "gpupack": want NAMESPACE/NAME`},
+		"no policy file":        {args: []string{"--reclaim-policy", filepath.Join(dir, "none.yaml")}, want: "--reclaim-policy: open"},
+		"a floor of 5":          {args: []string{"--reclaim-policy", badPolicy}, want: "activityFloor"},
+		"ledger not NS/NAME":    {args: []string{"--ledger", "ledger"}, want: `--ledger "ledger": want NAMESPACE/NAME`},
+		"both webhooks":         {args: []string{"--notify-webhook", "https://hooks.example.com/x", "--notify-webhook-file", hook}, want: "exclude each other"},
+		"a webhook file of ftp": {args: []string{"--notify-webhook-file", hook}, want: "--notify-webhook-file " + hook + ": want one http or https URL"},
+		"no interval":           {args: []string{"--reclaim-interval", "0s"}, want: "--reclaim-interval 0s: want a positive duration"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cmd := NewCommand(t.Context())
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			cmd.SetArgs(append([]string{"--prometheus", "http://127.0.0.1:1", "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0", "--reclaim-controller"}, c.args...))
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("serve %v: error %v, want one saying %q", c.args, err, c.want)
+			}
+			if strings.Contains(err.Error()+out.String(), "s3cret") {
+				t.Errorf("the webhook file's token shows: %v\n%s", err, out.String())
+			}
+		})
 	}
 }

@@ -33,6 +33,9 @@ var reclaimOutcomes = []string{reclaim.OutcomeReclaimed, reclaim.OutcomeRefused,
 // changes without a restart), its re-check uses the floor of the last
 // round's policy.
 func (o *options) reclaimer(client kubernetes.Interface, pricing usage.Pricing, reg prometheus.Registerer, log io.Writer) (*app.ReclaimController, error) {
+	if o.reclaimEvery <= 0 {
+		return nil, fmt.Errorf("--reclaim-interval %s: want a positive duration such as 10m", o.reclaimEvery)
+	}
 	ns, name, ok := strings.Cut(o.reclaimApprovals, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("--reclaim-approvals %q: want NAMESPACE/NAME", o.reclaimApprovals)

@@ -275,12 +275,20 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := e.Start(ctx); err != nil {
-		return err
-	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e.Collector())
 	so := serve.Options{Addr: o.listen, Provider: e}
+	// The reclaim controller's flags are checked before anything starts.
+	var reclaimer *app.ReclaimController
+	if o.reclaimController {
+		if reclaimer, err = o.reclaimer(client, pricing, reg, stderr); err != nil {
+			return err
+		}
+		so.Reclaims = func() *app.ReclaimStatus { s := reclaimer.Status(); return &s }
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
 	if o.applyController {
 		c, err := o.controller(e, client, reg, stderr)
 		if err != nil {
@@ -289,13 +297,8 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 		go func() { _ = c.Run(ctx) }()
 		so.Changes = func() *app.ChangeStatus { s := c.Status(); return &s }
 	}
-	if o.reclaimController {
-		c, err := o.reclaimer(client, pricing, reg, stderr)
-		if err != nil {
-			return err
-		}
-		go func() { _ = c.Run(ctx) }()
-		so.Reclaims = func() *app.ReclaimStatus { s := c.Status(); return &s }
+	if reclaimer != nil {
+		go func() { _ = reclaimer.Run(ctx) }()
 	}
 	so.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	if so.Guard, err = o.guard(stderr); err != nil {
