@@ -24,6 +24,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli"
 	"github.com/gpupack/gpupack/placement"
 	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/reclaim"
 )
 
 // Optional APIs a cluster may serve, as .Capabilities.APIVersions lists them.
@@ -67,6 +68,7 @@ func variants(t *testing.T) []variant {
 			"agent":            map[string]any{"enabled": true, "runtimeClassName": "", "serviceMonitor": map[string]any{"enabled": true}},
 			"apply": map[string]any{"enabled": true, "maintenanceWindow": "22:00-06:00", "letJobsFinish": true,
 				"approvers": []any{map[string]any{"kind": "Group", "name": "gpu-admins", "apiGroup": "rbac.authorization.k8s.io"}}},
+			"reclaim": reclaimValues(),
 		}},
 	}
 }
@@ -239,6 +241,11 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{"apply: no node may change", map[string]any{"apply": map[string]any{"maxPerPool": 0}}, nil, "maxPerPool"},
 		{"apply: a window that is no time", map[string]any{"apply": map[string]any{"maintenanceWindow": "22:00-25:00"}}, nil, "maintenanceWindow"},
 		{"apply: bad drain timeout", map[string]any{"apply": map[string]any{"drainTimeout": "ten minutes"}}, nil, "drainTimeout"},
+		{"reclaim: a typo in the policy", map[string]any{"reclaim": map[string]any{"enabled": true, "policy": map[string]any{"namespace": []any{"ml"}}}}, nil, "namespace"},
+		{"reclaim: a floor that is a percentage", map[string]any{"reclaim": map[string]any{"policy": map[string]any{"activityFloor": 5}}}, nil, "activityFloor"},
+		{"reclaim: the webhook URL in the values", map[string]any{"reclaim": map[string]any{"notifyWebhook": map[string]any{"url": "https://hooks.example.com/x?token=s3cret"}}}, nil, "notifyWebhook"},
+		{"reclaim: the ledger is the approvals", map[string]any{"reclaim": map[string]any{"enabled": true, "ledger": "gpupack-reclaim-approvals"}}, nil, "a name of its own"},
+		{"reclaim: the ledger is apply's approvals", map[string]any{"reclaim": map[string]any{"enabled": true, "ledger": "gpupack-approvals"}}, nil, "a name of its own"},
 		{"password in the URL", map[string]any{"prometheus": map[string]any{"url": "http://gpupack:s3cret@prometheus:9090"}}, nil, "prometheus.auth"},
 		{"user in the URL", map[string]any{"prometheus": map[string]any{"url": "https://gpupack@prometheus"}}, nil, "prometheus.auth"},
 		{"keys without a Secret", map[string]any{"prometheus": map[string]any{"auth": map[string]any{"bearerTokenKey": "token"}}}, nil, "prometheus.auth.secretName"},
@@ -384,6 +391,14 @@ func TestConfigMapsReadBack(t *testing.T) {
 			} else if !strings.Contains(out.String(), `"USD"`) {
 				t.Errorf("%s: report with the chart's prices does not price in USD", cm.Name)
 			}
+		case cm.Data["reclaim-policy.yaml"] != "":
+			found++
+			p, err := reclaim.ParsePolicy([]byte(cm.Data["reclaim-policy.yaml"]), cm.Name)
+			if err != nil {
+				t.Errorf("%s: reclaim-policy.yaml: %v", cm.Name, err)
+			} else if !slices.Equal(p.Namespaces, []string{"ml", "research"}) || p.Classes[reclaim.ClassNotebook].AutoApprove == nil {
+				t.Errorf("%s: the policy read back opts in %v, notebook auto-approval %v; want the values' ml, research and auto-approval", cm.Name, p.Namespaces, p.Classes[reclaim.ClassNotebook].AutoApprove)
+			}
 		case cm.Data["scheduler-config.yaml"] != "":
 			found++
 			var cfg map[string]any
@@ -395,7 +410,7 @@ func TestConfigMapsReadBack(t *testing.T) {
 			}
 		}
 	}
-	if found != 3 {
-		t.Errorf("found %d of the 3 ConfigMaps (requests, prices, scheduler)", found)
+	if found != 4 {
+		t.Errorf("found %d of the 4 ConfigMaps (requests, prices, scheduler, reclaim policy)", found)
 	}
 }

@@ -251,6 +251,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			"webhook":   map[string]any{"namespaces": []any{"inference"}, "timeoutSeconds": 1},
 			"apply": map[string]any{"enabled": true,
 				"approvers": []any{map[string]any{"kind": "ServiceAccount", "name": "approver", "namespace": installNamespace}}},
+			"reclaim": map[string]any{"enabled": true,
+				"approvers": []any{map[string]any{"kind": "ServiceAccount", "name": "reclaim-approver", "namespace": installNamespace}}},
 		})
 		waitDeployments(c, "gpupack", "gpupack-scheduler", "gpupack-webhook")
 		mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, installRelease, metav1.GetOptions{})
@@ -285,6 +287,10 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 
 	t.Run("the apply controller may do exactly its writes, the approver only approve", func(t *testing.T) {
 		checkApplyAccess(t, c)
+	})
+
+	t.Run("the reclaim controller may do exactly its writes, the approver only approve", func(t *testing.T) {
+		checkReclaimAccess(t, c)
 	})
 
 	t.Run("uninstall leaves no registration behind", func(t *testing.T) {
@@ -515,6 +521,54 @@ func checkApplyAccess(t *testing.T, c *testcluster.Cluster) {
 		for _, a := range sa.denied {
 			if can(t, as, a) {
 				t.Errorf("%s can %s; apply needs no such right", sa.name, a)
+			}
+		}
+	}
+}
+
+// checkReclaimAccess checks the rights reclaim.enabled grants: the
+// controller (serve's ServiceAccount) patches the owners, scales through
+// the scale subresource, evicts through the Eviction API, reads what
+// finds an owner, writes its ledger and reads the approvals; it may not
+// delete or create workloads, scale other than through the subresource,
+// or approve. The approver may write the approvals and nothing the
+// controller does.
+func checkReclaimAccess(t *testing.T, c *testcluster.Cluster) {
+	ns := installNamespace
+	if _, err := c.Client().CoreV1().ConfigMaps(ns).Get(t.Context(), "gpupack-reclaim-approvals", metav1.GetOptions{}); err != nil {
+		t.Errorf("the reclaim approvals ConfigMap: %v", err)
+	}
+	if _, err := c.Client().CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reclaim-approver"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []saCase{
+		{name: "gpupack",
+			allowed: []access{{"patch", "apps", "deployments", "ml", "d"}, {"patch", "apps", "statefulsets", "ml", "s"}, {"patch", "apps", "replicasets", "ml", "r"},
+				{"get", "apps", "deployments/scale", "ml", "d"}, {"update", "apps", "deployments/scale", "ml", "d"}, {"update", "apps", "statefulsets/scale", "ml", "s"},
+				{"patch", "batch", "jobs", "ml", "j"}, {"patch", "kubeflow.org", "notebooks", "ml", "n"}, {"patch", "kueue.x-k8s.io", "workloads", "ml", "w"},
+				{"patch", "keda.sh", "scaledobjects", "ml", "so"}, {"list", "autoscaling", "horizontalpodautoscalers", "ml", ""}, {"get", "", "namespaces", "", "ml"},
+				{"create", "", "pods/eviction", "ml", "p"}, {"create", "", "events", "ml", ""},
+				{"get", "", "configmaps", ns, "gpupack-reclaim-ledger"}, {"update", "", "configmaps", ns, "gpupack-reclaim-ledger"}, {"create", "", "configmaps", ns, ""},
+				{"get", "", "configmaps", ns, "gpupack-reclaim-approvals"}},
+			denied: []access{{"delete", "apps", "deployments", "ml", "d"}, {"create", "apps", "deployments", "ml", ""}, {"update", "apps", "deployments", "ml", "d"},
+				{"delete", "batch", "jobs", "ml", "j"}, {"delete", "kubeflow.org", "notebooks", "ml", "n"}, {"patch", "autoscaling", "horizontalpodautoscalers", "ml", "h"},
+				{"update", "", "configmaps", ns, "gpupack-reclaim-approvals"}, {"patch", "", "configmaps", ns, "gpupack-reclaim-approvals"},
+				{"update", "", "configmaps", ns, "other"}, {"update", "", "configmaps", "ml", "gpupack-reclaim-ledger"}, {"get", "", "secrets", "ml", ""}}},
+		{name: "reclaim-approver",
+			allowed: []access{{"patch", "", "configmaps", ns, "gpupack-reclaim-approvals"}, {"get", "", "configmaps", ns, "gpupack-reclaim-approvals"}},
+			denied: []access{{"patch", "", "configmaps", ns, "gpupack-approvals"}, {"update", "", "configmaps", ns, "gpupack-reclaim-ledger"},
+				{"patch", "apps", "deployments", "ml", "d"}, {"create", "", "pods/eviction", "ml", "p"}}},
+	}
+	for _, sa := range cases {
+		as := c.ClientAs(ns, sa.name)
+		for _, a := range sa.allowed {
+			if !can(t, as, a) {
+				t.Errorf("%s cannot %s; reclaim needs it", sa.name, a)
+			}
+		}
+		for _, a := range sa.denied {
+			if can(t, as, a) {
+				t.Errorf("%s can %s; reclaim needs no such right", sa.name, a)
 			}
 		}
 	}

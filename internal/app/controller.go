@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpupack/gpupack/change"
+	"github.com/gpupack/gpupack/cluster"
 )
 
 // ChangeController is apply as a loop, for `serve --apply-controller`:
@@ -29,10 +30,19 @@ type ChangeController struct {
 	Interval             time.Duration
 	// Observe is told of each node's result (the metrics); nil for none.
 	Observe func(NodeResult)
+	// Measurement is where the applied changes are measured since they
+	// ended (MeasureChange), at most once per MeasureEvery; nil leaves
+	// them unmeasured.
+	Measurement  *Measurement
+	MeasureEvery time.Duration
 
 	mu       sync.Mutex
 	status   ChangeStatus
 	attempts map[string]bool
+	// fits are the pending pods each applied node change was for, by
+	// hash and node.
+	fits     map[string][]cluster.PodKey
+	measured time.Time
 }
 
 // ChangeStatus is what the controller shows: the change set it built
@@ -47,6 +57,10 @@ type ChangeStatus struct {
 	Steps    []Step       `json:"steps"`
 	Results  []NodeResult `json:"results"`
 	Released []string     `json:"startupTaintsReleased,omitempty"`
+	// Measured are the newest applied results (MaxChangesMeasured) as
+	// measured since they ended, newest first; the expected gain is
+	// Set.Gain's and each one's ExpectedFits.
+	Measured []ChangeMeasured `json:"measured"`
 }
 
 // keepSteps and keepResults bound what the status remembers.
@@ -62,6 +76,7 @@ func (c *ChangeController) Status() ChangeStatus {
 	s := c.status
 	s.Steps = append([]Step(nil), s.Steps...)
 	s.Results = append([]NodeResult(nil), s.Results...)
+	s.Measured = append([]ChangeMeasured{}, s.Measured...)
 	return s
 }
 
@@ -70,7 +85,6 @@ func (c *ChangeController) Run(ctx context.Context) error {
 	if c.Interval <= 0 {
 		return fmt.Errorf("the apply controller's interval %s must be positive", c.Interval)
 	}
-	c.attempts = map[string]bool{}
 	t := time.NewTicker(c.Interval)
 	defer t.Stop()
 	for {
@@ -86,7 +100,7 @@ func (c *ChangeController) Run(ctx context.Context) error {
 // Once is one round of the loop.
 func (c *ChangeController) Once(ctx context.Context) {
 	if c.attempts == nil {
-		c.attempts = map[string]bool{}
+		c.attempts, c.fits = map[string]bool{}, map[string][]cluster.PodKey{}
 	}
 	if c.ReleaseStartupTaints != nil {
 		released, err := c.ReleaseStartupTaints(ctx)
@@ -103,6 +117,7 @@ func (c *ChangeController) Once(ctx context.Context) {
 	now := c.Options.now()
 	if err != nil {
 		c.update(func(s *ChangeStatus) { s.Error, s.Built = err.Error(), now })
+		c.measure(ctx, now)
 		return
 	}
 	approvals, err := c.Approvals(ctx)
@@ -116,14 +131,34 @@ func (c *ChangeController) Once(ctx context.Context) {
 			s.Approved = by
 		}
 	})
-	if !approved || len(set.Nodes) == 0 || c.attempts[set.Hash] {
+	if approved && len(set.Nodes) > 0 && !c.attempts[set.Hash] {
+		c.attempts[set.Hash] = true
+		c.apply(ctx, set, by)
+	}
+	c.measure(ctx, now)
+}
+
+// measure measures the newest applied results since they ended, when
+// MeasureEvery has passed since the last time.
+func (c *ChangeController) measure(ctx context.Context, now time.Time) {
+	if c.Measurement == nil || !c.measured.IsZero() && now.Sub(c.measured) < c.MeasureEvery {
 		return
 	}
-	c.attempts[set.Hash] = true
-	c.apply(ctx, set, by)
+	c.measured = now
+	results := c.Status().Results
+	var out []ChangeMeasured
+	for i := len(results) - 1; i >= 0 && len(out) < MaxChangesMeasured; i-- {
+		if r := results[i]; r.Outcome == OutcomeApplied {
+			out = append(out, MeasureChange(ctx, *c.Measurement, r, c.fits[r.Hash+"/"+r.Node], now))
+		}
+	}
+	c.update(func(s *ChangeStatus) { s.Measured = out })
 }
 
 func (c *ChangeController) apply(ctx context.Context, set *change.Set, by string) {
+	for _, n := range set.Nodes {
+		c.fits[set.Hash+"/"+n.Name] = n.Fits
+	}
 	o := c.Options
 	o.ApprovedBy = by
 	progress := o.Progress

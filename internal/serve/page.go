@@ -17,6 +17,7 @@ import (
 	"github.com/gpupack/gpupack/internal/render/adviceout"
 	"github.com/gpupack/gpupack/internal/render/planout"
 	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/reclaim"
 	"github.com/gpupack/gpupack/sim"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -113,6 +114,33 @@ func newPage() *page {
 	funcs["change"] = func(b usage.Bottleneck) string { return adviceout.Change(&b) }
 	funcs["field"] = adviceout.Field
 	funcs["startupFix"] = func(f usage.StartupFix) string { return adviceout.StartupFix(&f) }
+	funcs["reclaimSummary"] = app.Summary
+	funcs["reclaimGPUs"] = app.CandidateGPUs
+	funcs["reclaimApproval"] = reclaimApproval
+	funcs["lastActive"] = func(t *time.Time) string {
+		if t == nil {
+			return "not in the window"
+		}
+		return t.UTC().Format("2006-01-02 15:04 MST")
+	}
+	funcs["perDay"] = func(c *float64) string {
+		if c == nil {
+			return "cost unknown"
+		}
+		return strconv.FormatFloat(*c, 'f', 2, 64) + " a day"
+	}
+	funcs["moneyP"] = func(c *float64) string {
+		if c == nil {
+			return "unknown"
+		}
+		return strconv.FormatFloat(*c, 'f', 2, 64)
+	}
+	funcs["rawP"] = func(c *float64) string {
+		if c == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*c, 'g', -1, 64)
+	}
 	// healthRead tells a view that read GPU health and found no XID
 	// (empty) from one that did not read it (nil).
 	funcs["healthRead"] = func(hs []planout.GPUHealth) bool { return hs != nil }
@@ -130,12 +158,18 @@ type pageData struct {
 	Curve    *chart
 	// Changes is the apply controller's status; nil when none runs.
 	Changes *app.ChangeStatus
+	// Reclaims is the reclaim controller's status; nil when none runs.
+	Reclaims *app.ReclaimStatus
 }
 
-func (p *page) serve(w http.ResponseWriter, prov Provider, changes func() *app.ChangeStatus) {
+func (p *page) serve(w http.ResponseWriter, o Options) {
+	prov := o.Provider
 	d := pageData{V: prov.View()}
-	if changes != nil {
-		d.Changes = changes()
+	if o.Changes != nil {
+		d.Changes = o.Changes()
+	}
+	if o.Reclaims != nil {
+		d.Reclaims = o.Reclaims()
 	}
 	if d.V == nil {
 		d.Waiting = notReady(prov)
@@ -424,6 +458,15 @@ func niceTicks(lo, hi float64) ([]float64, float64) {
 		out = append(out, k*step+0) // +0 makes -0 (k = -0) a plain 0
 	}
 	return out, step
+}
+
+// reclaimApproval says who approved a candidate as Reclaim decides it,
+// or what to do.
+func reclaimApproval(c reclaim.Candidate, approvals map[string]string) string {
+	if by, ok := app.ApprovalOf(c, approvals); ok {
+		return "approved by " + by
+	}
+	return "awaiting approval: add the key " + c.ID + " to the approvals ConfigMap"
 }
 
 func amountHours(a usage.Amount) string {

@@ -267,7 +267,7 @@ func TestHostileNames(t *testing.T) {
 			name = name[:40]
 		}
 		t.Run(name, func(t *testing.T) {
-			h := Handler(Options{Provider: &provider{v: testView(text)}})
+			h := Handler(Options{Provider: &provider{v: testView(text)}, Reclaims: func() *app.ReclaimStatus { return testReclaims(text) }})
 			resp := get(t, h, http.MethodGet, "/")
 			page := body(t, resp)
 			doc, err := html.Parse(strings.NewReader(page))
@@ -306,7 +306,7 @@ func TestHostileNames(t *testing.T) {
 			all := strings.Join(texts, "\n")
 			for _, want := range []string{"pod-" + text, "ns-" + text, "node-" + text, "reclaim " + text, "0/2 nodes are available: " + text, "Prometheus: " + text, "policy-" + text,
 				"kubectl delete pod -n ns-" + text + " p", "note " + text, "config " + text, "label " + text, string(testRemedies(text)[1].Patch.Body),
-				"xidnode-" + text, "GPU-" + text, "gpu-" + text, "DeviceTaintRule rule-" + text} {
+				"xidnode-" + text, "GPU-" + text, "gpu-" + text, "DeviceTaintRule rule-" + text, "Deployment ml/owner-" + text, "skip-" + text} {
 				if !strings.Contains(all, want) {
 					t.Errorf("the page's text lacks %.60q verbatim", want)
 				}
@@ -314,7 +314,7 @@ func TestHostileNames(t *testing.T) {
 			if strings.Contains(all, "advice "+text) {
 				t.Errorf("the page shows advice, which has nothing to apply")
 			}
-			for _, path := range []string{"/api/v1/view", "/api/v1/report", "/api/v1/pending", "/api/v1/health"} {
+			for _, path := range []string{"/api/v1/view", "/api/v1/report", "/api/v1/pending", "/api/v1/health", "/api/v1/reclaims"} {
 				got := body(t, get(t, h, http.MethodGet, path))
 				if strings.Contains(got, "<") {
 					t.Errorf("%s has a raw '<' (JSON must escape it as \\u003c)", path)
@@ -494,17 +494,21 @@ func TestChanges(t *testing.T) {
 	st := &app.ChangeStatus{Approved: "bob", Set: &change.Set{Hash: "0123456789abcdef", Nodes: []change.Node{{Name: "gpu-1", Pool: "h100",
 		Labels: []change.Label{{Key: "nvidia.com/mig.config", To: "h100-mig-1"}},
 		Stop:   []change.Stop{{Pod: cluster.PodKey{Namespace: "ml", Name: "held"}, Budget: &change.Budget{Namespace: "ml", Name: "pdb"}}}}}},
-		Results: []app.NodeResult{{Node: "gpu-0", Outcome: app.OutcomeRolledBack, Reason: "mig-manager failed the change"}}}
+		Results: []app.NodeResult{{Node: "gpu-0", Outcome: app.OutcomeRolledBack, Reason: "mig-manager failed the change"}},
+		Measured: []app.ChangeMeasured{{Node: "gpu-2", Hours: 12, ExpectedFits: []cluster.PodKey{{Namespace: "ml", Name: "wait-a"}, {Namespace: "ml", Name: "wait-b"}},
+			FitsPlaced: []string{"ml/wait-a"}, FitsGPUHours: 11.5, AllocatedBeforeGPUHours: 40, AllocatedAfterGPUHours: 84}, {Node: "gpu-3", Error: "no time has passed since the change"}}}
 	h := Handler(Options{Provider: &provider{v: v}, Changes: func() *app.ChangeStatus { return st }})
 	page := body(t, get(t, h, http.MethodGet, "/"))
-	for _, want := range []string{`id="changes-hash">0123456789abcdef<`, "approved by bob", "nvidia.com/mig.config=h100-mig-1", "ml/held", "rolled-back", "mig-manager failed the change"} {
+	for _, want := range []string{`id="changes-hash">0123456789abcdef<`, "approved by bob", "nvidia.com/mig.config=h100-mig-1", "ml/held", "rolled-back", "mig-manager failed the change",
+		`<td>gpu-2</td><td data-v="12">12.0</td><td data-v="2">2</td><td>ml/wait-a</td><td data-v="11.5">11.50</td><td data-v="40">40.00</td><td data-v="84">84.00</td>`,
+		"not measured: no time has passed since the change", "GPU pods pending 0 → 0"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
 	resp := get(t, h, http.MethodGet, "/api/v1/changes")
 	var got app.ChangeStatus
-	if err := json.Unmarshal([]byte(body(t, resp)), &got); err != nil || got.Set.Hash != "0123456789abcdef" || got.Results[0].Outcome != app.OutcomeRolledBack {
+	if err := json.Unmarshal([]byte(body(t, resp)), &got); err != nil || got.Set.Hash != "0123456789abcdef" || got.Results[0].Outcome != app.OutcomeRolledBack || got.Measured[0].FitsGPUHours != 11.5 {
 		t.Errorf("/api/v1/changes: %+v, %v", got, err)
 	}
 }

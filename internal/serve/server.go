@@ -43,6 +43,10 @@ type Options struct {
 	// Changes returns the apply controller's status, shown on the page and
 	// at /api/v1/changes; nil when no controller runs (404).
 	Changes func() *app.ChangeStatus
+	// Reclaims returns the reclaim controller's status (the demo's dry
+	// run with the demo), shown on the page and at /api/v1/reclaims; nil
+	// when no controller runs (404).
+	Reclaims func() *app.ReclaimStatus
 }
 
 // securityHeaders go on every response: no script, style or image from
@@ -114,8 +118,13 @@ func healthRoutes(p Provider) http.Handler {
 func dataRoutes(o Options, cache *apiCache) http.Handler {
 	page := newPage()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o.Provider, o.Changes) })
-	mux.HandleFunc("/api/v1/changes", func(w http.ResponseWriter, r *http.Request) { serveChanges(w, o.Changes) })
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { page.serve(w, o) })
+	mux.HandleFunc("/api/v1/changes", func(w http.ResponseWriter, r *http.Request) {
+		serveStatus(w, "changes", o.Changes, "no apply controller runs in this server: start serve with --apply-controller")
+	})
+	mux.HandleFunc("/api/v1/reclaims", func(w http.ResponseWriter, r *http.Request) {
+		serveStatus(w, "reclaims", o.Reclaims, "no reclaim controller runs in this server: start serve with --reclaim-controller")
+	})
 	mux.Handle("/static/", http.FileServerFS(staticFS))
 	apiRoutes(mux, o.Provider, cache)
 	mux.HandleFunc(filesPath+"{name}", func(w http.ResponseWriter, r *http.Request) { serveFile(w, r.PathValue("name"), o.Provider) })
@@ -288,17 +297,18 @@ func encodeJSON(v any) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-// serveChanges writes the apply controller's status as JSON; it is
-// bounded (app.ChangeController keeps the last steps and results), so it
-// is encoded per request.
-func serveChanges(w http.ResponseWriter, changes func() *app.ChangeStatus) {
-	if changes == nil {
-		writeError(w, http.StatusNotFound, "no apply controller runs in this server: start serve with --apply-controller")
+// serveStatus writes a controller's status as JSON, or 404 with absent
+// when none runs; a status is bounded (app.ChangeController keeps the last
+// steps and results, app.ReclaimController one round and the ledger), so
+// it is encoded per request.
+func serveStatus[T any](w http.ResponseWriter, name string, status func() *T, absent string) {
+	if status == nil {
+		writeError(w, http.StatusNotFound, absent)
 		return
 	}
-	b, err := encodeJSON(changes())
+	b, err := encodeJSON(status())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "encoding /api/v1/changes: "+err.Error())
+		writeError(w, http.StatusInternalServerError, "encoding /api/v1/"+name+": "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

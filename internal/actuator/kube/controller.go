@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gpupack/gpupack/api/gpuoperator"
@@ -19,7 +20,19 @@ import (
 // role may write that ConfigMap (the chart's gpupack-apply-approver Role);
 // the controller only reads it. A missing ConfigMap approves nothing.
 func (a *Actuator) Approvals(ctx context.Context, namespace, name string) (map[string]string, error) {
-	cm, err := a.Client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	return readApprovals(ctx, a.Client, namespace, name)
+}
+
+// Approvals reads reclaim's approvals ConfigMap: each key of its data is
+// an approved candidate ID, its value who approved it. Only the approver
+// role may write it (the chart's gpupack-reclaim-approver Role); the
+// controller only reads it. A missing ConfigMap approves nothing.
+func (a *Reclaimer) Approvals(ctx context.Context, namespace, name string) (map[string]string, error) {
+	return readApprovals(ctx, a.Client, namespace, name)
+}
+
+func readApprovals(ctx context.Context, client kubernetes.Interface, namespace, name string) (map[string]string, error) {
+	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return map[string]string{}, nil
 	}

@@ -337,6 +337,28 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("health table %v, want the demo's GPUs with XIDs %v", health, wantHealth)
 	}
 
+	// The reclaim section: the demo's dry run, candidate by candidate,
+	// the owners left alone folded, and an empty ledger.
+	rd, err := app.DetectReclaim(context.Background(), app.ReclaimRequest{}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantIDs []string
+	for _, c := range rd.Set.Candidates {
+		wantIDs = append(wantIDs, c.ID)
+	}
+	ids := runB(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#reclaim-table tbody tr'), r => r.dataset.id)`))
+	if len(wantIDs) == 0 || !slices.Equal(ids, wantIDs) {
+		t.Errorf("reclaim table rows %v, want the demo's candidates %v", ids, wantIDs)
+	}
+	folded := runB(t, ctx, chromedp.Evaluate[bool](`!document.querySelector('#reclaim-skipped').open && document.querySelectorAll('#reclaim-skipped-table tbody tr').length === `+strconv.Itoa(len(rd.Set.Skipped))))
+	if len(rd.Set.Skipped) == 0 || !folded {
+		t.Errorf("the %d owners left alone are not folded under #reclaim-skipped", len(rd.Set.Skipped))
+	}
+	if got := runB(t, ctx, chromedp.Text("#reclaim-ledger-empty")); got != "No action recorded yet." {
+		t.Errorf("the demo's ledger reads %q, want it empty", got)
+	}
+
 	pending := runB(t, ctx, chromedp.Screenshot("#pending"))
 	plan := runB(t, ctx, chromedp.Screenshot("#plan"))
 	if p := problems(); len(p) > 0 {

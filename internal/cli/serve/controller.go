@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
@@ -16,6 +17,11 @@ import (
 	"github.com/gpupack/gpupack/internal/serve/live"
 	"github.com/gpupack/gpupack/internal/source/kube"
 )
+
+// changesMeasureEvery is how often the apply controller measures its
+// applied node changes since they ended (two accounting queries each, the
+// newest app.MaxChangesMeasured of them).
+const changesMeasureEvery = 5 * time.Minute
 
 // controller is the apply controller over the live engine's plan: its
 // change set is that of the snapshot and plan of the last refresh, with
@@ -70,6 +76,8 @@ func (o *options) controller(e *live.Engine, client kubernetes.Interface, reg pr
 		Actuator:             a,
 		Options:              ao,
 		Interval:             o.applyEvery,
+		Measurement:          &app.Measurement{Prometheus: o.prometheus, MaxAnswer: o.maxAnswer, Access: o.access, Selector: o.selector},
+		MeasureEvery:         changesMeasureEvery,
 		Observe: func(r app.NodeResult) {
 			changesTotal.WithLabelValues(r.Outcome).Inc()
 			changeDuration.Observe(r.Ended.Sub(r.Started).Seconds())

@@ -26,10 +26,11 @@ var simulateDemo = app.WithDemoCurve
 // built), then the view without the simulator's curve (about a second),
 // then the whole view (the simulation takes seconds more).
 type demoProvider struct {
-	mu      sync.Mutex
-	view    *app.View
-	changes *app.ChangeStatus
-	err     error
+	mu       sync.Mutex
+	view     *app.View
+	changes  *app.ChangeStatus
+	reclaims *app.ReclaimStatus
+	err      error
 }
 
 // newDemoProvider starts building the demo view and its change set; the
@@ -51,6 +52,17 @@ func (d *demoProvider) build(ctx context.Context) {
 		d.fail(fmt.Errorf("serve --demo: change set: %w", err))
 		return
 	}
+	// The rest of the demo stands without its reclaim dry run; the
+	// section says why it is missing.
+	rs := app.NewReclaimStatus(nil)
+	if rd, err := app.DetectReclaim(ctx, app.ReclaimRequest{}, io.Discard); err != nil {
+		rs.Error = "the demo's reclaim dry run: " + err.Error()
+	} else {
+		rs = app.NewReclaimStatus(rd.Set)
+	}
+	d.mu.Lock()
+	d.reclaims = &rs
+	d.mu.Unlock()
 	d.publish(v, &app.ChangeStatus{Set: set, Built: v.AsOf})
 	whole, err := simulateDemo(ctx, v)
 	if err != nil {
@@ -110,6 +122,19 @@ func (d *demoProvider) Changes() *app.ChangeStatus {
 		return &app.ChangeStatus{}
 	}
 	return d.changes
+}
+
+// Reclaims is the demo's reclaim dry run, shown as the reclaim controller
+// would show it: nothing approved, nothing acted on, an empty ledger; an
+// empty status until it is detected.
+func (d *demoProvider) Reclaims() *app.ReclaimStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.reclaims == nil {
+		s := app.NewReclaimStatus(nil)
+		return &s
+	}
+	return d.reclaims
 }
 
 // demoMetrics serves /metrics over the demo view, under the names and

@@ -23,6 +23,7 @@ func TestFlagsRefuseWhatCannotWork(t *testing.T) {
 		"header without URL":      {args: []string{"--prometheus-header", "X-Scope-OrgID=a"}, want: "give --prometheus too"},
 		"token and user in URL":   {args: []string{"--prometheus", "http://u:p@prom:9090", "--prometheus-bearer-token-file", "/dev/null"}, want: "drop the user from the URL"},
 		"a header without a name": {args: []string{"--prometheus-header", "=a"}, want: "want NAME=VALUE"},
+		"reclaim on the demo":     {args: []string{"--reclaim-controller"}, want: "--reclaim-controller changes the live cluster"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

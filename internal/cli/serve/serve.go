@@ -21,6 +21,7 @@ import (
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli/clio"
 	"github.com/gpupack/gpupack/internal/cli/clio/applyflag"
+	"github.com/gpupack/gpupack/internal/cli/clio/reclaimflag"
 	"github.com/gpupack/gpupack/internal/cli/clio/sourceflag"
 	"github.com/gpupack/gpupack/internal/serve"
 	"github.com/gpupack/gpupack/internal/serve/kubeauth"
@@ -48,7 +49,13 @@ type options struct {
 	approvals       string
 	applyEvery      time.Duration
 	apply           applyflag.Flags
-	auth            string
+	// The reclaim controller (off unless reclaimController).
+	reclaimController bool
+	reclaimApprovals  string
+	reclaimEvery      time.Duration
+	reclaimPolicy     string
+	reclaim           reclaimflag.Flags
+	auth              string
 	// authService is NAMESPACE/NAME of the Service whose services/proxy
 	// a caller must be allowed to get, with --auth kubernetes.
 	authService string
@@ -107,8 +114,20 @@ gpupack_gpus_unhealthy. When Prometheus
 or the apiserver is down the page shows the last good data, as of when,
 with the error; /metrics keeps its last values and /readyz says why.
 
+--reclaim-controller (live only) runs gpupack reclaim as a loop: at every
+--reclaim-interval it detects the workloads that hold GPUs idle by
+--reclaim-policy, notifies their owners (and --notify-webhook or
+--notify-webhook-file), acts on those whose notice has run out when
+--reclaim-approvals holds their ID or the policy approves their class,
+re-checking each first, and records every action in --ledger. The page's
+Reclaim section and /api/v1/reclaims show the candidates, the owners left
+alone, the last round and the ledger with the GPU-hours measured since
+each action; /metrics adds gpupack_reclaims_total{kind,outcome} and
+gpupack_reclaimed_gpu_hours_total.
+
 --demo (the default without --prometheus) serves the embedded demos of
-report, diagnose, plan and simulate, with no cluster.`,
+report, diagnose, plan, simulate and reclaim (its dry run), with no
+cluster.`,
 		Example: `  gpupack serve
   gpupack serve --demo --listen 127.0.0.1:9400
   gpupack serve --prometheus http://prometheus:9090 --kubeconfig ~/.kube/config
@@ -135,6 +154,12 @@ report, diagnose, plan and simulate, with no cluster.`,
 	f.StringVar(&o.approvals, "apply-approvals", "gpupack/gpupack-approvals", "NAMESPACE/NAME of the ConfigMap whose keys are the approved change set hashes (each value: who approved); only the approver role may write it")
 	f.DurationVar(&o.applyEvery, "apply-interval", 10*time.Minute, "how often the apply controller builds the change set again")
 	applyflag.Add(f, &o.apply)
+	f.BoolVar(&o.reclaimController, "reclaim-controller", false, "run the reclaim controller: detect the workloads that hold GPUs idle at every --reclaim-interval, notify their owners, act on those whose notice has run out when --reclaim-approvals holds their ID or the policy approves their class (as gpupack reclaim does), and show the candidates and the ledger with its measured savings on the page and at /api/v1/reclaims")
+	f.StringVar(&o.reclaimApprovals, "reclaim-approvals", "gpupack/gpupack-reclaim-approvals", "NAMESPACE/NAME of the ConfigMap whose keys are approved reclaim candidate IDs (each value: who approved); only the approver role may write it")
+	f.DurationVar(&o.reclaimEvery, "reclaim-interval", 10*time.Minute, "how often the reclaim controller detects, notifies and acts")
+	f.StringVar(&o.reclaimPolicy, "reclaim-policy", "", "reclaim policy file (kind ReclaimPolicy), read again at every round: opt-in namespaces, per-class windows, business hours, caps, auto-approval (default: no namespace opted in)")
+	reclaimflag.Add(f, &o.reclaim, "")
+	reclaimflag.AddWebhook(f, &o.reclaim)
 	f.StringVar(&o.auth, "auth", authNone, "who may read the page, the API and /metrics: none (anyone who reaches --listen) or kubernetes (a bearer token that the apiserver found as --kubeconfig says authenticates, whose user RBAC allows get on --auth-service's services/proxy, or on the nonResourceURL /metrics for /metrics)")
 	f.StringVar(&o.authService, "auth-service", "", "with --auth kubernetes: NAMESPACE/NAME of serve's Service, whose services/proxy subresource a caller must be allowed to get to read the page and the API")
 	f.BoolVar(&o.metricsPerPod, "metrics-per-pod", false, "serve the GPU-second and cost counters on /metrics with a series per pod (a pod label) instead of per namespace and workload; the series then grow with every pod seen in the window")
@@ -163,13 +188,16 @@ func run(ctx context.Context, o *options, stderr io.Writer) error {
 	if o.applyController {
 		return errors.New("--apply-controller changes the live cluster: give --prometheus (and --kubeconfig or --live); the demo shows its change set without it")
 	}
+	if o.reclaimController {
+		return errors.New("--reclaim-controller changes the live cluster: give --prometheus (and --kubeconfig or --live); the demo shows its reclaim dry run without it")
+	}
 	guard, err := o.guard(stderr)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stderr, "serve: building the demo view (report, diagnose, plan, its change set, then a simulator run) while serving")
 	d := newDemoProvider(ctx)
-	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: d, Guard: guard, Changes: d.Changes, Metrics: demoMetrics(d)}, stderr)
+	return serve.Serve(ctx, serve.Options{Addr: o.listen, Provider: d, Guard: guard, Changes: d.Changes, Reclaims: d.Reclaims, Metrics: demoMetrics(d)}, stderr)
 }
 
 // checkAuth refuses an --auth that cannot work.
@@ -247,12 +275,20 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := e.Start(ctx); err != nil {
-		return err
-	}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e.Collector())
 	so := serve.Options{Addr: o.listen, Provider: e}
+	// The reclaim controller's flags are checked before anything starts.
+	var reclaimer *app.ReclaimController
+	if o.reclaimController {
+		if reclaimer, err = o.reclaimer(client, pricing, reg, stderr); err != nil {
+			return err
+		}
+		so.Reclaims = func() *app.ReclaimStatus { s := reclaimer.Status(); return &s }
+	}
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
 	if o.applyController {
 		c, err := o.controller(e, client, reg, stderr)
 		if err != nil {
@@ -260,6 +296,9 @@ func runLive(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 		go func() { _ = c.Run(ctx) }()
 		so.Changes = func() *app.ChangeStatus { s := c.Status(); return &s }
+	}
+	if reclaimer != nil {
+		go func() { _ = reclaimer.Run(ctx) }()
 	}
 	so.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	if so.Guard, err = o.guard(stderr); err != nil {

@@ -7,6 +7,7 @@ package reclaimflag
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/user"
 	"strings"
 
@@ -27,7 +28,10 @@ const DefaultLedger = "gpupack/gpupack-reclaim-ledger"
 type Flags struct {
 	Ledger  string
 	Webhook string
-	By      string
+	// WebhookFile holds the webhook's URL (a mounted Secret), read again
+	// for every notice, so that its token never shows in the arguments.
+	WebhookFile string
+	By          string
 }
 
 // Add registers --ledger and --notify-webhook (and, with who, the flag
@@ -39,9 +43,10 @@ func Add(f *pflag.FlagSet, o *Flags, who string) {
 	}
 }
 
-// AddWebhook registers --notify-webhook.
+// AddWebhook registers --notify-webhook and --notify-webhook-file.
 func AddWebhook(f *pflag.FlagSet, o *Flags) {
 	f.StringVar(&o.Webhook, "notify-webhook", "", "also POST each notice as JSON (the candidate, its evidence, the deadline, how to snooze or exempt) to this URL")
+	f.StringVar(&o.WebhookFile, "notify-webhook-file", "", "as --notify-webhook, the URL read from this file (a mounted Secret: a URL's token stays out of the arguments), again for every notice")
 }
 
 // Who is --approved-by or --restored-by, else the local user.
@@ -69,9 +74,24 @@ func (o *Flags) Actuator(client kubernetes.Interface, component string) (*actuat
 }
 
 // Notifier is the webhook as app.ReclaimOptions wants it; nil without
-// --notify-webhook.
+// --notify-webhook or --notify-webhook-file. The file is read now, to
+// refuse a bad URL at once, and again for every notice.
 func (o *Flags) Notifier() (func(context.Context, app.Notification) error, error) {
-	if o.Webhook == "" {
+	switch {
+	case o.Webhook != "" && o.WebhookFile != "":
+		return nil, fmt.Errorf("--notify-webhook and --notify-webhook-file exclude each other; give one")
+	case o.WebhookFile != "":
+		if _, err := o.fileWebhook(); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, n app.Notification) error {
+			w, err := o.fileWebhook()
+			if err != nil {
+				return err
+			}
+			return w.Post(ctx, n)
+		}, nil
+	case o.Webhook == "":
 		return nil, nil
 	}
 	w, err := notify.New(o.Webhook)
@@ -79,4 +99,18 @@ func (o *Flags) Notifier() (func(context.Context, app.Notification) error, error
 		return nil, err
 	}
 	return func(ctx context.Context, n app.Notification) error { return w.Post(ctx, n) }, nil
+}
+
+// fileWebhook reads the URL of --notify-webhook-file; its content never
+// shows in an error.
+func (o *Flags) fileWebhook() (*notify.Webhook, error) {
+	b, err := os.ReadFile(o.WebhookFile)
+	if err != nil {
+		return nil, fmt.Errorf("--notify-webhook-file: %w", err)
+	}
+	w, err := notify.New(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("--notify-webhook-file %s: want one http or https URL such as https://hooks.example.com/gpupack", o.WebhookFile)
+	}
+	return w, nil
 }
