@@ -411,6 +411,11 @@ type Snapshot struct {
 	// before the snapshot is shared.
 	Quotas        []ResourceQuota
 	QuotaRefusals []QuotaRefusal
+	// Failures are the GPU pods that failed after scheduling: rejected by
+	// the kubelet (they hold nothing, so they are not in Pods) or whose
+	// containers keep crashing (they are in Pods too). Set them, if at
+	// all, before the snapshot is shared.
+	Failures []PodFailure
 	// Kueue is what Kueue's objects say about the admission of gated
 	// pods; nil when Kueue is not installed or was not read. Set it, if
 	// at all, before the snapshot is shared.
