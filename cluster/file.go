@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/util/yamldoc"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // FileAPIVersion and FileKind identify gpupack's snapshot file format.
@@ -161,6 +162,9 @@ type FilePod struct {
 	TopologySpreadConstraints []SpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 	PodAffinity               []PodAffinityTerm  `json:"podAffinity,omitempty"`
 	PodAntiAffinity           []PodAffinityTerm  `json:"podAntiAffinity,omitempty"`
+	// Engine is the engine that preallocates GPU memory in one of its
+	// containers (Pod.Engine). Optional, in any version.
+	Engine *vram.Preallocation `json:"engine,omitempty"`
 }
 
 // FileGPURequest is a pod's GPU request: count whole GPUs (each with at
@@ -415,7 +419,7 @@ func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
 	}
 	p := &Pod{Namespace: ns, Name: fp.Name, GPUModels: fp.GPUModels, NodeSelector: fp.NodeSelector,
 		RequiredAffinity: fp.Affinity, Tolerations: fp.Tolerations, Tenant: fp.Tenant, Labels: fp.Labels, NodeName: fp.Node,
-		SchedulingGates: fp.SchedulingGates, SchedulerName: fp.SchedulerName,
+		SchedulingGates: fp.SchedulingGates, SchedulerName: fp.SchedulerName, Engine: fp.Engine,
 		SpreadConstraints: fp.TopologySpreadConstraints, PodAffinity: fp.PodAffinity, PodAntiAffinity: fp.PodAntiAffinity}
 	if err := p.validatePodRules(); err != nil {
 		return nil, err
@@ -427,6 +431,11 @@ func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
 	}
 	if fp.SchedulerName == DefaultScheduler {
 		p.SchedulerName = ""
+	}
+	if fp.Engine != nil {
+		if err := fp.Engine.Validate(); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
 	}
 	var err error
 	if fp.CPU != "" {
@@ -575,7 +584,7 @@ func ToFile(s *Snapshot) *File {
 	for _, p := range s.Pods {
 		fp := FilePod{Namespace: p.Namespace, Name: p.Name, GPUModels: p.GPUModels, NodeSelector: p.NodeSelector,
 			Affinity: p.RequiredAffinity, Tolerations: p.Tolerations, Tenant: p.Tenant, Labels: p.Labels, Node: p.NodeName, Claims: p.Claims,
-			SchedulingGates: p.SchedulingGates, SchedulerName: p.SchedulerName,
+			SchedulingGates: p.SchedulingGates, SchedulerName: p.SchedulerName, Engine: p.Engine,
 			TopologySpreadConstraints: p.SpreadConstraints, PodAffinity: p.PodAffinity, PodAntiAffinity: p.PodAntiAffinity}
 		if fp.SchedulerName == DefaultScheduler {
 			fp.SchedulerName = ""

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Sharing is how one physical GPU is offered to pods.
@@ -358,6 +359,10 @@ type Pod struct {
 	// SchedulerName is the pod's spec.schedulerName; empty is the default
 	// scheduler (DefaultScheduler).
 	SchedulerName string
+	// Engine is the engine of a GPU container that takes a share of each
+	// GPU's memory at start-up (vram.Detect); nil when none does, so its
+	// measured VRAM is what it uses.
+	Engine *vram.Preallocation
 }
 
 // DefaultScheduler is the name of the stock kube-scheduler's profile, the

@@ -47,6 +47,9 @@ const (
 	envTFAllowGrowth    = "TF_FORCE_GPU_ALLOW_GROWTH"
 )
 
+// EngineVariables are the environment variables Detect reads.
+var EngineVariables = []string{envTGIFraction, "MODEL_ID", envJAXFraction, envJAXPreallocate, envJAXAllocator, envTFAllowGrowth}
+
 // Container is what detection reads of a container: its image, command,
 // arguments and the environment variables with literal values.
 type Container struct {
@@ -73,6 +76,21 @@ type Preallocation struct {
 	// (vLLM's serve argument or --model, TGI's --model-id or MODEL_ID);
 	// "" when none does.
 	Model string `json:"model,omitempty"`
+}
+
+// Validate checks a preallocation read from a file: a known engine, its
+// setting, and a fraction in (0, 1].
+func (p Preallocation) Validate() error {
+	if !slices.Contains([]Engine{VLLM, TGI, JAX, TensorFlow}, p.Engine) {
+		return fmt.Errorf("engine %q is unknown (known: %s, %s, %s, %s)", p.Engine, VLLM, TGI, JAX, TensorFlow)
+	}
+	if p.Setting == "" {
+		return fmt.Errorf("setting: name the flag or variable that sets %s's share (such as %s)", p.Engine, flagVLLMUtilization)
+	}
+	if _, ok := parseFraction(strconv.FormatFloat(p.Fraction, 'g', -1, 64)); !ok {
+		return fmt.Errorf("fraction %g: want more than 0 and at most 1", p.Fraction)
+	}
+	return nil
 }
 
 // Detect finds a preallocating engine in the container: by its image,

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // podFailure reads a bound GPU pod that failed after scheduling, as its
@@ -105,4 +106,31 @@ func containerGPU(c *corev1.Container) (string, int64) {
 		}
 	}
 	return name, most
+}
+
+// podEngine is the preallocating engine (vram.Detect) of the first
+// container that asks for GPUs and runs one; nil when none does.
+func podEngine(cs []corev1.Container) *vram.Preallocation {
+	for i := range cs {
+		if _, n := containerGPU(&cs[i]); n == 0 {
+			continue
+		}
+		if e, ok := vram.Detect(EngineContainer(&cs[i])); ok {
+			return &e
+		}
+	}
+	return nil
+}
+
+// EngineContainer is what vram.Detect reads of a container: its image,
+// command, arguments and the variables with literal values (one from a
+// ConfigMap or Secret is not known here).
+func EngineContainer(c *corev1.Container) vram.Container {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		}
+	}
+	return vram.Container{Image: c.Image, Command: c.Command, Args: c.Args, Env: env}
 }
