@@ -9,6 +9,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Action is what the plan does with a workload.
@@ -101,6 +102,11 @@ type After struct {
 	// DRA objects.
 	ResourceClaim         string `json:"resourceClaim,omitempty"`
 	ResourceClaimTemplate string `json:"resourceClaimTemplate,omitempty"`
+	// Engine is the setting that keeps the workload's preallocating
+	// engine (vLLM, TGI, JAX, TensorFlow) within its share, which the
+	// webhook writes into the pod's arguments or environment; nil when it
+	// needs none.
+	Engine *vram.Setting `json:"engine,omitempty"`
 }
 
 // Decision is the plan for one workload.
@@ -129,6 +135,9 @@ type Decision struct {
 	// and it needs all of them; capNote says so in the reason.
 	full    bool
 	capNote string
+	// engineNote says how a workload whose engine preallocates GPU memory
+	// was sized (sizeEngine).
+	engineNote string
 	// clients is the MPS clients per GPU the workload allows.
 	clients int
 	w       *Workload
@@ -149,6 +158,9 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 	d := decideSized(w, p, largest, o, window, loneTenant)
 	if w.SharedGPUPods > 0 && d.Action != Unplaceable && (d.VRAMNeed > 0 || d.ComputeNeed > 0) {
 		d.Reason.Detail += fmt.Sprintf("; measured on a GPU that %d pods held at once, whose VRAM and activity DCGM reports for the whole GPU: each pod is sized on an equal share of them", w.SharedGPUPods)
+	}
+	if d.engineNote != "" && d.Action != Unplaceable {
+		d.Reason.Detail += "; " + d.engineNote
 	}
 	if d.capNote != "" {
 		d.Reason.Detail += "; " + d.capNote
@@ -175,6 +187,7 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 	if w.Observed.VRAMUsedP95 > 0 {
 		d.VRAMNeed = gpu.MiB(math.Ceil(float64(w.Observed.VRAMUsedP95) * (1 + o.Headroom)))
 	}
+	d.sizeEngine(w, perPod, o)
 	if w.Observed.Measured {
 		d.ComputeNeed = w.Observed.ActiveRatio * float64(perPod) * (1 + o.Headroom)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Role is what a workload does, which decides how it may share.
@@ -66,6 +67,12 @@ type Workload struct {
 	// HourlyBusyPods counts, per hour of the window, the pods at least
 	// busyActivity active in that hour; nil when no pod has hourly data.
 	HourlyBusyPods []int
+	// Engine is the engine of its pods that takes a share of each GPU's
+	// memory at start-up (cluster.Pod.Engine); nil when none does.
+	Engine *vram.Preallocation
+	// modelFacts gives the usage facts' model of a pod, nil when they
+	// name none.
+	modelFacts func(key string) *vram.ModelSpec
 }
 
 // busyActivity is the activity from which a pod counts as busy in an hour.
@@ -102,6 +109,13 @@ func Workloads(s *cluster.Snapshot, u *usage.Facts) []*Workload {
 			w.Role = Batch
 		}
 		w.aggregate(u)
+		w.Engine = w.engineOf()
+		w.modelFacts = func(key string) *vram.ModelSpec {
+			if u == nil {
+				return nil
+			}
+			return u.Pods[key].Model
+		}
 	}
 	return out
 }
