@@ -523,6 +523,7 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 		for i := range out.Claims {
 			if c := &out.Claims[i]; len(c.Allocated) == 0 {
 				v.evaluate(p.Namespace, c)
+				unjudgedConstraints(c, warn)
 			}
 		}
 	}
@@ -775,6 +776,36 @@ func readCapacity(alt *cluster.ClaimRequest, exprs []string, selectors []dracel.
 	} else if otherOK {
 		alt.CapacityRejects = append(alt.CapacityRejects, id)
 	}
+}
+
+// unjudgedConstraints warns of each constraint of the claim that covers a
+// request gpupack reads no devices of (another driver's, such as a NIC's
+// under matchAttribute resource.kubernetes.io/numaNode): the constraint
+// is judged on the GPUs alone, so a claim whose GPU and other device
+// cannot share the value may be called placeable when the kube-scheduler
+// cannot allocate it.
+func unjudgedConstraints(c *cluster.Claim, warn func(format string, args ...any)) {
+	for _, k := range c.Constraints {
+		var other []string
+		for _, r := range c.Requests {
+			for _, alt := range r.Alternatives() {
+				if !alt.Evaluated && k.Applies(r.Name) && !slices.Contains(other, r.Name) {
+					other = append(other, r.Name)
+				}
+			}
+		}
+		if len(other) > 0 {
+			warn("claim %s: its constraint %s %s covers request(s) %s, whose devices gpupack does not read (not GPUs): the constraint is judged on the GPUs alone, so whether those devices can share the GPUs' value is not checked",
+				c.Ref(), constraintKind(k), k.Attribute(), strings.Join(other, ", "))
+		}
+	}
+}
+
+func constraintKind(k cluster.ClaimConstraint) string {
+	if k.MatchAttribute != "" {
+		return "matchAttribute"
+	}
+	return "distinctAttribute"
 }
 
 // constraintValues reads, for each constraint of the claim, the

@@ -1,0 +1,125 @@
+package kube_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpupack/gpupack/cluster"
+	"github.com/gpupack/gpupack/diagnose"
+	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/internal/source/kube"
+	"github.com/gpupack/gpupack/internal/testkit/testcluster"
+	"github.com/gpupack/gpupack/placement"
+)
+
+const numaNode = "resource.kubernetes.io/numaNode"
+
+// TestBuildDRANUMA: the standard numaNode attribute (an int) is read on
+// NVIDIA's GPUs and typed as the allocator compares it; a claim of two
+// GPUs on one NUMA node gets GPUs 0 and 2, one of three is refused by the
+// constraint, with 2 of the 3 on one node.
+func TestBuildDRANUMA(t *testing.T) {
+	var gpus []testcluster.DRAGPU
+	for i, n := range []int64{0, 1, 0, 1} {
+		g := draH100(i)
+		g.NUMANode = ptr.To(n)
+		gpus = append(gpus, g)
+	}
+	claim := func(name string, count int64) *resourcev1.ResourceClaim {
+		c := draClaim(name, testcluster.DeviceClassGPU, count, "")
+		c.Spec.Devices.Constraints = []resourcev1.DeviceConstraint{{MatchAttribute: ptr.To(resourcev1.FullyQualifiedName(numaNode))}}
+		return c
+	}
+	pair, three := claim("pair", 2), claim("three", 3)
+	objs := &kube.DRAObjects{Classes: testcluster.NVIDIADeviceClasses(), Slices: []*resourcev1.ResourceSlice{testcluster.NVIDIASlice("dra-1", gpus...)},
+		Claims: []*resourcev1.ResourceClaim{pair, three}}
+	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, []*corev1.Pod{draPod("pair", "", *pair), draPod("three", "", *three)}, nil, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(i int) string { return cluster.DeviceID(kube.DriverNVIDIAGPU, "dra-1", "gpu-"+string(rune('0'+i))) }
+	want := []cluster.ClaimConstraint{{MatchAttribute: numaNode, Evaluated: true, Values: map[string]string{id(0): "int:0", id(1): "int:1", id(2): "int:0", id(3): "int:1"}}}
+	byName := map[string]*cluster.Pod{}
+	for _, p := range st.Snapshot.Pods {
+		byName[p.Name] = p
+	}
+	if diff := cmp.Diff(want, byName["pair"].Claims[0].Constraints); diff != "" {
+		t.Errorf("pair's constraints (-want +got):\n%s", diff)
+	}
+	states, _, err := placement.States(st.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fit := func(name string) (placement.Assignment, []placement.Reason) {
+		d, err := placement.NewDemand(byName[name], gpu.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return placement.Fit(d, states[0])
+	}
+	a, rs := fit("pair")
+	var got []int
+	for _, s := range a.Devices {
+		got = append(got, s.GPU)
+	}
+	if len(rs) > 0 || !cmp.Equal(got, []int{0, 2}) {
+		t.Errorf("pair: GPUs %v, reasons %v; want GPUs 0 and 2 (NUMA node 0)", got, rs)
+	}
+	if _, rs := fit("three"); len(rs) != 1 || rs[0].Code != placement.ClaimConstraintUnsatisfied || rs[0].Constraint.Best != 2 {
+		js, _ := json.Marshal(rs)
+		t.Errorf("three: %s; want %s with 2 of 3 on one NUMA node", js, placement.ClaimConstraintUnsatisfied)
+	}
+	rep, err := diagnose.Diagnose(st.Snapshot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		if f.Pod == "ml/three" && (f.Cause != diagnose.Placement || !strings.Contains(strings.Join(f.Fix, " "), "at most 2 of the device(s) they accept share one value (resource.kubernetes.io/numaNode = 0)")) {
+			t.Errorf("three: %s %q; want placement naming NUMA node 0's two GPUs", f.Cause, f.Fix)
+		}
+	}
+}
+
+// TestBuildDRANUMAWithNIC: a claim whose numaNode constraint covers a
+// request of another driver's devices (a NIC), which gpupack does not
+// read, is judged on its GPUs alone, and the loader says so.
+func TestBuildDRANUMAWithNIC(t *testing.T) {
+	var gpus []testcluster.DRAGPU
+	for i, n := range []int64{0, 0} {
+		g := draH100(i)
+		g.NUMANode = ptr.To(n)
+		gpus = append(gpus, g)
+	}
+	nic := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "dra-1-nic"}, Spec: resourcev1.ResourceSliceSpec{Driver: "dra.net",
+		Pool: resourcev1.ResourcePool{Name: "dra-1", Generation: 1, ResourceSliceCount: 1}, NodeName: ptr.To("dra-1"),
+		Devices: []resourcev1.Device{{Name: "nic-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{numaNode: {IntValue: ptr.To(int64(1))}}}}}}
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "dranet"}, Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "dra.net"`}}}}}
+	c := draClaim("aligned", testcluster.DeviceClassGPU, 1, "")
+	c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourcev1.DeviceRequest{Name: "nic", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "dranet", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}})
+	c.Spec.Devices.Constraints = []resourcev1.DeviceConstraint{{MatchAttribute: ptr.To(resourcev1.FullyQualifiedName(numaNode))}}
+	objs := &kube.DRAObjects{Classes: append(testcluster.NVIDIADeviceClasses(), class), Slices: []*resourcev1.ResourceSlice{testcluster.NVIDIASlice("dra-1", gpus...), nic},
+		Claims: []*resourcev1.ResourceClaim{c}}
+	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, []*corev1.Pod{draPod("aligned", "", *c)}, nil, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ResourceSlices of driver dra.net (1 devices): not NVIDIA's GPU driver",
+		"pod ml/aligned: claim aligned: its constraint matchAttribute resource.kubernetes.io/numaNode covers request(s) nic, whose devices gpupack does not read (not GPUs): the constraint is judged on the GPUs alone",
+	}
+	if len(st.Warnings) != len(want) {
+		t.Fatalf("warnings %q, want %d", st.Warnings, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(st.Warnings[i], w) {
+			t.Errorf("warning %d = %q, want it to contain %q", i, st.Warnings[i], w)
+		}
+	}
+}
