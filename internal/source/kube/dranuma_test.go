@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -87,39 +88,92 @@ func TestBuildDRANUMA(t *testing.T) {
 	}
 }
 
-// TestBuildDRANUMAWithNIC: a claim whose numaNode constraint covers a
-// request of another driver's devices (a NIC), which gpupack does not
-// read, is judged on its GPUs alone, and the loader says so.
+// nicSlice is the ResourceSlice of a NIC driver (dra.net) on node dra-1,
+// one NIC per NUMA node given, with the standard numaNode attribute.
+func nicSlice(numa ...int64) *resourcev1.ResourceSlice {
+	var devices []resourcev1.Device
+	for i, n := range numa {
+		devices = append(devices, resourcev1.Device{Name: fmt.Sprintf("nic-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{numaNode: {IntValue: ptr.To(n)}}})
+	}
+	return &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "dra-1-dra.net"}, Spec: resourcev1.ResourceSliceSpec{Driver: "dra.net",
+		Pool: resourcev1.ResourcePool{Name: "dra-1", Generation: 1, ResourceSliceCount: 1}, NodeName: ptr.To("dra-1"), Devices: devices}}
+}
+
+// nicClass selects the NIC driver's devices.
+func nicClass() *resourcev1.DeviceClass {
+	return &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "nic.dra.net"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "dra.net"`}}}}}
+}
+
+// alignedClaim asks one GPU and one NIC on one NUMA node.
+func alignedClaim(name string) *resourcev1.ResourceClaim {
+	c := draClaim(name, testcluster.DeviceClassGPU, 1, "")
+	c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourcev1.DeviceRequest{Name: "nic",
+		Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "nic.dra.net", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}})
+	c.Spec.Devices.Constraints = []resourcev1.DeviceConstraint{{MatchAttribute: ptr.To(resourcev1.FullyQualifiedName(numaNode))}}
+	return c
+}
+
+// TestBuildDRANUMAWithNIC: a claim of a GPU and a NIC of another driver
+// on one NUMA node is judged with the NICs that gpupack reads for it: with
+// the GPUs on NUMA node 0 and the only NIC on 1, placement says so; with
+// a NIC on 0 too, the GPU of that node fits.
 func TestBuildDRANUMAWithNIC(t *testing.T) {
 	var gpus []testcluster.DRAGPU
-	for i, n := range []int64{0, 0} {
+	for i, n := range []int64{1, 0} {
 		g := draH100(i)
 		g.NUMANode = ptr.To(n)
 		gpus = append(gpus, g)
 	}
-	nic := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "dra-1-nic"}, Spec: resourcev1.ResourceSliceSpec{Driver: "dra.net",
-		Pool: resourcev1.ResourcePool{Name: "dra-1", Generation: 1, ResourceSliceCount: 1}, NodeName: ptr.To("dra-1"),
-		Devices: []resourcev1.Device{{Name: "nic-0", Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{numaNode: {IntValue: ptr.To(int64(1))}}}}}}
-	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "dranet"}, Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "dra.net"`}}}}}
-	c := draClaim("aligned", testcluster.DeviceClassGPU, 1, "")
-	c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourcev1.DeviceRequest{Name: "nic", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "dranet", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}})
-	c.Spec.Devices.Constraints = []resourcev1.DeviceConstraint{{MatchAttribute: ptr.To(resourcev1.FullyQualifiedName(numaNode))}}
-	objs := &kube.DRAObjects{Classes: append(testcluster.NVIDIADeviceClasses(), class), Slices: []*resourcev1.ResourceSlice{testcluster.NVIDIASlice("dra-1", gpus...), nic},
-		Claims: []*resourcev1.ResourceClaim{c}}
-	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, []*corev1.Pod{draPod("aligned", "", *c)}, nil, objs)
-	if err != nil {
-		t.Fatal(err)
+	cases := map[string]struct {
+		nics    []int64
+		wantGPU int // -1: does not fit
+		wantFix string
+	}{
+		"the only NIC on the other NUMA node": {nics: []int64{2}, wantGPU: -1,
+			wantFix: "claim aligned: its constraint matchAttribute resource.kubernetes.io/numaNode cannot be met: the requests it covers take 1 device(s); no free GPU they accept on dra-1 shares a value of resource.kubernetes.io/numaNode with the free devices of request(s) nic (they have 2)"},
+		"a NIC on GPU 1's NUMA node": {nics: []int64{2, 0}, wantGPU: 1},
 	}
-	want := []string{
-		"ResourceSlices of driver dra.net (1 devices): not NVIDIA's GPU driver",
-		"pod ml/aligned: claim aligned: its constraint matchAttribute resource.kubernetes.io/numaNode covers request(s) nic, whose devices gpupack does not read (not GPUs): the constraint is judged on the GPUs alone",
-	}
-	if len(st.Warnings) != len(want) {
-		t.Fatalf("warnings %q, want %d", st.Warnings, len(want))
-	}
-	for i, w := range want {
-		if !strings.Contains(st.Warnings[i], w) {
-			t.Errorf("warning %d = %q, want it to contain %q", i, st.Warnings[i], w)
-		}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := alignedClaim("aligned")
+			objs := &kube.DRAObjects{Classes: append(testcluster.NVIDIADeviceClasses(), nicClass()),
+				Slices: []*resourcev1.ResourceSlice{testcluster.NVIDIASlice("dra-1", gpus...), nicSlice(tc.nics...)}, Claims: []*resourcev1.ResourceClaim{c}}
+			st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, []*corev1.Pod{draPod("aligned", "", *c)}, nil, objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "only for the constraints of claims that also ask for GPUs") {
+				t.Errorf("warnings %q; want only the one naming the NIC driver", st.Warnings)
+			}
+			states, _, err := placement.States(st.Snapshot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := placement.NewDemand(st.Snapshot.Pods[0], gpu.Default())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, rs := placement.Fit(d, states[0])
+			got := -1
+			if len(rs) == 0 && len(a.Devices) == 1 {
+				got = a.Devices[0].GPU
+			}
+			if got != tc.wantGPU {
+				js, _ := json.Marshal(rs)
+				t.Errorf("GPU %d, reasons %s; want GPU %d", got, js, tc.wantGPU)
+			}
+			if tc.wantFix == "" {
+				return
+			}
+			rep, err := diagnose.Diagnose(st.Snapshot, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := rep.Findings[0]; f.Cause != diagnose.Placement || len(f.Fix) == 0 || !strings.HasPrefix(f.Fix[0], tc.wantFix) {
+				t.Errorf("finding %s %q; want placement: %s", f.Cause, f.Fix, tc.wantFix)
+			}
+		})
 	}
 }
