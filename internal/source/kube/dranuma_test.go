@@ -177,3 +177,98 @@ func TestBuildDRANUMAWithNIC(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveDRANUMAWithNIC: on the real control plane, with ResourceSlices
+// of two drivers (NVIDIA's GPUs on NUMA nodes 1 and 0, a NIC driver's
+// devices), a claim of a GPU and a NIC on one NUMA node stays pending while
+// the only NIC is on NUMA node 2, as gpupack says (placement, naming the
+// constraint); once a NIC on NUMA node 0 is published the scheduler
+// allocates GPU 1 and that NIC, the GPU gpupack predicts. Both readers
+// (Load and the Watcher) see the same.
+func TestLiveDRANUMAWithNIC(t *testing.T) {
+	c := startDRA(t, nicClass())
+	ctx := t.Context()
+	client := c.Client()
+	var gpus []testcluster.DRAGPU
+	for i, n := range []int64{1, 0} {
+		g := draH100(i)
+		g.NUMANode = ptr.To(n)
+		gpus = append(gpus, g)
+	}
+	c.AddDRANode("dra-1", gpus...)
+	slice, err := client.ResourceV1().ResourceSlices().Create(ctx, nicSlice(2), metav1.CreateOptions{FieldValidation: "Strict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "ml"
+	c.CreateNamespace(ns)
+	claim := alignedClaim("aligned")
+	claim.Namespace = ns
+	if _, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+		t.Fatal(err)
+	}
+	createClaimPod(t, client, ns, "aligned", "aligned")
+	waitPods(t, client.CoreV1().Pods(ns), func(ps map[string]*corev1.Pod) string {
+		if !unschedulable(ps["aligned"]) {
+			return "aligned is not marked unschedulable"
+		}
+		return ""
+	})
+	loaded, watched := readDRA(t, client, gpu.Default())
+	for reader, st := range map[string]*kube.State{"Load": loaded, "Watcher": watched} {
+		rep, err := diagnose.Diagnose(st.Snapshot, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Findings) != 1 || rep.Findings[0].Cause != diagnose.Placement || !strings.Contains(strings.Join(rep.Findings[0].Fix, " "), "with the free devices of request(s) nic (they have 2)") {
+			t.Errorf("%s: findings %+v; want placement naming the NIC's NUMA node 2", reader, rep.Findings)
+		}
+	}
+	msg := loaded.SchedulingFailures[ns+"/aligned"].Message
+	if !strings.Contains(msg, "cannot allocate all claims") {
+		t.Errorf("the scheduler's message %q is not the DRA filter's", msg)
+	}
+
+	// gpupack's prediction with a NIC on NUMA node 0, then the scheduler's.
+	slice.Spec.Devices = nicSlice(2, 0).Spec.Devices
+	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, []*corev1.Pod{draPod("aligned", "", *alignedClaim("aligned"))}, nil,
+		&kube.DRAObjects{Classes: append(testcluster.NVIDIADeviceClasses(), nicClass()), Slices: []*resourcev1.ResourceSlice{testcluster.NVIDIASlice("dra-1", gpus...), slice},
+			Claims: []*resourcev1.ResourceClaim{alignedClaim("aligned")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, _, err := placement.States(st.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := placement.NewDemand(st.Snapshot.Pods[0], gpu.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, rs := placement.Fit(d, states[0])
+	if len(rs) > 0 || len(a.Devices) != 1 {
+		t.Fatalf("with a NIC on NUMA node 0 gpupack predicts %+v, reasons %v", a.Devices, rs)
+	}
+	predicted := st.Snapshot.Nodes[0].GPUs[a.Devices[0].GPU].DRA.Device
+	if _, err := client.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{FieldValidation: "Strict"}); err != nil {
+		t.Fatal(err)
+	}
+	waitPods(t, client.CoreV1().Pods(ns), func(ps map[string]*corev1.Pod) string {
+		if p := ps["aligned"]; p == nil || p.Spec.NodeName == "" {
+			return "aligned is not bound"
+		}
+		return ""
+	})
+	got, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, "aligned", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated := map[string]string{}
+	for _, r := range got.Status.Allocation.Devices.Results {
+		allocated[r.Request] = r.Device
+	}
+	if want := map[string]string{"gpu": predicted, "nic": "nic-1"}; !cmp.Equal(allocated, want) {
+		t.Errorf("the scheduler allocated %v; gpupack predicts %v", allocated, want)
+	}
+	t.Logf("the scheduler allocated %v; gpupack predicted GPU %s", allocated, predicted)
+}
