@@ -63,8 +63,12 @@
 //     status.extendedResourceClaimStatus) become cluster.Pod.Claims; their
 //     allocation gives a bound pod its request and Devices, and a pending
 //     pod whose claims' classes select GPUs asks for them. Device taints,
-//     shared counters, consumable capacity, devices not local to one node
-//     and other drivers' devices are named in warnings.
+//     shared counters, consumable capacity and devices not local to one
+//     node are named in warnings. Other drivers' devices (NICs) are not
+//     GPUs: those a claim's request accepts are read
+//     (cluster.ClaimRequest.Others) only for the claim's constraints
+//     (matchAttribute resource.kubernetes.io/numaNode across a GPU and a
+//     NIC).
 //   - Start-up (startup.go, LoadStartup): for each bound GPU pod, its
 //     creation, the PodScheduled, ContainersReady and Ready conditions'
 //     transitions to True, the latest start of its app containers, the
