@@ -56,6 +56,7 @@ const (
 	OneTrustBoundary    Code = "OneTrustBoundary"    // bursty, interactive or small, shares within its tenant
 	NoMIGHardware       Code = "NoMIGHardware"       // needs MIG, its pool's GPUs have none
 	ClaimSpansGPUs      Code = "ClaimSpansGPUs"      // DRA: its pods would share one claim's GPU, and need more than one
+	AlignedDevices      Code = "AlignedDevices"      // DRA: a claim aligns its GPU with another driver's device (a NIC on one NUMA node), which a share would lose
 )
 
 // Reason is why a decision was taken, as data; Detail gives the figures.
@@ -214,6 +215,9 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 		return d
 	case p.conflict:
 		d.keep(NodeConflict, "its pods run on nodes the plan leaves unchanged")
+		return d
+	case w.alignedClaim() != "":
+		d.keep(AlignedDevices, w.alignedClaim()+"; a share the plan writes (a MIG device, a shared claim) would lose that alignment, so its GPUs stay")
 		return d
 	}
 	d.Pool = p.name

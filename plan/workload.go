@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -249,4 +250,22 @@ func roleOf(p *cluster.Pod, owner string) Role {
 		}
 	}
 	return Unknown
+}
+
+// alignedClaim says which claim of the workload's pods has a
+// matchAttribute constraint over a GPU request and another driver's
+// request (a NIC on the GPU's NUMA node); "" when none does.
+func (w *Workload) alignedClaim() string {
+	for _, p := range w.Pods {
+		for _, c := range p.Claims {
+			for _, k := range c.Constraints {
+				for _, r := range c.Requests {
+					if k.MatchAttribute != "" && r.OthersRead && k.Applies(r.Name) {
+						return fmt.Sprintf("its claim %s keeps its GPU with request %s of another driver's devices on one %s", c.Ref(), r.Name, k.MatchAttribute)
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
