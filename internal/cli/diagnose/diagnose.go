@@ -50,6 +50,11 @@ cause in this order, the evidence and the fix:
   quota/other       the cause is outside GPUs (CPU, memory, quota, the queue); a pod that
                     fits now is here, with its workload's usage as evidence when measured
 
+After them, the GPU pods that failed after scheduling, from their status:
+  rejected          the kubelet refused to admit the pod (the device plugin refused
+                    time-sliced replicas, or its GPUs went unhealthy)
+  crashing          a container keeps dying on its GPU (CUDA out of memory, a GPU fault)
+
 With no flags it runs on an embedded demo cluster with pending pods of every cause.
 --usage adds per-pod usage facts (activity, pattern, VRAM used, model for a memory estimate).
 
