@@ -48,13 +48,25 @@ func leanObject(obj any) (any, error) {
 func leanContainers(cs []corev1.Container) {
 	for i := range cs {
 		c := &cs[i]
-		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return !slices.Contains(vram.EngineVariables, e.Name) })
 		if _, gpus := containerGPU(c); gpus == 0 {
 			c.Command, c.Args, c.Env = nil, nil, nil
-		} else if len(c.Env) == 0 {
-			c.Env = nil
+		} else {
+			c.Env = engineEnv(c.Env)
 		}
 		c.EnvFrom = nil
 		c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle = nil, nil, nil, nil
 	}
+}
+
+// engineEnv copies the variables vram.Detect reads into a slice of their
+// own (nil when there are none), so that the whole environment's array is
+// not kept for them.
+func engineEnv(env []corev1.EnvVar) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, e := range env {
+		if slices.Contains(vram.EngineVariables, e.Name) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
