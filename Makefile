@@ -78,6 +78,7 @@ fuzz:
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzLoadTracePods$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cluster -run XXX -fuzz '^FuzzParseQuotaExceeded$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cluster -run XXX -fuzz '^FuzzPodFailureCause$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./diagnose -run XXX -fuzz '^FuzzDiagnoseKueue$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./gpu -run XXX -fuzz '^FuzzParseCatalogue$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./gpu -run XXX -fuzz '^FuzzParsePrices$$' -fuzztime $(FUZZTIME)

@@ -163,6 +163,22 @@ type ClaimRequest struct {
 	// accepts, whatever the others say; both sorted.
 	CapacityRejects []string `json:"capacityRejects,omitempty"`
 	CapacityAccepts []string `json:"capacityAccepts,omitempty"`
+	// OthersRead: the request's class selects devices of another driver
+	// than the GPUs' (a NIC), which gpupack does not allocate; Others are
+	// those that the class and the selectors accept, read only so that a
+	// constraint covering the request and GPU requests (matchAttribute
+	// resource.kubernetes.io/numaNode) is judged with them.
+	OthersRead bool          `json:"othersRead,omitempty"`
+	Others     []OtherDevice `json:"others,omitempty"`
+}
+
+// OtherDevice is a device of another driver than the GPUs' that a
+// request accepts: its DeviceID, its node, and whether a claim's
+// allocation holds it.
+type OtherDevice struct {
+	ID   string `json:"id"`
+	Node string `json:"node"`
+	Held bool   `json:"held,omitempty"`
 }
 
 // ClaimConstraint is one of a claim's spec.devices.constraints: the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/internal/util/yamldoc"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // FileAPIVersion and FileKind identify gpupack's snapshot file format.
@@ -59,6 +60,12 @@ const (
 //	  workloads: [{namespace: ml, name: train, queue: team, pods: [train-0], requests: {nvidia.com/gpu: 2}}]
 //	  localQueues: [{namespace: ml, name: team, clusterQueue: team}]
 //	  clusterQueues: [{name: team, quotas: [{flavor: h100, resource: nvidia.com/gpu, nominal: 4, reserved: 3}]}]
+//	# optional: GPU pods that failed after scheduling, as their status says
+//	failures:
+//	- {namespace: ml, name: train-2, node: l4-ts-1, resource: nvidia.com/gpu, count: 2, container: main,
+//	   rejected: true, reason: UnexpectedAdmissionError, message: "Pod was rejected: Allocate failed due to ..."}
+//	- {namespace: ml, name: chat-0, node: l4-1, container: server, reason: Error, exitCode: 1, restarts: 7,
+//	   message: "torch.OutOfMemoryError: CUDA out of memory. ..."}
 type File struct {
 	APIVersion string     `json:"apiVersion"`
 	Kind       string     `json:"kind"`
@@ -72,6 +79,10 @@ type File struct {
 	// (Snapshot.QuotaRefusals). Optional, in any version.
 	Quotas        []ResourceQuota `json:"quotas,omitempty"`
 	QuotaRefusals []QuotaRefusal  `json:"quotaRefusals,omitempty"`
+	// Failures are the GPU pods that failed after scheduling
+	// (Snapshot.Failures), with the kubelet's and the containers' words.
+	// Optional, in any version.
+	Failures []PodFailure `json:"failures,omitempty"`
 	// Kueue is what Kueue's objects say (Snapshot.Kueue); absent: Kueue
 	// is not installed or was not read. Optional, in any version.
 	Kueue *Kueue `json:"kueue,omitempty"`
@@ -151,6 +162,9 @@ type FilePod struct {
 	TopologySpreadConstraints []SpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 	PodAffinity               []PodAffinityTerm  `json:"podAffinity,omitempty"`
 	PodAntiAffinity           []PodAffinityTerm  `json:"podAntiAffinity,omitempty"`
+	// Engine is the engine that preallocates GPU memory in one of its
+	// containers (Pod.Engine). Optional, in any version.
+	Engine *vram.Preallocation `json:"engine,omitempty"`
 }
 
 // FileGPURequest is a pod's GPU request: count whole GPUs (each with at
@@ -241,6 +255,9 @@ func (f *File) Snapshot(c *gpu.Catalogue) (*Snapshot, error) {
 		s.Schedulers = append([]string{}, *f.Schedulers...)
 	}
 	if err := f.quotas(s); err != nil {
+		return nil, err
+	}
+	if err := f.failures(s); err != nil {
 		return nil, err
 	}
 	if f.Kueue != nil {
@@ -402,7 +419,7 @@ func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
 	}
 	p := &Pod{Namespace: ns, Name: fp.Name, GPUModels: fp.GPUModels, NodeSelector: fp.NodeSelector,
 		RequiredAffinity: fp.Affinity, Tolerations: fp.Tolerations, Tenant: fp.Tenant, Labels: fp.Labels, NodeName: fp.Node,
-		SchedulingGates: fp.SchedulingGates, SchedulerName: fp.SchedulerName,
+		SchedulingGates: fp.SchedulingGates, SchedulerName: fp.SchedulerName, Engine: fp.Engine,
 		SpreadConstraints: fp.TopologySpreadConstraints, PodAffinity: fp.PodAffinity, PodAntiAffinity: fp.PodAntiAffinity}
 	if err := p.validatePodRules(); err != nil {
 		return nil, err
@@ -414,6 +431,11 @@ func (fp *FilePod) pod(c *gpu.Catalogue) (*Pod, error) {
 	}
 	if fp.SchedulerName == DefaultScheduler {
 		p.SchedulerName = ""
+	}
+	if fp.Engine != nil {
+		if err := fp.Engine.Validate(); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
 	}
 	var err error
 	if fp.CPU != "" {
@@ -532,6 +554,7 @@ func ToFile(s *Snapshot) *File {
 		f.Schedulers = &names
 	}
 	f.Quotas, f.QuotaRefusals = slices.Clone(s.Quotas), slices.Clone(s.QuotaRefusals)
+	f.Failures = slices.Clone(s.Failures)
 	f.Kueue = s.Kueue
 	f.Namespaces = s.Namespaces
 	for _, n := range s.Nodes {
@@ -561,7 +584,7 @@ func ToFile(s *Snapshot) *File {
 	for _, p := range s.Pods {
 		fp := FilePod{Namespace: p.Namespace, Name: p.Name, GPUModels: p.GPUModels, NodeSelector: p.NodeSelector,
 			Affinity: p.RequiredAffinity, Tolerations: p.Tolerations, Tenant: p.Tenant, Labels: p.Labels, Node: p.NodeName, Claims: p.Claims,
-			SchedulingGates: p.SchedulingGates, SchedulerName: p.SchedulerName,
+			SchedulingGates: p.SchedulingGates, SchedulerName: p.SchedulerName, Engine: p.Engine,
 			TopologySpreadConstraints: p.SpreadConstraints, PodAffinity: p.PodAffinity, PodAntiAffinity: p.PodAntiAffinity}
 		if fp.SchedulerName == DefaultScheduler {
 			fp.SchedulerName = ""
@@ -654,6 +677,34 @@ func (f *File) quotas(s *Snapshot) error {
 	}
 	s.Quotas, s.QuotaRefusals = slices.Clone(f.Quotas), slices.Clone(f.QuotaRefusals)
 	s.Namespaces = f.Namespaces
+	return nil
+}
+
+// failures checks the file's failed pods and puts them in s: each names
+// its pod and the node it was bound to, and a crash names its container.
+func (f *File) failures(s *Snapshot) error {
+	seen := map[string]bool{}
+	for i, p := range f.Failures {
+		switch {
+		case p.Namespace == "" || p.Name == "" || p.Node == "":
+			return fmt.Errorf("failures[%d]: give the pod's namespace, name and the node it was bound to", i)
+		case p.Reason == "":
+			return fmt.Errorf("failures[%d] (%s): give the reason of the pod's status (a rejection) or of its container's last termination (a crash)", i, p.Key())
+		case !p.Rejected && p.Container == "":
+			return fmt.Errorf("failures[%d] (%s): a crash names its container; set rejected: true for a pod the kubelet rejected", i, p.Key())
+		case p.Count < 0 || p.Restarts < 0 || p.ContainerIndex < 0:
+			return fmt.Errorf("failures[%d] (%s): count, restarts and containerIndex cannot be negative", i, p.Key())
+		case p.Count > 0 && !GPUResource(p.Resource):
+			return fmt.Errorf("failures[%d] (%s): resource %q is not a GPU resource (nvidia.com/gpu, nvidia.com/mig-<profile>, ...)", i, p.Key(), p.Resource)
+		case seen[p.Key()]:
+			return fmt.Errorf("failures[%d]: pod %s is listed twice", i, p.Key())
+		}
+		if _, ok := s.Node(p.Node); !ok {
+			return fmt.Errorf("failures[%d] (%s): node %q is not in the snapshot", i, p.Key(), p.Node)
+		}
+		seen[p.Key()] = true
+	}
+	s.Failures = slices.Clone(f.Failures)
 	return nil
 }
 

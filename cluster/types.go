@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpupack/gpupack/gpu"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Sharing is how one physical GPU is offered to pods.
@@ -358,6 +359,10 @@ type Pod struct {
 	// SchedulerName is the pod's spec.schedulerName; empty is the default
 	// scheduler (DefaultScheduler).
 	SchedulerName string
+	// Engine is the engine of a GPU container that takes a share of each
+	// GPU's memory at start-up (vram.Detect); nil when none does, so its
+	// measured VRAM is what it uses.
+	Engine *vram.Preallocation
 }
 
 // DefaultScheduler is the name of the stock kube-scheduler's profile, the
@@ -411,6 +416,11 @@ type Snapshot struct {
 	// before the snapshot is shared.
 	Quotas        []ResourceQuota
 	QuotaRefusals []QuotaRefusal
+	// Failures are the GPU pods that failed after scheduling: rejected by
+	// the kubelet (they hold nothing, so they are not in Pods) or whose
+	// containers keep crashing (they are in Pods too). Set them, if at
+	// all, before the snapshot is shared.
+	Failures []PodFailure
 	// Kueue is what Kueue's objects say about the admission of gated
 	// pods; nil when Kueue is not installed or was not read. Set it, if
 	// at all, before the snapshot is shared.

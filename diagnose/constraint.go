@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/placement"
@@ -34,10 +35,25 @@ func (e *engine) claimConstraint(f *Finding, p *cluster.Pod, ks []int, verdicts 
 	if !best.Match {
 		nearest = fmt.Sprintf("on %s, the devices they accept have %d distinct value(s) of %s", node, best.Distinct, best.Attribute)
 	}
-	if best.Best == 0 && best.Match {
+	switch {
+	case best.Best == 0 && best.Match && len(best.Others) > 0:
+		nearest = fmt.Sprintf("no free GPU they accept on %s shares a value of %s with the free devices of request(s) %s (%s)", node, best.Attribute, strings.Join(best.Others, ", "), otherValuesWords(best))
+	case best.Best == 0 && best.Match:
 		nearest = fmt.Sprintf("no free device they accept on %s has %s", node, best.Attribute)
 	}
 	f.addFix(fmt.Sprintf("claim %s: its constraint %s %s cannot be met: the requests it covers take %d device(s); %s; free devices that share the attribute's value there, ask at most that many devices, or drop the constraint if the workload does not need it",
 		best.Claim, best.Kind(), best.Attribute, best.Needed, nearest),
 		claimPathPatch(p, claim, fmt.Sprintf("/spec/devices/constraints/%d", best.Index), "remove", nil))
+}
+
+// otherValuesWords says which values the other drivers' free devices have.
+func otherValuesWords(f *placement.ConstraintShortfall) string {
+	if len(f.OtherValues) == 0 {
+		return "none free has one their GPUs could share"
+	}
+	words := make([]string, len(f.OtherValues))
+	for i, v := range f.OtherValues {
+		words[i] = placement.ValueWords(v)
+	}
+	return "they have " + strings.Join(words, ", ")
 }

@@ -73,7 +73,7 @@ func TestCorpus(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := map[string]Finding{}
-			for _, f := range rep.Findings {
+			for _, f := range append(rep.Findings, rep.Failures...) {
 				got[f.Subject()] = f
 			}
 			for pod, want := range sc.Expect {
@@ -98,7 +98,7 @@ func TestCorpus(t *testing.T) {
 			}
 		})
 	}
-	for _, c := range Causes() {
+	for _, c := range append(Causes(), Rejected, Crashing) {
 		// A pending pod never gets application as its cause (see
 		// Application); usage facts of a pod that fits add evidence only.
 		if !seen[c] && c != Application {

@@ -63,6 +63,10 @@ type Report struct {
 	GPUs     int       `json:"gpus"`
 	Pending  int       `json:"pending"`
 	Findings []Finding `json:"findings"`
+	// Failures explain the GPU pods that failed after scheduling: the
+	// kubelet rejected them (Rejected) or their containers keep crashing
+	// on their GPUs (Crashing).
+	Failures []Finding `json:"failures,omitempty"`
 	// Warnings are the snapshot's inconsistencies (bound pods that no
 	// longer fit their node), counted as they are.
 	Warnings []string `json:"warnings,omitempty"`
@@ -73,9 +77,9 @@ type Report struct {
 	UnknownModels []cluster.UnknownModel `json:"unknownModels,omitempty"`
 }
 
-// Finding explains one pending pod, or one workload that a quota keeps
-// from creating its pods (QuotaExhausted): then Pod is empty and Workload
-// names it.
+// Finding explains one pending pod, one workload that a quota keeps from
+// creating its pods (QuotaExhausted: then Pod is empty and Workload names
+// it), or one pod that failed after scheduling (Rejected, Crashing).
 type Finding struct {
 	Pod      string  `json:"pod"`
 	Workload *Object `json:"workload,omitempty"`
@@ -159,6 +163,9 @@ type Evidence struct {
 	// Claims are the requests of the pod's ResourceClaims that no node
 	// serves, with what the cluster offers them (allocation, placement).
 	Claims []ClaimFacts `json:"claims,omitempty"`
+	// Failure is what the status of a pod that failed after scheduling
+	// says (rejected, crashing).
+	Failure *FailureFacts `json:"failure,omitempty"`
 }
 
 // Blocking is one reason that stops the pod, with its figures, and the
@@ -308,11 +315,14 @@ func DiagnoseContext(ctx context.Context, s *cluster.Snapshot, usage *Usage) (*R
 		rep.Findings = append(rep.Findings, f)
 	}
 	rep.Findings = append(rep.Findings, e.quotaFindings()...)
+	rep.Failures = e.failureFindings()
 	// Once every pod's remedies are written (a pod that shares another's
 	// finding gets its remedies retargeted from them), the names are
 	// checked.
-	for i := range rep.Findings {
-		checkNames(rep.Findings[i].Remedies)
+	for _, fs := range [][]Finding{rep.Findings, rep.Failures} {
+		for i := range fs {
+			checkNames(fs[i].Remedies)
+		}
 	}
 	return rep, nil
 }

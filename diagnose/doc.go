@@ -5,7 +5,10 @@
 // that carries it out, derived exactly from the evidence; none for advice),
 // the FailedScheduling message the stock kube-scheduler would give
 // (FitErrorMessage: its format and its filters' words, exactly), and apart
-// from it gpupack's own verdict on every node.
+// from it gpupack's own verdict on every node. After them, the GPU pods
+// that failed after scheduling (Report.Failures: rejected by the kubelet,
+// or crashing on their GPU), read from the words their status keeps
+// (cluster.PodFailure.Cause), each with its fix.
 //
 // Every "does it fit, and why not" question, including the what-ifs (the
 // node emptied, the pod's rules relaxed, idle GPUs reconfigured), is put to

@@ -151,19 +151,20 @@ func (c *Catalogue) Resolve(name string) (*Model, error) {
 
 // lookupProduct matches product labels such as "NVIDIA-H100-80GB-HBM3" or
 // "Tesla-V100-SXM2-16GB" that are not listed as aliases: the longest model
-// family found in the label wins, and a memory size in the label picks
-// between variants of one family.
+// family found in the label as whole dash-separated parts wins, and a
+// memory size in the label picks between variants of one family. Whole
+// parts only: "T4G" is not a T4, nor "GH200" an H200.
 func (c *Catalogue) lookupProduct(label string) (*Model, bool) {
 	key := normalise(label)
 	var best *Model
 	bestLen := 0
 	for _, m := range c.models {
 		family := modelFamily(normalise(m.Name))
-		if len(family) < 2 || !strings.Contains(key, family) {
+		if len(family) < 2 || !hasParts(key, family) {
 			continue
 		}
 		score := len(family)
-		if m.Nominal > 0 && strings.Contains(key, fmt.Sprintf("%dGB", int64(m.Nominal)/1024)) {
+		if m.Nominal > 0 && hasParts(key, fmt.Sprintf("%dGB", int64(m.Nominal)/1024)) {
 			score += 100
 		}
 		if score > bestLen {
@@ -171,6 +172,13 @@ func (c *Catalogue) lookupProduct(label string) (*Model, bool) {
 		}
 	}
 	return best, best != nil
+}
+
+// hasParts reports whether the dash-separated parts of want appear, in
+// order and whole, among those of key: "H100" in "H100-80GB-HBM3", not in
+// "GH100".
+func hasParts(key, want string) bool {
+	return strings.Contains("-"+key+"-", "-"+want+"-")
 }
 
 // modelFamily is a normalised name up to its first part with a digit:

@@ -141,6 +141,8 @@ func TestLookup(t *testing.T) {
 		"Tesla-V100-SXM2-32GB":    "V100-32GB",
 		"G2":                      "G2",
 		"NVIDIA A30":              "A30",
+		"NVIDIA-GH200-480GB":      "GH200",
+		"NVIDIA-H100-PCIe-80GB":   "H100-PCIe",
 	}
 	for in, want := range cases {
 		m, ok := Default().Lookup(in)
@@ -152,7 +154,9 @@ func TestLookup(t *testing.T) {
 			t.Errorf("Lookup(%q) = %s, want %s", in, m.Name, want)
 		}
 	}
-	for _, bad := range []string{"", "RTX-4090", "Radeon", "G"} {
+	// A family matches as whole dash-separated parts only: the T4G of AWS
+	// g5g instances is not a T4, an L40G would not be an L40.
+	for _, bad := range []string{"", "RTX-4090", "Radeon", "G", "t4g", "NVIDIA-T4G", "A100X", "XH100"} {
 		if m, ok := Default().Lookup(bad); ok {
 			t.Errorf("Lookup(%q) = %s, want not found", bad, m.Name)
 		}

@@ -166,7 +166,7 @@ func newClaimDemand(p *cluster.Pod) *claimDemand {
 			}
 			cd.requests = append(cd.requests, cr)
 		}
-		cd.addConstraints(ci, name, c.Constraints)
+		cd.addConstraints(ci, name, c.Constraints, c.Requests)
 	}
 	if !extendedOnly {
 		cd.extended = ""

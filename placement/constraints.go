@@ -2,6 +2,8 @@ package placement
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gpupack/gpupack/cluster"
@@ -18,6 +20,21 @@ type claimConstraint struct {
 	spec   cluster.ClaimConstraint
 	match  bool
 	values map[cluster.DRADeviceID]string
+	// others are the requests of other drivers' devices (a NIC) that a
+	// matchAttribute constraint covers: gpupack does not allocate them,
+	// but the value the GPUs share must be one that enough of their free
+	// devices on the node have. allowed is that set of values on the node
+	// judged (onNode); nil when others is empty.
+	others  []otherRequest
+	allowed map[string]bool
+}
+
+// otherRequest is a request of another driver's devices: how many it
+// takes and the devices it accepts.
+type otherRequest struct {
+	name    string
+	count   int
+	devices []cluster.OtherDevice
 }
 
 // ConstraintShortfall is, as data, why no choice of a node's devices
@@ -39,6 +56,11 @@ type ConstraintShortfall struct {
 	BestValue string `json:",omitempty"`
 	Distinct  int
 	Without   int
+	// Others are the requests of other drivers' devices (a NIC) that the
+	// constraint covers, and OtherValues the values that enough of their
+	// free devices on the node have: the GPUs' value must be one of them.
+	Others      []string `json:",omitempty"`
+	OtherValues []string `json:",omitempty"`
 }
 
 // maxConstraintTries bounds the choices constrainedReasons tries on one
@@ -46,7 +68,7 @@ type ConstraintShortfall struct {
 // distinctAttribute constraints drop.
 const maxConstraintTries = 64
 
-func (cd *claimDemand) addConstraints(index int, claim string, in []cluster.ClaimConstraint) {
+func (cd *claimDemand) addConstraints(index int, claim string, in []cluster.ClaimConstraint, requests []cluster.ClaimRequest) {
 	judged := false
 	for _, r := range cd.requests {
 		judged = judged || r.index == index
@@ -62,8 +84,68 @@ func (cd *claimDemand) addConstraints(index int, claim string, in []cluster.Clai
 		for id, v := range k.Values {
 			c.values[cluster.SplitDRADeviceID(id)] = v
 		}
+		if c.match {
+			c.others = otherRequests(k, requests)
+		}
 		cd.constraints = append(cd.constraints, c)
 	}
+}
+
+// otherRequests are the claim's requests of other drivers' devices that
+// the constraint covers, with a count (allocationMode All, and
+// alternatives, are not judged).
+func otherRequests(k cluster.ClaimConstraint, requests []cluster.ClaimRequest) []otherRequest {
+	var out []otherRequest
+	for _, r := range requests {
+		if r.OthersRead && len(r.FirstAvailable) == 0 && !r.All && r.Count > 0 && k.Applies(r.Name) {
+			out = append(out, otherRequest{name: r.Name, count: r.Count, devices: r.Others})
+		}
+	}
+	return out
+}
+
+// onNode is the demand as judged on the node: each constraint that covers
+// other drivers' requests allows only the values that enough of their
+// free devices on the node have.
+func (cd *claimDemand) onNode(node string) *claimDemand {
+	needs := false
+	for k := range cd.constraints {
+		needs = needs || len(cd.constraints[k].others) > 0
+	}
+	if !needs {
+		return cd
+	}
+	out := *cd
+	out.constraints = append([]claimConstraint(nil), cd.constraints...)
+	for k := range out.constraints {
+		c := &out.constraints[k]
+		if len(c.others) > 0 {
+			c.allowed = c.allowedOn(node)
+		}
+	}
+	return &out
+}
+
+// allowedOn is the set of values that every other request's free devices
+// on the node have enough of.
+func (c *claimConstraint) allowedOn(node string) map[string]bool {
+	var allowed map[string]bool
+	for _, r := range c.others {
+		count := map[string]int{}
+		for _, d := range r.devices {
+			if v, ok := c.values[cluster.SplitDRADeviceID(d.ID)]; ok && d.Node == node && !d.Held {
+				count[v]++
+			}
+		}
+		next := map[string]bool{}
+		for v, n := range count {
+			if n >= r.count && (allowed == nil || allowed[v]) {
+				next[v] = true
+			}
+		}
+		allowed = next
+	}
+	return allowed
 }
 
 // applies reports whether the constraint covers the device a request's
@@ -85,6 +167,8 @@ func (c *claimConstraint) met(cd *claimDemand, chosen []draUnit) (int, bool) {
 		v, ok := c.values[u.key]
 		switch {
 		case !ok:
+			return i, false
+		case c.match && c.allowed != nil && !c.allowed[v]:
 			return i, false
 		case c.match && first == "":
 			first = v
@@ -110,6 +194,7 @@ func (c *claimConstraint) met(cd *claimDemand, chosen []draUnit) (int, bool) {
 // that does not fit without its constraints gets that reason; one that
 // fits only without them gets ClaimConstraintUnsatisfied.
 func constrainedReasons(cd *claimDemand, s *NodeState, collect bool) ([]draUnit, *Reason) {
+	cd = cd.onNode(s.Node.Name)
 	chosen, r := allocate(cd, s, true)
 	if r != nil {
 		return nil, r
@@ -212,6 +297,9 @@ func (c *claimConstraint) freeValues(cd *claimDemand, units []draUnit) valueCoun
 			vc.without++
 			continue
 		}
+		if c.allowed != nil && !c.allowed[v] {
+			continue
+		}
 		if vc.count[v] == 0 {
 			vc.order = append(vc.order, v)
 		}
@@ -286,6 +374,12 @@ func (cd *claimDemand) constraintReason(units, chosen []draUnit) *Reason {
 		c := &cd.constraints[k]
 		vc := c.freeValues(cd, units)
 		f := ConstraintShortfall{Claim: c.claim, Index: c.at, Attribute: c.spec.Attribute(), Match: c.match, Requests: c.spec.Requests, Distinct: len(vc.order), Without: vc.without}
+		for _, r := range c.others {
+			f.Others = append(f.Others, r.name)
+		}
+		if c.allowed != nil {
+			f.OtherValues = slices.Sorted(maps.Keys(c.allowed))
+		}
 		for i := range chosen {
 			if c.applies(cd, chosen[i].req, chosen[i].alt) {
 				f.Needed++
@@ -334,9 +428,12 @@ func (f *ConstraintShortfall) String() string {
 	s := fmt.Sprintf("claim %s, constraint %s %s (over %s): the requests take %d device(s), ", f.Claim, f.Kind(), f.Attribute, over, f.Needed)
 	if f.Match {
 		s += "all with one value of it; of the free devices they accept, "
-		if f.Best > 0 {
+		switch {
+		case f.Best > 0:
 			s += fmt.Sprintf("at most %d share one (%s = %s)", f.Best, f.Attribute, ValueWords(f.BestValue))
-		} else {
+		case len(f.Others) > 0:
+			s += fmt.Sprintf("none has a value that the free devices of request(s) %s have (%s)", strings.Join(f.Others, ", "), valuesWords(f.OtherValues))
+		default:
 			s += "none has it"
 		}
 	} else {
@@ -346,6 +443,18 @@ func (f *ConstraintShortfall) String() string {
 		s += fmt.Sprintf(", %d lack the attribute", f.Without)
 	}
 	return s
+}
+
+// valuesWords prints typed values, or "none".
+func valuesWords(vs []string) string {
+	if len(vs) == 0 {
+		return "none"
+	}
+	words := make([]string, len(vs))
+	for i, v := range vs {
+		words[i] = ValueWords(v)
+	}
+	return strings.Join(words, ", ")
 }
 
 // ValueWords prints a typed attribute value ("string:pci0" as pci0).

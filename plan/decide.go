@@ -9,6 +9,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Action is what the plan does with a workload.
@@ -55,6 +56,7 @@ const (
 	OneTrustBoundary    Code = "OneTrustBoundary"    // bursty, interactive or small, shares within its tenant
 	NoMIGHardware       Code = "NoMIGHardware"       // needs MIG, its pool's GPUs have none
 	ClaimSpansGPUs      Code = "ClaimSpansGPUs"      // DRA: its pods would share one claim's GPU, and need more than one
+	AlignedDevices      Code = "AlignedDevices"      // DRA: a claim aligns its GPU with another driver's device (a NIC on one NUMA node), which a share would lose
 )
 
 // Reason is why a decision was taken, as data; Detail gives the figures.
@@ -101,6 +103,11 @@ type After struct {
 	// DRA objects.
 	ResourceClaim         string `json:"resourceClaim,omitempty"`
 	ResourceClaimTemplate string `json:"resourceClaimTemplate,omitempty"`
+	// Engine is the setting that keeps the workload's preallocating
+	// engine (vLLM, TGI, JAX, TensorFlow) within its share, which the
+	// webhook writes into the pod's arguments or environment; nil when it
+	// needs none.
+	Engine *vram.Setting `json:"engine,omitempty"`
 }
 
 // Decision is the plan for one workload.
@@ -129,6 +136,9 @@ type Decision struct {
 	// and it needs all of them; capNote says so in the reason.
 	full    bool
 	capNote string
+	// engineNote says how a workload whose engine preallocates GPU memory
+	// was sized (sizeEngine).
+	engineNote string
 	// clients is the MPS clients per GPU the workload allows.
 	clients int
 	w       *Workload
@@ -153,6 +163,9 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 		} else {
 			d.Reason.Detail += fmt.Sprintf("; measured on a GPU that %d pods held at once: each pod is sized on its own VRAM and activity, which gpupack agent measured per process", w.SharedGPUPods)
 		}
+	}
+	if d.engineNote != "" && d.Action != Unplaceable {
+		d.Reason.Detail += "; " + d.engineNote
 	}
 	if d.capNote != "" {
 		d.Reason.Detail += "; " + d.capNote
@@ -179,6 +192,7 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 	if w.Observed.VRAMUsedP95 > 0 {
 		d.VRAMNeed = gpu.MiB(math.Ceil(float64(w.Observed.VRAMUsedP95) * (1 + o.Headroom)))
 	}
+	d.sizeEngine(w, perPod, o)
 	if w.Observed.Measured {
 		d.ComputeNeed = w.Observed.ActiveRatio * float64(perPod) * (1 + o.Headroom)
 	}
@@ -205,6 +219,9 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 		return d
 	case p.conflict:
 		d.keep(NodeConflict, "its pods run on nodes the plan leaves unchanged")
+		return d
+	case w.alignedClaim() != "":
+		d.keep(AlignedDevices, w.alignedClaim()+"; a share the plan writes (a MIG device, a shared claim) would lose that alignment, so its GPUs stay")
 		return d
 	}
 	d.Pool = p.name

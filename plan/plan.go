@@ -336,6 +336,7 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options) (
 		}
 		pl.Pools = append(pl.Pools, pp)
 	}
+	pl.fitEngines(s.Catalogue)
 	if err := pl.prove(ctx, s, poolOf, newGPUs); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 	"github.com/gpupack/gpupack/usage"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Role is what a workload does, which decides how it may share.
@@ -71,6 +73,12 @@ type Workload struct {
 	// HourlyBusyPods counts, per hour of the window, the pods at least
 	// busyActivity active in that hour; nil when no pod has hourly data.
 	HourlyBusyPods []int
+	// Engine is the engine of its pods that takes a share of each GPU's
+	// memory at start-up (cluster.Pod.Engine); nil when none does.
+	Engine *vram.Preallocation
+	// modelFacts gives the usage facts' model of a pod, nil when they
+	// name none.
+	modelFacts func(key string) *vram.ModelSpec
 }
 
 // busyActivity is the activity from which a pod counts as busy in an hour.
@@ -107,6 +115,13 @@ func Workloads(s *cluster.Snapshot, u *usage.Facts) []*Workload {
 			w.Role = Batch
 		}
 		w.aggregate(u)
+		w.Engine = w.engineOf()
+		w.modelFacts = func(key string) *vram.ModelSpec {
+			if u == nil {
+				return nil
+			}
+			return u.Pods[key].Model
+		}
 	}
 	return out
 }
@@ -241,4 +256,22 @@ func roleOf(p *cluster.Pod, owner string) Role {
 		}
 	}
 	return Unknown
+}
+
+// alignedClaim says which claim of the workload's pods has a
+// matchAttribute constraint over a GPU request and another driver's
+// request (a NIC on the GPU's NUMA node); "" when none does.
+func (w *Workload) alignedClaim() string {
+	for _, p := range w.Pods {
+		for _, c := range p.Claims {
+			for _, k := range c.Constraints {
+				for _, r := range c.Requests {
+					if k.MatchAttribute != "" && r.OthersRead && k.Applies(r.Name) {
+						return fmt.Sprintf("its claim %s keeps its GPU with request %s of another driver's devices on one %s", c.Ref(), r.Name, k.MatchAttribute)
+					}
+				}
+			}
+		}
+	}
+	return ""
 }

@@ -80,6 +80,7 @@ func DemoViewWithoutCurve(ctx context.Context) (*View, error) {
 		Health:    planout.HealthOf(r.Health, p),
 		Warnings:  append(append([]string(nil), diag.Warnings...), p.Warnings...),
 		Pending:   PendingPods(diag.Findings, created, nil, r.End),
+		Failed:    diag.Failures,
 		Computing: []string{ComputingCurve},
 	}
 	if w := bytes.TrimSpace(warnings.Bytes()); len(w) > 0 {

@@ -48,22 +48,28 @@ func Diagnose(ctx context.Context, req DiagnoseRequest, stderr io.Writer) (*Diag
 		return nil, err
 	}
 	if req.Pod != "" {
-		var keep []diagnose.Finding
-		for _, f := range rep.Findings {
-			if f.Pod == req.Pod {
-				keep = append(keep, f)
-			}
+		failed := len(rep.Failures)
+		rep.Findings, rep.Failures = podFindings(rep.Findings, req.Pod), podFindings(rep.Failures, req.Pod)
+		if len(rep.Findings)+len(rep.Failures) == 0 {
+			return nil, fmt.Errorf("--pod %s: no pending or failed GPU pod of that name in %s (%d pending, %d failed)", req.Pod, req.Cluster.Name(demo.ClusterName), rep.Pending, failed)
 		}
-		if len(keep) == 0 {
-			return nil, fmt.Errorf("--pod %s: no pending pod of that name in %s (%d pending)", req.Pod, req.Cluster.Name(demo.ClusterName), rep.Pending)
-		}
-		rep.Findings = keep
 	}
 	d := &Diagnosis{Report: rep}
 	if st != nil {
 		d.Failures = st.SchedulingFailures
 	}
 	return d, nil
+}
+
+// podFindings keeps the findings of the pod named ("namespace/name").
+func podFindings(fs []diagnose.Finding, pod string) []diagnose.Finding {
+	keep := []diagnose.Finding{}
+	for _, f := range fs {
+		if f.Pod == pod {
+			keep = append(keep, f)
+		}
+	}
+	return keep
 }
 
 // DemoDiagnosis is the diagnosis that `gpupack diagnose` prints with no

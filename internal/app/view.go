@@ -38,6 +38,9 @@ type View struct {
 	Nodes   int          `json:"nodes"`
 	GPUs    int          `json:"gpus"`
 	Pending []PendingPod `json:"pending"`
+	// Failed are the GPU pods that failed after scheduling, with their
+	// diagnosis as `gpupack diagnose --format json` prints its failures.
+	Failed []diagnose.Finding `json:"failed,omitempty"`
 	// QueueWait is how long GPU pods have waited: those pending now and
 	// those scheduled in the window, by namespace, GPU shape and cause.
 	QueueWait *usage.QueueWait `json:"queueWait,omitempty"`

@@ -410,6 +410,29 @@ func TestPendingRemedies(t *testing.T) {
 	}
 }
 
+// TestFailedTable: the pods that failed after scheduling get a table of
+// their own, with what their status says and, under each fix, what to
+// apply; a view without any has no such table.
+func TestFailedTable(t *testing.T) {
+	v := testView("x")
+	h := Handler(Options{Provider: &provider{v: v}})
+	if page := body(t, get(t, h, http.MethodGet, "/")); strings.Contains(page, `id="failed-table"`) {
+		t.Errorf("a view without failed pods shows a failed table")
+	}
+	v.Failed = []diagnose.Finding{{Pod: "ml/two", Request: "2 nvidia.com/gpu", Cause: diagnose.Rejected,
+		Evidence: diagnose.Evidence{Failure: &diagnose.FailureFacts{FailureCause: cluster.FailureCause{Kind: cluster.SharedRequestRefused, Evidence: "maximum request size for shared resources is 1; found 2"},
+			Node: "l4-ts", Reason: "UnexpectedAdmissionError"}},
+		Fix:      []string{"then delete the failed pod ml/two"},
+		Remedies: []diagnose.Remedy{{Fix: 0, Kind: diagnose.Recreate, Commands: []string{"kubectl delete pod -n ml two"}}}}}
+	page := body(t, get(t, h, http.MethodGet, "/"))
+	for _, want := range []string{`<a href="#failed">failed</a>`, `id="failed-table"`, `<tr data-pod="ml/two"><td class="pod">ml/two</td><td>2 nvidia.com/gpu</td><td class="cause">rejected: shared-request-refused</td><td>l4-ts</td>`,
+		"UnexpectedAdmissionError: maximum request size for shared resources is 1; found 2", "<pre>kubectl delete pod -n ml two</pre>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
+
 // TestHealthTable: the page shows each GPU's state and its XIDs as
 // planout.HealthOf words them.
 func TestHealthTable(t *testing.T) {

@@ -62,6 +62,11 @@ cause in this order, the evidence and the fix:
   quota/other       the cause is outside GPUs (CPU, memory, quota, the queue); a pod that
                     fits now is here, with its workload's usage as evidence when measured
 
+After them, the GPU pods that failed after scheduling, from their status:
+  rejected          the kubelet refused to admit the pod (the device plugin refused
+                    time-sliced replicas, or its GPUs went unhealthy)
+  crashing          a container keeps dying on its GPU (CUDA out of memory, a GPU fault)
+
 --running shows the fourth step of the order, the application, for the running
 GPU pods instead: for each, whether the GPU is the bottleneck at all, with the
 evidence beside its usage pattern and what to change instead of adding GPUs:
@@ -192,7 +197,11 @@ type liveReport struct {
 // writeTable writes the report; views, for a live cluster, adds the
 // kube-scheduler's message and the agreement under each pod.
 func writeTable(w io.Writer, rep *diagnose.Report, views map[string]app.SchedulerView) {
-	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; %d pending pods\n", rep.Nodes, rep.GPUs, rep.Pending)
+	fmt.Fprintf(w, "cluster: %d nodes, %d GPUs; %d pending pods", rep.Nodes, rep.GPUs, rep.Pending)
+	if len(rep.Failures) > 0 {
+		fmt.Fprintf(w, "; %d GPU pods failed after scheduling", len(rep.Failures))
+	}
+	fmt.Fprintln(w)
 	for _, warn := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
@@ -200,51 +209,63 @@ func writeTable(w io.Writer, rep *diagnose.Report, views map[string]app.Schedule
 		fmt.Fprintf(w, "unknown GPU model: %s; add it to a --catalogue file\n", u.Describe())
 	}
 	for _, f := range rep.Findings {
-		fmt.Fprintln(w)
-		if f.Cause == "" {
-			fmt.Fprintf(w, "%s: %s\n", f.Pod, f.Note)
-			continue
+		writeFinding(w, f, rep.Nodes, views)
+	}
+	if len(rep.Failures) > 0 {
+		fmt.Fprintf(w, "\nfailed after scheduling (the scheduler placed them; the node did not run them):\n")
+	}
+	for _, f := range rep.Failures {
+		writeFinding(w, f, rep.Nodes, nil)
+	}
+}
+
+// writeFinding writes one finding: its subject and cause, gpupack's and
+// the scheduler's view, the evidence and the fixes with their remedies.
+func writeFinding(w io.Writer, f diagnose.Finding, nodes int, views map[string]app.SchedulerView) {
+	fmt.Fprintln(w)
+	if f.Cause == "" {
+		fmt.Fprintf(w, "%s: %s\n", f.Pod, f.Note)
+		return
+	}
+	cause := strings.ToUpper(string(f.Cause))
+	if len(f.Also) > 0 {
+		also := make([]string, len(f.Also))
+		for i, c := range f.Also {
+			also[i] = string(c)
 		}
-		cause := strings.ToUpper(string(f.Cause))
-		if len(f.Also) > 0 {
-			also := make([]string, len(f.Also))
-			for i, c := range f.Also {
-				also[i] = string(c)
-			}
-			cause += " (also " + strings.Join(also, ", ") + ")"
+		cause += " (also " + strings.Join(also, ", ") + ")"
+	}
+	fmt.Fprintf(w, "%s (%s): %s\n", f.Subject(), f.Request, cause)
+	if f.Summary != "" {
+		fmt.Fprintf(w, "  scheduler: %s\n", f.Summary)
+	}
+	for i, line := range gpupackLines(f, nodes) {
+		label := "  gpupack:   "
+		if i > 0 {
+			label = "             "
 		}
-		fmt.Fprintf(w, "%s (%s): %s\n", f.Subject(), f.Request, cause)
-		if f.Summary != "" {
-			fmt.Fprintf(w, "  scheduler: %s\n", f.Summary)
-		}
-		for i, line := range gpupackLines(f, rep.Nodes) {
-			label := "  gpupack:   "
-			if i > 0 {
-				label = "             "
-			}
-			fmt.Fprintf(w, "%s%s\n", label, line)
-		}
-		if views != nil && f.Workload == nil {
-			for _, line := range schedulerLines(f, views) {
-				fmt.Fprintf(w, "  %s\n", line)
-			}
-		}
-		for _, line := range evidenceLines(f) {
+		fmt.Fprintf(w, "%s%s\n", label, line)
+	}
+	if views != nil && f.Workload == nil {
+		for _, line := range schedulerLines(f, views) {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
-		for i, fix := range f.Fix {
-			label := "  fix:      "
-			if i > 0 {
-				label = "  or:       "
+	}
+	for _, line := range evidenceLines(f) {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+	for i, fix := range f.Fix {
+		label := "  fix:      "
+		if i > 0 && f.Evidence.Failure == nil {
+			label = "  or:       " // a failure's fixes are steps, not choices
+		}
+		fmt.Fprintf(w, "%s%s\n", label, fix)
+		for _, r := range f.Remedies {
+			if r.Fix != i {
+				continue
 			}
-			fmt.Fprintf(w, "%s%s\n", label, fix)
-			for _, r := range f.Remedies {
-				if r.Fix != i {
-					continue
-				}
-				for _, line := range remedyLines(r) {
-					fmt.Fprintf(w, "            %s\n", line)
-				}
+			for _, line := range remedyLines(r) {
+				fmt.Fprintf(w, "            %s\n", line)
 			}
 		}
 	}
@@ -323,8 +344,8 @@ func schedulerLines(f diagnose.Finding, views map[string]app.SchedulerView) []st
 // scheduler's message: why there is no stock message, if there is none,
 // then per group of nodes what gpupack's fit finds, in gpupack's words.
 func gpupackLines(f diagnose.Finding, nodes int) []string {
-	if f.Workload != nil {
-		return []string{f.StockNote} // no pod, so no fit on the nodes
+	if f.Workload != nil || f.Evidence.Failure != nil {
+		return []string{f.StockNote} // no pod to place, or one placed already
 	}
 	first := ""
 	if f.StockNote != "" {
@@ -423,6 +444,9 @@ func evidenceLines(f diagnose.Finding) []string {
 	nodes := diagnose.JoinNames(ev.Nodes, ev.NodeCount)
 	if len(ev.Claims) > 0 {
 		return claimLines(ev.Claims)
+	}
+	if fl := ev.Failure; fl != nil {
+		return failureLines(fl)
 	}
 	switch f.Cause {
 	case diagnose.Gated:
@@ -558,4 +582,35 @@ func holderNames(h *diagnose.HolderStats) string {
 		}
 	}
 	return diagnose.JoinNames(hs, h.Pods)
+}
+
+// failureLines say what the status of a pod that failed after scheduling
+// reads: the kubelet's or the container's words and what they mean, the
+// GPU, and what the usage facts add.
+func failureLines(fl *diagnose.FailureFacts) []string {
+	line := fmt.Sprintf("evidence: %s: %s", fl.Kind, fl.Reason)
+	if fl.ExitCode != nil || fl.Restarts > 0 {
+		line += fmt.Sprintf(" of container %s, %d restarts", fl.Container, fl.Restarts)
+		if fl.ExitCode != nil {
+			line += fmt.Sprintf(", exit code %d", *fl.ExitCode)
+		}
+	}
+	out := []string{line}
+	if fl.Evidence != "" {
+		out = append(out, "          says: "+fl.Evidence)
+	}
+	if g := fl.GPU; g != nil {
+		gl := fmt.Sprintf("          GPU: %s, %d MiB, %s", g.Model, g.Memory, g.Sharing)
+		if g.Replicas > 1 {
+			gl += fmt.Sprintf(" (%d replicas)", g.Replicas)
+		}
+		out = append(out, gl)
+	}
+	if fl.VRAMUsedP95 != nil {
+		out = append(out, fmt.Sprintf("          VRAM used p95: %d MiB", *fl.VRAMUsedP95))
+	}
+	for _, u := range fl.Unhealthy {
+		out = append(out, fmt.Sprintf("          GPU %s of node %s reported XID %d", u.UUID, u.Node, u.XID))
+	}
+	return out
 }

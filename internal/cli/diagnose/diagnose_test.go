@@ -80,7 +80,7 @@ func TestBadInput(t *testing.T) {
 		"missing node":               {options{cluster: app.Cluster{Snapshot: write("b.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi}]\npods: [{name: p, gpu: {count: 1}, node: m}]")}}, `b.yaml: pod "default/p" is bound to node "m", which is not in the snapshot`},
 		"impossible qty":             {options{cluster: app.Cluster{Snapshot: write("c.yaml", head+"nodes: [{name: n, cpu: '1', memory: 1Gi, gpus: [{model: H100, count: 100}]}]")}}, "c.yaml: nodes[0]: gpus[0]: count: 100"},
 		"bad usage":                  {options{usage: write("u.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, activity: 5, pattern: busy}]")}, "u.yaml: pods[0]: activity: 5 is not a ratio"},
-		"no such pod":                {options{pod: "ml/nope"}, "--pod ml/nope: no pending pod"},
+		"no such pod":                {options{pod: "ml/nope"}, "--pod ml/nope: no pending or failed GPU pod"},
 		"other cluster":              {options{usage: write("v.yaml", "apiVersion: gpupack.io/v1alpha1\nkind: PodUsage\npods: [{pod: ml/a, gpuMemory: 1Gi}, {pod: ml/b, gpuMemory: 1Gi}]")}, "v.yaml: none of its 2 pods is in demo/cluster.yaml (ml/a, ml/b): it describes another cluster"},
 		"bad format":                 {options{format: "xml"}, `--format "xml"`},
 		"two clusters":               {options{cluster: app.Cluster{Snapshot: "a.yaml", Kubeconfig: "k"}}, "--snapshot and --kubeconfig/--live both name a cluster"},

@@ -323,6 +323,17 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the pending table's remedies (-want +got):\n%s", diff)
 	}
 
+	// The pods that failed after scheduling: diagnose's failures, each
+	// with its cause and what its status says.
+	failed := runB(t, ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll('#failed-table tbody tr'), r => [r.dataset.pod, r.querySelector('.cause').textContent])`))
+	var wantFailed [][]string
+	for _, f := range diag.Failures {
+		wantFailed = append(wantFailed, []string{f.Pod, string(f.Cause) + ": " + string(f.Evidence.Failure.Kind)})
+	}
+	if len(wantFailed) == 0 || !slices.EqualFunc(failed, wantFailed, slices.Equal) {
+		t.Errorf("failed table %v, want diagnose's failures %v", failed, wantFailed)
+	}
+
 	// The health table: the demo's GPUs with XIDs, each with its kind.
 	health := runB(t, ctx, chromedp.Evaluate[[][]string](`Array.from(document.querySelectorAll('#health-table tbody tr'), r => [r.cells[0].textContent, r.cells[2].textContent, r.querySelector('.kind').textContent])`))
 	var wantHealth [][]string

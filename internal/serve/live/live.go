@@ -304,6 +304,7 @@ func (e *Engine) view(st State, now time.Time) *app.View {
 		v.Nodes, v.GPUs = d.Nodes, d.GPUs
 		v.Warnings = append(append([]string(nil), v.Warnings...), d.Warnings...)
 		v.Pending = app.PendingPods(d.Findings, st.Created, st.Failures, now)
+		v.Failed = d.Failures
 		v.QueueWait = app.QueueWait(st.Report, st.Snapshot, d, st.Created, now)
 	}
 	if st.Health != nil {

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,7 +85,11 @@ func BuildDRA(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events
 	}
 	snapPods := make([]*cluster.Pod, 0, len(pods))
 	pending := map[string]*corev1.Pod{}
+	var failures []cluster.PodFailure
 	for _, p := range pods {
+		if f, ok := podFailure(p); ok && names[f.Node] {
+			failures = append(failures, f)
+		}
 		if !holdsResources(p) {
 			continue
 		}
@@ -121,6 +127,8 @@ func BuildDRA(c *gpu.Catalogue, nodes []*corev1.Node, pods []*corev1.Pod, events
 	if err != nil {
 		return nil, err
 	}
+	slices.SortFunc(failures, func(a, b cluster.PodFailure) int { return strings.Compare(a.Key(), b.Key()) })
+	snap.Failures = failures
 	st.Snapshot = snap
 	return st, nil
 }

@@ -152,6 +152,7 @@ func TestBuildNodeGPUs(t *testing.T) {
 		},
 		"no product label": {
 			node:         makeNode("n").alloc(ResourceGPU, "4").obj(),
+			want:         repeat(cluster.GPU{Model: c.Unlisted(UnknownNVIDIAModel, 0)}, 4),
 			wantWarnings: []string{"node n: advertises GPUs but has no nvidia.com/gpu.product label"},
 		},
 		"unknown product counts, memory from its label": {
@@ -532,10 +533,9 @@ func TestBuildCloudNodes(t *testing.T) {
 			wantWarnings: []string{"inferred model b300 from label eks.amazonaws.com/instance-gpu-name=b300, memory from label eks.amazonaws.com/instance-gpu-memory=275040, 8 GPUs from label eks.amazonaws.com/instance-gpu-count=8; the model is not in gpupack's catalogue"},
 		},
 		"EKS managed node group": {
-			node: makeNode("eks-ng").label(LabelAWSAccelerator, "nvidia-tesla-v100").label(LabelInstanceType, "p3.8xlarge").
-				alloc(ResourceGPU, "4").obj(),
+			node:         makeNode("eks-ng").label(LabelAWSAccelerator, "nvidia-tesla-v100").alloc(ResourceGPU, "4").obj(),
 			want:         repeat(cluster.GPU{Model: model("V100-16GB"), Memory: 16384}, 4),
-			wantWarnings: []string{"inferred model V100-16GB from label k8s.amazonaws.com/accelerator=nvidia-tesla-v100, 4 GPUs from label node.kubernetes.io/instance-type=p3.8xlarge"},
+			wantWarnings: []string{"inferred model V100-16GB from label k8s.amazonaws.com/accelerator=nvidia-tesla-v100"},
 		},
 		"EKS, instance type only": {
 			node:         makeNode("eks-g5").label(LabelInstanceType, "g5.48xlarge").alloc(ResourceGPU, "8").obj(),
@@ -576,9 +576,34 @@ func TestBuildCloudNodes(t *testing.T) {
 			want:         repeat(cluster.GPU{Model: model("GB200"), Memory: model("GB200").Usable}, 4),
 			wantWarnings: []string{"inferred model GB200 from label node.kubernetes.io/instance-type=Standard_ND128isr_NDR_GB200_v6, 4 GPUs from label node.kubernetes.io/instance-type=Standard_ND128isr_NDR_GB200_v6"},
 		},
-		"no label names the model": {
-			node:         makeNode("bare").label(LabelInstanceType, "m5.large").alloc(ResourceGPU, "1").obj(),
-			wantWarnings: []string{"node bare: advertises GPUs but has no nvidia.com/gpu.product label (is GPU feature discovery installed?) and no cloud label or instance type names its GPU model"},
+		"no label names the model: the GPUs count as an unknown NVIDIA model": {
+			node:         makeNode("bare").label(LabelInstanceType, "m5.large").alloc(ResourceGPU, "2").obj(),
+			want:         repeat(cluster.GPU{Model: c.Unlisted(UnknownNVIDIAModel, 0)}, 2),
+			wantWarnings: []string{`node bare: advertises GPUs but has no nvidia.com/gpu.product label (is GPU feature discovery installed?) and no cloud label or instance type names its GPU model (cloud.google.com/gke-accelerator, eks.amazonaws.com/instance-gpu-name, karpenter.k8s.aws/instance-gpu-name, node.kubernetes.io/instance-type); its GPUs count as "unknown NVIDIA GPU" with unknown memory`},
+		},
+		"no label at all, time-sliced by a count label": {
+			node: makeNode("bare-ts").label(LabelGPUSharingStrategy, "time-slicing").label(LabelGPUCount, "2").
+				alloc(ResourceGPU, "8").obj(),
+			want:         repeat(cluster.GPU{Model: c.Unlisted(UnknownNVIDIAModel, 0), Sharing: cluster.TimeSliced, Replicas: 4}, 2),
+			wantWarnings: []string{"node bare-ts: advertises GPUs but has no nvidia.com/gpu.product label"},
+		},
+		"GKE accelerator count": {
+			node: makeNode("gke-count").label(LabelGKEAccelerator, "nvidia-tesla-t4").label(LabelGKEAcceleratorCount, "2").
+				label(LabelGKEGPUSharingStrategy, "time-sharing").alloc(ResourceGPU, "6").obj(),
+			want:         repeat(cluster.GPU{Model: model("T4"), Memory: 15360, Sharing: cluster.TimeSliced, Replicas: 3}, 2),
+			wantWarnings: []string{"inferred model T4 from label cloud.google.com/gke-accelerator=nvidia-tesla-t4, 2 GPUs from label cloud.google.com/gke-accelerator-count=2"},
+		},
+		"EKS: the instance type is more precise than k8s.amazonaws.com/accelerator": {
+			node: makeNode("eks-p4de").label(LabelAWSAccelerator, "nvidia-tesla-a100").label(LabelInstanceType, "p4de.24xlarge").
+				alloc(ResourceGPU, "8").obj(),
+			want:         repeat(cluster.GPU{Model: model("A100-80GB"), Memory: model("A100-80GB").Usable}, 8),
+			wantWarnings: []string{"inferred model A100-80GB from label node.kubernetes.io/instance-type=p4de.24xlarge, 8 GPUs from label node.kubernetes.io/instance-type=p4de.24xlarge"},
+		},
+		"EKS: k8s.amazonaws.com/accelerator on an instance type gpupack does not list": {
+			node: makeNode("eks-g5g").label(LabelAWSAccelerator, "nvidia-t4g").label(LabelInstanceType, "g5g.xlarge").
+				alloc(ResourceGPU, "1").obj(),
+			want:         repeat(cluster.GPU{Model: c.Unlisted("t4g", 0)}, 1),
+			wantWarnings: []string{"inferred model t4g from label k8s.amazonaws.com/accelerator=nvidia-t4g; the model is not in gpupack's catalogue"},
 		},
 	}
 	for name, tc := range cases {

@@ -16,7 +16,10 @@ const (
 	// ("Consuming multiple GPU types"); the sharing and partition labels
 	// from the time-sharing, NVIDIA MPS and multi-instance GPU how-to pages
 	// (.../how-to/timesharing-gpus, .../nvidia-mps-gpus, .../gpus-multi).
-	LabelGKEAccelerator        = "cloud.google.com/gke-accelerator"
+	LabelGKEAccelerator = "cloud.google.com/gke-accelerator"
+	// The GPUs of one node, which GKE sets beside gke-accelerator (and on
+	// TPU nodes, the chips); workloads select on it in their nodeSelector.
+	LabelGKEAcceleratorCount   = "cloud.google.com/gke-accelerator-count"
 	LabelGKEGPUSharingStrategy = "cloud.google.com/gke-gpu-sharing-strategy" // time-sharing or mps
 	LabelGKEMaxSharedClients   = "cloud.google.com/gke-max-shared-clients-per-gpu"
 	LabelGKEGPUPartitionSize   = "cloud.google.com/gke-gpu-partition-size" // a MIG profile, e.g. 1g.5gb
@@ -192,16 +195,23 @@ type cloudGPU struct {
 }
 
 // fromCloudLabels reads the GPU model and count from the labels GKE, EKS
-// (managed node groups, Karpenter, Auto Mode) and AKS set, or from the
-// instance type, in that order of preference. It reports false when no
-// label names the model. A name the catalogue does not list becomes an
-// unlisted model (gpu.Catalogue.Unlisted).
+// (Karpenter, Auto Mode) and AKS set, then from the instance type, and last
+// from k8s.amazonaws.com/accelerator, in that order of preference: the
+// accelerator label is set by hand by node group owners and names a family
+// ("nvidia-tesla-a100") where the instance type names the variant
+// (p4de.24xlarge: A100 80GB). It reports false when no label names the
+// model. A name the catalogue does not list becomes an unlisted model
+// (gpu.Catalogue.Unlisted).
 func fromCloudLabels(labels map[string]string, c *gpu.Catalogue) (cloudGPU, bool) {
 	var cg cloudGPU
 	from := func(key string) string { return fmt.Sprintf("label %s=%s", key, labels[key]) }
 	if v := labels[LabelGKEAccelerator]; v != "" {
 		cg.model = resolveCloudName(c, gkeAccelerators[v], v, 0)
 		cg.inferred = append(cg.inferred, fmt.Sprintf("model %s from %s", cg.model.Name, from(LabelGKEAccelerator)))
+		if n, err := strconv.Atoi(labels[LabelGKEAcceleratorCount]); err == nil && n > 0 {
+			cg.count = n
+			cg.inferred = append(cg.inferred, fmt.Sprintf("%d GPUs from %s", n, from(LabelGKEAcceleratorCount)))
+		}
 	}
 	for _, k := range [][3]string{{LabelEKSAutoGPUName, LabelEKSAutoGPUCount, LabelEKSAutoGPUMemory}, {LabelKarpenterGPUName, LabelKarpenterGPUCount, LabelKarpenterGPUMemory}} {
 		name := labels[k[0]]
@@ -220,10 +230,6 @@ func fromCloudLabels(labels map[string]string, c *gpu.Catalogue) (cloudGPU, bool
 			cg.inferred = append(cg.inferred, fmt.Sprintf("%d GPUs from %s", n, from(k[1])))
 		}
 	}
-	if v := labels[LabelAWSAccelerator]; v != "" && cg.model == nil {
-		cg.model = resolveCloudName(c, gkeAccelerators[v], strings.TrimPrefix(v, "nvidia-"), 0)
-		cg.inferred = append(cg.inferred, fmt.Sprintf("model %s from %s", cg.model.Name, from(LabelAWSAccelerator)))
-	}
 	if it, ok := instanceGPUs[labels[LabelInstanceType]]; ok {
 		if cg.model == nil {
 			cg.model = c.MustLookup(it.model)
@@ -233,6 +239,10 @@ func fromCloudLabels(labels map[string]string, c *gpu.Catalogue) (cloudGPU, bool
 			cg.count = it.count
 			cg.inferred = append(cg.inferred, fmt.Sprintf("%d GPUs from %s", it.count, from(LabelInstanceType)))
 		}
+	}
+	if v := labels[LabelAWSAccelerator]; v != "" && cg.model == nil {
+		cg.model = resolveCloudName(c, gkeAccelerators[v], strings.TrimPrefix(v, "nvidia-"), 0)
+		cg.inferred = append(cg.inferred, fmt.Sprintf("model %s from %s", cg.model.Name, from(LabelAWSAccelerator)))
 	}
 	return cg, cg.model != nil
 }

@@ -16,14 +16,18 @@
 //     says that its price and MIG geometry are unknown.
 //   - Without GPU feature discovery (cloud.go): the model, and where a label
 //     says so the count, come from the labels the managed clouds set: GKE's
-//     cloud.google.com/gke-accelerator (with gke-gpu-sharing-strategy,
+//     cloud.google.com/gke-accelerator (with gke-accelerator-count,
+//     gke-gpu-sharing-strategy,
 //     gke-max-shared-clients-per-gpu and gke-gpu-partition-size for
 //     time-sharing, MPS and MIG partitions), EKS Auto Mode's and Karpenter's
 //     instance-gpu-name/-count/-memory, k8s.amazonaws.com/accelerator, and
 //     node.kubernetes.io/instance-type for the common GPU instance types of
-//     AWS, Google Cloud and Azure. A warning names what was inferred. A node
-//     that advertises GPUs no label names keeps its CPU and memory but no
-//     GPUs, with a warning.
+//     AWS, Google Cloud and Azure; an instance type is preferred to the
+//     hand-set k8s.amazonaws.com/accelerator, and GKE's
+//     gke-accelerator-count gives the count. A warning names what was
+//     inferred. A node that advertises GPUs no label names keeps them, as
+//     the unlisted model UnknownNVIDIAModel with unknown memory, with a
+//     warning.
 //   - Time-slicing and MPS: allocatable nvidia.com/gpu is GPUs x replicas, so
 //     the node has allocatable/replicas GPUs with Replicas each. Under the
 //     device plugin's renameByDefault the replicas are nvidia.com/gpu.shared
@@ -59,8 +63,12 @@
 //     status.extendedResourceClaimStatus) become cluster.Pod.Claims; their
 //     allocation gives a bound pod its request and Devices, and a pending
 //     pod whose claims' classes select GPUs asks for them. Device taints,
-//     shared counters, consumable capacity, devices not local to one node
-//     and other drivers' devices are named in warnings.
+//     shared counters, consumable capacity and devices not local to one
+//     node are named in warnings. Other drivers' devices (NICs) are not
+//     GPUs: those a claim's request accepts are read
+//     (cluster.ClaimRequest.Others) only for the claim's constraints
+//     (matchAttribute resource.kubernetes.io/numaNode across a GPU and a
+//     NIC).
 //   - Start-up (startup.go, LoadStartup): for each bound GPU pod, its
 //     creation, the PodScheduled, ContainersReady and Ready conditions'
 //     transitions to True, the latest start of its app containers, the

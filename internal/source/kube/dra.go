@@ -115,6 +115,11 @@ type draView struct {
 	// devices are the devices read as GPUs or MIG slices, which claims'
 	// requests are judged against.
 	devices []*draDevice
+	// others are the devices of other drivers on the listed nodes, read
+	// only for claims' constraints, and heldOthers those of them that a
+	// claim's allocation holds, by DeviceID.
+	others     []*draDevice
+	heldOthers map[string]bool
 	// counterSets are the shared counters of the current slices, by
 	// driver/pool and counter set name.
 	counterSets map[string]map[string]resourcev1.CounterSet
@@ -177,11 +182,20 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 			v.extended[corev1.ResourceName(*name)] = dc.Name
 		}
 	}
+	v.heldOthers = map[string]bool{}
 	for _, claim := range objs.Claims {
 		v.claims[claim.Namespace+"/"+claim.Name] = claim
+		if a := claim.Status.Allocation; a != nil {
+			for _, r := range a.Devices.Results {
+				if r.Driver != DriverNVIDIAGPU {
+					v.heldOthers[cluster.DeviceID(r.Driver, r.Pool, r.Device)] = true
+				}
+			}
+		}
 	}
 	v.read = true
-	devices := v.currentDevices(objs.Slices, nodes)
+	devices, others := v.currentDevices(objs.Slices, nodes)
+	v.others = others
 	v.taintDevices(devices, objs)
 	v.addGPUs(c, devices, nodes)
 	v.taints = map[string][]cluster.DeviceTaint{}
@@ -197,10 +211,11 @@ func readDRA(c *gpu.Catalogue, objs *DRAObjects, nodes map[string]int) *draView 
 }
 
 // currentDevices lists the devices of each pool's current generation on
-// the listed nodes, by node, pool and name, and keeps the pools' shared
-// counters. What gpupack cannot model yet is named in a warning: devices
-// not local to one node, consumable capacity.
-func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[string]int) []*draDevice {
+// the listed nodes, by node, pool and name, NVIDIA's GPU driver's and the
+// other drivers' apart, and keeps the pools' shared counters. What gpupack
+// cannot model yet is named in a warning: devices not local to one node,
+// consumable capacity.
+func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[string]int) (gpus, others []*draDevice) {
 	latest := map[string]int64{}
 	for _, s := range all {
 		key := s.Spec.Driver + "/" + s.Spec.Pool.Name
@@ -212,13 +227,14 @@ func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[stri
 		if s.Spec.Pool.Generation < latest[s.Spec.Driver+"/"+s.Spec.Pool.Name] {
 			continue // an older generation of the pool, being replaced
 		}
-		if s.Spec.Driver != DriverNVIDIAGPU {
-			foreign[s.Spec.Driver] += len(s.Spec.Devices)
-			continue
-		}
 		node := ""
 		if s.Spec.NodeName != nil {
 			node = *s.Spec.NodeName
+		}
+		if s.Spec.Driver != DriverNVIDIAGPU {
+			foreign[s.Spec.Driver] += len(s.Spec.Devices)
+			others = append(others, localDevices(s, node, nodes)...)
+			continue
 		}
 		for _, cs := range s.Spec.SharedCounters {
 			key := s.Spec.Driver + "/" + s.Spec.Pool.Name
@@ -247,11 +263,30 @@ func (v *draView) currentDevices(all []*resourcev1.ResourceSlice, nodes map[stri
 		}
 	}
 	for _, driver := range slices.Sorted(maps.Keys(foreign)) {
-		v.warnf("ResourceSlices of driver %s (%d devices): not NVIDIA's GPU driver (%s); their devices are not read as GPUs", driver, foreign[driver], DriverNVIDIAGPU)
+		v.warnf("ResourceSlices of driver %s (%d devices): not NVIDIA's GPU driver (%s); their devices are not read as GPUs, only for the constraints of claims that also ask for GPUs", driver, foreign[driver], DriverNVIDIAGPU)
 	}
-	slices.SortFunc(out, func(a, b *draDevice) int {
+	byPlace := func(a, b *draDevice) int {
 		return cmp.Or(strings.Compare(a.node, b.node), strings.Compare(a.slice.Spec.Pool.Name, b.slice.Spec.Pool.Name), strings.Compare(a.device.Name, b.device.Name))
-	})
+	}
+	slices.SortFunc(out, byPlace)
+	slices.SortFunc(others, byPlace)
+	return out, others
+}
+
+// localDevices are the devices of another driver's slice that lie on one
+// listed node: they are read only for claims' constraints, so the others
+// are left out without a word.
+func localDevices(s *resourcev1.ResourceSlice, node string, nodes map[string]int) []*draDevice {
+	var out []*draDevice
+	for i := range s.Spec.Devices {
+		d := &draDevice{slice: s, device: &s.Spec.Devices[i], node: node}
+		if d.device.NodeName != nil {
+			d.node = *d.device.NodeName
+		}
+		if _, ok := nodes[d.node]; ok && d.node != "" {
+			out = append(out, d)
+		}
+	}
 	return out
 }
 
@@ -523,6 +558,7 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 		for i := range out.Claims {
 			if c := &out.Claims[i]; len(c.Allocated) == 0 {
 				v.evaluate(p.Namespace, c)
+				unjudgedConstraints(c, warn)
 			}
 		}
 	}
@@ -692,8 +728,12 @@ func (v *draView) evaluate(namespace string, c *cluster.Claim) {
 		}
 		for _, alt := range alts {
 			cl, ok := v.classes[alt.DeviceClass]
-			if !ok || !v.classMeansGPU(cl) {
+			if !ok {
 				continue // gpupack reads no devices of it
+			}
+			if !v.classMeansGPU(cl) {
+				v.readOthers(alt, cl)
+				continue
 			}
 			var selectors []dracel.CompilationResult
 			compileErr := ""
@@ -748,6 +788,40 @@ func (v *draView) evaluate(namespace string, c *cluster.Claim) {
 	v.constraintValues(c)
 }
 
+// readOthers reads the devices of other drivers that a request of a class
+// that selects no GPU accepts (its class's selectors, then its own, as in
+// evaluate): they are not allocated, only read for the claim's
+// constraints. A selector that does not compile or fails on a device
+// accepts none there.
+func (v *draView) readOthers(alt *cluster.ClaimRequest, cl *draClass) {
+	var selectors []dracel.CompilationResult
+	for _, expr := range alt.Selectors {
+		res := celCache.GetOrCompile(expr)
+		if res.Error != nil {
+			return
+		}
+		selectors = append(selectors, res)
+	}
+	alt.OthersRead = true
+	for _, d := range v.others {
+		if ok, err := cl.selects(d); err != nil || !ok {
+			continue
+		}
+		in := dracel.Device{Driver: d.slice.Spec.Driver, AllowMultipleAllocations: d.device.AllowMultipleAllocations,
+			Attributes: d.device.Attributes, Capacity: d.device.Capacity}
+		accepted := true
+		for _, sel := range selectors {
+			if ok, _, err := sel.DeviceMatches(context.Background(), in); err != nil || !ok {
+				accepted = false
+				break
+			}
+		}
+		if accepted {
+			alt.Others = append(alt.Others, cluster.OtherDevice{ID: d.id(), Node: d.node, Held: v.heldOthers[d.id()]})
+		}
+	}
+}
+
 // readCapacity judges a device that the request's class selects by the
 // request's selectors on capacity (device.capacity) apart from its others,
 // so that diagnose can tell a request refused for what its devices hold
@@ -777,6 +851,35 @@ func readCapacity(alt *cluster.ClaimRequest, exprs []string, selectors []dracel.
 	}
 }
 
+// unjudgedConstraints warns of each constraint of the claim that covers a
+// request gpupack read no devices for (its class was not listed, or a
+// selector does not compile): the constraint is judged without them, so
+// the claim may be called placeable when the kube-scheduler cannot
+// allocate it.
+func unjudgedConstraints(c *cluster.Claim, warn func(format string, args ...any)) {
+	for _, k := range c.Constraints {
+		var other []string
+		for _, r := range c.Requests {
+			for _, alt := range r.Alternatives() {
+				if !alt.Evaluated && !alt.OthersRead && k.Applies(r.Name) && !slices.Contains(other, r.Name) {
+					other = append(other, r.Name)
+				}
+			}
+		}
+		if len(other) > 0 {
+			warn("claim %s: its constraint %s %s covers request(s) %s, whose devices gpupack could not read: the constraint is judged without them, so whether they can share the GPUs' value is not checked",
+				c.Ref(), constraintKind(k), k.Attribute(), strings.Join(other, ", "))
+		}
+	}
+}
+
+func constraintKind(k cluster.ClaimConstraint) string {
+	if k.MatchAttribute != "" {
+		return "matchAttribute"
+	}
+	return "distinctAttribute"
+}
+
 // constraintValues reads, for each constraint of the claim, the
 // attribute's value on every device its requests accept.
 func (v *draView) constraintValues(c *cluster.Claim) {
@@ -789,12 +892,15 @@ func (v *draView) constraintValues(c *cluster.Claim) {
 			for _, id := range alt.Accepts {
 				accepted[id] = true
 			}
+			for _, o := range alt.Others {
+				accepted[o.ID] = true
+			}
 		}
 	}
 	for i := range c.Constraints {
 		k := &c.Constraints[i]
 		k.Evaluated = true
-		for _, d := range v.devices {
+		for _, d := range slices.Concat(v.devices, v.others) {
 			id := d.id()
 			if !accepted[id] {
 				continue

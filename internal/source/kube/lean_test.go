@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,8 @@ func fatPod(i int) *corev1.Pod {
 			Tolerations:    []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 			Volumes:        []corev1.Volume{{Name: "models", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "models"}}}},
 			InitContainers: []corev1.Container{{Name: "fetch", Image: "fetch:1", Command: []string{"/fetch", "--all"}, Env: env}},
-			Containers: []corev1.Container{{Name: "main", Image: "trainer:1", Command: []string{"python", "-m", "train"}, Args: []string{"--epochs", "10"}, Env: env,
+			Containers: []corev1.Container{{Name: "main", Image: "trainer:1", Command: []string{"python", "-m", "train"}, Args: []string{"--epochs", "10"},
+				Env:           append(slices.Clone(env), corev1.EnvVar{Name: "XLA_PYTHON_CLIENT_MEM_FRACTION", Value: ".5"}),
 				Resources:     corev1.ResourceRequirements{Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("8")}, Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
 				VolumeMounts:  []corev1.VolumeMount{{Name: "models", MountPath: "/models"}},
 				LivenessProbe: probe, ReadinessProbe: probe, StartupProbe: probe}},
@@ -58,8 +60,9 @@ func fatPod(i int) *corev1.Pod {
 }
 
 // TestLeanObject: the transform drops managed fields, kubectl's
-// last-applied copy, the containers' commands, environments and probes
-// and the ephemeral containers; is idempotent; and loses nothing that
+// last-applied copy, the environments (but for an engine's variables of a
+// GPU container), probes, the commands of containers without GPUs and the
+// ephemeral containers; is idempotent; and loses nothing that
 // gpupack reads: the snapshot built and the start-up read from lean pods
 // are those of the full ones.
 func TestLeanObject(t *testing.T) {
@@ -70,7 +73,7 @@ func TestLeanObject(t *testing.T) {
 	}
 	p := lean.(*corev1.Pod)
 	c := p.Spec.Containers[0]
-	if p.ManagedFields != nil || p.Annotations[lastApplied] != "" || c.Env != nil || c.Command != nil || c.Args != nil ||
+	if p.ManagedFields != nil || p.Annotations[lastApplied] != "" || len(c.Env) != 1 || p.Spec.InitContainers[0].Command != nil ||
 		c.LivenessProbe != nil || c.ReadinessProbe != nil || c.StartupProbe != nil || p.Spec.InitContainers[0].Env != nil || p.Spec.EphemeralContainers != nil {
 		t.Errorf("the lean pod keeps what gpupack never reads: %+v", p)
 	}
@@ -87,8 +90,8 @@ func TestLeanObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(want.Snapshot.Pods) != 1 {
-		t.Fatalf("the full pod built %d pods, want 1", len(want.Snapshot.Pods))
+	if len(want.Snapshot.Pods) != 1 || want.Snapshot.Pods[0].Engine == nil {
+		t.Fatalf("the full pod built %d pods, want 1 with the JAX engine its variable names", len(want.Snapshot.Pods))
 	}
 	if diff := cmp.Diff(want.Snapshot.Pods, got.Snapshot.Pods); diff != "" {
 		t.Errorf("the snapshot's pods of the lean pod differ (-full +lean):\n%s", diff)

@@ -86,9 +86,6 @@ func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
 		return []string{fmt.Sprintf("node %s: ", n.Name) + fmt.Sprintf(format, args...)}
 	}
 	model, memory, labelCount, warnings := nodeModel(n, c)
-	if model == nil {
-		return nil, warnings
-	}
 
 	if profile := singleMIGProfile(n.Labels, model); profile != nil && len(mig) == 0 {
 		// Under the single strategy each nvidia.com/gpu is one MIG device;
@@ -125,13 +122,17 @@ func nodeGPUs(n *corev1.Node, c *gpu.Catalogue) ([]cluster.GPU, []string) {
 	return gpus, warnings
 }
 
+// UnknownNVIDIAModel names the model of the GPUs of a node that advertises
+// NVIDIA's resources but carries no label naming their model: they count,
+// as an unlisted model with unknown memory, rather than vanish.
+const UnknownNVIDIAModel = "unknown NVIDIA GPU"
+
 // nodeModel finds the model of a node's GPUs, their memory and how many
 // the node has (0: no label says): from GPU feature discovery's labels, or,
 // without them, from the labels the managed clouds set (fromCloudLabels).
 // A product the catalogue does not list still counts, as an unlisted model
 // named by its label with the memory its label gives, and a warning says
-// what is unknown. A nil model means the node's GPUs are left out; the
-// warnings say why.
+// what is unknown; a node no label describes gets UnknownNVIDIAModel.
 func nodeModel(n *corev1.Node, c *gpu.Catalogue) (*gpu.Model, gpu.MiB, int, []string) {
 	warn := func(format string, args ...any) string {
 		return fmt.Sprintf("node %s: ", n.Name) + fmt.Sprintf(format, args...)
@@ -162,7 +163,7 @@ func nodeModel(n *corev1.Node, c *gpu.Catalogue) (*gpu.Model, gpu.MiB, int, []st
 	}
 	cg, ok := fromCloudLabels(n.Labels, c)
 	if !ok {
-		return nil, 0, 0, []string{warn("advertises GPUs but has no %s label (is GPU feature discovery installed?) and no cloud label or instance type names its GPU model (%s, %s, %s, %s); its GPUs are left out", LabelGPUProduct, LabelGKEAccelerator, LabelEKSAutoGPUName, LabelKarpenterGPUName, LabelInstanceType)}
+		return c.Unlisted(UnknownNVIDIAModel, 0), 0, labelCount, []string{warn("advertises GPUs but has no %s label (is GPU feature discovery installed?) and no cloud label or instance type names its GPU model (%s, %s, %s, %s); its GPUs count as %q with unknown memory, price and MIG geometry, so only whole-GPU requests fit them (install GPU feature discovery, or label the node with %s)", LabelGPUProduct, LabelGKEAccelerator, LabelEKSAutoGPUName, LabelKarpenterGPUName, LabelInstanceType, UnknownNVIDIAModel, LabelGPUProduct)}
 	}
 	memory := cg.model.Usable
 	if cg.model.Unlisted {

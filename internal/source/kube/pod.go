@@ -57,6 +57,7 @@ func convertPod(p *corev1.Pod) (*cluster.Pod, []string) {
 		out.Tolerations = append(out.Tolerations, cluster.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: cluster.TaintEffect(t.Effect)})
 	}
 	out.SpreadConstraints = spreadConstraints(p.Spec.TopologySpreadConstraints)
+	out.Engine = podEngine(p.Spec.Containers)
 	if a := p.Spec.Affinity; a != nil {
 		if a.PodAffinity != nil {
 			out.PodAffinity = podAffinityTerms(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution)

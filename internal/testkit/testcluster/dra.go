@@ -49,6 +49,9 @@ type DRAGPU struct {
 	// PCIeRoot, when set, is published as the standard attribute
 	// resource.kubernetes.io/pcieRoot of the whole GPU.
 	PCIeRoot string
+	// NUMANode, when set, is published as the standard attribute
+	// resource.kubernetes.io/numaNode (an int) of the whole GPU.
+	NUMANode *int64
 }
 
 // DRAMIG is one MIG device: its profile, NVML's GPU instance profile ID,
@@ -99,6 +102,9 @@ func NVIDIASlice(node string, gpus ...DRAGPU) *resourcev1.ResourceSlice {
 			}
 			if g.PCIeRoot != "" {
 				d.Attributes["resource.kubernetes.io/pcieRoot"] = str(g.PCIeRoot)
+			}
+			if g.NUMANode != nil {
+				d.Attributes["resource.kubernetes.io/numaNode"] = resourcev1.DeviceAttribute{IntValue: g.NUMANode}
 			}
 			if g.MemoryPolicy != nil {
 				c := d.Capacity["memory"]

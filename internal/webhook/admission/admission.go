@@ -4,9 +4,12 @@
 // request to what the plan says it should request (workload-requests.yaml:
 // nvidia.com/gpu: 1 to nvidia.com/mig-<profile>: 1 or to the shared
 // resource, with the VRAM the plan sized it for in gpupack.io/gpu-memory and
-// the node selector of the device plugin config that offers it),
-// recording what it changed in an annotation so that it is
-// visible and reversible. Pods that ask for whole GPUs and MIG slices at once
+// the node selector of the device plugin config that offers it; and, for
+// a container whose engine preallocates GPU memory (vLLM, TGI,
+// JAX, TensorFlow), the engine's setting that keeps it within the share,
+// in its arguments or environment), recording what it changed in an
+// annotation so that it is visible and reversible. A command line that
+// cannot take the setting keeps the pod's request. Pods that ask for whole GPUs and MIG slices at once
 // are rejected, never silently altered.
 //
 // Which pods reach it is the MutatingWebhookConfiguration's business (a
@@ -31,6 +34,7 @@ import (
 	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/internal/source/kube"
 	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/vram"
 )
 
 // Path is the URL path on which gpupack's webhook serves Mutate.
@@ -57,6 +61,25 @@ type Changes struct {
 	// device plugin config that offers the rewritten resource as the plan
 	// sized it (time slices and MPS clients share one resource name).
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Engines are the settings Mutate wrote so that a container's engine
+	// that preallocates GPU memory (vLLM, TGI, JAX, TensorFlow) stays
+	// within the share the plan moved it to.
+	Engines []EngineChange `json:"engines,omitempty"`
+	// Kept says why Mutate kept the pod's request although the plan
+	// changes it; empty when it did not.
+	Kept string `json:"kept,omitempty"`
+}
+
+// EngineChange is one engine setting Mutate wrote into a container, with
+// what it replaced: the container's command and arguments (a flag), or
+// the variable's value (EnvBefore; nil when it was unset).
+type EngineChange struct {
+	Container string   `json:"container"`
+	Setting   string   `json:"setting"`
+	Command   []string `json:"command,omitempty"`
+	Args      []string `json:"args,omitempty"`
+	Env       bool     `json:"env,omitempty"`
+	EnvBefore *string  `json:"envBefore,omitempty"`
 }
 
 // ContainerChange is one container's GPU resources before and after.
@@ -95,7 +118,15 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 		ch.SchedulerName = &s
 		pod.Spec.SchedulerName = SchedulerName
 	}
-	if r, ok := requests[ch.Workload]; ok && r.Action != plan.Keep && r.Before == cp.GPU.String() && !pinnedElsewhere(pod, r.After.NodeSelector) {
+	r, ok := requests[ch.Workload]
+	var engines []engineEdit
+	if ok && r.After.Engine != nil {
+		var err error
+		if engines, err = engineEdits(pod, *r.After.Engine); err != nil {
+			ok, ch.Kept = false, err.Error()
+		}
+	}
+	if ok && r.Action != plan.Keep && r.Before == cp.GPU.String() && !pinnedElsewhere(pod, r.After.NodeSelector) {
 		after := corev1.ResourceName(r.After.Resource)
 		for i := range pod.Spec.Containers {
 			c := &pod.Spec.Containers[i]
@@ -116,6 +147,11 @@ func Mutate(pod *corev1.Pod, requests map[string]plan.WorkloadRequest) (*Changes
 				c.Resources.Limits = corev1.ResourceList{after: *resource.NewQuantity(int64(r.After.Count), resource.DecimalSI)}
 			}
 			ch.Containers = append(ch.Containers, ContainerChange{Name: c.Name, Before: before, After: gpuResources(c)})
+		}
+		if len(ch.Containers) > 0 {
+			for _, e := range engines {
+				ch.Engines = append(ch.Engines, e.apply(pod))
+			}
 		}
 		if _, stated := pod.Annotations[wellknown.AnnotationGPUMemory]; len(ch.Containers) > 0 && !stated && after == kube.ResourceGPUShared && r.After.VRAMLimit > 0 {
 			ch.GPUMemory = cluster.FormatMemory(r.After.VRAMLimit)
@@ -185,6 +221,9 @@ func Revert(pod *corev1.Pod) error {
 	}
 	for k := range ch.NodeSelector {
 		delete(pod.Spec.NodeSelector, k)
+	}
+	for _, e := range ch.Engines {
+		revertEngine(pod, e)
 	}
 	delete(pod.Annotations, wellknown.AnnotationAdmission)
 	return nil
@@ -261,4 +300,79 @@ func PodName(pod *corev1.Pod) string {
 		name = pod.GenerateName + "*"
 	}
 	return pod.Namespace + "/" + name
+}
+
+// engineEdit is the setting to write into one container: a new command
+// and arguments, or a variable's value.
+type engineEdit struct {
+	container     int
+	setting       vram.Setting
+	command, args []string
+}
+
+// engineEdits finds the GPU containers that run the setting's engine and
+// what writing the setting changes in each; an error when a container's
+// command line cannot take it (a shell line that does not give the flag),
+// so that the pod is not moved to a share its engine would overrun.
+func engineEdits(pod *corev1.Pod, s vram.Setting) ([]engineEdit, error) {
+	var out []engineEdit
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		e, ok := vram.Detect(kube.EngineContainer(c))
+		if len(gpuResources(c)) == 0 || !ok || e.Engine != s.Engine {
+			continue
+		}
+		edit := engineEdit{container: i, setting: s}
+		if !s.Env {
+			var err error
+			if edit.command, edit.args, err = s.ApplyArgs(c.Command, c.Args); err != nil {
+				return nil, fmt.Errorf("container %s: %w; the plan's request, which needs it, is kept", c.Name, err)
+			}
+		}
+		out = append(out, edit)
+	}
+	return out, nil
+}
+
+// apply writes the edit into the pod and returns what it replaced.
+func (e engineEdit) apply(pod *corev1.Pod) EngineChange {
+	c := &pod.Spec.Containers[e.container]
+	ch := EngineChange{Container: c.Name, Setting: e.setting.String(), Env: e.setting.Env}
+	if !e.setting.Env {
+		ch.Command, ch.Args = c.Command, c.Args
+		c.Command, c.Args = e.command, e.args
+		return ch
+	}
+	for i := range c.Env {
+		if c.Env[i].Name == e.setting.Name {
+			before := c.Env[i].Value
+			ch.EnvBefore = &before
+			c.Env[i] = corev1.EnvVar{Name: e.setting.Name, Value: e.setting.Value}
+			return ch
+		}
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: e.setting.Name, Value: e.setting.Value})
+	return ch
+}
+
+// revertEngine undoes one engine change.
+func revertEngine(pod *corev1.Pod, e EngineChange) {
+	i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == e.Container })
+	if i < 0 {
+		return
+	}
+	c := &pod.Spec.Containers[i]
+	if !e.Env {
+		c.Command, c.Args = e.Command, e.Args
+		return
+	}
+	name, _, _ := strings.Cut(e.Setting, "=")
+	j := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return v.Name == name })
+	switch {
+	case j < 0:
+	case e.EnvBefore == nil:
+		c.Env = slices.Delete(c.Env, j, j+1)
+	default:
+		c.Env[j].Value = *e.EnvBefore
+	}
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpupack/gpupack/plan"
+	"github.com/gpupack/gpupack/vram"
 )
 
 func pod(name string, labels map[string]string, containers ...map[string]string) *corev1.Pod {
@@ -167,6 +168,91 @@ func TestMutate(t *testing.T) {
 				t.Errorf("schedulerName = %q, want %q", c.pod.Spec.SchedulerName, c.wantScheduler)
 			}
 			// What Mutate did, Revert undoes.
+			if err := Revert(c.pod); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(original, c.pod, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+				t.Errorf("Revert(Mutate(pod)) != pod (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMutateEngines: a pod moved to a share gets the setting that keeps
+// its preallocating engine within it, in its arguments or environment,
+// recorded so that Revert restores them; a shell command line that does
+// not give the flag keeps the pod's request.
+func TestMutateEngines(t *testing.T) {
+	chat := map[string]string{"app": "chat"}
+	shared := func(engine vram.Setting) map[string]plan.WorkloadRequest {
+		return map[string]plan.WorkloadRequest{"shop/chat": {Workload: "shop/chat", Action: plan.Share, Before: "1 GPU",
+			After: plan.After{Resource: "nvidia.com/gpu.shared", Count: 1, GPUModel: "H100-80GB", VRAMLimit: 22118, Engine: &engine}}}
+	}
+	vllmSetting := vram.Setting{Engine: vram.VLLM, Name: "--gpu-memory-utilization", Value: "0.27"}
+	with := func(edit func(c *corev1.Container)) *corev1.Pod {
+		p := pod("chat-0", chat, map[string]string{"nvidia.com/gpu": "1"})
+		edit(&p.Spec.Containers[0])
+		return p
+	}
+	cases := map[string]struct {
+		pod      *corev1.Pod
+		requests map[string]plan.WorkloadRequest
+		want     corev1.Container // the fields the engine reads
+		wantKept string
+	}{
+		"vLLM's flag replaced in its arguments": {
+			pod: with(func(c *corev1.Container) {
+				c.Image, c.Args = "vllm/vllm-openai:v0.11.0", []string{"--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-utilization", "0.9"}
+			}),
+			requests: shared(vllmSetting),
+			want:     corev1.Container{Image: "vllm/vllm-openai:v0.11.0", Args: []string{"--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-memory-utilization", "0.27"}},
+		},
+		"vLLM's flag added to its arguments": {
+			pod:      with(func(c *corev1.Container) { c.Image, c.Command = "vllm/vllm-openai", []string{"vllm", "serve", "m"} }),
+			requests: shared(vllmSetting),
+			want:     corev1.Container{Image: "vllm/vllm-openai", Command: []string{"vllm", "serve", "m"}, Args: []string{"--gpu-memory-utilization=0.27"}},
+		},
+		"JAX's variable replaced": {
+			pod: with(func(c *corev1.Container) {
+				c.Image, c.Env = "nvcr.io/nvidia/jax:25.04-py3", []corev1.EnvVar{{Name: "XLA_PYTHON_CLIENT_MEM_FRACTION", Value: ".75"}, {Name: "OTHER", Value: "x"}}
+			}),
+			requests: shared(vram.Setting{Engine: vram.JAX, Name: "XLA_PYTHON_CLIENT_MEM_FRACTION", Env: true, Value: "0.04"}),
+			want: corev1.Container{Image: "nvcr.io/nvidia/jax:25.04-py3",
+				Env: []corev1.EnvVar{{Name: "XLA_PYTHON_CLIENT_MEM_FRACTION", Value: "0.04"}, {Name: "OTHER", Value: "x"}}},
+		},
+		"TensorFlow told to grow": {
+			pod:      with(func(c *corev1.Container) { c.Image = "tensorflow/tensorflow:2.20.0-gpu" }),
+			requests: shared(vram.Setting{Engine: vram.TensorFlow, Name: "TF_FORCE_GPU_ALLOW_GROWTH", Env: true, Value: "true"}),
+			want:     corev1.Container{Image: "tensorflow/tensorflow:2.20.0-gpu", Env: []corev1.EnvVar{{Name: "TF_FORCE_GPU_ALLOW_GROWTH", Value: "true"}}},
+		},
+		"a shell line without the flag: the request is kept": {
+			pod:      with(func(c *corev1.Container) { c.Image, c.Command = "python:3.12", []string{"sh", "-c", "vllm serve m"} }),
+			requests: shared(vllmSetting),
+			want:     corev1.Container{Image: "python:3.12", Command: []string{"sh", "-c", "vllm serve m"}},
+			wantKept: "container main: the container runs a shell command line that does not give --gpu-memory-utilization; add --gpu-memory-utilization=0.27 to it; the plan's request, which needs it, is kept",
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			original := c.pod.DeepCopy()
+			ch, err := Mutate(c.pod, c.requests)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mc := c.pod.Spec.Containers[0]
+			if diff := cmp.Diff(c.want, corev1.Container{Image: mc.Image, Command: mc.Command, Args: mc.Args, Env: mc.Env}, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("container (-want +got):\n%s", diff)
+			}
+			if ch.Kept != c.wantKept {
+				t.Errorf("kept = %q, want %q", ch.Kept, c.wantKept)
+			}
+			wantResource := "nvidia.com/gpu.shared"
+			if c.wantKept != "" {
+				wantResource = "nvidia.com/gpu"
+			}
+			if _, ok := mc.Resources.Limits[corev1.ResourceName(wantResource)]; !ok {
+				t.Errorf("limits %v, want %s", mc.Resources.Limits, wantResource)
+			}
 			if err := Revert(c.pod); err != nil {
 				t.Fatal(err)
 			}
