@@ -41,10 +41,13 @@ type Bucket struct {
 	// bucket only).
 	SampledSteps float64 `json:"sampledSteps,omitempty"`
 
-	// HeldShareSteps sums 1/n over the held steps, n the owners present at
-	// that step (time-slicing splits a device equally);
+	// HeldShareSteps sums the owner's share of the device over the held
+	// steps: 1/n with the n owners present (time-slicing splits a device
+	// equally), or at a per-process step (PerProcessSteps) its processes'
+	// activity plus 1/n of the device's unused time;
 	// ActivityKnownShareSteps sums it over the held steps with a known
-	// activity, and ActiveShareSteps sums activity/n over them. Times the
+	// activity, and ActiveShareSteps sums activity/n over them (at a
+	// per-process step, the owner's own activity). Times the
 	// device's share of a GPU and the step they give allocated, activity-known
 	// and active GPU-seconds (owner buckets only).
 	HeldShareSteps          float64 `json:"heldShareSteps,omitempty"`
@@ -95,6 +98,12 @@ type Bucket struct {
 	// device (device bucket), or at which the owner held it while two or
 	// more pods did (owner bucket).
 	SharedSteps float64 `json:"sharedSteps,omitempty"`
+	// PerProcessSteps counts the shared steps that were split by what
+	// each pod's processes used (AttributionPerProcess): those at which
+	// every owner present had `gpupack agent`'s activity; the device's
+	// (device bucket) or the owner's (owner bucket). The others of
+	// SharedSteps were split evenly.
+	PerProcessSteps float64 `json:"perProcessSteps,omitempty"`
 	// DRA is what the owner's series' DRA labels say (owner buckets only).
 	DRA DRAHold `json:"dra,omitzero"`
 	// OutOfRange are the metrics with a sample outside their range
@@ -196,6 +205,8 @@ type deviceSums struct {
 	shared               float64
 	// sharedHours are the owners with shared steps, by hour of the window.
 	sharedHours map[int][]Owner
+	// perProcess are the shared steps split per process.
+	perProcess float64
 	// oor are the device's values outside their metric's range.
 	oor outOfRange
 }
@@ -213,6 +224,9 @@ type ownerSums struct {
 	dramSum, dramN           float64
 	powSum, powN             float64
 	firstHeld, firstUse      instant
+	// shared and perProcess are the owner's shared steps and those of
+	// them split per process.
+	shared, perProcess float64
 	// firstHour is the window's hour (from 0) of the first bucket that
 	// the owner held the device in, -1 if none; firstHourShare its held
 	// share-steps: for the GPUs held at start.
@@ -462,6 +476,8 @@ func (o *ownerSums) add(b *Bucket) {
 	o.stats.Sum += b.Activity.Sum
 	o.stats.BelowIdle += b.Activity.BelowIdle
 	o.stats.AtOrAboveBurst += b.Activity.AtOrAboveBurst
+	o.shared += b.SharedSteps
+	o.perProcess += b.PerProcessSteps
 	o.dramSum += b.DRAMSum
 	o.dramN += b.DRAMSteps
 	o.powSum += b.PowerSum
@@ -479,6 +495,7 @@ func (d *deviceSums) add(b *Bucket) {
 	d.sampled += b.SampledSteps
 	d.held += b.HeldSteps
 	d.shared += b.SharedSteps
+	d.perProcess += b.PerProcessSteps
 	d.powSum += b.PowerSum
 	d.powN += b.PowerSteps
 	d.vram.add(b.VRAMUsedMiB, b.SampledSteps)
@@ -636,6 +653,7 @@ func (br *bucketReport) device(i int, key string, d *deviceSums) {
 	br.owner = slices.AppendSeq(br.owner[:0], maps.Keys(d.owners))
 	slices.SortFunc(br.owner, compareOwnerKeys)
 	du.SharedSeconds = Seconds(d.shared * br.sec)
+	du.PerProcessSeconds = Seconds(d.perProcess * br.sec)
 	du.SharedBy = br.accountOwners(key, d, &du, &dev, share, price)
 	br.reportFinalPods(i)
 	br.release(d)
@@ -709,6 +727,8 @@ func (br *bucketReport) accountOwners(key string, d *deviceSums, du *DeviceUsage
 			ca.energyKnown = true
 		}
 		ps.addOwnerSums(os, gs, br.a.start)
+		ps.countShared(os.perProcess*br.sec, true)
+		ps.countShared((os.shared-os.perProcess)*br.sec, false)
 	}
 	return sh.settle()
 }

@@ -291,6 +291,45 @@ func TestAccountBucketsEdgeCases(t *testing.T) {
 			t.Errorf("pod %+v; want cost unknown and 1800 active GPU-seconds", p.Totals)
 		}
 	})
+	t.Run("attribution from the per-process steps", func(t *testing.T) {
+		// Two pods share the device both hours; the first hour is split
+		// per process for both, the second only for the first 30 steps.
+		other := Owner{"ml", "q", "main"}
+		var buckets []Bucket
+		for h, pp := range []float64{120, 30} {
+			start := t0.Add(time.Duration(h) * time.Hour)
+			own := bucket(dev, Owner{}, start)
+			own.SharedSteps, own.PerProcessSteps = 120, pp
+			buckets = append(buckets, own)
+			for _, o := range []Owner{owner, other} {
+				b := bucket(dev, o, start)
+				b.HeldShareSteps, b.SharedSteps, b.PerProcessSteps = 60, 120, pp
+				buckets = append(buckets, b)
+			}
+		}
+		for _, tc := range []struct {
+			name    string
+			buckets []Bucket
+			want    string
+			wantPP  Seconds
+		}{
+			{"per-process", buckets[:3], AttributionPerProcess, 3600},
+			{"mixed", buckets, AttributionMixed, 3600 + 900},
+		} {
+			r, err := AccountBuckets(BucketInput{Start: t0, End: end, Pricing: pricing, Buckets: tc.buckets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pod := range []string{"p", "q"} {
+				if p := mustPod(t, r, "ml", pod); p.Attribution != tc.want {
+					t.Errorf("%s: pod %s attribution %q, want %q", tc.name, pod, p.Attribution, tc.want)
+				}
+			}
+			if d := r.Devices[0]; d.PerProcessSeconds != tc.wantPP {
+				t.Errorf("%s: device per-process seconds %v, want %v", tc.name, d.PerProcessSeconds, tc.wantPP)
+			}
+		}
+	})
 	t.Run("buckets that do not fit", func(t *testing.T) {
 		for name, tc := range map[string]struct {
 			b    Bucket

@@ -233,9 +233,6 @@ func measureHourly(ctx context.Context, m Measurement) (*usage.Report, error) {
 				p.HourlyWindows, promql.RecordWindow, promql.RecordWindow))
 		}
 	}
-	if err := warnAgentNotRead(ctx, src, w, r); err != nil {
-		return nil, err
-	}
 	r.Health = health
 	judge(r, ev)
 	return r, nil
@@ -248,26 +245,4 @@ func withLive(history, live []usage.PodEvents) []usage.PodEvents {
 		return history
 	}
 	return usage.MergePodEvents(history, live)
-}
-
-// warnAgentNotRead warns, on the hourly path, where gpupack agent's
-// per-pod series were there for GPUs that pods shared: the hourly path
-// does not read them and splits those GPUs evenly.
-func warnAgentNotRead(ctx context.Context, src *promql.Source, w usage.Window, r *usage.Report) error {
-	shared := 0
-	for _, d := range r.Devices {
-		if d.SharedSeconds > 0 {
-			shared++
-		}
-	}
-	if shared == 0 {
-		return nil
-	}
-	ran, err := src.AgentRan(ctx, w)
-	if err != nil || !ran {
-		return err
-	}
-	r.Quality.Warnings = append(r.Quality.Warnings, fmt.Sprintf(
-		"gpupack agent's per-pod series are in Prometheus, but the hourly path does not read them: the %d shared GPUs were split evenly among their pods (attribution even-split); a raw report (a window of at most %d steps) splits them by what each pod used", shared, usage.MaxSteps))
-	return nil
 }

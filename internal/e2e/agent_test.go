@@ -20,6 +20,7 @@ import (
 	"github.com/gpupack/gpupack/internal/cli"
 	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/gpusim"
+	"github.com/gpupack/gpupack/internal/testkit/reportdiff"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -164,36 +165,52 @@ func TestReportPerProcessMatchesTruth(t *testing.T) {
 	if len(truth.Pods) != 4 {
 		t.Errorf("truth has %d pods, want 4", len(truth.Pods))
 	}
-	checkHourlyWarns(t, ctx, prom.URL, truth)
+	checkHourlyAgrees(t, ctx, prom.URL, truth)
 }
 
-// checkHourlyWarns: the hourly path over the hours of the run does not
-// read the agent's series; it splits the shared GPU evenly, says so per
-// pod, and warns that the agent's series were there.
-func checkHourlyWarns(t *testing.T, ctx context.Context, promURL string, truth gpusim.Truth) {
+// checkHourlyAgrees: over the whole hours of the run, the hourly path
+// (PromQL per hour) splits the shared GPU by the agent's series as the
+// raw path does: both reports agree pod for pod within 2%, attribution,
+// per-process seconds and VRAM p95 included, and neither warns that the
+// agent's series went unread.
+func checkHourlyAgrees(t *testing.T, ctx context.Context, promURL string, truth gpusim.Truth) {
 	t.Helper()
 	start := truth.Start.Truncate(time.Hour)
 	end := truth.End.Truncate(time.Hour).Add(time.Hour)
-	var out bytes.Buffer
-	root := cli.NewRoot(ctx)
-	root.SetOut(&out)
-	root.SetArgs([]string{"report", "--prometheus", promURL, "--accounting", "hourly", "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("hourly report: %v", err)
+	report := func(accounting string) *usage.Report {
+		var out bytes.Buffer
+		root := cli.NewRoot(ctx)
+		root.SetOut(&out)
+		root.SetArgs([]string{"report", "--prometheus", promURL, "--accounting", accounting, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
+		if err := root.ExecuteContext(ctx); err != nil {
+			t.Fatalf("%s report: %v", accounting, err)
+		}
+		var r usage.Report
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("%s report JSON: %v", accounting, err)
+		}
+		for _, w := range r.Quality.Warnings {
+			if strings.Contains(w, "gpupack agent") {
+				t.Errorf("%s report warns %q", accounting, w)
+			}
+		}
+		return &r
 	}
-	var r usage.Report
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("hourly report JSON: %v", err)
+	raw, hourly := report("raw"), report("hourly")
+	for _, d := range reportdiff.Disagreements(raw, hourly, 0.02) {
+		t.Errorf("hourly against raw: %s", d)
 	}
-	if p, ok := r.Pod("ml", "heavy"); !ok || p.Attribution != usage.AttributionEvenSplit {
-		t.Errorf("hourly report: ml/heavy %v, attribution %q; want even-split", ok, p.Attribution)
+	for _, p := range raw.Pods {
+		h, ok := hourly.Pod(p.Namespace, p.Pod)
+		if !ok {
+			continue // Disagreements said so
+		}
+		if p95, want := h.VRAMUsedMiB.P95, p.VRAMUsedMiB.P95; p95.Known() != want.Known() || (want.Known() && abs(p95.Value()-want.Value()) > 0.01*want.Value()) {
+			t.Errorf("%s: hourly VRAM p95 %v MiB, raw %v", p.Key(), p95, want)
+		}
 	}
-	warned := false
-	for _, w := range r.Quality.Warnings {
-		warned = warned || strings.Contains(w, "gpupack agent's per-pod series are in Prometheus, but the hourly path does not read them")
-	}
-	if !warned {
-		t.Errorf("hourly report warnings %q: none says the agent's series were not read", r.Quality.Warnings)
+	if p, _ := hourly.Pod("ml", "heavy"); p.Attribution != usage.AttributionPerProcess {
+		t.Errorf("hourly report: ml/heavy attribution %q, want per-process", p.Attribution)
 	}
 }
 

@@ -27,6 +27,10 @@ const (
 	draLabels = "dra_claim_namespace, dra_claim_name, dra_driver_name, dra_pool_name, dra_device_name"
 	// podLabels name a pod, not its container: pods that share a device.
 	podLabels = "namespace, pod, exported_namespace, exported_pod"
+	// agentKey joins `gpupack agent`'s per-pod series to an owner's
+	// series: the device by its GPU, UUID and MIG instance (the two
+	// exporters may name the node by other labels) and the container.
+	agentKey = "gpu, UUID, uuid, GPU_I_ID, namespace, pod, container, exported_namespace, exported_pod, exported_container"
 )
 
 // bucketFigure is one figure of a bucket: the PromQL that computes it for
@@ -48,6 +52,14 @@ type bucketFigure struct {
 // counter's increase from the previous step (all of it after a reset), else
 // power x step. $dev and $own are the label lists, $range the bucket's
 // subquery range at the step.
+//
+// A step of a device that two or more pods share is split per process
+// ($ppdev) where every owner present has `gpupack agent`'s activity
+// ($agsm), as usage.Account splits it: each owner holds its processes'
+// activity ($ppon) plus an equal share of the device's unused time, all
+// of it scaled down where the activities add up past 1 ($ppshare, its
+// active part $ppactive); its activity and VRAM are its own. Other steps
+// are split evenly ($evshare).
 func bucketBlocks(step, bucket time.Duration) *strings.Replacer {
 	metrics := strings.Join(usage.Metrics, "|")
 	finite := func(x string) string { return "(" + x + " > -Inf < +Inf)" }
@@ -55,15 +67,38 @@ func bucketBlocks(step, bucket time.Duration) *strings.Replacer {
 	byOwner := func(metric string) string { return "max by ($dev, $own) (" + metric + `{pod!=""$osel})` }
 	s := fmt.Sprintf("%dms", step.Milliseconds())
 	counter := "(" + byDev(usage.TotalEnergy) + " - max by ($dev) (" + usage.TotalEnergy + "{$sel} offset " + s + "))"
+	// agent is an agent series' finite value at the step, else at the
+	// step before, else at the step after, as usage.Account bridges the
+	// steps at which one exporter was scraped and the other not yet.
+	agent := func(metric string) string {
+		at := func(offset string) string {
+			return "(max by ($akey) (" + metric + `{pod!=""}` + offset + ") > -Inf < +Inf)"
+		}
+		return "(" + at("") + " or " + at(" offset "+s) + " or " + at(" offset -"+s) + ")"
+	}
 	return strings.NewReplacer(
 		"$energy", "(((("+counter+" >= 0) or ("+byDev(usage.TotalEnergy)+" and ("+counter+" < 0))) / 1000) or ($power * "+strconv.FormatFloat(step.Seconds(), 'g', -1, 64)+"))",
 		"$counter", counter,
-		"$share", "($owned / on ($dev) group_left() count by ($dev) ($owned))",
+		"$share", "($ppshare or $evshare)",
+		"$evshare", "($owned / on ($dev) group_left() count by ($dev) ($owned))",
+		"$ppshare", "(($ppon + on ($dev) group_left() (clamp_min(1 - $pptotal, 0) / count by ($dev) ($owned))) / on ($dev) group_left() clamp_min($pptotal, 1))",
+		"$ppactive", "($ppon / on ($dev) group_left() clamp_min($pptotal, 1))",
+		"$pptotal", "sum by ($dev) ($ppon)",
+		"$ppon", "($ppown and on ($dev) $ppdev)",
+		"$ppdev", "($sharing and on ($dev) (count by ($dev) ($owned) == count by ($dev) ($ppown)))",
+		"$ppown", "($owned * on ($akey) group_left() $agsm)",
+		"$agsm", "clamp_min("+agent(usage.PodSMActive)+", 0)",
+		"$agfb", agent(usage.PodFBUsed),
+		"$akey", agentKey,
 		// An owner's own series carry its device's values while it holds
 		// it (dcgm-exporter repeats them per pod), so its activity, VRAM,
 		// DRAM and power need no join with the device.
-		"$oact", "(clamp("+byOwner(usage.GREngineActive)+" or "+byOwner(usage.SMActive)+" or "+byOwner(usage.GPUUtil)+" / 100, 0, 1) >= 0)",
-		"$ofb", finite(byOwner(usage.FBUsed)),
+		// At a per-process step, an owner's activity and VRAM are its
+		// own where the agent has them.
+		"$oact", "($ppon or $odact)",
+		"$odact", "(clamp("+byOwner(usage.GREngineActive)+" or "+byOwner(usage.SMActive)+" or "+byOwner(usage.GPUUtil)+" / 100, 0, 1) >= 0)",
+		"$ofb", "((($owned * on ($akey) group_left() $agfb) and on ($dev) $ppdev) or $odfb)",
+		"$odfb", finite(byOwner(usage.FBUsed)),
 		"$odram", finite(byOwner(usage.DRAMActive)),
 		"$opower", finite(byOwner(usage.PowerUsage)),
 		// A series renamed exported_* keeps the scrape target's pod label,
@@ -93,7 +128,7 @@ func expand(q string, step, bucket time.Duration, sel string) string {
 		osel = ", " + sel
 	}
 	r := bucketBlocks(step, bucket)
-	for range 6 { // blocks refer to blocks, at most a few deep
+	for range 12 { // blocks refer to blocks, at most a few deep
 		q = r.Replace(q)
 	}
 	return strings.NewReplacer("$osel", osel, "$sel", sel).Replace(q)
@@ -108,8 +143,8 @@ func atTime(v float64) time.Time { return time.UnixMilli(int64(math.Round(v * 10
 var bucketFigures = []bucketFigure{
 	{"held steps", "count_over_time($owned$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.HeldSteps = v }},
 	{"held share", "sum_over_time($share$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.HeldShareSteps = v }},
-	{"activity-known share", "sum_over_time(($share and on ($dev) $act)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.ActivityKnownShareSteps = v }},
-	{"active share", "sum_over_time(($share * on ($dev) group_left() $act)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.ActiveShareSteps = v }},
+	{"activity-known share", "sum_over_time(($ppshare or ($evshare and on ($dev) $act))$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.ActivityKnownShareSteps = v }},
+	{"active share", "sum_over_time(($ppactive or ($evshare * on ($dev) group_left() $act))$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.ActiveShareSteps = v }},
 	{"activity samples", "count_over_time($oact$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.Activity.Samples = v }},
 	{"activity sum", "sum_over_time($oact$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.Activity.Sum = v }},
 	{"activity below idle", fmt.Sprintf("count_over_time(($oact < %g)$range)", usage.ActivityIdleFloor), true, func(b *usage.Bucket, v float64, _ model.Metric) { b.Activity.BelowIdle = v }},
@@ -127,9 +162,11 @@ var bucketFigures = []bucketFigure{
 	{"owner energy", "sum_over_time(($share * on ($dev) group_left() $energy)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.EnergyJoules = known(v) }},
 	{"first held", "min_over_time(timestamp($owned)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.FirstHeld = atTime(v) }},
 	{"shared steps", "count_over_time(($owned and on ($dev) $sharing)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.SharedSteps = v }},
+	{"per-process steps", "count_over_time(($owned and on ($dev) $ppdev)$range)", true, func(b *usage.Bucket, v float64, _ model.Metric) { b.PerProcessSteps = v }},
 	{"first use", fmt.Sprintf("min_over_time(timestamp(($oact > %g) or ($ofb > %d))$range)", usage.ActivityIdleFloor, usage.FBIdleFloorMiB), true, func(b *usage.Bucket, v float64, _ model.Metric) { b.FirstUse = atTime(v) }},
 
 	{"device shared steps", "count_over_time($sharing$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.SharedSteps = v }},
+	{"device per-process steps", "count_over_time($ppdev$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.PerProcessSteps = v }},
 	{"sampled steps", "count_over_time(group by ($dev) ($all)$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.SampledSteps = v }},
 	{"device held steps", "count_over_time(group by ($dev) ($owned)$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.HeldSteps = v }},
 	{"VRAM p50", "quantile_over_time(0.5, $fb$range)", false, func(b *usage.Bucket, v float64, _ model.Metric) { b.VRAMUsedMiB.P50 = known(v) }},

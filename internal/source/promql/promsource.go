@@ -143,23 +143,6 @@ func (s *Source) loadAgent(ctx context.Context, d *Data, r v1.Range) error {
 	return nil
 }
 
-// AgentRan says whether `gpupack agent`'s per-pod series have any sample
-// in the window: the hourly path, which does not read them, then says
-// that it split shared GPUs evenly all the same.
-func (s *Source) AgentRan(ctx context.Context, w usage.Window) (bool, error) {
-	q := fmt.Sprintf(`count(max_over_time(%s{pod!=""}[%dms]))`, usage.PodSMActive, w.End.Sub(w.Start).Milliseconds())
-	at := w.End.Add(-time.Millisecond)
-	v, warnings, _, err := s.api.Query(ctx, q, at)
-	if err == nil && len(warnings) > 0 {
-		err = &PartialAnswerError{Warnings: warnings}
-	}
-	if err != nil {
-		return false, fmt.Errorf("whether gpupack agent's series are there: %w", s.fail(q, instantWhen(at), err))
-	}
-	vec, ok := v.(model.Vector)
-	return ok && len(vec) > 0 && vec[0].Value > 0, nil
-}
-
 // LoadMeta reads what Load reads besides the DCGM series, for the hourly
 // path: the pods' life-cycle times, the node labels and each application
 // metric as its mean over each bucket (a sample per bucket, at the

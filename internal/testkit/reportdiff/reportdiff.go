@@ -21,8 +21,10 @@ import (
 // GPU-seconds; for pods their pattern's mean activity and idle ratio, and
 // when they were first attached to and first used a GPU, the GPUs they
 // held at start, and their hourly
-// activity, the pods they shared a GPU with and their DRA claims; for
-// devices the seconds they were shared, by whom, and their DRA device;
+// activity, the pods they shared a GPU with, their DRA claims and how
+// their shared GPUs were split (attribution); for devices the seconds
+// they were shared, by whom, those split per process, and their DRA
+// device;
 // the GPUs per model and hour (Hourly). It is how the
 // raw path and the hourly path prove that they agree; empty when they do.
 func Disagreements(want, got *usage.Report, rel float64) []string {
@@ -81,6 +83,9 @@ func Disagreements(want, got *usage.Report, rel float64) []string {
 		if differ(g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max) {
 			out = append(out, fmt.Sprintf("%s: VRAM max %s, want %s", where, g.VRAMUsedMiB.Max, d.VRAMUsedMiB.Max))
 		}
+		if differ(usage.Known(float64(g.PerProcessSeconds)), usage.Known(float64(d.PerProcessSeconds))) {
+			out = append(out, fmt.Sprintf("%s: %v s split per process, want %v", where, g.PerProcessSeconds, d.PerProcessSeconds))
+		}
 		if differ(usage.Known(float64(g.SharedSeconds)), usage.Known(float64(d.SharedSeconds))) || !slices.Equal(g.SharedBy, d.SharedBy) || g.DRADevice != d.DRADevice {
 			out = append(out, fmt.Sprintf("%s: shared %v by %v, DRA device %q; want %v by %v, %q", where, g.SharedSeconds, g.SharedBy, g.DRADevice, d.SharedSeconds, d.SharedBy, d.DRADevice))
 		}
@@ -101,6 +106,9 @@ func Disagreements(want, got *usage.Report, rel float64) []string {
 		}
 		if differ(g.Startup.HeldGPUs, p.Startup.HeldGPUs) {
 			out = append(out, fmt.Sprintf("%s: GPUs held at start %s, want %s", where, g.Startup.HeldGPUs, p.Startup.HeldGPUs))
+		}
+		if g.Attribution != p.Attribution {
+			out = append(out, fmt.Sprintf("%s: attribution %q, want %q", where, g.Attribution, p.Attribution))
 		}
 		if !slices.Equal(g.SharedWith, p.SharedWith) || !slices.Equal(g.Claims, p.Claims) {
 			out = append(out, fmt.Sprintf("%s: shared with %v, claims %v; want %v, %v", where, g.SharedWith, g.Claims, p.SharedWith, p.Claims))
