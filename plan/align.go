@@ -49,12 +49,12 @@ func (pl *Plan) proveAligned(s *cluster.Snapshot, d *Decision, a *alignment) str
 	attr := a.constraint.MatchAttribute
 	for _, p := range d.w.Pods {
 		key := p.Key()
-		node, ok := pl.Proof.placed[key]
-		if !ok {
+		node, placed := pl.Proof.placed[key]
+		j, onGPU := pl.Proof.gpuOf[key]
+		if !placed || !onGPU {
 			return fmt.Sprintf("the proof finds no %s MIG device for pod %s", d.Profile, key)
 		}
 		i, _ := s.NodeIndex(node)
-		j := pl.Proof.gpuOf[key]
 		g := &s.Nodes[i].GPUs[j]
 		value, ok := "", false
 		if g.DRA != nil && g.DRA.Device != "" {
