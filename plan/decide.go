@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -157,6 +158,7 @@ func (d *Decision) keep(code Code, detail string) {
 // the cluster has.
 func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, loneTenant func(*Workload) bool) *Decision {
 	d := decideSized(w, p, largest, o, window, loneTenant)
+	d.alignedShare()
 	if w.SharedGPUPods > 0 && d.Action != Unplaceable && (d.VRAMNeed > 0 || d.ComputeNeed > 0) {
 		if w.SharedEvenSplit {
 			d.Reason.Detail += fmt.Sprintf("; measured on a GPU that %d pods held at once, whose VRAM and activity DCGM reports for the whole GPU: each pod is sized on an equal share of them", w.SharedGPUPods)
@@ -172,6 +174,34 @@ func decide(w *Workload, p *pool, largest gpu.MiB, o Options, window float64, lo
 	}
 	d.unshare()
 	return d
+}
+
+// keepAligned keeps the GPUs of a workload whose claim aligns its GPU
+// with another driver's device (a NIC on one NUMA node), saying why no
+// share keeps that alignment.
+func (d *Decision) keepAligned(why string) {
+	d.keep(AlignedDevices, d.w.aligned().String()+"; "+why+", so its GPUs stay")
+	d.After = After{Resource: "nvidia.com/gpu", Count: max(1, d.w.Request.Count)}
+	if d.w.Request.Kind == cluster.MIGSlice {
+		d.After = After{Resource: "nvidia.com/mig-" + d.w.Request.Profile, Count: 1}
+	}
+	if d.pool != nil && !d.pool.conflict {
+		d.After.GPUModel = d.pool.model.Name
+	}
+	d.Risks = slices.DeleteFunc(d.Risks, func(r Risk) bool { return r != ShortWindow })
+	d.clients = 0
+}
+
+// alignedShare keeps the GPUs of an aligned workload that would share by
+// time slices or MPS clients: one shared claim would give all its pods
+// the other driver's devices of one claim. A MIG share stays: its claim
+// template asks the other driver's devices beside the MIG device, on one
+// value of the attribute (addClaims).
+func (d *Decision) alignedShare() {
+	if d.w.aligned() == nil || d.Action == Keep || d.Action == Unplaceable || (d.Method != TimeSlicing && d.Method != MPS) {
+		return
+	}
+	d.keepAligned("a shared claim of its pods would give all of them the other driver's devices of one claim; only a MIG device, whose claim template the plan writes with those devices and the constraint, keeps that alignment")
 }
 
 // unshare names a kept workload whose pods hold a shared GPU (time slices,
@@ -220,8 +250,8 @@ func decideSized(w *Workload, p *pool, largest gpu.MiB, o Options, window float6
 	case p.conflict:
 		d.keep(NodeConflict, "its pods run on nodes the plan leaves unchanged")
 		return d
-	case w.alignedClaim() != "":
-		d.keep(AlignedDevices, w.alignedClaim()+"; a share the plan writes (a MIG device, a shared claim) would lose that alignment, so its GPUs stay")
+	case w.aligned() != nil && (!p.dra || w.unaligned != ""):
+		d.keepAligned(cmp.Or(w.unaligned, "its GPUs are offered by the device plugin, whose shares no claim aligns with that device"))
 		return d
 	}
 	d.Pool = p.name

@@ -64,6 +64,24 @@ type MIGClaimTemplate struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Profile   string `json:"profile"`
+	// Aligned are the requests of another driver's devices (a NIC) that
+	// the workload's claim aligns its GPU with, as the claim asks them,
+	// and MatchAttribute the attribute (resource.kubernetes.io/numaNode)
+	// on which they and the MIG device must agree; empty when the
+	// workload aligns none.
+	Aligned        []cluster.ClaimRequest `json:"alignedRequests,omitempty"`
+	MatchAttribute string                 `json:"matchAttribute,omitempty"`
+}
+
+// requestSpec is the request as its claim asks it, without what the
+// loader read about the devices it accepts.
+func requestSpec(r cluster.ClaimRequest) cluster.ClaimRequest {
+	out := cluster.ClaimRequest{Name: r.Name, DeviceClass: r.DeviceClass, Count: r.Count, All: r.All,
+		Selectors: r.Selectors, Tolerations: r.Tolerations, Capacity: r.Capacity}
+	for _, alt := range r.FirstAvailable {
+		out.FirstAvailable = append(out.FirstAvailable, requestSpec(alt))
+	}
+	return out
 }
 
 // draSelector is the node label that a DRA pool's shared pods select its
@@ -151,7 +169,14 @@ func (pl *Plan) addClaims(p *pool, _ PoolPlan, s *cluster.Snapshot) error {
 			d.After.ResourceClaim = name
 		case MIG:
 			name := gpuoperator.ConfigName("gpupack", d.w.Owner, d.Profile)
-			pl.DRA.ClaimTemplates = append(pl.DRA.ClaimTemplates, MIGClaimTemplate{Namespace: ns, Name: name, Profile: d.Profile})
+			t := MIGClaimTemplate{Namespace: ns, Name: name, Profile: d.Profile}
+			if a := d.w.aligned(); a != nil {
+				for _, r := range a.others {
+					t.Aligned = append(t.Aligned, requestSpec(r))
+				}
+				t.MatchAttribute = a.constraint.MatchAttribute
+			}
+			pl.DRA.ClaimTemplates = append(pl.DRA.ClaimTemplates, t)
 			if !slices.Contains(pl.DRA.MIGProfiles, d.Profile) {
 				pl.DRA.MIGProfiles = append(pl.DRA.MIGProfiles, d.Profile)
 				slices.Sort(pl.DRA.MIGProfiles)

@@ -80,39 +80,3 @@ func TestPreallocatingEngines(t *testing.T) {
 		})
 	}
 }
-
-// TestAlignedClaimKept: a workload whose claim keeps its GPU on one NUMA
-// node with another driver's device (a NIC) keeps its GPU: a share the
-// plan writes would lose the alignment. The same workload without the
-// NIC request is shared.
-func TestAlignedClaimKept(t *testing.T) {
-	for name, tc := range map[string]struct {
-		nic  bool
-		want Code
-	}{
-		"GPU and NIC on one NUMA node": {nic: true, want: AlignedDevices},
-		"GPU only":                     {nic: false, want: OneTrustBoundary},
-	} {
-		t.Run(name, func(t *testing.T) {
-			p := pod("ml", "rdma-0", "h1", 1, nil)
-			claim := cluster.Claim{Name: "rdma-0", Requests: []cluster.ClaimRequest{{Name: "gpu", DeviceClass: "gpu.nvidia.com", Count: 1}},
-				Constraints: []cluster.ClaimConstraint{{MatchAttribute: "resource.kubernetes.io/numaNode"}},
-				Allocated:   []cluster.ClaimDevice{{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "h1", Device: "gpu-0"}}}
-			if tc.nic {
-				claim.Requests = append(claim.Requests, cluster.ClaimRequest{Name: "nic", DeviceClass: "nic.dra.net", Count: 1, OthersRead: true})
-			}
-			p.Claims = []cluster.Claim{claim}
-			s, err := cluster.NewSnapshot(gpu.Default(), []*cluster.Node{node("h1", "H100-80GB", 8, cluster.Exclusive, nil)}, []*cluster.Pod{p})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pl, err := Make(context.Background(), s, &usage.Facts{Window: 7 * 24 * time.Hour, Pods: map[string]usage.PodFacts{"ml/rdma-0": obs(0.1, usage.Bursty, 10, 0.1)}}, DefaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := pl.Decisions[0]; d.Reason.Code != tc.want {
-				t.Errorf("decision %s (%s): %s; want %s", d.Action, d.Reason.Code, d.Reason.Detail, tc.want)
-			}
-		})
-	}
-}

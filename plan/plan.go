@@ -182,8 +182,10 @@ type Proof struct {
 	Unplaceable   []string `json:"unplaceable"`
 	// Risks counts the workloads that carry each risk after the change.
 	Risks map[Risk]int `json:"risks"`
-	// placed is the node each moved pod was placed on, by pod key.
+	// placed is the node each moved pod was placed on, by pod key;
+	// gpuOf the index of the GPU it got there (of its first device).
 	placed map[string]string
+	gpuOf  map[string]int
 }
 
 // PlacedOn is the node the proof placed a moved pod on: every pod of a
@@ -276,6 +278,26 @@ func LevelHeld(hourly []float64, q float64) float64 {
 
 // Make plans the snapshot with the usage (nil when none was measured).
 func Make(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options) (*Plan, error) {
+	unaligned := map[string]string{}
+	for {
+		pl, err := makeOnce(ctx, s, u, o, unaligned)
+		if err != nil {
+			return nil, err
+		}
+		lost := pl.unalignedShares(s)
+		if len(lost) == 0 {
+			return pl, nil
+		}
+		// Keep those workloads' GPUs and plan again: each round keeps
+		// at least one more, so it ends.
+		maps.Copy(unaligned, lost)
+	}
+}
+
+// makeOnce is Make with the aligned workloads whose MIG share the proof
+// placed away from their other driver's devices kept whole (unaligned,
+// why by workload).
+func makeOnce(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options, unaligned map[string]string) (*Plan, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -300,6 +322,9 @@ func Make(ctx context.Context, s *cluster.Snapshot, u *usage.Facts, o Options) (
 		}
 	}
 	workloads := Workloads(s, u)
+	for _, w := range workloads {
+		w.unaligned = unaligned[w.Key]
+	}
 	// Shareable pods per tenant and pool, to spot tenants alone.
 	tenantPods := map[string]int{}
 	targetOf := func(w *Workload) *pool {
@@ -763,7 +788,7 @@ func (pl *Plan) prove(ctx context.Context, s *cluster.Snapshot, poolOf map[int]*
 		return err
 	}
 	pr := &pl.Proof
-	pr.Policy, pr.Currency, pr.Risks, pr.placed = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}, map[string]string{}
+	pr.Policy, pr.Currency, pr.Risks, pr.placed, pr.gpuOf = ProofPolicy, s.Catalogue.Currency, map[Risk]int{}, map[string]string{}, map[string]int{}
 	for _, d := range pl.Decisions {
 		for _, r := range d.Risks {
 			pr.Risks[r]++
@@ -881,10 +906,13 @@ func (pl *Plan) replay(ctx context.Context, catalogue *gpu.Catalogue, states []*
 		if err != nil {
 			return err
 		}
-		n, _ := sim.Place(d, states, policy, sim.Ties{Rand: rng})
+		n, a := sim.Place(d, states, policy, sim.Ties{Rand: rng})
 		switch {
 		case n >= 0:
 			pr.placed[p.Key()] = states[n].Node.Name
+			if len(a.Devices) > 0 {
+				pr.gpuOf[p.Key()] = a.Devices[0].GPU
+			}
 		case p.WantsGPU():
 			pr.StillPending = append(pr.StillPending, p.Key())
 		}

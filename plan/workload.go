@@ -79,6 +79,10 @@ type Workload struct {
 	// modelFacts gives the usage facts' model of a pod, nil when they
 	// name none.
 	modelFacts func(key string) *vram.ModelSpec
+	// unaligned says why the proof found no node where its MIG share
+	// sits with the other driver's devices its claim aligns its GPU with
+	// (checkAlignment); the plan then keeps its GPUs.
+	unaligned string
 }
 
 // busyActivity is the activity from which a pod counts as busy in an hour.
@@ -258,20 +262,44 @@ func roleOf(p *cluster.Pod, owner string) Role {
 	return Unknown
 }
 
-// alignedClaim says which claim of the workload's pods has a
-// matchAttribute constraint over a GPU request and another driver's
-// request (a NIC on the GPU's NUMA node); "" when none does.
-func (w *Workload) alignedClaim() string {
+// alignment is a claim of a workload's pods whose matchAttribute
+// constraint covers a GPU request and requests of another driver's
+// devices (a NIC on the GPU's NUMA node).
+type alignment struct {
+	claim      *cluster.Claim
+	constraint *cluster.ClaimConstraint
+	// others are the constraint's requests of the other driver, as the
+	// claim has them.
+	others []cluster.ClaimRequest
+}
+
+// aligned finds the workload's first claim that aligns its GPU with
+// another driver's devices; nil when none does.
+func (w *Workload) aligned() *alignment {
 	for _, p := range w.Pods {
-		for _, c := range p.Claims {
-			for _, k := range c.Constraints {
+		for i := range p.Claims {
+			c := &p.Claims[i]
+			for j := range c.Constraints {
+				k := &c.Constraints[j]
+				if k.MatchAttribute == "" {
+					continue
+				}
+				a := &alignment{claim: c, constraint: k}
 				for _, r := range c.Requests {
-					if k.MatchAttribute != "" && r.OthersRead && k.Applies(r.Name) {
-						return fmt.Sprintf("its claim %s keeps its GPU with request %s of another driver's devices on one %s", c.Ref(), r.Name, k.MatchAttribute)
+					if r.OthersRead && k.Applies(r.Name) {
+						a.others = append(a.others, r)
 					}
+				}
+				if len(a.others) > 0 {
+					return a
 				}
 			}
 		}
 	}
-	return ""
+	return nil
+}
+
+// String says which claim keeps the GPU with which request, on what.
+func (a *alignment) String() string {
+	return fmt.Sprintf("its claim %s keeps its GPU with request %s of another driver's devices on one %s", a.claim.Ref(), a.others[0].Name, a.constraint.MatchAttribute)
 }

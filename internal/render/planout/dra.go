@@ -1,6 +1,7 @@
 package planout
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gpupack/gpupack/api/nvidiadra"
 	"github.com/gpupack/gpupack/api/wellknown"
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/plan"
 )
 
@@ -164,13 +166,62 @@ func resourceClaim(c plan.SharedClaim) (resourcev1.ResourceClaim, error) {
 }
 
 // migClaimTemplate is the ResourceClaimTemplate whose claims (one per pod)
-// each get one MIG device of t's profile.
+// each get one MIG device of t's profile. Where t aligns it with another
+// driver's devices, the claims also ask those devices as the workload's
+// claim did, and a matchAttribute constraint over the MIG request and
+// theirs keeps them on one value of the attribute (a NIC on the MIG
+// device's NUMA node).
 func migClaimTemplate(t plan.MIGClaimTemplate) resourcev1.ResourceClaimTemplate {
+	devices := resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: requestName, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: nvidiadra.ClassMIG,
+		Selectors: []resourcev1.DeviceSelector{selectorOf(fmt.Sprintf("%s == '%s'", attr(nvidiadra.AttributeProfile), t.Profile))}}}}}
+	if len(t.Aligned) > 0 {
+		covered := []string{requestName}
+		for _, r := range t.Aligned {
+			devices.Requests = append(devices.Requests, deviceRequest(r))
+			covered = append(covered, r.Name)
+		}
+		attribute := resourcev1.FullyQualifiedName(t.MatchAttribute)
+		devices.Constraints = []resourcev1.DeviceConstraint{{Requests: covered, MatchAttribute: &attribute}}
+	}
 	return resourcev1.ResourceClaimTemplate{TypeMeta: metav1.TypeMeta{APIVersion: resourceAPI, Kind: "ResourceClaimTemplate"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: requestName, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: nvidiadra.ClassMIG,
-				Selectors: []resourcev1.DeviceSelector{selectorOf(fmt.Sprintf("%s == '%s'", attr(nvidiadra.AttributeProfile), t.Profile))}}}}}}}}
+		Spec:       resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: devices}}}
+}
+
+// deviceRequest writes a request read from a claim back as the claim
+// asked it: exactly one class, or its alternatives in order.
+func deviceRequest(r cluster.ClaimRequest) resourcev1.DeviceRequest {
+	if len(r.FirstAvailable) == 0 {
+		return resourcev1.DeviceRequest{Name: r.Name, Exactly: exactRequest(r)}
+	}
+	out := resourcev1.DeviceRequest{Name: r.Name}
+	for _, alt := range r.FirstAvailable {
+		e := exactRequest(alt)
+		out.FirstAvailable = append(out.FirstAvailable, resourcev1.DeviceSubRequest{Name: alt.Name, DeviceClassName: e.DeviceClassName,
+			Selectors: e.Selectors, AllocationMode: e.AllocationMode, Count: e.Count, Tolerations: e.Tolerations, Capacity: e.Capacity})
+	}
+	return out
+}
+
+func exactRequest(r cluster.ClaimRequest) *resourcev1.ExactDeviceRequest {
+	e := &resourcev1.ExactDeviceRequest{DeviceClassName: r.DeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: int64(max(1, r.Count))}
+	if r.All {
+		e.AllocationMode, e.Count = resourcev1.DeviceAllocationModeAll, 0
+	}
+	for _, expr := range r.Selectors {
+		e.Selectors = append(e.Selectors, selectorOf(expr))
+	}
+	for _, t := range r.Tolerations {
+		e.Tolerations = append(e.Tolerations, resourcev1.DeviceToleration{Key: t.Key, Operator: resourcev1.DeviceTolerationOperator(cmp.Or(t.Operator, string(resourcev1.DeviceTolerationOpEqual))),
+			Value: t.Value, Effect: resourcev1.DeviceTaintEffect(t.Effect)})
+	}
+	if len(r.Capacity) > 0 {
+		e.Capacity = &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{}}
+		for name, q := range r.Capacity {
+			e.Capacity.Requests[resourcev1.QualifiedName(name)] = *resource.NewQuantity(int64(q), resource.BinarySI)
+		}
+	}
+	return e
 }
 
 // deviceTaintRule is the DeviceTaintRule r says: a NoSchedule taint

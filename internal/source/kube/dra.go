@@ -545,6 +545,14 @@ func (v *draView) podClaims(p *corev1.Pod, out *cluster.Pod, templates map[strin
 	}
 	if out.NodeName != "" && len(held) > 0 {
 		warnings = append(warnings, v.bindDevices(p, out, held, heldDevices)...)
+		// A bound pod's claim with constraints is read as a pending
+		// pod's is, so that the plan sees which other devices it aligns
+		// its GPU with (plan's AlignedDevices) and their values.
+		for i := range out.Claims {
+			if c := &out.Claims[i]; len(c.Constraints) > 0 {
+				v.evaluate(p.Namespace, c)
+			}
+		}
 		return warnings
 	}
 	v.unlistedClasses(out.Claims, warn)

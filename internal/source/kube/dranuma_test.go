@@ -272,3 +272,41 @@ func TestLiveDRANUMAWithNIC(t *testing.T) {
 	}
 	t.Logf("the scheduler allocated %v; gpupack predicted GPU %s", allocated, predicted)
 }
+
+// TestBuildDRABoundAligned: a bound pod's claim that holds a GPU and a NIC
+// on one NUMA node is read with the NIC request's devices and the
+// constraint's values, as a pending pod's is, so that the plan sees the
+// alignment it must keep.
+func TestBuildDRABoundAligned(t *testing.T) {
+	var gpus []testcluster.DRAGPU
+	for i, n := range []int64{1, 0} {
+		g := draH100(i)
+		g.NUMANode = ptr.To(n)
+		gpus = append(gpus, g)
+	}
+	c := alignedClaim("aligned")
+	c.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: kube.DriverNVIDIAGPU, Pool: "dra-1", Device: "gpu-1"}, {Request: "nic", Driver: "dra.net", Pool: "dra-1", Device: "nic-1"}}}}
+	objs := &kube.DRAObjects{Classes: append(testcluster.NVIDIADeviceClasses(), nicClass()),
+		Slices: []*resourcev1.ResourceSlice{testcluster.NVIDIASlice("dra-1", gpus...), nicSlice(2, 0)}, Claims: []*resourcev1.ResourceClaim{c}}
+	pod := draPod("aligned", "dra-1", *c)
+	pod.Status.Phase = corev1.PodRunning
+	st, err := kube.BuildDRA(gpu.Default(), []*corev1.Node{draNode("dra-1")}, []*corev1.Pod{pod}, nil, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st.Snapshot.Pods[0].Claims[0]
+	gpuID := func(i int) string { return cluster.DeviceID(kube.DriverNVIDIAGPU, "dra-1", fmt.Sprintf("gpu-%d", i)) }
+	nicID := func(i int) string { return cluster.DeviceID("dra.net", "dra-1", fmt.Sprintf("nic-%d", i)) }
+	wantValues := map[string]string{gpuID(0): "int:1", gpuID(1): "int:0", nicID(0): "int:2", nicID(1): "int:0"}
+	if diff := cmp.Diff(wantValues, got.Constraints[0].Values); diff != "" {
+		t.Errorf("the bound claim's constraint values (-want +got):\n%s", diff)
+	}
+	wantNICs := []cluster.OtherDevice{{ID: nicID(0), Node: "dra-1"}, {ID: nicID(1), Node: "dra-1", Held: true}}
+	if nic := got.Requests[1]; !nic.OthersRead || !cmp.Equal(wantNICs, nic.Others) {
+		t.Errorf("the bound claim's NIC request: read %v, devices %+v; want %+v", nic.OthersRead, nic.Others, wantNICs)
+	}
+	if n := len(st.Snapshot.Nodes[0].GPUs); n != 2 || len(st.Snapshot.Pods[0].Devices) != 1 || st.Snapshot.Pods[0].Devices[0].GPU != 1 {
+		t.Errorf("the pod holds %+v of %d GPUs; want GPU 1", st.Snapshot.Pods[0].Devices, n)
+	}
+}

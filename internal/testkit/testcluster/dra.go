@@ -47,10 +47,11 @@ type DRAGPU struct {
 	// share it by memory.
 	MemoryPolicy *resourcev1.CapacityRequestPolicy
 	// PCIeRoot, when set, is published as the standard attribute
-	// resource.kubernetes.io/pcieRoot of the whole GPU.
+	// resource.kubernetes.io/pcieRoot of the whole GPU or its MIG devices.
 	PCIeRoot string
 	// NUMANode, when set, is published as the standard attribute
-	// resource.kubernetes.io/numaNode (an int) of the whole GPU.
+	// resource.kubernetes.io/numaNode (an int) of the whole GPU or its MIG
+	// devices.
 	NUMANode *int64
 }
 
@@ -118,14 +119,22 @@ func NVIDIASlice(node string, gpus ...DRAGPU) *resourcev1.ResourceSlice {
 			continue
 		}
 		for i, m := range g.MIG {
-			devices = append(devices, resourcev1.Device{
+			d := resourcev1.Device{
 				Name: m.DeviceName(g.Minor),
 				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
 					"type": str("mig"), "uuid": str(fmt.Sprintf("MIG-%s-%d-%d", node, g.Minor, i)), "parentUUID": str(g.UUID(node)),
 					"profile": str(m.Profile), "productName": str(g.Product), "architecture": str(arch),
 				},
 				Capacity: memory(m.MemoryMiB),
-			})
+			}
+			// A MIG device sits where its GPU does.
+			if g.PCIeRoot != "" {
+				d.Attributes["resource.kubernetes.io/pcieRoot"] = str(g.PCIeRoot)
+			}
+			if g.NUMANode != nil {
+				d.Attributes["resource.kubernetes.io/numaNode"] = resourcev1.DeviceAttribute{IntValue: g.NUMANode}
+			}
+			devices = append(devices, d)
 		}
 	}
 	return &resourcev1.ResourceSlice{
