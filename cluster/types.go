@@ -382,6 +382,19 @@ func (p *Pod) Scheduler() string {
 	return p.SchedulerName
 }
 
+// HeldGPUs is the GPUs a bound pod holds: its devices' compute shares
+// (a MIG slice or a replica as its share), else its request.
+func (p *Pod) HeldGPUs() float64 {
+	var milli float64
+	for _, d := range p.Devices {
+		milli += float64(d.Milli)
+	}
+	if milli == 0 {
+		milli = float64(p.GPU.GPUMilli())
+	}
+	return milli / 1000
+}
+
 // Key is "namespace/name" (the text form of its PodKey).
 func (p *Pod) Key() string { return PodKey{Namespace: p.Namespace, Name: p.Name}.String() }
 

@@ -85,6 +85,16 @@ type Candidate struct {
 	AutoApproved bool `json:"autoApproved"`
 }
 
+// GPUs is what the candidate's pods hold, a slice or replica counted as
+// its share, to 3 decimals.
+func (c Candidate) GPUs() float64 {
+	var g float64
+	for _, p := range c.Pods {
+		g += p.GPUs
+	}
+	return round3(g)
+}
+
 // Candidate states.
 const (
 	StateToNotify = "to-notify"
@@ -462,9 +472,7 @@ func (s *Set) total() {
 	s.GPUs = 0
 	for _, c := range s.Candidates {
 		fmt.Fprintln(h, c.ID)
-		for _, p := range c.Pods {
-			s.GPUs += p.GPUs
-		}
+		s.GPUs += c.GPUs()
 		if c.Evidence.CostPerDay == nil {
 			costKnown = false
 		} else {

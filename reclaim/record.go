@@ -66,14 +66,10 @@ type Predicted struct {
 // NewRecord is the record of acting on a candidate now; neighbours are
 // the pods that shared its GPUs (their use afterwards is not reuse).
 func NewRecord(c Candidate, approvedBy string, at time.Time, neighbours []string) Record {
-	var gpus float64
-	for _, p := range c.Pods {
-		gpus += p.GPUs
-	}
 	return Record{
 		ID: c.ID, Owner: c.Owner, Scaler: c.Scaler, Class: c.Class, Action: c.Action, Restorable: c.Restorable,
 		ApprovedBy: approvedBy, At: at.UTC(), Pods: c.Pods, Neighbours: neighbours, Evidence: c.Evidence,
-		Predicted: Predicted{GPUs: round3(gpus), CostPerDay: c.Evidence.CostPerDay},
+		Predicted: Predicted{GPUs: c.GPUs(), CostPerDay: c.Evidence.CostPerDay},
 	}
 }
 

@@ -82,13 +82,19 @@ func (c *ChangeController) Status() ChangeStatus {
 
 // Run loops until ctx ends.
 func (c *ChangeController) Run(ctx context.Context) error {
-	if c.Interval <= 0 {
-		return fmt.Errorf("the apply controller's interval %s must be positive", c.Interval)
+	return runEvery(ctx, "apply", c.Interval, c.Once)
+}
+
+// runEvery runs once now and then every interval until ctx ends: the
+// loop of the apply and reclaim controllers, named by what in errors.
+func runEvery(ctx context.Context, what string, interval time.Duration, once func(context.Context)) error {
+	if interval <= 0 {
+		return fmt.Errorf("the %s controller's interval %s must be positive", what, interval)
 	}
-	t := time.NewTicker(c.Interval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		c.Once(ctx)
+		once(ctx)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"time"
@@ -193,18 +192,9 @@ func setGPUs(pods []reclaim.PodState, s *cluster.Snapshot) {
 		byKey[p.Key()] = p
 	}
 	for i := range pods {
-		p := byKey[pods[i].Key()]
-		if p == nil {
-			continue
+		if p := byKey[pods[i].Key()]; p != nil {
+			pods[i].GPUs = p.HeldGPUs()
 		}
-		var milli float64
-		for _, d := range p.Devices {
-			milli += float64(d.Milli)
-		}
-		if milli == 0 {
-			milli = float64(p.GPU.GPUMilli())
-		}
-		pods[i].GPUs = milli / 1000
 	}
 }
 
@@ -344,7 +334,7 @@ func notify(ctx context.Context, d *Detection, a reclaim.Actuator, o ReclaimOpti
 func Summary(c reclaim.Candidate) string {
 	ev := c.Evidence
 	s := fmt.Sprintf("%s %s holds %.2f GPUs idle: %.1f%% mean GPU activity over the last %s, every hour under the floor; %.1f idle GPU-hours",
-		c.Class, c.Owner, gpusOf(c), 100*ev.MeanActivity, ev.IdleFor.D(), ev.IdleGPUHours)
+		c.Class, c.Owner, c.GPUs(), 100*ev.MeanActivity, ev.IdleFor.D(), ev.IdleGPUHours)
 	if ev.LastActive != nil {
 		s += ", last active " + ev.LastActive.UTC().Format(time.RFC3339)
 	} else {
@@ -357,14 +347,6 @@ func Summary(c reclaim.Candidate) string {
 		s += fmt.Sprintf("; keep-alive bursts only (%.1f%% of samples)", 100*ev.BurstRatio)
 	}
 	return s
-}
-
-func gpusOf(c reclaim.Candidate) float64 {
-	var g float64
-	for _, p := range c.Pods {
-		g += p.GPUs
-	}
-	return math.Round(g*1000) / 1000
 }
 
 // act re-checks and pauses one candidate, saving its record.

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -106,19 +105,7 @@ func (c *ReclaimController) Status() ReclaimStatus {
 
 // Run loops until ctx ends.
 func (c *ReclaimController) Run(ctx context.Context) error {
-	if c.Interval <= 0 {
-		return fmt.Errorf("the reclaim controller's interval %s must be positive", c.Interval)
-	}
-	t := time.NewTicker(c.Interval)
-	defer t.Stop()
-	for {
-		c.Once(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return runEvery(ctx, "reclaim", c.Interval, c.Once)
 }
 
 // Once is one round of the loop: detect, read the approvals, notify and
@@ -282,6 +269,3 @@ func joinErr(a, b string) string {
 func ApprovalOf(c reclaim.Candidate, approvals map[string]string) (string, bool) {
 	return approver(c, ReclaimOptions{Approvals: approvals})
 }
-
-// CandidateGPUs is what a candidate's pods hold.
-func CandidateGPUs(c reclaim.Candidate) float64 { return gpusOf(c) }

@@ -115,7 +115,7 @@ func newPage() *page {
 	funcs["field"] = adviceout.Field
 	funcs["startupFix"] = func(f usage.StartupFix) string { return adviceout.StartupFix(&f) }
 	funcs["reclaimSummary"] = app.Summary
-	funcs["reclaimGPUs"] = app.CandidateGPUs
+	funcs["reclaimGPUs"] = reclaim.Candidate.GPUs
 	funcs["reclaimApproval"] = reclaimApproval
 	funcs["lastActive"] = func(t *time.Time) string {
 		if t == nil {

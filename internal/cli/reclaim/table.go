@@ -40,7 +40,7 @@ func printSet(w io.Writer, format string, s *reclaim.Set) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "\nID\tOWNER\tCLASS\tACTION\tGPUS\tIDLE GPU-H\tLAST ACTIVE\tCOST/DAY\tSTATE\tAPPROVAL")
 		for _, c := range s.Candidates {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s\t%s\t%s\t%s\n", c.ID, c.Owner, c.Class, action(c), gpus(c), c.Evidence.IdleGPUHours,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s\t%s\t%s\t%s\n", c.ID, c.Owner, c.Class, action(c), c.GPUs(), c.Evidence.IdleGPUHours,
 				lastActive(c.Evidence.LastActive), money(c.Evidence.CostPerDay), state(c), approval(c))
 		}
 		tw.Flush()
@@ -72,14 +72,6 @@ func action(c reclaim.Candidate) string {
 		a += " (not restorable)"
 	}
 	return a
-}
-
-func gpus(c reclaim.Candidate) float64 {
-	var g float64
-	for _, p := range c.Pods {
-		g += p.GPUs
-	}
-	return g
 }
 
 func lastActive(t *time.Time) string {

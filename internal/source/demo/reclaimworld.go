@@ -68,15 +68,8 @@ func ReclaimInput(s *cluster.Snapshot) ([]reclaim.PodState, map[string]*reclaim.
 		if !p.Bound() || !p.WantsGPU() {
 			continue
 		}
-		var milli float64
-		for _, d := range p.Devices {
-			milli += float64(d.Milli)
-		}
-		if milli == 0 {
-			milli = float64(p.GPU.GPUMilli())
-		}
 		pods = append(pods, reclaim.PodState{Namespace: p.Namespace, Name: p.Name, UID: "demo-pod-" + p.Name, Node: p.NodeName,
-			GPUs: milli / 1000, Created: created, Ready: true, Labels: p.Labels, Owner: ownerOf[p.Key()]})
+			GPUs: p.HeldGPUs(), Created: created, Ready: true, Labels: p.Labels, Owner: ownerOf[p.Key()]})
 		delete(ownerOf, p.Key())
 	}
 	for pod := range ownerOf {

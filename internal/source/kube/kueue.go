@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/gpupack/gpupack/cluster"
 )
@@ -205,11 +204,10 @@ func kueueClient(client kubernetes.Interface) (dynamic.Interface, []string) {
 	case !slices.Contains(versions, KueueVersion):
 		return nil, []string{fmt.Sprintf("Kueue serves %s %s, not %s (Kueue before v0.15): gpupack reads no Kueue Workload", KueueGroup, strings.Join(versions, ", "), KueueVersion)}
 	}
-	rc, ok := client.Discovery().RESTClient().(*rest.RESTClient)
-	if !ok || rc == nil || rc.Client == nil {
-		return nil, []string{"the client has no HTTP connection of its own (a fake), so no Kueue object is read"}
+	dyn, err := Dynamic(client)
+	if errors.Is(err, errNoHTTP) {
+		return nil, []string{errNoHTTP.Error() + ", so no Kueue object is read"}
 	}
-	dyn, err := dynamic.NewForConfigAndClient(&rest.Config{Host: rc.Get().URL().String()}, rc.Client)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("cannot make a client for Kueue's objects, so none is read: %v", err)}
 	}

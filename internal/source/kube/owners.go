@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,12 +38,15 @@ type ReclaimWorld struct {
 	Warnings   []string
 }
 
+// errNoHTTP is Dynamic's refusal of a clientset without a connection.
+var errNoHTTP = errors.New("the client has no HTTP connection of its own (a fake)")
+
 // Dynamic makes a dynamic client from the clientset's own REST client (its
 // HTTP client carries the credentials); nil for a fake clientset.
 func Dynamic(client kubernetes.Interface) (dynamic.Interface, error) {
 	rc, ok := client.Discovery().RESTClient().(*rest.RESTClient)
 	if !ok || rc == nil || rc.Client == nil {
-		return nil, fmt.Errorf("the client has no HTTP connection of its own (a fake)")
+		return nil, errNoHTTP
 	}
 	return dynamic.NewForConfigAndClient(&rest.Config{Host: rc.Get().URL().String()}, rc.Client)
 }
