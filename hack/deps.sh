@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the system packages gpupack's tests start: Debian's prometheus
-# (the real server and promtool) and Debian's headless Chromium (the
-# browser tests of gpupack serve). Idempotent; needs root for apt-get.
+# (the real server and promtool), Debian's headless Chromium (the browser
+# tests of gpupack serve), and a C compiler for the NVML reader's test,
+# which builds with cgo (-tags nvml). Idempotent; needs root for apt-get.
 set -euo pipefail
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v chromium-headless-shell >/dev/null 2>&1 || need+=(chromium-headless-shell)
+command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 if [ ${#need[@]} -eq 0 ]; then
 	echo "[deps] all present"
 	exit 0
