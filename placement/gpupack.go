@@ -53,8 +53,10 @@ type gpupackPolicy struct {
 	unfillable []gpu.Milli
 	// pressure is, by model index, how much of the model the pods that
 	// name models need (modelPressure); nil when the cluster's models are
-	// unknown.
-	pressure map[int]float64
+	// unknown or no pod names one. leastPressure is the least of them,
+	// what a pod that names no model compares with.
+	pressure      map[int]float64
+	leastPressure float64
 }
 
 // strandWeight is the weight of the CPU-stranded GPU in the score, in
@@ -75,8 +77,17 @@ const (
 
 func newGpupack(o Options) *gpupackPolicy {
 	w := o.Workload
-	return &gpupackPolicy{fragMemo: fragMemo{w: &w, memo: map[fragKey]float64{}}, cpuPerMilli: cpuPerGPUMilli(w), unfillable: unfillableBy(w),
-		pressure: modelPressure(w, o.GPUsByModel)}
+	p := &gpupackPolicy{fragMemo: fragMemo{w: &w, memo: map[fragKey]float64{}}, cpuPerMilli: cpuPerGPUMilli(w), unfillable: unfillableBy(w)}
+	if pressure := modelPressure(w, o.GPUsByModel); len(pressure) > 0 {
+		least, most := math.Inf(1), math.Inf(-1)
+		for _, v := range pressure {
+			least, most = min(least, v), max(most, v)
+		}
+		if most > least {
+			p.pressure, p.leastPressure = pressure, least
+		}
+	}
+	return p
 }
 
 func (*gpupackPolicy) Name() string { return DefaultPolicy }
@@ -227,10 +238,13 @@ func (p *gpupackPolicy) scarceTaken(d *Demand, s *NodeState) float64 {
 	if p.pressure == nil || d.Devices == 0 || len(s.Node.GPUs) == 0 || s.Node.GPUs[0].Model == nil {
 		return 0
 	}
-	least := math.Inf(1)
-	for m, v := range p.pressure {
-		if d.models.hasIndex(m) {
-			least = min(least, v)
+	least := p.leastPressure
+	if !d.models.any {
+		least = math.Inf(1)
+		for m, v := range p.pressure {
+			if d.models.hasIndex(m) {
+				least = min(least, v)
+			}
 		}
 	}
 	return (p.pressure[s.Node.GPUs[0].Model.Index] - least) * float64(demandMilli(d))
