@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpupack/gpupack/cluster"
 	"github.com/gpupack/gpupack/gpu"
 )
 
@@ -35,6 +36,24 @@ type Options struct {
 	// the normalisers of bestfit, dotprod and gpuclustering.
 	MaxNodeCPU      gpu.CPUMilli
 	MaxNodeGPUMilli gpu.Milli
+	// GPUsByModel counts the cluster's GPUs by catalogue model index
+	// (gpu.Model.Index; CountGPUsByModel): gpupack weighs with it how much
+	// of each model the pods that name models need. Nil leaves that out.
+	GPUsByModel map[int]int
+}
+
+// CountGPUsByModel counts the nodes' GPUs by catalogue model index, for
+// Options.GPUsByModel.
+func CountGPUsByModel(nodes []*cluster.Node) map[int]int {
+	out := map[int]int{}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			if g.Model != nil {
+				out[g.Model.Index]++
+			}
+		}
+	}
+	return out
 }
 
 // Policies lists the policy names New accepts.

@@ -38,12 +38,15 @@ type modelSet struct {
 	bits []uint64
 }
 
-func (s modelSet) has(m *gpu.Model) bool {
+func (s modelSet) has(m *gpu.Model) bool { return s.hasIndex(m.Index) }
+
+// hasIndex says the set holds the model of catalogue index i.
+func (s modelSet) hasIndex(i int) bool {
 	if s.any {
 		return true
 	}
-	w := m.Index / 64
-	return w < len(s.bits) && s.bits[w]&(1<<(m.Index%64)) != 0
+	w := i / 64
+	return w < len(s.bits) && s.bits[w]&(1<<(i%64)) != 0
 }
 
 // NewDemand prepares a pod's demand against a catalogue. Unknown model

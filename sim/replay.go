@@ -240,6 +240,7 @@ func newReplay(nodes []*cluster.Node, pods []*cluster.Pod, lifetimes []cluster.T
 		Rand:            rand.New(rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d)),
 		MaxNodeCPU:      maxCPU,
 		MaxNodeGPUMilli: maxGPU,
+		GPUsByModel:     placement.CountGPUsByModel(nodes),
 	})
 	if err != nil {
 		return nil, err

@@ -170,6 +170,7 @@ func Run(ctx context.Context, nodes []*cluster.Node, workload []*cluster.Pod, c 
 		Rand:            rng,
 		MaxNodeCPU:      maxCPU,
 		MaxNodeGPUMilli: maxGPU,
+		GPUsByModel:     placement.CountGPUsByModel(nodes),
 	})
 	if err != nil {
 		return res, err

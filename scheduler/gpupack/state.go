@@ -2,6 +2,7 @@ package gpupack
 
 import (
 	"context"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,8 +35,9 @@ func (p *Plugin) nodeState(ctx context.Context, ni fwk.NodeInfo) *nodeEntry {
 		if current, err := lister.NodeInfos().Get(e.name); err == nil && current == ni {
 			p.mu.Lock()
 			p.nodes[ni] = e
-			p.forgetGoneLocked(lister.NodeInfos())
+			gone := p.forgetGoneLocked(lister.NodeInfos())
 			p.mu.Unlock()
+			p.forgetNodeGPUs(gone)
 		}
 	}
 	return e
@@ -61,21 +63,26 @@ func (p *Plugin) fitsGPUs(e *nodeEntry, s *cycleState) bool {
 }
 
 // forgetGoneLocked drops the entries of NodeInfos that the snapshot no
-// longer holds (deleted nodes) once they outnumber the live ones; p.mu is
-// held.
-func (p *Plugin) forgetGoneLocked(infos fwk.NodeInfoLister) {
+// longer holds once they outnumber the live ones, and returns the names of
+// the deleted nodes among them; p.mu is held.
+func (p *Plugin) forgetGoneLocked(infos fwk.NodeInfoLister) (gone []string) {
 	if len(p.nodes) < 64 {
-		return
+		return nil
 	}
 	list, err := infos.List()
 	if err != nil || len(p.nodes) <= 2*len(list) {
-		return
+		return nil
 	}
 	for ni, e := range p.nodes {
-		if current, err := infos.Get(e.name); err != nil || current != ni {
+		current, err := infos.Get(e.name)
+		if err != nil {
+			gone = append(gone, e.name)
+		}
+		if err != nil || current != ni {
 			delete(p.nodes, ni)
 		}
 	}
+	return gone
 }
 
 // buildState converts the node and its pods as the live loader does
@@ -144,7 +151,11 @@ type workloadWindow struct {
 	shapes               map[shape]int
 	maxCPU               gpu.CPUMilli
 	maxGPUMilli          gpu.Milli
-	stale                bool // the policy must be rebuilt before scoring
+	// nodeGPUs are the GPUs of each node seen, by model index
+	// (placement.CountGPUsByModel), whose sum the policy weighs scarce
+	// models by.
+	nodeGPUs map[string]map[int]int
+	stale    bool // the policy must be rebuilt before scoring
 }
 
 type shape struct {
@@ -196,6 +207,36 @@ func (p *Plugin) noteNode(n *cluster.Node) {
 	if g := gpu.Milli(len(n.GPUs)) * gpu.WholeGPU; g > w.maxGPUMilli {
 		w.maxGPUMilli, w.stale = g, true
 	}
+	if gpus := placement.CountGPUsByModel([]*cluster.Node{n}); !maps.Equal(gpus, w.nodeGPUs[n.Name]) {
+		if w.nodeGPUs == nil {
+			w.nodeGPUs = map[string]map[int]int{}
+		}
+		w.nodeGPUs[n.Name], w.stale = gpus, true
+	}
+}
+
+// forgetNodeGPUs drops the GPUs of deleted nodes from the cluster's count.
+func (p *Plugin) forgetNodeGPUs(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	p.policyMu.Lock()
+	defer p.policyMu.Unlock()
+	for _, name := range names {
+		delete(p.workload.nodeGPUs, name)
+	}
+	p.workload.stale = true
+}
+
+// gpusByModel is the GPUs of the nodes seen, by model index.
+func (w *workloadWindow) gpusByModel() map[int]int {
+	out := map[int]int{}
+	for _, gpus := range w.nodeGPUs {
+		for m, n := range gpus {
+			out[m] += n
+		}
+	}
+	return out
 }
 
 // score is the policy's score of the cycle's demand on the entry's state,
@@ -209,6 +250,7 @@ func (p *Plugin) score(e *nodeEntry, s *cycleState) (float64, int) {
 			Workload:        placement.NewWorkload(w.demands, placement.TypicalCoverage),
 			MaxNodeCPU:      w.maxCPU,
 			MaxNodeGPUMilli: w.maxGPUMilli,
+			GPUsByModel:     w.gpusByModel(),
 		})
 		if err == nil { // the name was validated in New
 			p.policy, w.builtAt, w.builtShapes, w.stale = policy, len(w.demands), len(w.shapes), false
