@@ -148,10 +148,11 @@ scrape_configs:
 		"GPUPackPodsWaitForScheduler": {"namespace": reclaimNS},
 		"GPUPackGPUUnhealthy":         {"node": "gpu-a"},
 	}
+	var seen string // the last answer, for the failure message
 	poll(t, "the alerts to fire", func(ctx context.Context) (bool, string, error) {
 		firing, err := promVector(ctx, prom.URL, `ALERTS{alertstate="firing"}`)
 		if err != nil {
-			return false, "", err
+			return false, fmt.Sprintf("%v; before that, firing: %s", err, seen), nil
 		}
 		got := map[string]map[string]string{}
 		for _, s := range firing {
@@ -160,7 +161,8 @@ scrape_configs:
 		for name, labels := range want {
 			for k, v := range labels {
 				if got[name][k] != v {
-					return false, fmt.Sprintf("firing: %v", got), nil
+					seen = fmt.Sprint(got)
+					return false, "firing: " + seen, nil
 				}
 			}
 		}
