@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +22,12 @@ import (
 // appScenario: two vLLM pods hold an H100 each for the whole run, at a
 // constant activity, so that any window inside the run has known active
 // GPU-seconds.
-const appScenario = `duration: 40s
+const appScenario = `duration: 50s
 nodes:
   - {name: vllm-a, model: H100-80GB, gpus: 2}
 pods:
-  - {namespace: serve, name: llm-0, node: vllm-a, gpu: 0, from: 1s, to: 40s, memoryMiB: 70000, activity: {pattern: constant, level: 0.6}}
-  - {namespace: serve, name: llm-1, node: vllm-a, gpu: 1, from: 1s, to: 40s, memoryMiB: 30000, activity: {pattern: constant, level: 0.25}}
+  - {namespace: serve, name: llm-0, node: vllm-a, gpu: 0, from: 1s, to: 50s, memoryMiB: 70000, activity: {pattern: constant, level: 0.6}}
+  - {namespace: serve, name: llm-1, node: vllm-a, gpu: 1, from: 1s, to: 50s, memoryMiB: 30000, activity: {pattern: constant, level: 0.25}}
 `
 
 // vllmPod is what a vLLM server of the scenario's pods produces: tokens
@@ -109,10 +111,16 @@ func TestAppMetricFromVLLM(t *testing.T) {
 	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Config: config})
 
 	truth := waitTruth(t, ctx, truthPath)
-	// A window well inside the run: the pods hold their GPUs, and the
+	// A window inside the run and inside what Prometheus scraped, the
+	// first rate window included (Prometheus may start scraping seconds
+	// into the run on a busy machine): the pods hold their GPUs, and the
 	// counters grow, through all of it.
-	start := truth.Start.Truncate(time.Second).Add(10 * time.Second)
-	end := start.Add(24 * time.Second)
+	first := latest(truth.Start, firstSample(t, prom.URL, `DCGM_FI_PROF_GR_ENGINE_ACTIVE`, truth.End), firstSample(t, prom.URL, `vllm:generation_tokens_total`, truth.End))
+	start := first.Truncate(time.Second).Add(12 * time.Second)
+	end := truth.End.Truncate(time.Second).Add(-2 * time.Second)
+	if end.Sub(start) < 10*time.Second {
+		t.Fatalf("Prometheus first scraped at %s, %s into the %s run: too late for a window of 10 s", first.Format(time.RFC3339Nano), first.Sub(truth.Start), truth.End.Sub(truth.Start))
+	}
 	const price = 2.4 // EUR per H100-hour
 	write(t, filepath.Join(dir, "prices.yaml"), fmt.Sprintf("currency: EUR\nprices: {H100-80GB: %g}\n", price))
 	var out bytes.Buffer
@@ -120,7 +128,7 @@ func TestAppMetricFromVLLM(t *testing.T) {
 	root.SetOut(&out)
 	root.SetArgs([]string{"report", "--prometheus", prom.URL, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s",
 		"--prices", filepath.Join(dir, "prices.yaml"), "--format", "json",
-		"--app-metric", "tokens=sum by (namespace, pod) (rate(vllm:generation_tokens_total[5s]))",
+		"--app-metric", "tokens=sum by (namespace, pod) (rate(vllm:generation_tokens_total[10s]))",
 		"--app-metric", "waiting=sum by (namespace, pod) (vllm:num_requests_waiting)"})
 	if err := root.ExecuteContext(ctx); err != nil {
 		t.Fatalf("report: %v\n%s", err, out.String())
@@ -153,4 +161,49 @@ func TestAppMetricFromVLLM(t *testing.T) {
 		t.Logf("%s: %.0f tokens, %.0f per active GPU-hour (truth %.0f), EUR %.4f per million (truth %.4f)", key,
 			tokens.Total.Value(), tokens.PerActiveGPUHour.Value(), wantPerActiveHour, tokens.CostPerMillion.Value(), wantCostPerMillion)
 	}
+}
+
+// latest is the latest of times.
+func latest(times ...time.Time) time.Time {
+	var out time.Time
+	for _, tm := range times {
+		if tm.After(out) {
+			out = tm
+		}
+	}
+	return out
+}
+
+// firstSample is the time of the first sample Prometheus holds of the
+// series that selector names, looking back 3 minutes from at.
+func firstSample(t *testing.T, promURL, selector string, at time.Time) time.Time {
+	t.Helper()
+	q := url.Values{"query": {selector + "[3m]"}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}}
+	resp, err := http.Get(promURL + "/api/v1/query?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Result []struct {
+				Values [][2]any `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("%s: %v", selector, err)
+	}
+	var first float64
+	for _, s := range r.Data.Result {
+		if len(s.Values) > 0 {
+			if ts, ok := s.Values[0][0].(float64); ok && (first == 0 || ts < first) {
+				first = ts
+			}
+		}
+	}
+	if first == 0 {
+		t.Fatalf("Prometheus holds no sample of %s", selector)
+	}
+	return time.UnixMilli(int64(first * 1000))
 }
