@@ -59,8 +59,8 @@ const alertWait = "3s"
 // whose series say serve is healthy, do not. Then every query of the
 // chart's Grafana dashboard returns series from this Prometheus.
 func TestServeScrapedAlertsFire(t *testing.T) {
-	bin := testcluster.BuildGpupack(t)
 	c := testcluster.Start(t, testcluster.Options{})
+	bin := testcluster.BuildGpupack(t)
 	c.AddGPUNode("gpu-a", testcluster.GPUNode{Product: "NVIDIA-H100-80GB-HBM3", MemoryMiB: 81559, GPUs: 4})
 	const ns = "gpupack"
 	c.CreateNamespace(ns)
