@@ -87,8 +87,9 @@ func newAssembler(r *Report, pods, containers int, apps []AppSeries, podEvents [
 }
 
 // appUsage lists the application metrics of aggs by name, each with its
-// cost per million where cost is known.
-func appUsage(aggs map[string]*appAgg, cost Amount) []AppUsage {
+// cost per million where the GPU figures' cost is known and its total per
+// active GPU-hour where their activity is.
+func appUsage(aggs map[string]*appAgg, gpus Totals) []AppUsage {
 	if len(aggs) == 0 {
 		return nil
 	}
@@ -99,8 +100,11 @@ func appUsage(aggs map[string]*appAgg, cost Amount) []AppUsage {
 		if ag.n > 0 {
 			au.Mean = Known(ag.sum / float64(ag.n))
 			au.Total = Known(ag.total)
-			if cost.Known() && ag.total > 0 {
-				au.CostPerMillion = Known(cost.Value() / (ag.total / 1e6))
+			if gpus.Cost.Known() && ag.total > 0 {
+				au.CostPerMillion = Known(gpus.Cost.Value() / (ag.total / 1e6))
+			}
+			if gpus.ActiveGPUSeconds.Known() && gpus.ActiveGPUSeconds.Value() > 0 {
+				au.PerActiveGPUHour = Known(ag.total / (gpus.ActiveGPUSeconds.Value() / 3600))
 			}
 		}
 		out = append(out, au)
@@ -127,7 +131,7 @@ func (as *assembler) add(ps *podState) {
 	u.Claims = sortedKeys(ps.claims)
 	u.SharedWith = sortedKeys(ps.sharedWith)
 	u.Attribution = attributionOf(len(u.SharedWith) > 0, ps.perProcessSec, ps.evenSplitSec)
-	u.App = appUsage(as.podApps[key], u.Cost)
+	u.App = appUsage(as.podApps[key], u.Totals)
 	in := startupInput{attached: ps.attached, firstUse: ps.firstUseAt, step: time.Duration(r.StepSecond * Seconds(time.Second)), heldGPUs: ps.heldAtStart(r.End)}
 	if e := as.events[podRef{u.Namespace, u.Pod}]; e != nil {
 		in.events = *e
@@ -184,7 +188,7 @@ func (as *assembler) finish(nodes map[string]*acc) {
 
 	for _, ns := range slices.Sorted(maps.Keys(as.namespaces)) {
 		t := as.namespaces[ns].totals()
-		r.Namespaces = append(r.Namespaces, GroupUsage{Name: ns, Pods: as.nsPods[ns], Totals: t, App: appUsage(as.nsApps[ns], t.Cost)})
+		r.Namespaces = append(r.Namespaces, GroupUsage{Name: ns, Pods: as.nsPods[ns], Totals: t, App: appUsage(as.nsApps[ns], t)})
 	}
 	for _, n := range slices.Sorted(maps.Keys(nodes)) {
 		r.Nodes = append(r.Nodes, NodeUsage{GroupUsage: GroupUsage{Name: n, Pods: as.nodePods[n], Totals: nodes[n].totals()}, Capacity: nodes[n].capacityTotals()})

@@ -181,8 +181,15 @@ type AppUsage struct {
 	Mean Amount `json:"mean"`
 	// Total integrates the metric over time (tokens for tokens/s).
 	Total Amount `json:"total"`
-	// CostPerMillion is the GPU cost per million of Total.
+	// CostPerMillion is the GPU cost per million of Total (cost per
+	// million tokens for a token rate); unknown where the cost is, or
+	// where Total is 0.
 	CostPerMillion Amount `json:"costPerMillion"`
+	// PerActiveGPUHour is Total per active GPU-hour of the same pod or
+	// namespace (tokens per active GPU-hour for a token rate): what the
+	// GPUs produced while they worked. Unknown where activity was not
+	// measured or was none.
+	PerActiveGPUHour Amount `json:"perActiveGPUHour"`
 }
 
 // Quality counts what was wrong with the data.

@@ -127,13 +127,13 @@ func writeTable(out io.Writer, r *usage.Report, source string, top int) error {
 	var appLines []string
 	for _, p := range r.Pods {
 		for _, a := range p.App {
-			appLines = append(appLines, fmt.Sprintf("%s\t%s\t%s\t%s %s\n", p.Key(), a.Name, num(a.Mean), cur, money(a.CostPerMillion)))
+			appLines = append(appLines, fmt.Sprintf("%s\t%s\t%s\t%s\t%s %s\n", p.Key(), a.Name, num(a.Mean), num(a.PerActiveGPUHour), cur, money(a.CostPerMillion)))
 		}
 	}
 	if len(appLines) > 0 {
 		fmt.Fprintf(&b, "\nApplication metrics\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "POD\tMETRIC\tMEAN\tGPU COST PER MILLION\n")
+		fmt.Fprintf(tw, "POD\tMETRIC\tMEAN\tTOTAL PER ACTIVE GPU-HOUR\tGPU COST PER MILLION\n")
 		for _, l := range appLines {
 			fmt.Fprint(tw, l)
 		}

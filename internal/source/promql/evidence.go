@@ -177,6 +177,10 @@ func evidenceOf(pods map[podKey]*evidenceSums) []usage.Evidence {
 // resource limits.
 const KSMContainerLimits = "kube_pod_container_resource_limits"
 
+// KSMNodeLabels is kube-state-metrics' family of node labels, each
+// label_<name>, read for --prices' nodeRules.
+const KSMNodeLabels = "kube_node_labels"
+
 // kubeletCFSPeriod is the CFS period the kubelet sets, in microseconds:
 // the period of a container whose spec series are not read.
 const kubeletCFSPeriod = 100000

@@ -245,8 +245,7 @@ func (s *Source) loadContext(ctx context.Context, d *Data, w usage.Window) error
 		}
 		d.Pods = append(d.Pods, e)
 	}
-	const nodeLabels = "kube_node_labels"
-	vec, err := s.queryVector(ctx, nodeLabels, w.End)
+	vec, err := s.queryVector(ctx, KSMNodeLabels, w.End)
 	if err != nil {
 		return fmt.Errorf("node labels from kube-state-metrics: %w", err)
 	}

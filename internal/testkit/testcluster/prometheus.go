@@ -128,6 +128,17 @@ func (p *Prometheus) Restart() {
 	p.waitReady()
 }
 
+// Configure replaces the server's prometheus.yml with config (scrape jobs,
+// rule files) and restarts it on the same address and data: a server that
+// FleetHistory started with backfilled history, given targets to scrape.
+func (p *Prometheus) Configure(config string) {
+	p.t.Helper()
+	if err := os.WriteFile(filepath.Join(p.dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
+		p.t.Fatalf("testcluster: write prometheus.yml: %v", err)
+	}
+	p.Restart()
+}
+
 func (p *Prometheus) waitReady() {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.t.Context(), DefaultStartTimeout)
