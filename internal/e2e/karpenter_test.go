@@ -207,8 +207,9 @@ func createPlanNodePools(t *testing.T, c *testcluster.Cluster) []string {
 // of the planned nodes, on demand, each offering carrying the GPU product
 // label that GPU feature discovery would put on its nodes. Karpenter
 // launches a node for an extended resource only where an instance type
-// declares it, so the H100 type declares the MIG slices of the plan's
-// mig-parted config beside its whole GPUs.
+// declares it, so the H100 type declares 1g.20gb MIG slices, the profile
+// the plan gives the ranker, beside its whole GPUs (on a cloud a
+// NodeOverlay would add them).
 func karpenterInstanceTypes() []testcluster.KarpenterInstanceType {
 	gpuType := func(name, product string, resources corev1.ResourceList) testcluster.KarpenterInstanceType {
 		resources[corev1.ResourceCPU] = resource.MustParse("96")
