@@ -86,8 +86,21 @@ func TestKarpenterProvisionsPlanNodePools(t *testing.T) {
 		if !hasTaint(n, wellknown.TaintMIGPending) || n.Labels[gpuoperator.MIGConfigLabel] != "h100-mig-1" {
 			t.Fatalf("node %s of %s: taints %v, labels %v: want the %s startup taint and the plan's mig-parted config", migNode, migNodePool, n.Spec.Taints, n.Labels, wellknown.TaintMIGPending)
 		}
-		if p := getPod(t, c, "shop", "ranker-2"); p.Spec.NodeName != "" {
-			t.Fatalf("ranker-2 bound to %s while it carries the %s taint", p.Spec.NodeName, wellknown.TaintMIGPending)
+		poll(t, "kube-scheduler to refuse ranker-2 the tainted node", func(ctx context.Context) (bool, string, error) {
+			p, err := client.CoreV1().Pods("shop").Get(ctx, "ranker-2", metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			if p.Spec.NodeName != "" {
+				return false, "", fmt.Errorf("ranker-2 bound to %s while it carries the %s taint", p.Spec.NodeName, wellknown.TaintMIGPending)
+			}
+			// kube-scheduler names no taint in its message; the node's only
+			// taint is the startup taint (checked below).
+			cond := scheduledCondition(p)
+			return cond != nil && strings.Contains(cond.Message, "untolerated taint"), fmt.Sprintf("%+v", cond), nil
+		})
+		if n := getNode(t, c, migNode); len(n.Spec.Taints) != 1 {
+			t.Fatalf("node %s has taints %v, want only %s", migNode, n.Spec.Taints, wellknown.TaintMIGPending)
 		}
 		// mig-manager reports the config applied; gpupack's apply
 		// controller then releases the node.
@@ -292,15 +305,6 @@ func getNode(t *testing.T, c *testcluster.Cluster, name string) *corev1.Node {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func getPod(t *testing.T, c *testcluster.Cluster, ns, name string) *corev1.Pod {
-	t.Helper()
-	p, err := c.Client().CoreV1().Pods(ns).Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func hasTaint(n *corev1.Node, key string) bool {
