@@ -18,6 +18,8 @@
 //
 // StartGPUOperator runs a stand-in for the GPU operator's mig-manager and
 // device plugin (internal/gpusim/operator) on the cluster's nodes.
+// StartKarpenter runs Karpenter's kwok cloud provider (hack/karpenter-bins.sh)
+// against the cluster, whose nodes the cluster's kwok runs.
 //
 // testcluster is a test edge: it imports client-go and starts processes. Only
 // tests may import it.
