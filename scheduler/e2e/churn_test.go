@@ -142,10 +142,10 @@ func runChurn(t testing.TB, c churn) (stock, packed churnResult) {
 		events := watchChurn(t, cs, namespace)
 		proc := runScheduler(t, tc, "scheduler-"+namespace, config)
 		waitSchedulerUp(t, cs, proc, namespace, profile)
-		created := offer(t, cs, arrivals, pods)
-		events.waitBound(t, proc, created)
+		start, created := offer(t, cs, arrivals, pods)
+		events.waitBound(t, proc, len(created))
 		proc.Stop()
-		r := events.measure(c, created, sampleGPUs)
+		r := events.measure(c, start, created, sampleGPUs)
 		r.profile = profile
 		r.cpuPerPod = proc.CPUTime() / time.Duration(len(pods))
 		checkChurnAllocation(t, nodes, events.log(), profile == schedulerName)
@@ -276,8 +276,8 @@ func waitSchedulerUp(t testing.TB, cs kubernetes.Interface, proc *testcluster.Pr
 
 // offer creates each pod at its arrival time after now, each in its own
 // goroutine so that a slow request does not delay the next, and returns
-// when each create request was sent, by pod name.
-func offer(t testing.TB, cs kubernetes.Interface, arrivals []arrival, pods []*corev1.Pod) map[string]time.Time {
+// when it started and when each create request was sent, by pod name.
+func offer(t testing.TB, cs kubernetes.Interface, arrivals []arrival, pods []*corev1.Pod) (time.Time, map[string]time.Time) {
 	t.Helper()
 	start := time.Now()
 	var mu sync.Mutex
@@ -302,12 +302,8 @@ func offer(t testing.TB, cs kubernetes.Interface, arrivals []arrival, pods []*co
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
-	created[startKey] = start
-	return created
+	return start, created
 }
-
-// startKey holds the run's start among offer's times; no pod has the name.
-const startKey = ""
 
 // churnEvent is a pod first seen bound or first seen Succeeded.
 type churnEvent struct {
@@ -357,11 +353,10 @@ func watchChurn(t testing.TB, cs kubernetes.Interface, namespace string) *churnW
 	return cw
 }
 
-// waitBound waits until every created pod has been seen bound, failing if
-// the scheduler exits first, and stops the watch.
-func (cw *churnWatch) waitBound(t testing.TB, proc *testcluster.Process, created map[string]time.Time) {
+// waitBound waits until want pods have been seen bound, failing if the
+// scheduler exits first, and stops the watch.
+func (cw *churnWatch) waitBound(t testing.TB, proc *testcluster.Process, want int) {
 	t.Helper()
-	want := len(created) - 1 // startKey
 	bound := 0
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 15*time.Minute, true, func(context.Context) (bool, error) {
 		if err := proc.Exited(); err != nil {
@@ -405,8 +400,8 @@ type churnResult struct {
 }
 
 // measure computes the run's figures from its events (see runChurn).
-func (cw *churnWatch) measure(c churn, created map[string]time.Time, sampleGPUs int64) churnResult {
-	from := created[startKey].Add(churnMaxRun)
+func (cw *churnWatch) measure(c churn, start time.Time, created map[string]time.Time, sampleGPUs int64) churnResult {
+	from := start.Add(churnMaxRun)
 	to := from.Add(c.Window)
 	in := func(at time.Time) bool { return !at.Before(from) && at.Before(to) }
 	cw.mu.Lock()
