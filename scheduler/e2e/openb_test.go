@@ -66,7 +66,7 @@ func TestOpenbAgainstMostAllocated(t *testing.T) {
 		t.Skip("openb trace on 2 x 200 nodes: not in -short")
 	}
 	catalogue := gpu.Default()
-	sample := openbSample(t, catalogue)
+	sample := openbSample(t, catalogue, openbSampleNodes)
 	var sampleGPUs int64
 	for _, n := range sample {
 		sampleGPUs += int64(len(n.GPUs))
@@ -138,9 +138,9 @@ func TestOpenbAgainstMostAllocated(t *testing.T) {
 	}
 }
 
-// openbSample returns every (eligible/openbSampleNodes)-th node of the
-// embedded GPU node list whose model has a product label.
-func openbSample(t *testing.T, c *gpu.Catalogue) []*cluster.Node {
+// openbSample returns every (eligible/size)-th node of the embedded GPU
+// node list whose model has a product label.
+func openbSample(t testing.TB, c *gpu.Catalogue, size int) []*cluster.Node {
 	t.Helper()
 	f, file, err := openb.Open(openb.Nodes)
 	if err != nil {
@@ -157,12 +157,12 @@ func openbSample(t *testing.T, c *gpu.Catalogue) []*cluster.Node {
 			eligible = append(eligible, n)
 		}
 	}
-	if len(eligible) < openbSampleNodes {
-		t.Fatalf("%s: %d of %d nodes have GPUs of a model with a product label, want at least %d", file, len(eligible), len(all), openbSampleNodes)
+	if len(eligible) < size {
+		t.Fatalf("%s: %d of %d nodes have GPUs of a model with a product label, want at least %d", file, len(eligible), len(all), size)
 	}
-	sample := make([]*cluster.Node, openbSampleNodes)
+	sample := make([]*cluster.Node, size)
 	for i := range sample {
-		sample[i] = eligible[i*len(eligible)/openbSampleNodes]
+		sample[i] = eligible[i*len(eligible)/size]
 	}
 	return sample
 }
@@ -193,7 +193,7 @@ func productLabel(m *gpu.Model) string { return strings.ReplaceAll(m.Product, " 
 
 // openbNode is the trace node as a kwok node of the pool, checked to convert
 // back to the node's model, GPUs, CPU and memory.
-func openbNode(t *testing.T, c *gpu.Catalogue, n *cluster.Node, name, pool string) *corev1.Node {
+func openbNode(t testing.TB, c *gpu.Catalogue, n *cluster.Node, name, pool string) *corev1.Node {
 	t.Helper()
 	m := n.GPUModel()
 	spec := testcluster.GPUNode{Product: productLabel(m), MemoryMiB: int64(m.Usable), GPUs: int64(len(n.GPUs)), Labels: map[string]string{poolLabel: pool}}
@@ -216,7 +216,7 @@ func openbNode(t *testing.T, c *gpu.Catalogue, n *cluster.Node, name, pool strin
 
 // openbPod is the trace pod as stock Kubernetes can ask for it, on the
 // namespace's pool and scheduled by the profile of the namespace's name.
-func openbPod(t *testing.T, c *gpu.Catalogue, namespace, name string, p *cluster.Pod) *corev1.Pod {
+func openbPod(t testing.TB, c *gpu.Catalogue, namespace, name string, p *cluster.Pod) *corev1.Pod {
 	t.Helper()
 	requests := map[string]int64{}
 	if n := wholeGPUs(p); n > 0 {
@@ -263,7 +263,7 @@ func wholeGPUs(p *cluster.Pod) int64 {
 
 // mostAllocatedConfig is stockConfig with the profile mostAllocated, whose
 // NodeResourcesFit scores MostAllocated.
-func mostAllocatedConfig(t *testing.T, kubeconfig string) string {
+func mostAllocatedConfig(t testing.TB, kubeconfig string) string {
 	t.Helper()
 	var config map[string]any
 	if err := yaml.Unmarshal([]byte(stockConfig(t, kubeconfig)), &config); err != nil {

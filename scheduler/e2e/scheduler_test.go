@@ -32,7 +32,7 @@ const schedulerName = "gpupack"
 
 // schedulerBinary returns the cached gpupack-scheduler, skipping the test
 // when it has not been built (failing it under GPUPACK_E2E).
-func schedulerBinary(t *testing.T) string {
+func schedulerBinary(t testing.TB) string {
 	t.Helper()
 	if path := os.Getenv("GPUPACK_SCHEDULER_BIN"); path != "" {
 		return path
@@ -62,7 +62,7 @@ func startGpupackScheduler(t *testing.T, c *testcluster.Cluster, pluginArgs stri
 // runScheduler runs gpupack-scheduler (whose profiles may be the stock
 // ones) as name with the KubeSchedulerConfiguration config, serving no
 // port.
-func runScheduler(t *testing.T, c *testcluster.Cluster, name, config string, args ...string) *testcluster.Process {
+func runScheduler(t testing.TB, c *testcluster.Cluster, name, config string, args ...string) *testcluster.Process {
 	t.Helper()
 	bin := schedulerBinary(t)
 	dir := t.TempDir()
@@ -85,7 +85,7 @@ func runScheduler(t *testing.T, c *testcluster.Cluster, name, config string, arg
 // with the given kubeconfig, client rate limits for storms, leader
 // election off and, when pluginArgs is not empty, the GPUPack plugin's args
 // replaced by it (JSON).
-func SchedulerConfig(t *testing.T, kubeconfig, pluginArgs string) string {
+func SchedulerConfig(t testing.TB, kubeconfig, pluginArgs string) string {
 	t.Helper()
 	manifests, err := os.ReadFile("../../deploy/scheduler.yaml")
 	if err != nil {
@@ -128,7 +128,7 @@ func SchedulerConfig(t *testing.T, kubeconfig, pluginArgs string) string {
 }
 
 // client returns a client with room for pod storms.
-func client(t *testing.T, c *testcluster.Cluster) kubernetes.Interface {
+func client(t testing.TB, c *testcluster.Cluster) kubernetes.Interface {
 	t.Helper()
 	config, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {

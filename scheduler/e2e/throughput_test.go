@@ -107,22 +107,10 @@ type binds struct {
 }
 
 // watchBinds starts watching the namespace's pods; call it before the
-// scheduler starts. The watch resumes from the last event seen if the
-// apiserver closes it.
+// scheduler starts.
 func watchBinds(t *testing.T, cs kubernetes.Interface, namespace string) *binds {
 	t.Helper()
-	list, err := cs.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(t.Context(), list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-			return cs.CoreV1().Pods(namespace).Watch(ctx, options)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watchPods(t, cs, namespace)
 	b := &binds{at: map[string]time.Time{}, watch: w}
 	go func() {
 		for ev := range w.ResultChan() {
@@ -139,6 +127,26 @@ func watchBinds(t *testing.T, cs kubernetes.Interface, namespace string) *binds 
 		}
 	}()
 	return b
+}
+
+// watchPods watches the namespace's pods from now on, in the apiserver's
+// order, resuming from the last event seen if the apiserver closes the
+// watch.
+func watchPods(t testing.TB, cs kubernetes.Interface, namespace string) watch.Interface {
+	t.Helper()
+	list, err := cs.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(t.Context(), list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().Pods(namespace).Watch(ctx, options)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // wait waits until want pods are bound (or the process exits) and returns
@@ -172,7 +180,7 @@ func (b *binds) wait(t *testing.T, want int, proc *testcluster.Process) (first, 
 
 // stockConfig is the stock kube-scheduler's profile under the name "stock",
 // with the same client settings as SchedulerConfig.
-func stockConfig(t *testing.T, kubeconfig string) string {
+func stockConfig(t testing.TB, kubeconfig string) string {
 	t.Helper()
 	out, err := yaml.Marshal(map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",

@@ -40,6 +40,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -281,27 +282,68 @@ func (b *boot) kwok(kubeconfig string) {
 // to run on.
 const LabelKeepsRunning = "keeps-running"
 
+// AnnotationCompletesAfter on a pod is how long it runs before kwok
+// completes it (phase Succeeded), counted from when kwok has it running: a
+// Go duration such as "12.5s" (kwok's stage delay reads it with
+// time.ParseDuration). It makes pods that finish on their own, as a
+// churn of batch work needs; a pod without it runs until deleted, and a
+// Job's pod with it completes after it rather than at once.
+const AnnotationCompletesAfter = "completes-after"
+
 // kwokStages writes kwok's default stages with the pod-complete stage
-// skipping pods labelled LabelKeepsRunning, and returns the file's path.
+// skipping pods labelled LabelKeepsRunning or annotated
+// AnnotationCompletesAfter, and a stage pod-complete-after that completes
+// a running pod AnnotationCompletesAfter after kwok has it running, and
+// returns the file's path.
 func (b *boot) kwokStages() string {
 	b.t.Helper()
 	data, err := os.ReadFile(filepath.Join(b.bins, kwokStagesFile))
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	text := string(data)
-	stage := strings.Index(text, "name: pod-complete\n")
-	job := strings.Index(text[max(stage, 0):], "      - 'Job'\n")
-	if stage < 0 || job < 0 {
-		b.t.Fatalf("testcluster: kwok's stages have no pod-complete stage selecting Job pods; update kwokStages for this kwok version")
+	text, err := withCompletesAfter(string(data))
+	if err != nil {
+		b.t.Fatalf("testcluster: %v", err)
 	}
-	at := stage + job + len("      - 'Job'\n")
-	text = text[:at] + "    - key: '.metadata.labels[\"" + LabelKeepsRunning + "\"]'\n      operator: 'DoesNotExist'\n" + text[at:]
 	path := filepath.Join(b.dir, kwokStagesFile)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		b.t.Fatal(err)
 	}
 	return path
+}
+
+// The parts of kwok's pod-complete stage that withCompletesAfter edits.
+const (
+	podCompleteName = "  name: pod-complete\n"
+	podCompleteJob  = "    - key: '.metadata.ownerReferences.[].kind'\n      operator: 'In'\n      values:\n      - 'Job'\n"
+	podCompleteNext = "  next:\n"
+)
+
+// withCompletesAfter edits kwok's default stages (the text of its
+// kwok-stages.yaml): pod-complete, which completes a Job's running pods at
+// once, skips pods labelled LabelKeepsRunning or annotated
+// AnnotationCompletesAfter; a copy of it, pod-complete-after, selects
+// running pods annotated AnnotationCompletesAfter, whoever owns them, and
+// completes each after the delay its annotation gives, with kwok's own
+// status template.
+func withCompletesAfter(text string) (string, error) {
+	docs := strings.Split(text, "\n---\n")
+	for i, doc := range docs {
+		if !strings.Contains(doc, "\n"+podCompleteName) || strings.Count(doc, podCompleteJob) != 1 || strings.Count(doc, podCompleteNext) != 1 {
+			continue
+		}
+		skip := "    - key: '.metadata.labels[\"" + LabelKeepsRunning + "\"]'\n      operator: 'DoesNotExist'\n" +
+			"    - key: '.metadata.annotations[\"" + AnnotationCompletesAfter + "\"]'\n      operator: 'DoesNotExist'\n"
+		after := strings.Replace(doc, "\n"+podCompleteName, "\n  name: pod-complete-after\n", 1)
+		after = strings.Replace(after, podCompleteJob,
+			"    - key: '.metadata.annotations[\""+AnnotationCompletesAfter+"\"]'\n      operator: 'Exists'\n", 1)
+		after = strings.Replace(after, podCompleteNext,
+			"  delay:\n    durationFrom:\n      jq:\n        expression: '.metadata.annotations[\""+AnnotationCompletesAfter+"\"]'\n"+podCompleteNext, 1)
+		docs[i] = strings.Replace(doc, podCompleteJob, podCompleteJob+skip, 1)
+		docs = slices.Insert(docs, i+1, after)
+		return strings.Join(docs, "\n---\n"), nil
+	}
+	return "", errors.New("kwok's stages have no pod-complete stage selecting Job pods and setting their status; update withCompletesAfter for this kwok version")
 }
 
 // componentFlags are the flags that kube-controller-manager and

@@ -19,7 +19,9 @@ import (
 const podTimeout = 2 * time.Minute
 
 // TestSmoke checks that the real kube-scheduler places GPU pods on kwok's
-// fake GPU nodes, and reports an unschedulable one as the field sees it.
+// fake GPU nodes, that kwok completes a pod annotated
+// AnnotationCompletesAfter and no other, and that the scheduler reports an
+// unschedulable pod as the field sees it.
 func TestSmoke(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	c.AddGPUNode("h100-0", testcluster.GPUNode{
@@ -49,6 +51,18 @@ func TestSmoke(t *testing.T) {
 	})
 	if node := running.Spec.NodeName; node != "h100-0" && node != "l4-0" {
 		t.Errorf("pod one-gpu bound to %q, want h100-0 or l4-0", node)
+	}
+
+	// A pod annotated to complete after a second runs, then succeeds; the
+	// pod without the annotation runs on.
+	completes := gpuPod("completes", 1)
+	completes.Annotations = map[string]string{testcluster.AnnotationCompletesAfter: "1s"}
+	if _, err := pods.Create(t.Context(), completes, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod completes: %v", err)
+	}
+	waitForPod(t, c, ns, "completes", func(pod *corev1.Pod) bool { return pod.Status.Phase == corev1.PodSucceeded })
+	if pod := waitForPod(t, c, ns, "one-gpu", func(*corev1.Pod) bool { return true }); pod.Status.Phase != corev1.PodRunning {
+		t.Errorf("pod one-gpu, without %s, is %s after the annotated pod completed; want it Running", testcluster.AnnotationCompletesAfter, pod.Status.Phase)
 	}
 
 	if _, err := pods.Create(t.Context(), gpuPod("nine-gpus", 9), metav1.CreateOptions{}); err != nil {
