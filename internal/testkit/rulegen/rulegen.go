@@ -86,7 +86,9 @@ var rawMetrics = []struct {
 	{power, func(int64) float64 { return watts }},
 }
 
-func activityAt(s int64) float64 { return activityCycle[(s/Step.Milliseconds())%int64(len(activityCycle))] }
+func activityAt(s int64) float64 {
+	return activityCycle[(s/Step.Milliseconds())%int64(len(activityCycle))]
+}
 
 // Fleet is a synthetic fleet of GPUs over Days days from Start (a UTC
 // midnight), and the evaluation offsets of the rules' two groups within
