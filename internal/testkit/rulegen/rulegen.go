@@ -27,7 +27,7 @@ import (
 
 // Version is the version of what the generator writes: a cache of its
 // output is keyed by it, and it changes whenever the output does.
-const Version = 1
+const Version = 2
 
 // Step is the scrape interval of the fleet's raw series, and the
 // gpupack_step label of the rules' output.
@@ -528,11 +528,11 @@ var sampleMetrics = []string{grEngine, fbUsed, fbFree, dram, power}
 // them, evaluated in the day (on the last day, until they read nothing);
 // the first level in full on the fleet's first and last day and, on the
 // days between, the series that a report reads across a window (the
-// devices' sampled steps and samples, for its check, and the XID maxima),
-// since the report reads the others only at its ends; kube-state-metrics'
-// pod times and owners; and the raw check metric (dcgm-exporter's
-// framebuffer used) in the 5 minutes before each hour's middle, where the
-// report's check reads it.
+// devices' sampled steps and their samples of the check metric, for its
+// check, and the XID maxima), since the report reads the others only at
+// its ends; kube-state-metrics' pod times and owners; and the raw check
+// metric (dcgm-exporter's framebuffer used) in the 5 minutes before each
+// hour's middle, where the report's check reads it, the only raw series.
 func (f Fleet) WriteDay(out io.Writer, sh Shard, d int) error {
 	if err := f.Check(); err != nil {
 		return err
@@ -545,9 +545,9 @@ func (f Fleet) WriteDay(out io.Writer, sh Shard, d int) error {
 	full := d == 0 || d == f.Days-1
 	for i, fig := range deviceFigures {
 		if full || i == sampledSteps || i == samples {
-			f.writeDevice(w, sh, "gpupack:"+fig.name+":5m", i, p.device5m[i])
+			f.writeDevice(w, sh, "gpupack:"+fig.name+":5m", i, p.device5m[i], full)
 		}
-		f.writeDevice(w, sh, "gpupack:"+fig.name+":1h", i, p.device1h[i])
+		f.writeDevice(w, sh, "gpupack:"+fig.name+":1h", i, p.device1h[i], true)
 	}
 	w.family("gpupack:xid_max:5m")
 	for g := sh.From; g < sh.To; g++ {
@@ -566,16 +566,14 @@ func (f Fleet) WriteDay(out io.Writer, sh Shard, d int) error {
 		f.writeOwner(w, sh, "gpupack:"+fig.name+":1h", p.slots, func(s slot) []point { return p.owner1h[s][i] })
 	}
 	f.writeKSM(w, sh, d)
-	if !full {
-		f.writeCheck(w, sh, d)
-	} else if err := f.writeRaw(w, sh, f.dayRaw(d), []string{fbUsed}); err != nil {
-		return err
-	}
+	f.writeCheck(w, sh, d)
 	w.WriteString("# EOF\n")
 	return w.Flush()
 }
 
-func (f Fleet) writeDevice(w *writer, sh Shard, name string, i int, pts []point) {
+// writeDevice writes a device figure's points for the shard's GPUs; of
+// the samples per metric, allMetrics false writes the check metric's only.
+func (f Fleet) writeDevice(w *writer, sh Shard, name string, i int, pts []point, allMetrics bool) {
 	if len(pts) == 0 {
 		return
 	}
@@ -586,6 +584,9 @@ func (f Fleet) writeDevice(w *writer, sh Shard, name string, i int, pts []point)
 		case samples:
 			labels = nil
 			for _, m := range sampleMetrics {
+				if !allMetrics && m != fbUsed {
+					continue
+				}
 				labels = append(labels, deviceLabels(g)+stepLabel+`,metric="`+m+`"`)
 			}
 		case activitySource:
@@ -677,7 +678,7 @@ func (f Fleet) dayRaw(d int) []int64 {
 // writeRaw writes the metrics (by name; nil for all, with the XID gauge)
 // of the shard's GPUs at the steps ts, each sample labelled with the pod
 // that holds the GPU then, as dcgm-exporter labels them.
-func (f Fleet) writeRaw(w *writer, sh Shard, ts []int64, only []string) error {
+func (f Fleet) writeRaw(w *writer, sh Shard, ts []int64, only []string) {
 	type metric struct {
 		name  string
 		value func(int64) float64
@@ -704,7 +705,6 @@ func (f Fleet) writeRaw(w *writer, sh Shard, ts []int64, only []string) error {
 			}
 		}
 	}
-	return nil
 }
 
 // WriteRaw writes the raw series that the rules read for the shard's GPUs
@@ -718,9 +718,7 @@ func (f Fleet) WriteRaw(out io.Writer, sh Shard) error {
 	for d := range f.Days {
 		ts = append(ts, f.dayRaw(d)...)
 	}
-	if err := f.writeRaw(w, sh, ts, nil); err != nil {
-		return err
-	}
+	f.writeRaw(w, sh, ts, nil)
 	w.WriteString("# EOF\n")
 	return w.Flush()
 }
