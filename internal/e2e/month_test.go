@@ -26,10 +26,12 @@ import (
 var monthStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // startMonth starts a real Prometheus on a TSDB that rulegen built in
-// dir/data. Its compaction is held to a day, so that it does not merge the
-// day blocks while a report is measured.
+// dir/data. Its blocks are of up to 18 h (promtool rounds a day down to a
+// block range it knows); the server's compaction is held to 2 h blocks, so
+// that it leaves them as they are, and never merges them while a report
+// is measured.
 func startMonth(tb testing.TB, dir string) *testcluster.Prometheus {
-	return testcluster.StartPrometheus(tb, testcluster.PrometheusOptions{Dir: dir, Args: []string{"--storage.tsdb.max-block-duration=1d"}})
+	return testcluster.StartPrometheus(tb, testcluster.PrometheusOptions{Dir: dir, Args: []string{"--storage.tsdb.max-block-duration=2h"}})
 }
 
 // TestHourlyReportOnGeneratedRules is the month's path at a small size:

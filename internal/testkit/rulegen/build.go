@@ -11,10 +11,11 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Build writes the shard's days into a new TSDB directory dir, a block a
-// day: each day is written to an OpenMetrics file beside dir and loaded
-// with promtool tsdb create-blocks-from openmetrics (a day's block, so that
-// each file is read twice, not once per block), then removed, so that disk
+// Build writes the shard's days into a new TSDB directory dir: each day
+// is written to an OpenMetrics file beside dir and loaded with promtool
+// tsdb create-blocks-from openmetrics (--max-block-duration=24h, which
+// promtool rounds down to 18 h: one or two blocks a day, so that each file
+// is read two or three times, not twelve), then removed, so that disk
 // holds a day's text per worker. workers days are built at once.
 func Build(ctx context.Context, f Fleet, sh Shard, promtool, dir string, workers int) error {
 	if err := f.Check(); err != nil {

@@ -62,6 +62,11 @@ func TestOutputIsWhatTheRulesRecord(t *testing.T) {
 	if len(want) < 40*f.GPUs {
 		t.Fatalf("the rules recorded %d series, too few to compare", len(want))
 	}
+	n := 0
+	for _, pts := range want {
+		n += len(pts)
+	}
+	t.Logf("comparing %d series, %d samples", len(want), n)
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(point{})); diff != "" {
 		t.Errorf("the generated rule output differs from the rules' (-recorded +generated):\n%.6000s", diff)
 	}
