@@ -113,6 +113,9 @@ func (p *Prometheus) start(addr string) {
 	p.proc = startProcess(p.t, "prometheus", p.dir, p.dir, p.bin, args...)
 }
 
+// PID is the server's process id, for reading its CPU time from /proc.
+func (p *Prometheus) PID() int { return p.proc.cmd.Process.Pid }
+
 // DataDir is the TSDB directory, for Backfill.
 func (p *Prometheus) DataDir() string { return filepath.Join(p.dir, "data") }
 
