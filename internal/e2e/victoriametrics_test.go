@@ -28,7 +28,7 @@ func TestVictoriaMetricsAnswersTheAccounting(t *testing.T) {
 		t.Skip("starts Prometheus and VictoriaMetrics")
 	}
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
-	dir := shardHistory(t, shardA, start)
+	dir := shardHistory(t, shardA, "a", start)
 	history := filepath.Join(dir, "history.om")
 	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Dir: dir, Args: []string{lookback}})
 	vm := testcluster.StartVictoriaMetrics(t, "-search.maxStalenessInterval="+(thanosScrape-time.Second).String(), "-search.maxQueryLen=1048576")
