@@ -7,6 +7,12 @@
 
 GO ?= go
 
+# Where the cached components are (each script's --print-dir builds nothing),
+# as the environment the end-to-end tests read.
+BINS_ENV = GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" \
+	GPUPACK_KARPENTER_BINDIR="$$(bash hack/karpenter-bins.sh --print-dir)" \
+	GPUPACK_THANOS_BINDIR="$$(bash hack/thanos-bins.sh --print-dir)"
+
 .PHONY: build test unit deps bins scheduler images bench fuzz vet deploy docs
 
 # Stamped with this checkout's version and commit (`gpupack version`).
@@ -19,7 +25,7 @@ build:
 # apiserver, etcd and Prometheus, and on 2 cores they must not race each
 # other for CPU and ports.
 test: deps bins scheduler vet
-	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" GPUPACK_KARPENTER_BINDIR="$$(bash hack/karpenter-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 60m ./...
+	GPUPACK_E2E=1 $(BINS_ENV) $(GO) test -p 1 -count=1 -timeout 60m ./...
 	$(GO) test -count=1 -tags nvml ./internal/source/nvml
 	cd scheduler && GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash ../hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 30m ./...
 
@@ -38,12 +44,13 @@ vet:
 deps:
 	bash hack/deps.sh
 
-# The real Kubernetes components the tests start: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler and kwok, and Karpenter's kwok
-# provider, cached by version.
+# The real components the tests start, cached by version: etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler and kwok;
+# Karpenter's kwok provider; Thanos (sidecar and query).
 bins:
 	bash hack/k8s-bins.sh
 	bash hack/karpenter-bins.sh
+	bash hack/thanos-bins.sh
 
 # gpupack-scheduler: the upstream kube-scheduler with the GPUPack plugin, a
 # module of its own (scheduler/), cached by source hash.

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the system packages gpupack's tests start: Debian's prometheus
-# (the real server and promtool), Debian's headless Chromium (the browser
-# tests of gpupack serve), and a C compiler for the NVML reader's test,
+# (the real server and promtool), Debian's victoria-metrics (its single
+# node, a store gpupack's queries are checked against), Debian's headless
+# Chromium (the browser tests of gpupack serve), and a C compiler for the NVML reader's test,
 # which builds with cgo (-tags nvml). Idempotent; needs root for apt-get.
 set -euo pipefail
 need=()
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v victoria-metrics >/dev/null 2>&1 || need+=(victoria-metrics)
 command -v chromium-headless-shell >/dev/null 2>&1 || need+=(chromium-headless-shell)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 if [ ${#need[@]} -eq 0 ]; then
@@ -14,9 +16,10 @@ if [ ${#need[@]} -eq 0 ]; then
 fi
 echo "[deps] installing: ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
-# The package would start a system service on :9090; tests run their own
-# server. Debian's policy-rc.d mechanism keeps the package from starting it
-# (exit 101: action forbidden); a policy the machine already has is kept.
+# The packages would start system services on :9090 and :8428; tests run
+# their own servers. Debian's policy-rc.d mechanism keeps the packages
+# from starting them (exit 101: action forbidden); a policy the machine
+# already has is kept.
 ours=""
 if [ ! -e /usr/sbin/policy-rc.d ]; then
 	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
@@ -33,4 +36,7 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheu
 	systemctl stop prometheus || true
 elif [ -s /run/prometheus/prometheus.pid ] && [ -x /etc/init.d/prometheus ]; then
 	/etc/init.d/prometheus stop || true
+fi
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet victoria-metrics 2>/dev/null; then
+	systemctl stop victoria-metrics || true
 fi

@@ -28,8 +28,10 @@ import (
 // answer with status "error" is returned as that error; anything that is
 // not such an answer, as an error that says what was found where. An
 // answer with warnings (a partial answer: a store that Thanos or another
-// federating query layer could not reach) is read whole and refused as a
-// *PartialAnswerError: its figures would be taken for complete.
+// federating query layer could not reach), or that VictoriaMetrics marks
+// "isPartial": true (a storage node of its cluster did not answer), is
+// read whole and refused as a *PartialAnswerError: its figures would be
+// taken for complete.
 func decodeMatrix(body []byte) (model.Matrix, error) {
 	return decodeMatrixSharing(body, nil)
 }
@@ -100,6 +102,10 @@ type PartialAnswerError struct {
 	Warnings []string
 }
 
+// isPartialWarning stands for VictoriaMetrics' "isPartial": true, which
+// comes without a warning of its own.
+const isPartialWarning = `"isPartial": true (a VictoriaMetrics storage node did not answer; its -search.denyPartialResponse makes that an error)`
+
 // maxWarningsShown is how many of an answer's warnings an error quotes.
 const maxWarningsShown = 3
 
@@ -161,6 +167,17 @@ func (s *scanner) consume(c byte, want string) error {
 	}
 	s.i++
 	return nil
+}
+
+// boolean consumes a JSON true or false.
+func (s *scanner) boolean(want string) (bool, error) {
+	for _, lit := range []string{"true", "false"} {
+		if s.peek() == lit[0] && s.i+len(lit) <= len(s.b) && string(s.b[s.i:s.i+len(lit)]) == lit {
+			s.i += len(lit)
+			return lit == "true", nil
+		}
+	}
+	return false, s.syntaxError(want)
 }
 
 // null consumes a JSON null if one is next.
@@ -391,6 +408,7 @@ func (d *matrixDecoder) answer() error {
 	var resultType string
 	var warnings []string
 	sawResult := false
+	partial := false
 	err := d.object("the answer (a JSON object)", func(key []byte) error {
 		switch string(key) {
 		case "status", "errorType", "error":
@@ -429,8 +447,12 @@ func (d *matrixDecoder) answer() error {
 				warnings = append(warnings, string(v))
 				return err
 			})
+		case "isPartial":
+			var err error
+			partial, err = d.boolean(`"isPartial" (true or false)`)
+			return err
 		}
-		return d.other(key, "status", "errorType", "error", "data", "warnings", "infos")
+		return d.other(key, "status", "errorType", "error", "data", "warnings", "infos", "isPartial")
 	})
 	if err != nil {
 		return err
@@ -449,6 +471,8 @@ func (d *matrixDecoder) answer() error {
 		return fmt.Errorf("%s answered a %q, want a range vector (matrix)", d.api, resultType)
 	case !sawResult:
 		return fmt.Errorf("%s answer without a result; the URL may not be Prometheus' API", d.api)
+	case partial:
+		return &PartialAnswerError{Warnings: append(warnings, isPartialWarning)}
 	case len(warnings) > 0:
 		return &PartialAnswerError{Warnings: warnings}
 	}

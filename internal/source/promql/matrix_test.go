@@ -85,19 +85,21 @@ func sameMatrix(a, b model.Matrix) string {
 // negative times, native histograms beside floats, infos, keys in
 // another order), and that a malformed answer is refused with an error
 // that says where and what was wanted, and one with warnings (a partial
-// answer) as a *PartialAnswerError.
+// answer, or one VictoriaMetrics marks "isPartial") as a
+// *PartialAnswerError.
 func TestDecodeMatrix(t *testing.T) {
 	good := map[string]string{
-		"empty":        `{"status":"success","data":{"resultType":"matrix","result":[]}}`,
-		"plain":        `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"gpu":"0","UUID":"GPU-a"},"values":[[1735689599.999,"1"],[1735693199.999,"2.5"]]}]}}`,
-		"special":      `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"NaN"],[2,"+Inf"],[3,"-Inf"],[-1.5,"-0"],[4.12345,"1e300"]]}]}}`,
-		"escapes":      `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"pod":"a\"b\\c\u00e9","ns":"caf\u00e9 ☕","t":"x\ty"},"values":[[10,"1"]]}]}}`,
-		"histograms":   `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]],"histograms":[[2,{"count":"3","sum":"4","buckets":[[0,"1","2","3"]]}]]}]}}`,
-		"infos":        `{"status":"success","warnings":[],"infos":["i"],"data":{"result":[{"values":[[1,"1"]],"metric":{"a":"b"}}],"resultType":"matrix"}}`,
-		"white space":  " \n{ \"status\" : \"success\" ,\r\n \"data\" : { \"resultType\" : \"matrix\" , \"result\" : [ { \"metric\" : { \"a\" : \"b\" } , \"values\" : [ [ 1 , \"1\" ] ] } ] } } \n",
-		"null values":  `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":null}]}}`,
-		"many series":  `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]]},{"metric":{"a":"c"},"values":[[1,"2"]]},{"metric":{"a":"b","c":"d"},"values":[[1,"3"]]}]}}`,
-		"unknown keys": `{"status":"success","stats":{"x":[1,2,{"y":null}],"z":true},"data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]],"extra":false}]}}`,
+		"empty":                  `{"status":"success","data":{"resultType":"matrix","result":[]}}`,
+		"plain":                  `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"gpu":"0","UUID":"GPU-a"},"values":[[1735689599.999,"1"],[1735693199.999,"2.5"]]}]}}`,
+		"special":                `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"NaN"],[2,"+Inf"],[3,"-Inf"],[-1.5,"-0"],[4.12345,"1e300"]]}]}}`,
+		"escapes":                `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"pod":"a\"b\\c\u00e9","ns":"caf\u00e9 ☕","t":"x\ty"},"values":[[10,"1"]]}]}}`,
+		"histograms":             `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]],"histograms":[[2,{"count":"3","sum":"4","buckets":[[0,"1","2","3"]]}]]}]}}`,
+		"infos":                  `{"status":"success","warnings":[],"infos":["i"],"data":{"result":[{"values":[[1,"1"]],"metric":{"a":"b"}}],"resultType":"matrix"}}`,
+		"white space":            " \n{ \"status\" : \"success\" ,\r\n \"data\" : { \"resultType\" : \"matrix\" , \"result\" : [ { \"metric\" : { \"a\" : \"b\" } , \"values\" : [ [ 1 , \"1\" ] ] } ] } } \n",
+		"null values":            `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":null}]}}`,
+		"many series":            `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]]},{"metric":{"a":"c"},"values":[[1,"2"]]},{"metric":{"a":"b","c":"d"},"values":[[1,"3"]]}]}}`,
+		"whole, VictoriaMetrics": `{"status":"success","isPartial":false,"data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]]}]}}`,
+		"unknown keys":           `{"status":"success","stats":{"x":[1,2,{"y":null}],"z":true},"data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]],"extra":false}]}}`,
 	}
 	for name, body := range good {
 		t.Run(name, func(t *testing.T) {
@@ -115,18 +117,20 @@ func TestDecodeMatrix(t *testing.T) {
 		})
 	}
 	bad := map[string]struct{ body, want string }{
-		"not JSON":        {`<html>502 Bad Gateway</html>`, "at byte 0 of 28: want the answer (a JSON object)"},
-		"cut short":       {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"],[2,`, `want a sample's value`},
-		"bad value":       {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"one"]]}]}}`, `want a sample's value`},
-		"unquoted value":  {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,1]]}]}}`, `want a sample's value`},
-		"exponent time":   {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1e3,"1"]]}]}}`, `at most 3 decimals`},
-		"trailing":        {`{"status":"success","data":{"resultType":"matrix","result":[]}} x`, `want the end of the answer`},
-		"a vector":        {`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}`, `want a range vector`},
-		"error":           {`{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\""}`, `bad_data: invalid parameter "query"`},
-		"no status":       {`{"data":{"resultType":"matrix","result":[]}}`, `want "success"`},
-		"case twin":       {`{"status":"success","Status":"error","data":{"resultType":"matrix","result":[]}}`, `want "status", not "Status"`},
-		"warnings":        {`{"status":"success","warnings":["store 10.0.0.7:10901 unreachable"],"infos":["i"],"data":{"result":[{"values":[[1,"1"]],"metric":{"a":"b"}}],"resultType":"matrix"}}`, `partial answer, with warnings ["store 10.0.0.7:10901 unreachable"]`},
-		"control in text": {"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[{\"metric\":{\"a\":\"b\x01\"},\"values\":[]}]}}", `want a label's value`},
+		"not JSON":                 {`<html>502 Bad Gateway</html>`, "at byte 0 of 28: want the answer (a JSON object)"},
+		"cut short":                {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"],[2,`, `want a sample's value`},
+		"bad value":                {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"one"]]}]}}`, `want a sample's value`},
+		"unquoted value":           {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,1]]}]}}`, `want a sample's value`},
+		"exponent time":            {`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1e3,"1"]]}]}}`, `at most 3 decimals`},
+		"trailing":                 {`{"status":"success","data":{"resultType":"matrix","result":[]}} x`, `want the end of the answer`},
+		"a vector":                 {`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}`, `want a range vector`},
+		"error":                    {`{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\""}`, `bad_data: invalid parameter "query"`},
+		"no status":                {`{"data":{"resultType":"matrix","result":[]}}`, `want "success"`},
+		"case twin":                {`{"status":"success","Status":"error","data":{"resultType":"matrix","result":[]}}`, `want "status", not "Status"`},
+		"warnings":                 {`{"status":"success","warnings":["store 10.0.0.7:10901 unreachable"],"infos":["i"],"data":{"result":[{"values":[[1,"1"]],"metric":{"a":"b"}}],"resultType":"matrix"}}`, `partial answer, with warnings ["store 10.0.0.7:10901 unreachable"]`},
+		"partial, VictoriaMetrics": {`{"status":"success","isPartial":true,"data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[1,"1"]]}]}}`, `partial answer, with warnings ["\"isPartial\": true (a VictoriaMetrics storage node did not answer`},
+		"isPartial a string":       {`{"status":"success","isPartial":"no","data":{"resultType":"matrix","result":[]}}`, `want "isPartial" (true or false)`},
+		"control in text":          {"{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\",\"result\":[{\"metric\":{\"a\":\"b\x01\"},\"values\":[]}]}}", `want a label's value`},
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -147,6 +151,7 @@ func FuzzDecodeMatrix(f *testing.F) {
 		`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"gpu":"0","UUID":"GPU-a"},"values":[[1735689599.999,"1"],[1735693199.999,"NaN"]]}]}}`,
 		`{"status":"success","warnings":["w"],"data":{"result":[{"values":[[-1.5,"+Inf"]],"metric":{"a":"\u00e9\""}}],"resultType":"matrix"}}`,
 		`{"status":"error","errorType":"bad_data","error":"x"}`,
+		`{"status":"success","isPartial":false,"data":{"resultType":"matrix","result":[]}}`,
 		`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]],"histograms":[[2,{"count":"3"}]]}]}}`,
 	} {
 		f.Add([]byte(seed))

@@ -76,6 +76,7 @@ func TestDecodeVector(t *testing.T) {
 		"error":      {`{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\""}`, `bad_data: invalid parameter "query"`},
 		"no status":  {`{"data":{"resultType":"vector","result":[]}}`, `query answer with status "", want "success"`},
 		"warnings":   {`{"status":"success","warnings":["w"],"data":{"result":[{"value":[1,"1"],"metric":{"a":"b"}}],"resultType":"vector"}}`, `partial answer, with warnings ["w"]`},
+		"isPartial":  {`{"status":"success","isPartial":true,"data":{"result":[{"value":[1,"1"],"metric":{"a":"b"}}],"resultType":"vector"}}`, `partial answer, with warnings ["\"isPartial\": true`},
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
