@@ -19,7 +19,7 @@ build:
 # apiserver, etcd and Prometheus, and on 2 cores they must not race each
 # other for CPU and ports.
 test: deps bins scheduler vet
-	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 60m ./...
+	GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" GPUPACK_KEDA_BINDIR="$$(bash hack/keda-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 60m ./...
 	$(GO) test -count=1 -tags nvml ./internal/source/nvml
 	cd scheduler && GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="$$(bash ../hack/k8s-bins.sh --print-dir)" $(GO) test -p 1 -count=1 -timeout 30m ./...
 
@@ -39,9 +39,11 @@ deps:
 	bash hack/deps.sh
 
 # The real Kubernetes components the tests start: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler and kwok, cached by version.
+# kube-controller-manager, kube-scheduler and kwok, and KEDA's operator and
+# metrics API server, cached by version.
 bins:
 	bash hack/k8s-bins.sh
+	bash hack/keda-bins.sh
 
 # gpupack-scheduler: the upstream kube-scheduler with the GPUPack plugin, a
 # module of its own (scheduler/), cached by source hash.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds (or finds cached) the real Kubernetes components with hack/k8s-bins.sh,
+# Builds (or finds cached) the real Kubernetes components with hack/k8s-bins.sh
+# and KEDA with hack/keda-bins.sh,
 # then runs the tests that start them. GPUPACK_E2E=1 makes a missing binary a
 # failure instead of a skip, so this script can never pass by skipping.
 # Extra arguments go to go test, e.g. hack/e2e.sh -v -run TestSmoke.
@@ -8,4 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin_dir="$(hack/k8s-bins.sh | tee /dev/stderr | tail -n 1)"
 echo "[e2e] binaries in ${bin_dir}"
-GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="${bin_dir}" go test ./internal/testkit/testcluster/... ./internal/e2e/... -count=1 "$@"
+keda_dir="$(hack/keda-bins.sh | tee /dev/stderr | tail -n 1)"
+echo "[e2e] KEDA in ${keda_dir}"
+GPUPACK_E2E=1 GPUPACK_K8S_BINDIR="${bin_dir}" GPUPACK_KEDA_BINDIR="${keda_dir}" go test ./internal/testkit/testcluster/... ./internal/e2e/... -count=1 "$@"

@@ -34,6 +34,13 @@ type process struct {
 // in. It registers a cleanup that stops the whole process group.
 func startProcess(t testing.TB, name, logDir, home, binary string, args ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, name, logDir, home, binary, nil, args...)
+}
+
+// startProcessEnv is startProcess with env (NAME=value) added to the
+// process's environment, for a component configured by variables.
+func startProcessEnv(t testing.TB, name, logDir, home, binary string, env []string, args ...string) *process {
+	t.Helper()
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -42,7 +49,7 @@ func startProcess(t testing.TB, name, logDir, home, binary string, args ...strin
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + home}
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + home}, env...)
 	// Pdeathsig kills the component if the test binary dies without running
 	// its cleanups (a panic in another goroutine, a kill from go test -timeout).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
