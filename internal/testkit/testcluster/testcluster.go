@@ -18,6 +18,9 @@
 //
 // StartGPUOperator runs a stand-in for the GPU operator's mig-manager and
 // device plugin (internal/gpusim/operator) on the cluster's nodes.
+// StartKEDA runs KEDA's real operator and metrics API server
+// (hack/keda-bins.sh), which the apiserver's aggregation layer serves
+// external.metrics.k8s.io from.
 //
 // testcluster is a test edge: it imports client-go and starts processes. Only
 // tests may import it.
