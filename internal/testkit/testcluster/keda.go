@@ -89,13 +89,8 @@ func (c *Cluster) StartKEDA() {
 func kedaBinDir(t testing.TB) string {
 	t.Helper()
 	dir, err := locateKEDABinDir()
-	for _, name := range []string{kedaOperator, kedaAdapter} {
-		if err != nil {
-			break
-		}
-		if _, serr := os.Stat(filepath.Join(dir, name)); serr != nil {
-			err = fmt.Errorf("missing a KEDA binary: %w", serr)
-		}
+	if err == nil {
+		err = checkKEDABins(dir)
 	}
 	if err == nil {
 		return dir
@@ -121,6 +116,16 @@ func locateKEDABinDir() (string, error) {
 		return "", fmt.Errorf("%s is unset and %s --print-dir failed: %w", envKEDABinDir, script, err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// checkKEDABins reports the first of KEDA's binaries missing from dir.
+func checkKEDABins(dir string) error {
+	for _, name := range []string{kedaOperator, kedaAdapter} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("missing a KEDA binary: %w", err)
+		}
+	}
+	return nil
 }
 
 // installKEDACRDs creates KEDA's CRDs and waits until both of its groups
