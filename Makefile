@@ -11,7 +11,8 @@ GO ?= go
 # as the environment the end-to-end tests read.
 BINS_ENV = GPUPACK_K8S_BINDIR="$$(bash hack/k8s-bins.sh --print-dir)" \
 	GPUPACK_KARPENTER_BINDIR="$$(bash hack/karpenter-bins.sh --print-dir)" \
-	GPUPACK_THANOS_BINDIR="$$(bash hack/thanos-bins.sh --print-dir)"
+	GPUPACK_THANOS_BINDIR="$$(bash hack/thanos-bins.sh --print-dir)" \
+	GPUPACK_KEDA_BINDIR="$$(bash hack/keda-bins.sh --print-dir)"
 
 .PHONY: build test unit deps bins scheduler images bench fuzz vet deploy docs
 
@@ -46,11 +47,13 @@ deps:
 
 # The real components the tests start, cached by version: etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler and kwok;
-# Karpenter's kwok provider; Thanos (sidecar and query).
+# Karpenter's kwok provider; Thanos (sidecar and query); KEDA's operator
+# and metrics API server.
 bins:
 	bash hack/k8s-bins.sh
 	bash hack/karpenter-bins.sh
 	bash hack/thanos-bins.sh
+	bash hack/keda-bins.sh
 
 # gpupack-scheduler: the upstream kube-scheduler with the GPUPack plugin, a
 # module of its own (scheduler/), cached by source hash.

@@ -523,25 +523,32 @@ func (g *nodeGroup) shape(headroom float64) {
 
 // replicaRange is the replicas a scaled workload may run: from the busy
 // pods measured per hour (the fewest, and the most plus headroom), else
-// from its pods now.
+// from its pods now; never fewer than 1 (see keptReplica).
 func replicaRange(d *Decision, headroom float64) (lo, hi int, why string) {
 	pods := len(d.w.Pods)
 	if busy := d.w.HourlyBusyPods; len(busy) > 0 {
 		least, most := slices.Min(busy), slices.Max(busy)
 		hi = max(1, least, int(math.Ceil(float64(most)*(1+headroom)-1e-9)))
-		return least, hi, fmt.Sprintf("busy replicas measured per hour: %d to %d; at most %d with %.0f%% headroom", least, most, hi, headroom*100)
-	}
-	lo = 1
-	if d.Action == Reclaim {
-		lo = 0
+		why = fmt.Sprintf("busy replicas measured per hour: %d to %d; at most %d with %.0f%% headroom", least, most, hi, headroom*100)
+		if least == 0 {
+			why += "; " + keptReplica
+		}
+		return max(1, least), hi, why
 	}
 	hi = max(1, int(math.Ceil(float64(pods)*(1+headroom)-1e-9)))
 	why = fmt.Sprintf("no hourly activity measured: from %d replicas now, at most %d with %.0f%% headroom", pods, hi, headroom*100)
-	if lo == 0 {
-		why += "; idle-held, so it may scale to zero"
+	if d.Action == Reclaim {
+		why += "; idle-held, but " + keptReplica
 	}
-	return lo, hi, why
+	return 1, hi, why
 }
+
+// keptReplica says why a ScaledObject's minReplicaCount is never 0: at 0,
+// KEDA scales the workload to zero whenever its trigger reads nothing, as
+// the queue of a replica still loading its model does (and a queue that
+// only the replicas report never wakes it again). gpupack reclaim pauses
+// idle serving at zero instead, never while a pod is starting.
+const keptReplica = "at least 1, since KEDA at minReplicaCount 0 scales to zero a replica whose queue reads nothing, as one loading its model does (gpupack reclaim pauses idle serving instead)"
 
 // replicaShape is what one replica of the decision requests after the plan.
 func replicaShape(d *Decision) ReplicaShape {

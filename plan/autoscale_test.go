@@ -319,3 +319,33 @@ func replicasAlike(s *cluster.Snapshot, d *Decision) bool {
 	}
 	return true
 }
+
+// TestReplicaRangeNeverZero checks the ScaledObject's replica range: from
+// the busy replicas per hour plus headroom, else the replicas now, and
+// never a minimum of 0, at which KEDA would scale a replica loading its
+// model to zero.
+func TestReplicaRangeNeverZero(t *testing.T) {
+	pods := func(n int) []*cluster.Pod { return make([]*cluster.Pod, n) }
+	tests := map[string]struct {
+		d        *Decision
+		min, max int
+		why      string
+	}{
+		"busy every hour":           {&Decision{w: &Workload{Pods: pods(3), HourlyBusyPods: []int{2, 3}}}, 2, 4, "2 to 3"},
+		"idle hours":                {&Decision{w: &Workload{Pods: pods(2), HourlyBusyPods: []int{2, 2, 0}}}, 1, 3, "at least 1"},
+		"never busy":                {&Decision{w: &Workload{Pods: pods(1), HourlyBusyPods: []int{0, 0}}}, 1, 1, "at least 1"},
+		"no hourly data":            {&Decision{Action: Share, w: &Workload{Pods: pods(2)}}, 1, 3, "from 2 replicas now"},
+		"idle-held, no hourly data": {&Decision{Action: Reclaim, w: &Workload{Pods: pods(1)}}, 1, 2, "idle-held, but at least 1"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			lo, hi, why := replicaRange(tc.d, 0.2)
+			if diff := cmp.Diff([2]int{tc.min, tc.max}, [2]int{lo, hi}); diff != "" {
+				t.Errorf("min, max (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(why, tc.why) {
+				t.Errorf("range %q: want it to say %q", why, tc.why)
+			}
+		})
+	}
+}

@@ -38,8 +38,8 @@ func startProcess(t testing.TB, name, logDir, home, binary string, args ...strin
 }
 
 // startProcessEnv is startProcess with env (NAME=VALUE) added to the
-// process's environment, for a component that reads a setting only from
-// its environment (Karpenter's KUBECONFIG).
+// process's environment, for a component that reads settings only from its
+// environment (Karpenter's KUBECONFIG, KEDA's namespaces).
 func startProcessEnv(t testing.TB, name, logDir, home, binary string, env []string, args ...string) *process {
 	t.Helper()
 	logPath := filepath.Join(logDir, name+".log")

@@ -20,6 +20,9 @@
 // device plugin (internal/gpusim/operator) on the cluster's nodes.
 // StartKarpenter runs Karpenter's kwok cloud provider (hack/karpenter-bins.sh)
 // against the cluster, whose nodes the cluster's kwok runs.
+// StartKEDA runs KEDA's real operator and metrics API server
+// (hack/keda-bins.sh), which the apiserver's aggregation layer serves
+// external.metrics.k8s.io from.
 //
 // testcluster is a test edge: it imports client-go and starts processes. Only
 // tests may import it.
@@ -186,8 +189,9 @@ func (b *boot) apiserver(etcdURL string) apiserverAccess {
 	saKey, saPub := serviceAccountKeyPair(b.t, b.dir)
 	apiserverCerts := mkdir(b.t, b.dir, "apiserver-certs")
 	a := apiserverAccess{cert: filepath.Join(apiserverCerts, "apiserver.crt"), saKey: saKey}
+	aggregation := aggregationFlags(b.t, b.dir)
 	b.onPorts("kube-apiserver", apiserverBinary, 1, func(ports []int) []string {
-		return []string{
+		return append([]string{
 			"--etcd-servers=" + etcdURL,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
@@ -206,7 +210,7 @@ func (b *boot) apiserver(etcdURL string) apiserverAccess {
 			"--endpoint-reconciler-type=none",
 			"--enable-admission-plugins=" + strings.Join(admissionPlugins, ","),
 			"--disable-admission-plugins=" + strings.Join(disabledAdmissionPlugins, ","),
-		}
+		}, aggregation...)
 	}, func(ports []int) func(ctx context.Context) error {
 		a.kubeconfig = writeKubeconfig(b.t, b.dir, "https://"+hostPort(ports[0]), a.cert, token)
 		a.client = nil
@@ -245,6 +249,10 @@ func (b *boot) controllerManager(api apiserverAccess) {
 			// apiserver's serving certificate and its CA, which the
 			// administrator's kubeconfig trusts too.
 			"--root-ca-file="+api.cert,
+			// The HPA controller scales a target down to the highest of its
+			// recommendations over this window (5 minutes by default), so a
+			// test sees a scale-down within its time.
+			"--horizontal-pod-autoscaler-downscale-stabilization=10s",
 		)
 	}, selfSignedProbe(filepath.Join(certs, "kube-controller-manager.crt"), "/healthz"))
 }
@@ -355,9 +363,10 @@ func componentFlags(kubeconfig, certDir string, port int) []string {
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
-		// The apiserver has no client CA, so it never publishes the
-		// extension-apiserver-authentication ConfigMap; bearer tokens still
-		// work through TokenReview.
+		// The apiserver has no client CA (its ConfigMap
+		// extension-apiserver-authentication holds only the front proxy's
+		// CA), so there is nothing to look up; bearer tokens still work
+		// through TokenReview.
 		"--authentication-skip-lookup",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
