@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"maps"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -132,6 +135,7 @@ func runChurn(t testing.TB, c churn) (stock, packed churnResult) {
 			_, err := cs.CoreV1().Nodes().Create(t.Context(), nodes[i], metav1.CreateOptions{})
 			return err
 		})
+		checkOnlyNodes(t, cs, len(nodes))
 		tc.CreateNamespace(namespace)
 		pods := make([]*corev1.Pod, len(arrivals))
 		for i, a := range arrivals {
@@ -140,15 +144,18 @@ func runChurn(t testing.TB, c churn) (stock, packed churnResult) {
 			pods[i].Annotations = map[string]string{testcluster.AnnotationCompletesAfter: a.run.String()}
 		}
 		events := watchChurn(t, cs, namespace)
-		proc := runScheduler(t, tc, "scheduler-"+namespace, config)
+		port := testcluster.CandidatePort()
+		proc := runScheduler(t, tc, "scheduler-"+namespace, config, fmt.Sprintf("--secure-port=%d", port), "--authorization-always-allow-paths=/metrics")
 		waitSchedulerUp(t, cs, proc, namespace, profile)
 		start, created := offer(t, cs, arrivals, pods)
 		events.waitBound(t, proc, len(created))
+		t.Logf("%s scheduler's metrics at the end:\n%s", profile, schedulerMetrics(t, port))
 		proc.Stop()
 		r := events.measure(c, start, created, sampleGPUs)
 		r.profile = profile
 		r.cpuPerPod = proc.CPUTime() / time.Duration(len(pods))
 		checkChurnAllocation(t, nodes, events.log(), profile == schedulerName)
+		clearRun(t, cs, namespace)
 		return r
 	}
 	stock = run(mostAllocated, mostAllocatedConfig(t, tc.Kubeconfig()))
@@ -157,6 +164,88 @@ func runChurn(t testing.TB, c churn) (stock, packed churnResult) {
 		c.Load, sampleGPUs, len(sample), 100*offeredInWindow(arrivals, c.Window, sampleGPUs), len(arrivals), churnMaxRun+c.Window, churnMaxRun, c.Window, stock, packed,
 		schedulerName, packed.wait(0.95).Seconds()/stock.wait(0.95).Seconds(), mostAllocated, 100*packed.boundPerSecond/stock.boundPerSecond, mostAllocated)
 	return stock, packed
+}
+
+// checkOnlyNodes fails t unless the cluster holds want nodes, the run's
+// own: a scheduler evaluates every node of the cluster, its pool's or not,
+// and kwok keeps up each node's heartbeat and pods, so a run that found an
+// earlier run's nodes would be measured on a busier control plane and a
+// scheduler with twice the nodes to filter.
+func checkOnlyNodes(t testing.TB, cs kubernetes.Interface, want int) {
+	t.Helper()
+	list, err := cs.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != want {
+		t.Fatalf("the cluster holds %d nodes, not the run's %d: an earlier run's are left", len(list.Items), want)
+	}
+}
+
+// clearRun deletes a finished run's pods and then its nodes (those of the
+// namespace's pool), and waits until they are gone, so that the next run
+// has the control plane to itself (checkOnlyNodes).
+func clearRun(t testing.TB, cs kubernetes.Interface, namespace string) {
+	t.Helper()
+	deletePods(t, cs, namespace)
+	pool := metav1.ListOptions{LabelSelector: poolLabel + "=" + namespace}
+	left := -1
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if left != 0 {
+			if err := cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, pool); err != nil {
+				return false, nil // tried again on the next poll
+			}
+		}
+		list, err := cs.CoreV1().Nodes().List(ctx, pool)
+		if err != nil {
+			return false, nil
+		}
+		left = len(list.Items)
+		return left == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %d nodes left after deletion: %v", namespace, left, err)
+	}
+}
+
+// churnMetrics are the scheduler's metrics that say where a pod's wait
+// goes: attempts by result, pods moved into the queues by event, the
+// attempts' and the extension points' durations, attempts per pod.
+var churnMetrics = []string{
+	"scheduler_schedule_attempts_total",
+	"scheduler_queue_incoming_pods_total",
+	"scheduler_scheduling_attempt_duration_seconds_sum",
+	"scheduler_scheduling_attempt_duration_seconds_count",
+	"scheduler_framework_extension_point_duration_seconds_sum",
+	"scheduler_framework_extension_point_duration_seconds_count",
+	"scheduler_pod_scheduling_attempts_sum",
+	"scheduler_pod_scheduling_attempts_count",
+	"scheduler_pending_pods",
+}
+
+// schedulerMetrics reads the churnMetrics lines from the scheduler's
+// /metrics on port; what it cannot read is said in their place.
+func schedulerMetrics(t testing.TB, port int) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the scheduler's self-signed certificate
+	resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return fmt.Sprintf("(no metrics: %v)", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("(no metrics: %s, %v)", resp.Status, err)
+	}
+	var b strings.Builder
+	for line := range strings.SplitSeq(string(body), "\n") {
+		name, _, _ := strings.Cut(line, "{")
+		name, _, _ = strings.Cut(name, " ")
+		if slices.Contains(churnMetrics, name) && !strings.HasSuffix(line, " 0") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 // offeredInWindow is the GPU-time the drawn stream asks for within the

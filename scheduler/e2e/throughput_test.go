@@ -198,7 +198,7 @@ func stockConfig(t testing.TB, kubeconfig string) string {
 // deletePods deletes the namespace's pods at once (grace period 0) and
 // waits until none is left, deleting again what a timed-out or failed
 // call left behind.
-func deletePods(t *testing.T, cs kubernetes.Interface, namespace string) {
+func deletePods(t testing.TB, cs kubernetes.Interface, namespace string) {
 	t.Helper()
 	zero := int64(0)
 	left := -1

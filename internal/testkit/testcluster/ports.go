@@ -40,6 +40,12 @@ var addressInUse = regexp.MustCompile(`bind: address already in use`)
 
 func candidatePort() int { return candidateLow + rand.IntN(candidateHigh-candidateLow) }
 
+// CandidatePort is a port for a server run with Cluster.Run that must be
+// told its port (kube-scheduler's --secure-port, where 0 serves nothing):
+// one below the ephemeral range, which only another fixed-port server can
+// hold.
+func CandidatePort() int { return candidatePort() }
+
 // pickPorts chooses the ports of each attempt of startOnPorts; tests
 // replace it to force a collision.
 var pickPorts = candidatePorts
