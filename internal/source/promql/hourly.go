@@ -368,9 +368,12 @@ func (s *Source) streamShard(ctx context.Context, w usage.Window, sh hourlyShard
 			})
 		}
 		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
-			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
+			// The head: the 5-minute windows that ended in [w.Start, first - 1h],
+			// over a range 1 ms longer, which keeps a window ending at
+			// w.Start in Prometheus 3's ranges (open at the start, as
+			// Thanos Query's engine reads them) as in Prometheus 2's.
 			edge := first.Add(-HourWindow)
-			s.goCombined(gctx, goSlot, group.sel, group.labels, group.days[:1], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
+			s.goCombined(gctx, goSlot, group.sel, group.labels, group.days[:1], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start)+time.Millisecond, allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
 		}
 		if hi == nDays && last.Before(w.End.Add(-time.Millisecond)) {
 			// The tail: those that ended in (last, w.End - 1ms].
