@@ -48,10 +48,65 @@ func TestHourlyReportOnGeneratedRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	prom := startMonth(t, dir)
+	checkGeneratedReport(t, prom.URL, f, 71)
+}
+
+// TestHourlyReportOnGeneratedShards is TestHourlyReportOnGeneratedRules
+// through Thanos Query over two Prometheus shards, each holding half of
+// the GPUs and its own hourly windows (at an evaluation offset of its
+// own): the middle day is in the hourly rules only, so the report reads
+// both shards' hourly windows, or fails.
+func TestHourlyReportOnGeneratedShards(t *testing.T) {
+	promtool := testcluster.NeedBinary(t, "promtool", "prometheus")
+	f := rulegen.Fleet{GPUs: 8, Days: 3, Start: monthStart}
+	var opts []testcluster.ShardOptions
+	for i, fs := range shardFleets(f, 2) {
+		dir := t.TempDir()
+		if err := rulegen.Build(t.Context(), fs.fleet, fs.shard, promtool, filepath.Join(dir, "data"), 1); err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, shardOptions(dir, i))
+	}
+	_, q := testcluster.StartThanosShards(t, opts)
+	checkGeneratedReport(t, q.URL, f, 71+71)
+}
+
+// shardFleet is one shard of a generated fleet: its GPUs, and the fleet
+// as its Prometheus records it (its own hourly evaluation offset).
+type shardFleet struct {
+	fleet rulegen.Fleet
+	shard rulegen.Shard
+}
+
+// shardFleets splits f into n shards of consecutive GPUs, the i-th's
+// hourly rules evaluated 23 minutes after the one before's.
+func shardFleets(f rulegen.Fleet, n int) []shardFleet {
+	var out []shardFleet
+	for i := range n {
+		fi := f
+		fi.Offset1h = (f.Offset1h + time.Duration(i)*23*time.Minute) % time.Hour
+		out = append(out, shardFleet{fi, rulegen.Shard{From: i * f.GPUs / n, To: (i + 1) * f.GPUs / n}})
+	}
+	return out
+}
+
+// shardOptions start the i-th shard of a generated fleet on its TSDB in
+// dir/data, labelled cluster=shard-<i>, its compaction held as
+// startMonth holds it.
+func shardOptions(dir string, i int) testcluster.ShardOptions {
+	return testcluster.ShardOptions{Dir: dir, ExternalLabels: map[string]string{"cluster": fmt.Sprintf("shard-%d", i)}, Args: []string{"--storage.tsdb.max-block-duration=2h"}}
+}
+
+// checkGeneratedReport runs the real `report --accounting hourly` against
+// url over the three days of f, and requires every hour read from the
+// rules, windows hourly windows among them, and each pod to hold its GPU
+// and be active for the steps the generator says.
+func checkGeneratedReport(t *testing.T, url string, f rulegen.Fleet, windows int) {
+	t.Helper()
 	var out bytes.Buffer
 	root := cli.NewRoot(t.Context())
 	root.SetOut(&out)
-	root.SetArgs([]string{"report", "--prometheus", prom.URL, "--accounting", "hourly", "--window", "72h", "--end", f.End().Format(time.RFC3339), "--step", "30s", "--format", "json"})
+	root.SetArgs([]string{"report", "--prometheus", url, "--accounting", "hourly", "--window", "72h", "--end", f.End().Format(time.RFC3339), "--step", "30s", "--format", "json"})
 	if err := root.ExecuteContext(t.Context()); err != nil {
 		t.Fatalf("report: %v", err)
 	}
@@ -59,8 +114,11 @@ func TestHourlyReportOnGeneratedRules(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("report JSON: %v", err)
 	}
-	if want := "72 of 72 hours read from gpupack's recording rules"; !strings.Contains(strings.Join(r.Quality.Warnings, "\n"), want) {
-		t.Errorf("the report does not say %q: %q", want, r.Quality.Warnings)
+	warnings := strings.Join(r.Quality.Warnings, "\n")
+	for _, want := range []string{"72 of 72 hours read from gpupack's recording rules", fmt.Sprintf("%d hourly windows read", windows)} {
+		if !strings.Contains(warnings, want) {
+			t.Errorf("the report does not say %q: %q", want, r.Quality.Warnings)
+		}
 	}
 	truth := f.Truth(f.Start, f.End())
 	step := rulegen.Step.Seconds()
@@ -91,45 +149,92 @@ func TestHourlyReportOnGeneratedRules(t *testing.T) {
 // GPUPACK_BENCH_DAYS days (30) held by a real Prometheus: the rules'
 // output written by rulegen and loaded with promtool, cached under
 // GPUPACK_BENCH_CACHE ($HOME/.cache/gpupack/bench) by its parameters and
-// the generator's version, rebuilt with GPUPACK_BENCH_REBUILD=1. It logs
-// the build's time, and for each report gpupack's wall time, CPU and peak
-// RSS (VmHWM, read while it runs), Prometheus' CPU over the report (from
-// /proc), and the load average beside them.
+// the generator's version, rebuilt with GPUPACK_BENCH_REBUILD=1. With
+// GPUPACK_BENCH_SHARDS=n (n > 1) the GPUs are split into n shards, each
+// built and cached on its own with its own hourly evaluation offset, each
+// served by a Prometheus and a Thanos sidecar, and the report reads them
+// through one Thanos Query. It logs the build's time, and for each report
+// gpupack's wall time, CPU and peak RSS (VmHWM, read while it runs), each
+// engine's CPU over the report (every Prometheus, sidecar and the query,
+// from /proc), per device-day too, and the load average beside them.
 //
 //	GPUPACK_E2E=1 go test ./internal/e2e -run XXX -bench HourlyMonth -benchtime 1x -v -timeout 3h
 func BenchmarkHourlyMonth(b *testing.B) {
 	promtool := testcluster.NeedBinary(b, "promtool", "prometheus")
 	f := rulegen.Fleet{GPUs: testcluster.EnvInt(b, "GPUPACK_BENCH_GPUS", 1000), Days: testcluster.EnvInt(b, "GPUPACK_BENCH_DAYS", 30), Start: monthStart}
+	shards := testcluster.EnvInt(b, "GPUPACK_BENCH_SHARDS", 1)
+	if shards < 1 || shards > f.GPUs {
+		b.Fatalf("GPUPACK_BENCH_SHARDS=%d: want 1 (one Prometheus) to the fleet's %d GPUs", shards, f.GPUs)
+	}
 	home, _ := os.UserHomeDir()
 	cache := cmp.Or(os.Getenv("GPUPACK_BENCH_CACHE"), filepath.Join(home, ".cache", "gpupack", "bench"))
 	b.Logf("load average %s", loadAverage())
-	dir, took, err := rulegen.Cached(b.Context(), f, f.All(), promtool, cache, os.Getenv("GPUPACK_BENCH_REBUILD") == "1", runtime.NumCPU())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if took > 0 {
-		b.Logf("built %d GPUs x %d days in %s (load average %s): %s", f.GPUs, f.Days, took.Round(time.Second), loadAverage(), dir)
-	} else {
-		b.Logf("cached: %s", dir)
+	var dirs []string
+	var took time.Duration
+	for _, fs := range shardFleets(f, shards) {
+		dir, t, err := rulegen.Cached(b.Context(), fs.fleet, fs.shard, promtool, cache, os.Getenv("GPUPACK_BENCH_REBUILD") == "1", runtime.NumCPU())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if t > 0 {
+			b.Logf("built GPUs [%d, %d) x %d days in %s (load average %s): %s", fs.shard.From, fs.shard.To, f.Days, t.Round(time.Second), loadAverage(), dir)
+		} else {
+			b.Logf("cached: %s", dir)
+		}
+		dirs, took = append(dirs, dir), took+t
 	}
 	bin := filepath.Join(b.TempDir(), "gpupack")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/gpupack/gpupack/cmd/gpupack").CombinedOutput(); err != nil {
 		b.Fatalf("go build gpupack: %v\n%s", err, out)
 	}
-	prom := startMonth(b, dir)
+	url, engines := startEngines(b, dirs)
+	deviceDays := float64(f.GPUs * f.Days)
 	out := filepath.Join(b.TempDir(), "report.json")
 	for b.Loop() {
-		before := procCPU(b, prom.PID())
-		wall, cpu, hwm := runReport(b, bin, out, "report", "--prometheus", prom.URL, "--accounting", "hourly", "--format", "json",
+		before := make([]time.Duration, len(engines))
+		for i, e := range engines {
+			before[i] = procCPU(b, e.pid)
+		}
+		wall, cpu, hwm := runReport(b, bin, out, "report", "--prometheus", url, "--accounting", "hourly", "--format", "json",
 			"--window", (time.Duration(f.Days) * 24 * time.Hour).String(), "--step", "30s", "--end", f.End().Format(time.RFC3339))
-		promCPU := procCPU(b, prom.PID()) - before
 		b.ReportMetric(wall.Seconds(), "s-wall")
 		b.ReportMetric(hwm, "MiB-gpupack-peak")
-		b.ReportMetric(promCPU.Seconds(), "s-prometheus-cpu")
-		b.Logf("%d GPUs x %d days: %s wall, gpupack %s CPU and %.0f MiB peak RSS, Prometheus %s CPU (load average %s)",
-			f.GPUs, f.Days, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), hwm, promCPU.Round(time.Millisecond), loadAverage())
+		b.Logf("%d GPUs x %d days, %d shards: %s wall, gpupack %s CPU (%.2f ms per device-day) and %.0f MiB peak RSS (load average %s)",
+			f.GPUs, f.Days, shards, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/1000/deviceDays, hwm, loadAverage())
+		for i, e := range engines {
+			used := procCPU(b, e.pid) - before[i]
+			b.ReportMetric(used.Seconds(), "s-"+e.name+"-cpu")
+			b.Logf("%s: %s CPU, %.2f ms per device-day", e.name, used.Round(time.Millisecond), float64(used.Microseconds())/1000/deviceDays)
+		}
 	}
 	b.ReportMetric(took.Seconds(), "s-build")
+}
+
+// engine is a process that answers the report's queries, by name.
+type engine struct {
+	name string
+	pid  int
+}
+
+// startEngines serves the TSDBs in dirs: one Prometheus for one, or a
+// shard each (a Prometheus and a Thanos sidecar, labelled cluster=shard-i)
+// behind a Thanos Query. It says the URL to report from and the
+// processes that answer it.
+func startEngines(b *testing.B, dirs []string) (string, []engine) {
+	if len(dirs) == 1 {
+		prom := startMonth(b, dirs[0])
+		return prom.URL, []engine{{"prometheus", prom.PID()}}
+	}
+	var opts []testcluster.ShardOptions
+	for i, dir := range dirs {
+		opts = append(opts, shardOptions(dir, i))
+	}
+	shards, q := testcluster.StartThanosShards(b, opts)
+	var engines []engine
+	for i, s := range shards {
+		engines = append(engines, engine{fmt.Sprintf("prometheus-%d", i), s.Prometheus.PID()}, engine{fmt.Sprintf("sidecar-%d", i), s.SidecarPID()})
+	}
+	return q.URL, append(engines, engine{"thanos-query", q.PID()})
 }
 
 // runReport runs bin with args, its JSON into out, and says its wall time,
@@ -159,8 +264,10 @@ func runReport(b *testing.B, bin, out string, args ...string) (time.Duration, ti
 			if err != nil {
 				b.Fatalf("gpupack %v: %v\n%s", args, err, stderr.String())
 			}
-			if want := "hours read from gpupack's recording rules"; !bytes.Contains(mustRead(b, out), []byte(want)) {
-				b.Fatalf("the report does not say %q:\n%s", want, stderr.String())
+			for _, want := range []string{"hours read from gpupack's recording rules", "hourly windows read from gpupack's hourly recording rules"} {
+				if !bytes.Contains(mustRead(b, out), []byte(want)) {
+					b.Fatalf("the report does not say %q:\n%s", want, stderr.String())
+				}
 			}
 			cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 			maxrss := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1024

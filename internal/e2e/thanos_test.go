@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,9 @@ func startFleetShards(t *testing.T, start time.Time) ([]*testcluster.Shard, *tes
 // two shards and requires gpupack's raw and hourly reports through Thanos
 // Query over both to be the two shards' reports (each read from its own
 // Prometheus) side by side: every device row the same, the cluster's
-// GPU-seconds their sum. With one shard down, Thanos answers partially
+// GPU-seconds their sum, read from the series, from the 5-minute rules
+// recorded in each shard, then from the hourly ones too (each shard's at
+// its own evaluation offset). With one shard down, Thanos answers partially
 // (warnings, the other shard's series): the report fails and says so,
 // rather than accounting the fleet without the missing shard's GPUs.
 func TestThanosAccountsTheFleet(t *testing.T) {
@@ -61,10 +64,25 @@ func TestThanosAccountsTheFleet(t *testing.T) {
 	// through the sidecars as any series: the hourly path takes every hour
 	// from them.
 	for _, s := range shards {
-		recordRules(t, s.Prometheus, start, end.Add(time.Hour))
+		recordRules(t, s.Prometheus, start, end.Add(time.Hour), 0)
 	}
 	q.WaitStoresUp(t)
-	checkFleetSum(t, shards, q, "hourly", end, "3 of 3 hours read from gpupack's recording rules")
+	recorded := "3 of 3 hours read from gpupack's recording rules"
+	checkFleetSum(t, shards, q, "hourly", end, recorded)
+	// The 1-hour rules, recorded in each shard too, each at its own
+	// evaluation offset: the fleet's report reads each shard's hourly
+	// windows, as each shard's own report does.
+	for _, s := range shards {
+		recordRules(t, s.Prometheus, start, end.Add(time.Hour), 1)
+	}
+	q.WaitStoresUp(t)
+	checkOwnOffsets(t, q.URL, end)
+	hourly := "hourly windows read from gpupack's hourly recording rules"
+	reports := checkFleetSum(t, shards, q, "hourly", end, recorded, hourly)
+	a, b, fleet := hourlyWindows(t, reports[0]), hourlyWindows(t, reports[1]), hourlyWindows(t, reports[2])
+	if a == 0 || b == 0 || fleet != a+b {
+		t.Errorf("hourly windows read: %d through Thanos; want shard a's %d and shard b's %d, none of them 0", fleet, a, b)
+	}
 
 	shards[1].Stop()
 	for _, accounting := range []string{"raw", "hourly"} {
@@ -225,7 +243,7 @@ func serveReport(t *testing.T, base string) *usage.Report {
 // reports side by side: the same device rows, the cluster's GPU-seconds
 // and cost their sums. Every report warns each of warnings, and nothing
 // else.
-func checkFleetSum(t *testing.T, shards []*testcluster.Shard, q *testcluster.ThanosQuery, accounting string, end time.Time, warnings ...string) {
+func checkFleetSum(t *testing.T, shards []*testcluster.Shard, q *testcluster.ThanosQuery, accounting string, end time.Time, warnings ...string) [3]*usage.Report {
 	t.Helper()
 	a := fleetReport(t, shards[0].Prometheus.URL, accounting, end, warnings...)
 	b := fleetReport(t, shards[1].Prometheus.URL, accounting, end, warnings...)
@@ -249,25 +267,68 @@ func checkFleetSum(t *testing.T, shards []*testcluster.Shard, q *testcluster.Tha
 			t.Errorf("%s: the fleet's %s through Thanos = %v, want the shards' sum %v", accounting, what, got, sum)
 		}
 	}
+	return [3]*usage.Report{a, b, fleet}
 }
 
-// recordRules records the 5-minute level of gpupack's rules for
-// thanosScrape over [from, to] into prom with promtool. The hourly level is
-// left out: through Thanos each shard's hourly windows are a recording
-// group of their own (their cluster label apart), and the hourly path
-// reads hourly windows from one group only, so the fleet's report reads
-// the 5-minute windows where each shard alone would read the hourly ones.
-func recordRules(t *testing.T, prom *testcluster.Prometheus, from, to time.Time) {
+// recordRules records one level of gpupack's rules (0 the 5-minute one,
+// 1 the hourly one, which reads the first) for thanosScrape over [from,
+// to] into prom with promtool. promtool evaluates a group at the offset
+// Prometheus gives it, from its name and file: each shard's file is its
+// own, so each shard's hourly windows lie at an offset of their own.
+func recordRules(t *testing.T, prom *testcluster.Prometheus, from, to time.Time, level int) {
 	t.Helper()
 	levels, err := promql.RulesYAMLByLevel(thanosScrape, promql.Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, rules := range levels[:1] {
-		file := filepath.Join(t.TempDir(), fmt.Sprintf("gpupack-rules-%d.yaml", i))
-		if err := os.WriteFile(file, rules, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		prom.BackfillRules(file, from, to)
+	file := filepath.Join(t.TempDir(), fmt.Sprintf("gpupack-rules-%d.yaml", level))
+	if err := os.WriteFile(file, levels[level], 0o644); err != nil {
+		t.Fatal(err)
 	}
+	prom.BackfillRules(file, from, to)
+}
+
+// checkOwnOffsets requires the hourly devices' series through Thanos
+// Query at url to be one per shard, evaluated at offsets that differ.
+func checkOwnOffsets(t *testing.T, url string, end time.Time) {
+	t.Helper()
+	resp, err := http.Get(url + "/api/v1/query?query=" + neturl.QueryEscape("gpupack:devices:1h[3h]") + fmt.Sprintf("&time=%d", end.Add(time.Hour).Unix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	offsets := map[string]time.Duration{}
+	for _, r := range body.Data.Result {
+		if len(r.Values) > 0 {
+			at, _ := r.Values[0][0].(float64)
+			offsets[r.Metric["cluster"]] = time.Duration(at*1e3) * time.Millisecond % time.Hour
+		}
+	}
+	if len(offsets) != 2 || offsets["a"] == offsets["b"] {
+		t.Errorf("hourly evaluation offsets by cluster %v; want shards a and b each at its own", offsets)
+	}
+}
+
+// hourlyWindows is how many hourly windows r says it read from the
+// hourly rules, 0 where it says none.
+func hourlyWindows(t *testing.T, r *usage.Report) int {
+	t.Helper()
+	for _, w := range r.Quality.Warnings {
+		var n int
+		if _, err := fmt.Sscanf(w, "%d hourly windows read", &n); err == nil {
+			return n
+		}
+	}
+	return 0
 }

@@ -19,23 +19,44 @@ import (
 	"github.com/gpupack/gpupack/usage"
 )
 
-// hourlyPlan is how a window is read from the second level of rules: the
-// ends of the hourly windows wholly inside it (1 h apart, in order), and
-// the window's head and tail around them, each shorter than an hour,
-// read from the 5-minute windows.
+// hourlyPlan is how a window is read from the second level of rules: one
+// shard per Prometheus that evaluated them (one alone, or each behind a
+// federating query engine such as Thanos Query, told apart by its
+// external labels), each read on its own hourly windows.
 type hourlyPlan struct {
+	shards []hourlyShard
+}
+
+// hourlyShard is the second level of one Prometheus: the selector of its
+// recorded series (the report's, and its external labels), the ends of
+// its hourly windows wholly inside the window (1 h apart, in order, at
+// its own evaluation offset), and the window's head and tail around them,
+// each shorter than an hour, read from its 5-minute windows.
+type hourlyShard struct {
+	sel  Selector
 	ends []time.Time
-	// devices is the most devices an hourly window held.
+	// devices is the most devices one of its hourly windows held.
 	devices int
+}
+
+// devices is the most devices the shards' hourly windows held, added up.
+func (p *hourlyPlan) devices() int {
+	n := 0
+	for _, sh := range p.shards {
+		n += sh.devices
+	}
+	return n
 }
 
 // planHourly finds the hourly windows wholly inside w (those whose
 // 5-minute windows all ended in [w.Start, w.End)) from the series
-// hourlyDevices. It says no (a nil plan) unless they are 1 h apart and
-// leave less than an hour at each end: the second level was not
-// recorded over the whole window (installed later, or its group's
-// evaluation offset changed), and the window is read from the 5-minute
-// rules or the series instead.
+// hourlyDevices: one series per Prometheus that evaluated the rules,
+// their external labels apart, each at its own evaluation offset. It
+// says no (a nil plan) unless each one's windows are 1 h apart and leave
+// less than an hour at each end: the second level was not recorded over
+// the whole window (installed later, or its group's evaluation offset
+// changed), and the window is read from the 5-minute rules or the
+// series instead.
 func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, error) {
 	// Evaluated at E, a window ends at E - hourLag; the ones inside w
 	// were evaluated in [w.Start + 1h + hourLag - 1ms, w.End + hourLag - 1ms].
@@ -49,29 +70,69 @@ func (s *Source) planHourly(ctx context.Context, w usage.Window) (*hourlyPlan, e
 		return nil, fmt.Errorf("bucket figures, whether gpupack's hourly recording rules hold them: %w", s.fail(q, instantWhen(at), err))
 	}
 	m, ok := v.(model.Matrix)
-	if !ok || len(m) != 1 || m[0].Metric[model.MetricNameLabel] != hourlyDevices {
-		return nil, nil // none, or more than one group recording them
+	if !ok || len(m) == 0 {
+		return nil, nil
 	}
-	var ends []time.Time
-	devices := 0
-	for _, p := range m[0].Values {
-		if v := float64(p.Value); v > float64(devices) && v < math.MaxInt32 {
-			devices = int(v)
+	plan := &hourlyPlan{}
+	for _, ss := range m {
+		sh := s.shardOf(ss.Metric, m)
+		if ss.Metric[model.MetricNameLabel] != hourlyDevices || !sh.plan(w, ss.Values) {
+			return nil, nil
+		}
+		plan.shards = append(plan.shards, sh)
+	}
+	slices.SortFunc(plan.shards, func(a, b hourlyShard) int { return strings.Compare(a.sel.shard, b.sel.shard) })
+	return plan, nil
+}
+
+// shardOf is the shard whose hourly devices' series has labels l, among
+// those of all in m: the report's selector, l's labels that the rules do
+// not set (a Prometheus' external labels) matched as they are, and the
+// other series' such labels that l lacks matched as empty, so that no two
+// shards select the same series.
+func (s *Source) shardOf(l model.Metric, m model.Matrix) hourlyShard {
+	names := map[model.LabelName]bool{}
+	for _, ss := range m {
+		for name := range ss.Metric {
+			names[name] = true
+		}
+	}
+	delete(names, model.MetricNameLabel)
+	delete(names, StepLabel)
+	delete(names, SelectorLabel)
+	var parts []string
+	for name := range names {
+		parts = append(parts, fmt.Sprintf("%s=%q", name, string(l[name])))
+	}
+	slices.Sort(parts)
+	sel := s.Selector
+	sel.shard = strings.Join(parts, ", ")
+	return hourlyShard{sel: sel}
+}
+
+// plan finds the shard's hourly windows wholly inside w from the points
+// of its hourly devices' series, and says whether they are 1 h apart and
+// leave less than an hour at each end.
+func (sh *hourlyShard) plan(w usage.Window, points []model.SamplePair) bool {
+	for _, p := range points {
+		if v := float64(p.Value); v > float64(sh.devices) && v < math.MaxInt32 {
+			sh.devices = int(v)
 		}
 		end := p.Timestamp.Time().Add(-hourLag).UTC()
 		if !end.Add(time.Millisecond-HourWindow).Before(w.Start) && end.Before(w.End) {
-			ends = append(ends, end)
+			sh.ends = append(sh.ends, end)
 		}
 	}
+	ends := sh.ends
 	if len(ends) == 0 || !ends[0].Before(w.Start.Add(2*HourWindow)) || ends[len(ends)-1].Before(w.End.Add(-HourWindow)) {
-		return nil, nil
+		return false
 	}
 	for i := 1; i < len(ends); i++ {
 		if ends[i].Sub(ends[i-1]) != HourWindow {
-			return nil, nil
+			return false
 		}
 	}
-	return &hourlyPlan{ends: ends, devices: devices}, nil
+	return true
 }
 
 // hourStart is the start of w's hour (bucket) that holds t.
@@ -246,8 +307,9 @@ const (
 // 5-minute windows, as recordedQuery reads an hour, and counted in w's
 // first and last hours. Totals are those of the 5-minute windows that
 // ended in w, as the first level alone gives them; an hour's figures are
-// shifted by up to an hour. It says false, having read nothing, where the
-// rules do not hold w.
+// shifted by up to an hour. Each Prometheus that evaluated the rules
+// (planHourly's shards) is read on its own windows, one after the other.
+// It says false, having read nothing, where the rules do not hold w.
 func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.Duration, add func(*usage.Bucket) error) (bool, error) {
 	if s.paths().fastest > pathHourlyRules || bucket != HourWindow {
 		return false, nil
@@ -256,20 +318,32 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	if err != nil || plan == nil {
 		return false, err
 	}
-	groupDays := s.groupDays(plan.devices)
-	if ok, err := s.coversDays(ctx, w, bucket, groupDays); err != nil || !ok {
+	if ok, err := s.coversDays(ctx, w, bucket, s.groupDays(plan.devices())); err != nil || !ok {
 		return false, err
 	}
 	s.countBuckets(true, int(w.End.Sub(w.Start)/bucket))
-	s.countHourlyWindows(len(plan.ends))
+	for _, sh := range plan.shards {
+		s.countHourlyWindows(len(sh.ends))
+		if err := s.streamShard(ctx, w, sh, add); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// streamShard reads, as streamHourly says, w from the second level of the
+// rules of one shard: its own hourly windows, its head and tail from its
+// own 5-minute windows.
+func (s *Source) streamShard(ctx context.Context, w usage.Window, sh hourlyShard, add func(*usage.Bucket) error) error {
+	groupDays := s.groupDays(sh.devices)
 	names := map[string]*bucketFigure{}
 	for i := range bucketFigures {
 		names[RecordedHourName(bucketFigures[i].name)] = &bucketFigures[i]
 	}
-	first, last := plan.ends[0], plan.ends[len(plan.ends)-1]
+	first, last := sh.ends[0], sh.ends[len(sh.ends)-1]
 	perChunk := int(bucketChunk / HourWindow)
-	nDays := (len(plan.ends) + perChunk - 1) / perChunk
-	dayEnds := func(day int) []time.Time { return plan.ends[day*perChunk : min((day+1)*perChunk, len(plan.ends))] }
+	nDays := (len(sh.ends) + perChunk - 1) / perChunk
+	dayEnds := func(day int) []time.Time { return sh.ends[day*perChunk : min((day+1)*perChunk, len(sh.ends))] }
 	// A group's queries share bucketParallel slots with the next group's,
 	// which start as soon as the group's days are being handed on:
 	// Prometheus answers the next group while gpupack files and hands on
@@ -280,7 +354,7 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 	read := func(lo int) *groupRead {
 		hi := min(lo+groupDays, nDays)
 		g, gctx := errgroup.WithContext(ctx)
-		group := &groupRead{lo: lo, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]figurePoints, hi-lo), labels: newLabelSets(), hourlySets: map[model.Fingerprint]model.Metric{}}
+		group := &groupRead{lo: lo, sel: sh.sel, g: g, days: make([]*pieceSet, hi-lo), hourly: make([][]figurePoints, hi-lo), labels: newLabelSets(), hourlySets: map[model.Fingerprint]model.Metric{}}
 		for k := range group.days {
 			group.days[k] = newPieceSet(w.Step, HourWindow)
 		}
@@ -294,14 +368,17 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 			})
 		}
 		if lo == 0 && !first.Add(-HourWindow).Before(w.Start) {
-			// The head: the 5-minute windows that ended in [w.Start, first - 1h].
+			// The head: the 5-minute windows that ended in [w.Start, first - 1h],
+			// over a range 1 ms longer, which keeps a window ending at
+			// w.Start in Prometheus 3's ranges (open at the start, as
+			// Thanos Query's engine reads them) as in Prometheus 2's.
 			edge := first.Add(-HourWindow)
-			s.goCombined(gctx, goSlot, group.labels, group.days[:1], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start), allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
+			s.goCombined(gctx, goSlot, group.sel, group.labels, group.days[:1], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(w.Start)+time.Millisecond, allFigures(), RecordedName, pieceHead, func(int) time.Time { return w.Start })
 		}
 		if hi == nDays && last.Before(w.End.Add(-time.Millisecond)) {
 			// The tail: those that ended in (last, w.End - 1ms].
 			edge := w.End.Add(-time.Millisecond)
-			s.goCombined(gctx, goSlot, group.labels, group.days[hi-lo-1:], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, func(int) time.Time { return w.End.Add(-HourWindow) })
+			s.goCombined(gctx, goSlot, group.sel, group.labels, group.days[hi-lo-1:], w.Step, v1.Range{Start: edge, End: edge, Step: HourWindow}, edge.Sub(last)-time.Millisecond, allFigures(), RecordedName, pieceTail, func(int) time.Time { return w.End.Add(-HourWindow) })
 		}
 		// The figures that only add to totals, each day's hourly windows
 		// combined into one piece, counted in the hour the first starts
@@ -332,17 +409,18 @@ func (s *Source) streamHourly(ctx context.Context, w usage.Window, bucket time.D
 		if err != nil {
 			cancel()
 			next.g.Wait() // its queries stop with the context
-			return true, err
+			return err
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // groupRead is the queries of a group of days (daysPerQuery) in flight:
 // the pieces of each day of the group, and the per-hour figures read for
 // it, kept until the day is handed on.
 type groupRead struct {
-	lo     int // the group's first day
+	lo     int      // the group's first day
+	sel    Selector // the shard's
 	g      *errgroup.Group
 	days   []*pieceSet
 	labels *labelSets // the label sets of the group's combined figures
@@ -368,7 +446,7 @@ type figurePoints struct {
 func (s *Source) goHourly(ctx context.Context, goSlot func(func() error), group *groupRead, names map[string]*bucketFigure, step time.Duration, dayEnds func(int) []time.Time, hi int) {
 	first, last := dayEnds(group.lo), dayEnds(hi-1)
 	r := v1.Range{Start: first[0].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: HourWindow}
-	for _, q := range hourlyQueries(step, s.Selector) {
+	for _, q := range hourlyQueries(step, group.sel) {
 		goSlot(func() error {
 			m, err := s.queryRange(ctx, q, r)
 			if err != nil {
@@ -462,7 +540,7 @@ func (s *Source) goDaily(ctx context.Context, goSlot func(func() error), w usage
 	read := func(from, to int) { // days [from, to), their windows equally long
 		first, last := dayEnds(from), dayEnds(to-1)
 		r := v1.Range{Start: first[len(first)-1].Add(hourLag), End: last[len(last)-1].Add(hourLag), Step: bucketChunk}
-		s.goCombined(ctx, goSlot, group.labels, group.days[from-group.lo:to-group.lo], w.Step, r, first[len(first)-1].Sub(first[0]), dailyFigures(), RecordedHourName, pieceDaily, func(k int) time.Time {
+		s.goCombined(ctx, goSlot, group.sel, group.labels, group.days[from-group.lo:to-group.lo], w.Step, r, daySpan(first), dailyFigures(), RecordedHourName, pieceDaily, func(k int) time.Time {
 			return hourStart(w, dayEnds(from + k)[0].Add(time.Millisecond-HourWindow))
 		})
 	}
@@ -477,6 +555,15 @@ func (s *Source) goDaily(ctx context.Context, goSlot func(func() error), w usage
 	for k := full; k < hi; k++ {
 		read(k, k+1)
 	}
+}
+
+// daySpan is the range that selects a day's hourly windows, ends, at the
+// evaluation of its last: from its last back to its first, and up to 1 ms
+// short of the window before, so that Prometheus 2's ranges (closed at
+// both ends) and Prometheus 3's (open at the start, as Thanos Query's
+// engine reads them) select the same windows.
+func daySpan(ends []time.Time) time.Duration {
+	return ends[len(ends)-1].Sub(ends[0]) + HourWindow - time.Millisecond
 }
 
 // coversDays says whether the first level of the rules covers every hour
@@ -511,10 +598,10 @@ func (s *Source) coversDays(ctx context.Context, w usage.Window, bucket time.Dur
 // bucketFigures) combined over the recorded series that name gives them:
 // at each time of r, those recorded in the span before it (at least the
 // one at that time). The points of r's k-th time are filed into sets[k],
-// as piece, in the report hour start(k). The answers share their label
-// sets through labels.
-func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), labels *labelSets, sets []*pieceSet, step time.Duration, r v1.Range, span time.Duration, figs []int, name func(string) string, piece int, start func(k int) time.Time) {
-	queries, err := combinedQueries(step, s.Selector, span, figs, name)
+// as piece, in the report hour start(k). The recorded series are those of
+// sel; the answers share their label sets through labels.
+func (s *Source) goCombined(ctx context.Context, goSlot func(func() error), sel Selector, labels *labelSets, sets []*pieceSet, step time.Duration, r v1.Range, span time.Duration, figs []int, name func(string) string, piece int, start func(k int) time.Time) {
+	queries, err := combinedQueries(step, sel, span, figs, name)
 	if err != nil {
 		goSlot(func() error { return err })
 		return

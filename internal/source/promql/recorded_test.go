@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	gocmp "github.com/google/go-cmp/cmp"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
@@ -312,10 +313,11 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		b.Logf("the check over the day: %.3f s", check.Seconds())
 		profile("the 5-minute figures over the day", queries, r)
 		plan, err := s.planHourly(ctx, day)
-		if err != nil || plan == nil {
-			b.Fatalf("the hourly rules do not hold the day: %v", err)
+		if err != nil || plan == nil || len(plan.shards) != 1 {
+			b.Fatalf("the hourly rules do not hold the day (one Prometheus): %v", err)
 		}
-		profile("the hourly figures over the day", hourlyQueries(scrape, Selector{}), v1.Range{Start: plan.ends[0].Add(hourLag), End: plan.ends[len(plan.ends)-1].Add(hourLag), Step: time.Hour})
+		ends := plan.shards[0].ends
+		profile("the hourly figures over the day", hourlyQueries(scrape, Selector{}), v1.Range{Start: ends[0].Add(hourLag), End: ends[len(ends)-1].Add(hourLag), Step: time.Hour})
 		// The rest of the hourly path's day, query by query: the check's
 		// two counts, and the figures combined over the day's windows
 		// (and over an end's 5-minute windows, which a window's first
@@ -323,8 +325,8 @@ func BenchmarkRecordedQueries(b *testing.B) {
 		recordedCount, checkedCount, rawCount := checkCounts(scrape, time.Hour, Selector{})
 		profile("the check's recorded counts over the day", []string{recordedCount, checkedCount}, r)
 		profile("the check's raw count over the day", []string{rawCount}, r)
-		last := plan.ends[len(plan.ends)-1]
-		daily, err := combinedQueries(scrape, Selector{}, last.Sub(plan.ends[0]), dailyFigures(), RecordedHourName)
+		last := ends[len(ends)-1]
+		daily, err := combinedQueries(scrape, Selector{}, daySpan(ends), dailyFigures(), RecordedHourName)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -523,9 +525,12 @@ func TestRecordedCovers(t *testing.T) {
 }
 
 // TestPlanHourly answers the query for the hourly rules' windows with
-// evaluation times at an offset, and checks that a window is read from
-// them only where they lie 1 h apart over all of it and leave less than
-// an hour at each end, and which windows are wholly inside it.
+// evaluation times at an offset, one series per Prometheus that evaluated
+// them (a replica label apart, as a federating query engine answers), and
+// checks that a window is read from them only where each one's lie 1 h
+// apart over all of it and leave less than an hour at each end, which
+// windows are wholly inside it, and that each Prometheus is read on its
+// own windows, by its own labels.
 func TestPlanHourly(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	w := usage.Window{Start: start, End: start.Add(6 * time.Hour), Step: 30 * time.Second}
@@ -539,21 +544,31 @@ func TestPlanHourly(t *testing.T) {
 		}
 		return out
 	}
+	// shard is what a Prometheus' plan should be: the matchers of its
+	// labels, its first window's end from start, and how many windows.
+	type shard struct {
+		labels string
+		first  time.Duration
+		n      int
+	}
 	cases := map[string]struct {
-		series    [][]time.Time
-		wantFirst time.Duration // of the first window's end from start; 0 for no plan
-		wantN     int
+		series [][]time.Time
+		want   []shard // none for no plan
 	}{
 		// Evaluated at :17, a window ends at :12: those ending 1:12..5:12
 		// are inside, the head [0:00, 0:12] and the tail after 5:12 not.
-		"an offset":          {series: [][]time.Time{evals(17*time.Minute, -1, 8)}, wantFirst: time.Hour + 12*time.Minute, wantN: 5},
-		"on the hour's end":  {series: [][]time.Time{evals(time.Hour+5*time.Minute-time.Millisecond, -1, 7)}, wantFirst: time.Hour - time.Millisecond, wantN: 6},
-		"an hour missing":    {series: [][]time.Time{evals(17*time.Minute, -1, 8, 3)}},
-		"installed later":    {series: [][]time.Time{evals(17*time.Minute, 2, 8)}},
-		"stopped before":     {series: [][]time.Time{evals(17*time.Minute, -1, 5)}},
-		"two groups":         {series: [][]time.Time{evals(17*time.Minute, -1, 8), evals(40*time.Minute, -1, 8)}},
-		"no hourly rules":    {},
-		"the offset changed": {series: [][]time.Time{append(evals(17*time.Minute, -1, 3), evals(40*time.Minute, 3, 8)...)}},
+		"an offset":         {series: [][]time.Time{evals(17*time.Minute, -1, 8)}, want: []shard{{`replica="0"`, time.Hour + 12*time.Minute, 5}}},
+		"on the hour's end": {series: [][]time.Time{evals(time.Hour+5*time.Minute-time.Millisecond, -1, 7)}, want: []shard{{`replica="0"`, time.Hour - time.Millisecond, 6}}},
+		"an hour missing":   {series: [][]time.Time{evals(17*time.Minute, -1, 8, 3)}},
+		"installed later":   {series: [][]time.Time{evals(17*time.Minute, 2, 8)}},
+		"stopped before":    {series: [][]time.Time{evals(17*time.Minute, -1, 5)}},
+		"two Prometheus, two offsets": {series: [][]time.Time{evals(17*time.Minute, -1, 8), evals(40*time.Minute, -1, 8)}, want: []shard{
+			{`replica="0"`, time.Hour + 12*time.Minute, 5},
+			{`replica="1"`, time.Hour + 35*time.Minute, 5},
+		}},
+		"one of two installed later": {series: [][]time.Time{evals(17*time.Minute, -1, 8), evals(40*time.Minute, 2, 8)}},
+		"no hourly rules":            {},
+		"the offset changed":         {series: [][]time.Time{append(evals(17*time.Minute, -1, 3), evals(40*time.Minute, 3, 8)...)}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -571,7 +586,7 @@ func TestPlanHourly(t *testing.T) {
 					for _, e := range ts {
 						pts = append(pts, fmt.Sprintf(`[%.3f,"16"]`, float64(e.UnixMilli())/1000))
 					}
-					result = append(result, fmt.Sprintf(`{"metric":{"__name__":%q,"replica":"%d"},"values":[%s]}`, hourlyDevices, i, strings.Join(pts, ",")))
+					result = append(result, fmt.Sprintf(`{"metric":{"__name__":%q,%q:"30s","replica":"%d"},"values":[%s]}`, hourlyDevices, StepLabel, i, strings.Join(pts, ",")))
 				}
 				rw.Header().Set("Content-Type", "application/json")
 				fmt.Fprintf(rw, `{"status":"success","data":{"resultType":"matrix","result":[%s]}}`, strings.Join(result, ","))
@@ -585,15 +600,54 @@ func TestPlanHourly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch {
-			case tc.wantN == 0 && plan != nil:
-				t.Errorf("plan %v; want none", plan.ends)
-			case tc.wantN > 0 && plan == nil:
-				t.Errorf("no plan; want %d windows from %s", tc.wantN, tc.wantFirst)
-			case tc.wantN > 0 && (len(plan.ends) != tc.wantN || !plan.ends[0].Equal(start.Add(tc.wantFirst))):
-				t.Errorf("windows ending %v; want %d from %s", plan.ends, tc.wantN, start.Add(tc.wantFirst))
+			var got []shard
+			if plan != nil {
+				got = []shard{}
+				for _, sh := range plan.shards {
+					got = append(got, shard{sh.sel.shard, sh.ends[0].Sub(start), len(sh.ends)})
+					for i := 1; i < len(sh.ends); i++ {
+						if d := sh.ends[i].Sub(sh.ends[i-1]); d != time.Hour {
+							t.Errorf("%s: windows %s apart; want 1h", sh.sel.shard, d)
+						}
+					}
+				}
+			}
+			if diff := gocmp.Diff(tc.want, got, gocmp.AllowUnexported(shard{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestShardQueries checks that each Prometheus' windows are read by its
+// own labels: the per-hour and combined queries of a shard select its
+// recorded series and no other's, and a Prometheus without the label that
+// another has is told apart by its empty value.
+func TestShardQueries(t *testing.T) {
+	sel, err := ParseSelector(`job="dcgm-exporter"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Source{Selector: sel}
+	m := model.Matrix{
+		{Metric: model.Metric{model.MetricNameLabel: hourlyDevices, StepLabel: "30s", "cluster": "a"}},
+		{Metric: model.Metric{model.MetricNameLabel: hourlyDevices, StepLabel: "30s"}},
+	}
+	want := []string{`cluster="a"`, `cluster=""`}
+	for i, ss := range m {
+		sh := s.shardOf(ss.Metric, m)
+		if sh.sel.shard != want[i] {
+			t.Errorf("shard of %v: matchers %q; want %q", ss.Metric, sh.sel.shard, want[i])
+		}
+		combined, err := combinedQueries(30*time.Second, sh.sel, time.Hour, dailyFigures(), RecordedHourName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range append(hourlyQueries(30*time.Second, sh.sel), combined...) {
+			if !strings.Contains(q, `gpupack_selector="job=\"dcgm-exporter\"", `+want[i]) {
+				t.Errorf("query %s: want the shard's %s beside the report's selector label", q, want[i])
+			}
+		}
 	}
 }
 

@@ -23,6 +23,10 @@ import (
 // (SelectorLabel) names it the same way however it was written.
 type Selector struct {
 	matchers string
+	// shard are the matchers of one Prometheus' external labels, which
+	// only its recorded series are selected by: the hourly path reads
+	// each Prometheus that evaluated the rules on its own windows.
+	shard string
 }
 
 // SelectorLabel is the label that every recorded series carries where the
@@ -117,7 +121,11 @@ func (s Selector) of(metric string) string {
 // the step label, and s's own label (none for the zero Selector, which an
 // empty value matches).
 func (s Selector) recorded(step string) string {
-	return fmt.Sprintf("%s=%q, %s=%q", StepLabel, step, SelectorLabel, s.matchers)
+	out := fmt.Sprintf("%s=%q, %s=%q", StepLabel, step, SelectorLabel, s.matchers)
+	if s.shard != "" {
+		out += ", " + s.shard
+	}
+	return out
 }
 
 // matcher is one label matcher.

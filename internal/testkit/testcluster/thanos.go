@@ -231,6 +231,12 @@ func StartThanosShards(t testing.TB, shards []ShardOptions, queryArgs ...string)
 	return out, StartThanosQuery(t, stores, queryArgs...)
 }
 
+// SidecarPID is the process id of the shard's Thanos sidecar.
+func (s *Shard) SidecarPID() int { return s.sidecar.cmd.Process.Pid }
+
+// PID is the process id of Thanos Query.
+func (q *ThanosQuery) PID() int { return q.proc.cmd.Process.Pid }
+
 // Stop stops the shard's sidecar and Prometheus: a cluster's outage, as
 // the query layer sees it.
 func (s *Shard) Stop() {
