@@ -31,31 +31,8 @@ KWOK_VERSION=v0.8.0
 
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-version_key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_$(go env GOOS)-$(go env GOARCH)"
-bin_dir="${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/${version_key}"
-
-case "${1:-}" in
---print-dir)
-	echo "${bin_dir}"
-	exit 0
-	;;
-"") ;;
-*)
-	echo "usage: $0 [--print-dir]" >&2
-	exit 2
-	;;
-esac
-
-log() { echo "[k8s-bins $(date +%H:%M:%S)] $*"; }
-
-mkdir -p "${bin_dir}"
-# One build at a time per cache directory; a second caller waits, then finds
-# the binaries already there.
-exec 9>"${bin_dir}/.lock"
-if ! flock -n 9; then
-	log "another build holds ${bin_dir}/.lock; waiting"
-	flock 9
-fi
+source "$(dirname "$0")/lib/bincache.sh"
+bincache_open k8s-bins "k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_$(go env GOOS)-$(go env GOARCH)" "$@"
 
 work_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpupack-k8s-bins.XXXXXX")"
 trap 'rm -rf "${work_dir}"' EXIT

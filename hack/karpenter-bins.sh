@@ -26,33 +26,10 @@ KARPENTER_VERSION=v1.14.1
 
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-version_key="karpenter-${KARPENTER_VERSION}_$(go env GOOS)-$(go env GOARCH)"
-bin_dir="${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/${version_key}"
-
-case "${1:-}" in
---print-dir)
-	echo "${bin_dir}"
-	exit 0
-	;;
-"") ;;
-*)
-	echo "usage: $0 [--print-dir]" >&2
-	exit 2
-	;;
-esac
-
-log() { echo "[karpenter-bins $(date +%H:%M:%S)] $*"; }
-
+source "$(dirname "$0")/lib/bincache.sh"
+bincache_open karpenter-bins "karpenter-${KARPENTER_VERSION}_$(go env GOOS)-$(go env GOARCH)" "$@"
 start=${SECONDS}
 log "cache directory: ${bin_dir}"
-mkdir -p "${bin_dir}"
-# One build at a time per cache directory; a second caller waits, then finds
-# the binary already there.
-exec 9>"${bin_dir}/.lock"
-if ! flock -n 9; then
-	log "another build holds ${bin_dir}/.lock; waiting"
-	flock 9
-fi
 
 if [[ -s "${bin_dir}/karpenter-kwok" ]]; then
 	log "karpenter ${KARPENTER_VERSION} kwok provider: cached"

@@ -31,31 +31,8 @@ KEDA_MODULE=github.com/kedacore/keda/v2
 
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-version_key="keda-${KEDA_VERSION}_$(go env GOOS)-$(go env GOARCH)"
-bin_dir="${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/${version_key}"
-
-case "${1:-}" in
---print-dir)
-	echo "${bin_dir}"
-	exit 0
-	;;
-"") ;;
-*)
-	echo "usage: $0 [--print-dir]" >&2
-	exit 2
-	;;
-esac
-
-log() { echo "[keda-bins $(date +%H:%M:%S)] $*"; }
-
-mkdir -p "${bin_dir}"
-# One build at a time per cache directory; a second caller waits, then finds
-# the binaries already there.
-exec 9>"${bin_dir}/.lock"
-if ! flock -n 9; then
-	log "another build holds ${bin_dir}/.lock; waiting"
-	flock 9
-fi
+source "$(dirname "$0")/lib/bincache.sh"
+bincache_open keda-bins "keda-${KEDA_VERSION}_$(go env GOOS)-$(go env GOARCH)" "$@"
 
 # Binary name in the cache = main package in the module.
 components=(

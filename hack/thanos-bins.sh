@@ -28,30 +28,8 @@ THANOS_GOTOOLCHAIN=local
 export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
 
 # The local Go names the platform, so that --print-dir fetches no toolchain.
-bin_dir="${GPUPACK_BIN_CACHE:-$HOME/.cache/gpupack/bin}/thanos-${THANOS_VERSION}_$(GOTOOLCHAIN=local go env GOOS)-$(GOTOOLCHAIN=local go env GOARCH)"
-
-case "${1:-}" in
---print-dir)
-	echo "${bin_dir}"
-	exit 0
-	;;
-"") ;;
-*)
-	echo "usage: $0 [--print-dir]" >&2
-	exit 2
-	;;
-esac
-
-log() { echo "[thanos-bins $(date +%H:%M:%S)] $*"; }
-
-mkdir -p "${bin_dir}"
-# One build at a time per cache directory; a second caller waits, then finds
-# the binary already there.
-exec 9>"${bin_dir}/.lock"
-if ! flock -n 9; then
-	log "another build holds ${bin_dir}/.lock; waiting"
-	flock 9
-fi
+source "$(dirname "$0")/lib/bincache.sh"
+bincache_open thanos-bins "thanos-${THANOS_VERSION}_$(GOTOOLCHAIN=local go env GOOS)-$(GOTOOLCHAIN=local go env GOARCH)" "$@"
 
 start=${SECONDS}
 if [[ -s "${bin_dir}/thanos" ]]; then
