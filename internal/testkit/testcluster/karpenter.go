@@ -18,8 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/yaml"
 )
 
 // Karpenter's kwok cloud provider (the main package kwok/ of
@@ -159,27 +157,14 @@ func (c *Cluster) installKarpenterCRDs() {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	var crds []*unstructured.Unstructured
+	var paths []string
 	for _, f := range files {
-		data, err := karpenterCRDs.ReadFile("karpenter/" + f.Name())
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		var crd map[string]any
-		if err := yaml.Unmarshal(data, &crd); err != nil {
-			c.t.Fatalf("%s: %v", f.Name(), err)
-		}
-		crds = append(crds, &unstructured.Unstructured{Object: crd})
+		paths = append(paths, "karpenter/"+f.Name())
 	}
+	crds := c.readCRDs(karpenterCRDs, paths...)
 	c.InstallCRDs(crds...)
 	for _, gv := range []string{"karpenter.sh/v1", KWOKNodeClassGroup + "/v1alpha1"} {
-		err := wait.PollUntilContextTimeout(c.t.Context(), pollInterval, c.timeout, true, func(ctx context.Context) (bool, error) {
-			list, err := c.client.Discovery().ServerResourcesForGroupVersion(gv)
-			return err == nil && len(list.APIResources) > 0, nil
-		})
-		if err != nil {
-			c.t.Fatalf("testcluster: %s not served: %v", gv, err)
-		}
+		c.waitServed(gv)
 	}
 }
 

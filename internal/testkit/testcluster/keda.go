@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/yaml"
 )
 
 // KEDA's binaries, built by hack/keda-bins.sh, and where they are found.
@@ -132,18 +131,11 @@ func checkKEDABins(dir string) error {
 // are served.
 func (c *Cluster) installKEDACRDs() {
 	c.t.Helper()
-	var crds []*unstructured.Unstructured
+	var paths []string
 	for _, name := range kedaCRDs {
-		data, err := neighbourCRDs.ReadFile("neighbours/" + name)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		var crd map[string]any
-		if err := yaml.Unmarshal(data, &crd); err != nil {
-			c.t.Fatalf("%s: %v", name, err)
-		}
-		crds = append(crds, &unstructured.Unstructured{Object: crd})
+		paths = append(paths, "neighbours/"+name)
 	}
+	crds := c.readCRDs(neighbourCRDs, paths...)
 	c.InstallCRDs(crds...)
 	for _, gv := range []string{"keda.sh/v1alpha1", "eventing.keda.sh/v1alpha1"} {
 		c.waitServed(gv)

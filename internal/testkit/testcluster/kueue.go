@@ -75,21 +75,13 @@ func (c *Cluster) InstallKueueCRDs() {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	var crds []*unstructured.Unstructured
+	var names []string
 	for _, f := range files {
-		if f.IsDir() || !strings.HasSuffix(f.Name(), ".yaml") {
-			continue
+		if !f.IsDir() && strings.HasSuffix(f.Name(), ".yaml") {
+			names = append(names, "kueue/"+f.Name())
 		}
-		data, err := kueueCRDs.ReadFile("kueue/" + f.Name())
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		var crd map[string]any
-		if err := yaml.Unmarshal(data, &crd); err != nil {
-			c.t.Fatalf("%s: %v", f.Name(), err)
-		}
-		crds = append(crds, &unstructured.Unstructured{Object: crd})
 	}
+	crds := c.readCRDs(kueueCRDs, names...)
 	c.InstallCRDs(crds...)
 	// Discovery may lag the Established condition by a moment: wait until
 	// the group's version lists every resource, as gpupack's loader looks
@@ -117,26 +109,27 @@ var neighbourCRDs embed.FS
 // notebook controller runs.
 func (c *Cluster) InstallNeighbourCRDs() {
 	c.t.Helper()
+	c.InstallCRDs(c.readCRDs(neighbourCRDs, "neighbours/keda.sh_scaledobjects.yaml", "neighbours/kubeflow.org_notebooks.yaml")...)
+	for _, gv := range []string{"keda.sh/v1alpha1", "kubeflow.org/v1"} {
+		c.waitServed(gv)
+	}
+}
+
+// readCRDs reads the CRDs at paths of fsys (the CRDs embedded beside the
+// test kit).
+func (c *Cluster) readCRDs(fsys embed.FS, paths ...string) []*unstructured.Unstructured {
+	c.t.Helper()
 	var crds []*unstructured.Unstructured
-	for _, name := range []string{"keda.sh_scaledobjects.yaml", "kubeflow.org_notebooks.yaml"} {
-		data, err := neighbourCRDs.ReadFile("neighbours/" + name)
+	for _, p := range paths {
+		data, err := fsys.ReadFile(p)
 		if err != nil {
 			c.t.Fatal(err)
 		}
 		var crd map[string]any
 		if err := yaml.Unmarshal(data, &crd); err != nil {
-			c.t.Fatalf("%s: %v", name, err)
+			c.t.Fatalf("%s: %v", p, err)
 		}
 		crds = append(crds, &unstructured.Unstructured{Object: crd})
 	}
-	c.InstallCRDs(crds...)
-	for _, gv := range []string{"keda.sh/v1alpha1", "kubeflow.org/v1"} {
-		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, c.timeout, true, func(ctx context.Context) (bool, error) {
-			list, err := c.client.Discovery().ServerResourcesForGroupVersion(gv)
-			return err == nil && len(list.APIResources) > 0, nil
-		})
-		if err != nil {
-			c.t.Fatal(fmt.Errorf("%s not served: %w", gv, err))
-		}
-	}
+	return crds
 }
