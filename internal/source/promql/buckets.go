@@ -136,7 +136,15 @@ func expand(q string, step, bucket time.Duration, sel string) string {
 
 func known(v float64) usage.Amount { return usage.Known(v) }
 
-func atTime(v float64) time.Time { return time.UnixMilli(int64(math.Round(v * 1000))).UTC() }
+// atTime is the time v seconds after the Unix epoch; 0 is none (the zero
+// time), as the hourly rules record a first use an hour does not have
+// beside its first held (hourDefaults).
+func atTime(v float64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(math.Round(v * 1000))).UTC()
+}
 
 // bucketFigures are every figure LoadBuckets reads: owner figures, then the
 // device's own.

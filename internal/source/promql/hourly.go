@@ -397,13 +397,12 @@ func (s *Source) streamShard(ctx context.Context, w usage.Window, sh hourlyShard
 		}
 		err := cur.g.Wait()
 		for k := 0; err == nil && k < len(cur.days); k++ {
-			for _, fp := range cur.hourly[k] {
-				cur.days[k].file(fp.m, func(_ *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
-					end := t.Add(-hourLag)
-					return pieceHourly, hourStart(w, end.Add(time.Millisecond-HourWindow)), fp.fig
-				})
-			}
-			err = cur.days[k].emit(add)
+			day := cur.days[k]
+			day.fileHours(cur.hourly[k], func(t time.Time) time.Time {
+				return hourStart(w, t.Add(-hourLag).Add(time.Millisecond-HourWindow))
+			})
+			day.settleDay(hourStart(w, dayEnds(cur.lo + k)[0].Add(time.Millisecond-HourWindow)))
+			err = day.emit(add)
 			cur.days[k], cur.hourly[k] = nil, nil
 		}
 		if err != nil {
@@ -413,6 +412,127 @@ func (s *Source) streamShard(ctx context.Context, w usage.Window, sh hourlyShard
 		}
 	}
 	return nil
+}
+
+// fileHours files a day's per-hour figures, as recorded, into its hourly
+// pieces, each point in the report hour that start gives for its
+// evaluation time: first the figures that are others' defaults, then
+// every owner's hourly figures that have one set to it (hourDefaults),
+// then the other figures, whose recorded values replace the defaults.
+func (p *pieceSet) fileHours(figs []figurePoints, start func(time.Time) time.Time) {
+	slices.SortStableFunc(figs, func(a, b figurePoints) int {
+		_, da := hourDefaultValue[a.fig.name]
+		_, db := hourDefaultValue[b.fig.name]
+		switch {
+		case da && !db:
+			return -1
+		case db && !da:
+			return 1
+		}
+		return 0
+	})
+	defaulted := false
+	for _, fp := range figs {
+		if _, ok := hourDefaultValue[fp.fig.name]; !ok && !defaulted {
+			p.setDefaults()
+			defaulted = true
+		}
+		p.file(fp.m, func(_ *model.SampleStream, t time.Time) (int, time.Time, *bucketFigure) {
+			return pieceHourly, start(t), fp.fig
+		})
+	}
+	if !defaulted {
+		p.setDefaults()
+	}
+}
+
+// setDefaults sets each figure of every owner's hourly piece that has a
+// default (hourDefaults) to its default's value.
+func (p *pieceSet) setDefaults() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.order {
+		if e.key.piece != pieceHourly || e.key.owner.IsZero() {
+			continue
+		}
+		for i := range bucketFigures {
+			if from := hourDefaults[bucketFigures[i].name]; from != "" {
+				if v, ok := hourDefaultValue[from](e.b); ok {
+					bucketFigures[i].set(e.b, v, nil)
+				}
+			}
+		}
+	}
+}
+
+// settleDay gives each owner of the day a daily piece (in the report hour
+// start) that holds what its hourly pieces say of the whole day: its held
+// steps and activity samples added up, the weights of the day's activity
+// and VRAM percentiles, and its VRAM percentiles combined as Prometheus
+// combines the others over the day (the same quantile of the hours'
+// quantiles, the largest maximum). The activity samples and VRAM leave
+// the hourly pieces, so that they are counted once.
+func (p *pieceSet) settleDay(start time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	type day struct {
+		held, samples float64
+		p50, p95, max []float64
+		dev           usage.Device
+	}
+	days := map[*seriesPieces]*day{}
+	var order []*seriesPieces // days' order is a map's: keep the first-seen one
+	for _, e := range p.order {
+		if e.key.piece != pieceHourly || e.key.owner.IsZero() {
+			continue
+		}
+		s := p.series[seriesKey{e.key.device, e.key.owner}]
+		d := days[s]
+		if d == nil {
+			d = &day{dev: e.b.Device}
+			days[s] = d
+			order = append(order, s)
+		}
+		d.held += e.b.HeldSteps
+		d.samples += e.b.Activity.Samples
+		e.b.Activity.Samples = 0
+		v := e.b.VRAMUsedMiB
+		if v.P50.Known() {
+			d.p50 = append(d.p50, v.P50.Value())
+		}
+		if v.P95.Known() {
+			d.p95 = append(d.p95, v.P95.Value())
+		}
+		if v.Max.Known() {
+			d.max = append(d.max, v.Max.Value())
+		}
+		e.b.VRAMUsedMiB = usage.Percentiles{}
+	}
+	for _, s := range order {
+		d := days[s]
+		b := s.bucket(p, pieceDaily, start, d.dev)
+		b.HeldSteps, b.Activity.Samples = d.held, d.samples
+		if len(d.p50) > 0 {
+			b.VRAMUsedMiB.P50 = usage.Known(quantileOverTime(0.5, d.p50))
+		}
+		if len(d.p95) > 0 {
+			b.VRAMUsedMiB.P95 = usage.Known(quantileOverTime(0.95, d.p95))
+		}
+		if len(d.max) > 0 {
+			b.VRAMUsedMiB.Max = usage.Known(slices.Max(d.max))
+		}
+	}
+}
+
+// quantileOverTime is PromQL's quantile_over_time(q) of values (sorted
+// here): the values' q-quantile, interpolated between the two nearest.
+func quantileOverTime(q float64, values []float64) float64 {
+	slices.Sort(values)
+	rank := q * float64(len(values)-1)
+	lo := math.Max(0, math.Floor(rank))
+	hi := math.Min(float64(len(values)-1), lo+1)
+	w := rank - math.Floor(rank)
+	return values[int(lo)]*(1-w) + values[int(hi)]*w
 }
 
 // groupRead is the queries of a group of days (daysPerQuery) in flight:
@@ -646,12 +766,84 @@ func combinedQueries(step time.Duration, sel Selector, span time.Duration, figs 
 	return out, nil
 }
 
-// perHourFigures are the figures whose hour matters to a report: an
-// owner's held, activity-known and active shares (the hourly levels and
-// its first hour), its shared steps (who shared a GPU in the same hour)
-// and its held steps (for its bucket to count); the hourly path reads them
-// per hourly window, the others once per day of them.
-var perHourFigures = map[string]bool{"held steps": true, "held share": true, "activity-known share": true, "active share": true, "shared steps": true}
+// perHourFigures are the figures that the hourly path reads per hourly
+// window, as recorded; it reads the others once per day of windows,
+// combined by Prometheus. They are those whose hour matters to a report
+// (an owner's held, activity-known and active shares: the hourly levels
+// and its first hour; its shared steps: who shared a GPU in the same
+// hour; its held steps: for its bucket to count), and those that the
+// second level records only where they differ from another figure of the
+// owner's hour (hourDefaults), which a day's combination could not tell
+// apart from their default, with their defaults: the owner's activity
+// sum, activity samples, DRAM and power steps, VRAM percentiles, first
+// held and first use.
+var perHourFigures = map[string]bool{
+	"held steps": true, "held share": true, "activity-known share": true, "active share": true, "shared steps": true,
+	"activity sum": true, "activity samples": true, "owner DRAM steps": true, "owner power steps": true,
+	"owner VRAM p50": true, "owner VRAM p95": true, "owner VRAM max": true, "first held": true, "first use": true,
+}
+
+// hourDefaults are the owner figures that the second level of rules
+// records in an hourly window only where they differ from another figure
+// of the same owner and window, their default (and as 0 where they have
+// no value and the default has one; a first use of 0 is none): on a GPU
+// that one pod holds, whose activity, DRAM and power are known at every
+// step, an owner's shares equal its held steps and its activity sum, its
+// activity, DRAM and power samples its held steps; where its VRAM did not
+// change in the hour, its VRAM percentiles equal its maximum; where it
+// used the GPU from its first step, its first use is its first held.
+// Then nothing of them is recorded, and a report reads four series per
+// owner and day for those thirteen figures, not thirteen. Prometheus'
+// query cost follows the series it reads (their index entries and
+// labels), not their samples. A reader takes a figure's recorded value
+// where there is one and its default's elsewhere; a window recorded by
+// rules that recorded every figure reads the same.
+var hourDefaults = map[string]string{
+	"held share":           "held steps",
+	"activity-known share": "held steps",
+	"activity samples":     "held steps",
+	"owner DRAM steps":     "held steps",
+	"owner power steps":    "held steps",
+	"active share":         "activity sum",
+	"owner VRAM p50":       "owner VRAM max",
+	"owner VRAM p95":       "owner VRAM max",
+	"first use":            "first held",
+}
+
+// hourDefaultValue reads, from an owner's hourly bucket, the value of
+// each figure that is another's default, as its rule records it, and
+// whether it has one.
+var hourDefaultValue = map[string]func(*usage.Bucket) (float64, bool){
+	"held steps":   func(b *usage.Bucket) (float64, bool) { return b.HeldSteps, true },
+	"activity sum": func(b *usage.Bucket) (float64, bool) { return b.Activity.Sum, true },
+	"owner VRAM max": func(b *usage.Bucket) (float64, bool) {
+		return b.VRAMUsedMiB.Max.Value(), b.VRAMUsedMiB.Max.Known()
+	},
+	"first held": func(b *usage.Bucket) (float64, bool) {
+		return float64(b.FirstHeld.UnixMilli()) / 1000, !b.FirstHeld.IsZero()
+	},
+}
+
+// hourRule is the second level's rule expression of figure fig, whose
+// windows combined is combined: where the figure has a default
+// (hourDefaults), the figure only where it differs from its default (or
+// has a value where the default has none), and 0 where it has no value
+// and its default has one; its combination elsewhere.
+func hourRule(fig bucketFigure, combined func(bucketFigure) (string, error)) (string, error) {
+	x, err := combined(fig)
+	if err != nil || hourDefaults[fig.name] == "" {
+		return x, err
+	}
+	i := slices.IndexFunc(bucketFigures, func(f bucketFigure) bool { return f.name == hourDefaults[fig.name] })
+	if i < 0 {
+		return "", fmt.Errorf("bucket figure %q: its default %q is no figure", fig.name, hourDefaults[fig.name])
+	}
+	d, err := combined(bucketFigures[i])
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("(%[1]s unless %[2]s) or (%[1]s != %[2]s) or ((%[2]s * 0) unless %[1]s)", x, d), nil
+}
 
 func allFigures() []int {
 	var out []int
@@ -662,12 +854,13 @@ func allFigures() []int {
 }
 
 // dailyFigures are the figures read once per day of hourly windows: all
-// but the per-hour ones, and an owner's held steps again, which weigh its
-// day's VRAM percentiles (an owner's held steps add up nowhere else).
+// but the per-hour ones. An owner's day also holds its held steps and
+// activity samples, which weigh its day's VRAM and activity percentiles:
+// settleDay adds them up from its hours.
 func dailyFigures() []int {
 	var out []int
 	for i, f := range bucketFigures {
-		if !perHourFigures[f.name] || f.name == "held steps" {
+		if !perHourFigures[f.name] {
 			out = append(out, i)
 		}
 	}

@@ -129,10 +129,12 @@ func RecordingRules(step time.Duration, sel Selector) (RuleFile, error) {
 	g.Rules = append(g.Rules, Rule{Record: recordedXID, Labels: labels,
 		Expr: fmt.Sprintf("max by (%s) (max_over_time(%s[%dms]))", gpuLabels, sel.of(usage.XIDErrors), (RecordWindow - time.Millisecond).Milliseconds())})
 	// The second level: every hour, the hour of 5-minute windows that
-	// ended hourLag before, combined as a report combines them.
+	// ended hourLag before, combined as a report combines them; the
+	// figures with a default (hourDefaults) only where they differ from it.
 	h := RuleGroup{Name: hourlyGroup, Interval: model.Duration(HourWindow).String()}
+	hour := fmt.Sprintf("[%dms] offset %s", (HourWindow - time.Millisecond).Milliseconds(), stepValue(hourLag))
 	for _, fig := range bucketFigures {
-		expr, err := combineRecorded(fig, step, sel, fmt.Sprintf("[%dms] offset %s", (HourWindow-time.Millisecond).Milliseconds(), stepValue(hourLag)))
+		expr, err := hourRule(fig, func(f bucketFigure) (string, error) { return combineRecorded(f, step, sel, hour) })
 		if err != nil {
 			return RuleFile{}, err
 		}

@@ -27,7 +27,7 @@ import (
 
 // Version is the version of what the generator writes: a cache of its
 // output is keyed by it, and it changes whenever the output does.
-const Version = 2
+const Version = 4
 
 // Step is the scrape interval of the fleet's raw series, and the
 // gpupack_step label of the rules' output.
@@ -464,7 +464,7 @@ func (f Fleet) hour(p *dayPlan, e int64, addSlot func(slot)) {
 	}
 	for _, s := range slots {
 		addSlot(s)
-		pts := p.owner1h[s]
+		var hour [nOwner]float64 // NaN: no series
 		for i, fig := range ownerFigures {
 			var vs []float64
 			for _, w := range ws {
@@ -472,12 +472,47 @@ func (f Fleet) hour(p *dayPlan, e int64, addSlot func(slot)) {
 					vs = append(vs, v[i])
 				}
 			}
+			hour[i] = math.NaN()
 			if len(vs) > 0 {
-				pts[i] = append(pts[i], point{e, combineValues(fig.combine, vs)})
+				hour[i] = combineValues(fig.combine, vs)
+			}
+		}
+		pts := p.owner1h[s]
+		for i, v := range hourDefaulted(hour) {
+			if !math.IsNaN(v) {
+				pts[i] = append(pts[i], point{e, v})
 			}
 		}
 		p.owner1h[s] = pts
 	}
+}
+
+// hourDefaults are the owner figures that the hourly rules record only
+// where they differ from another (their default), by index: the figure
+// and its default.
+var hourDefaults = [][2]int{
+	{heldShare, heldSteps}, {activityKnownShare, heldSteps}, {activitySamples, heldSteps},
+	{ownerDRAMSteps, heldSteps}, {ownerPowerSteps, heldSteps}, {activeShare, activitySum},
+	{ownerVRAMP50, ownerVRAMMax}, {ownerVRAMP95, ownerVRAMMax}, {firstUse, firstHeld},
+}
+
+// hourDefaulted is what the hourly rules record of an owner's hour whose
+// figures combined are hour (NaN where a figure has no series): a figure
+// with a default where it differs from it (or has a value and the
+// default none), 0 where it has none and its default has one, nothing
+// (NaN) where it equals its default.
+func hourDefaulted(hour [nOwner]float64) [nOwner]float64 {
+	out := hour
+	for _, fd := range hourDefaults {
+		x, d := hour[fd[0]], hour[fd[1]]
+		switch {
+		case math.IsNaN(x) && !math.IsNaN(d):
+			out[fd[0]] = 0
+		case !math.IsNaN(x) && !math.IsNaN(d) && x == d:
+			out[fd[0]] = math.NaN()
+		}
+	}
+	return out
 }
 
 // writer writes OpenMetrics lines.
