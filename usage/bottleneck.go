@@ -235,26 +235,40 @@ func larger(a string, ra Amount, b string, rb Amount) (string, float64) {
 	return a, ra.Value()
 }
 
-// missingEvidence lists the series whose figures are unknown.
+// missingEvidence lists the series whose figures are unknown. Pods that
+// lack the same series share one list (a month of a fleet's pods lack
+// the same few), which nobody may change.
 func missingEvidence(e *Evidence) []string {
-	var out []string
-	for _, s := range []struct {
-		metric string
-		known  bool
-	}{
-		{CFSThrottledPeriods, e.CPUThrottledRatio.Known()},
-		{CPUQuota, e.CPULimitCores.Known()},
-		{FSReadsBytes, e.DiskReadBytesPerSecond.Known()},
-		{NetworkReceiveBytes, e.NetworkReceiveBytesPerSecond.Known()},
-		{PCIeRxBytes, e.PCIeRxBytesPerSecond.Known()},
-		{NVLinkRxBytes, e.NVLinkRxBytesPerSecond.Known()},
+	mask := 0
+	for i, known := range []bool{
+		e.CPUThrottledRatio.Known(), e.CPULimitCores.Known(), e.DiskReadBytesPerSecond.Known(),
+		e.NetworkReceiveBytesPerSecond.Known(), e.PCIeRxBytesPerSecond.Known(), e.NVLinkRxBytesPerSecond.Known(),
 	} {
-		if !s.known {
-			out = append(out, s.metric)
+		if !known {
+			mask |= 1 << i
 		}
 	}
-	return out
+	return missingLists[mask]
 }
+
+// evidenceSeries are the series missingEvidence names, in the order of
+// its mask's bits.
+var evidenceSeries = [...]string{CFSThrottledPeriods, CPUQuota, FSReadsBytes, NetworkReceiveBytes, PCIeRxBytes, NVLinkRxBytes}
+
+// missingLists are missingEvidence's lists by mask, each capped at its
+// length, so that an append to one never writes into another's.
+var missingLists = func() (out [1 << len(evidenceSeries)][]string) {
+	for mask := range out {
+		var l []string
+		for i, m := range evidenceSeries {
+			if mask&(1<<i) != 0 {
+				l = append(l, m)
+			}
+		}
+		out[mask] = l[:len(l):len(l)]
+	}
+	return out
+}()
 
 // JudgeBottlenecks sets the verdict of every pod with a known pattern from
 // its evidence (by "namespace/pod"; a pod without any is judged on its
