@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -125,5 +126,24 @@ func TestCompareWithField(t *testing.T) {
 	r.CompareWithField()
 	if r.Field.ActiveOfAllocated.Known() {
 		t.Errorf("unknown activity gave %v", r.Field.ActiveOfAllocated)
+	}
+}
+
+// TestMissingEvidenceShared checks that missingEvidence names exactly the
+// unknown series, in order, and that an append to one pod's list (shared
+// by the pods that lack the same series) never changes another's.
+func TestMissingEvidenceShared(t *testing.T) {
+	some := Evidence{CPUThrottledRatio: Known(0.1), CPULimitCores: Known(2), PCIeRxBytesPerSecond: Known(1e9)}
+	got := missingEvidence(&some)
+	if want := []string{FSReadsBytes, NetworkReceiveBytes, NVLinkRxBytes}; !slices.Equal(got, want) {
+		t.Fatalf("missing %q, want %q", got, want)
+	}
+	_ = append(got, "appended")
+	if again := missingEvidence(&some); len(again) != 3 || again[len(again)-1] != NVLinkRxBytes {
+		t.Errorf("after an append to one list, another reads %q", again)
+	}
+	all := Evidence{CPUThrottledRatio: Known(0.1), CPULimitCores: Known(2), DiskReadBytesPerSecond: Known(1), NetworkReceiveBytesPerSecond: Known(1), PCIeRxBytesPerSecond: Known(1), NVLinkRxBytesPerSecond: Known(1)}
+	if got := missingEvidence(&all); got != nil {
+		t.Errorf("nothing missing gave %q, want nil", got)
 	}
 }
