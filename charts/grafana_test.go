@@ -1,7 +1,6 @@
 package charts
 
 import (
-	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,9 +21,6 @@ import (
 
 // grafanaVars are the dashboard's variables with values a query may take.
 var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__range", "1d", "$__interval", "1m", "$namespace", ".*")
-
-// labelValues is Grafana's label_values(METRIC, LABEL) variable query.
-var labelValues = regexp.MustCompile(`^label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)$`)
 
 // TestDashboard checks every PromQL expression of gpupack.json against a
 // real Prometheus (a parse error is HTTP 400 bad_data) and that each names
@@ -74,45 +69,24 @@ func dashboardQueries(t *testing.T) (map[string][]string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Type  string `json:"type"`
-				Query any    `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(data, &d); err != nil {
+	panels, vars, err := ParseDashboard(data)
+	if err != nil {
 		t.Fatalf("gpupack.json: %v", err)
 	}
 	exprs := map[string][]string{}
-	for _, p := range d.Panels {
-		if len(p.Targets) == 0 {
+	for _, p := range panels {
+		if len(p.Exprs) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
 		}
-		for _, tg := range p.Targets {
-			exprs[p.Title] = append(exprs[p.Title], tg.Expr)
-		}
+		exprs[p.Title] = append(exprs[p.Title], p.Exprs...)
 	}
 	var metrics []string
-	for _, v := range d.Templating.List {
-		if v.Type != "query" {
+	for _, v := range vars {
+		if v.Metric == "" {
+			t.Errorf("variable query %q: want label_values(METRIC, LABEL)", v.Query)
 			continue
 		}
-		q, _ := v.Query.(map[string]any)
-		s, _ := q["query"].(string)
-		m := labelValues.FindStringSubmatch(s)
-		if m == nil {
-			t.Errorf("variable query %q: want label_values(METRIC, LABEL)", s)
-			continue
-		}
-		metrics = append(metrics, m[1])
+		metrics = append(metrics, v.Metric)
 	}
 	return exprs, metrics
 }

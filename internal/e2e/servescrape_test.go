@@ -324,44 +324,22 @@ var grafanaVars = strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h"
 // each returns at least one series.
 func checkDashboard(t *testing.T, promURL, dashboard string) {
 	t.Helper()
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Type string `json:"type"`
-				// A query variable's query is an object; a datasource
-				// variable's a string.
-				Query any `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal([]byte(dashboard), &d); err != nil {
+	panels, vars, err := charts.ParseDashboard([]byte(dashboard))
+	if err != nil {
 		t.Fatalf("the chart's dashboard: %v", err)
 	}
 	var queries [][2]string
-	for _, p := range d.Panels {
-		for _, tg := range p.Targets {
-			queries = append(queries, [2]string{p.Title, grafanaVars.Replace(tg.Expr)})
+	for _, p := range panels {
+		for _, e := range p.Exprs {
+			queries = append(queries, [2]string{p.Title, grafanaVars.Replace(e)})
 		}
 	}
-	labelValues := regexp.MustCompile(`^label_values\((\w+),\s*\w+\)$`)
-	for _, v := range d.Templating.List {
-		if v.Type != "query" {
+	for _, v := range vars {
+		if v.Metric == "" {
+			t.Errorf("variable query %q: want label_values(METRIC, LABEL)", v.Query)
 			continue
 		}
-		q, _ := v.Query.(map[string]any)
-		text, _ := q["query"].(string)
-		m := labelValues.FindStringSubmatch(text)
-		if m == nil {
-			t.Errorf("variable query %q: want label_values(METRIC, LABEL)", text)
-			continue
-		}
-		queries = append(queries, [2]string{"variable " + text, m[1]})
+		queries = append(queries, [2]string{"variable " + v.Query, v.Metric})
 	}
 	if len(queries) == 0 {
 		t.Fatal("the dashboard has no query")
