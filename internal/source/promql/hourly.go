@@ -481,7 +481,6 @@ func (p *pieceSet) settleDay(start time.Time) {
 		dev           usage.Device
 	}
 	days := map[*seriesPieces]*day{}
-	var order []*seriesPieces // days' order is a map's: keep the first-seen one
 	for _, e := range p.order {
 		if e.key.piece != pieceHourly || e.key.owner.IsZero() {
 			continue
@@ -491,7 +490,6 @@ func (p *pieceSet) settleDay(start time.Time) {
 		if d == nil {
 			d = &day{dev: e.b.Device}
 			days[s] = d
-			order = append(order, s)
 		}
 		d.held += e.b.HeldSteps
 		d.samples += e.b.Activity.Samples
@@ -508,8 +506,7 @@ func (p *pieceSet) settleDay(start time.Time) {
 		}
 		e.b.VRAMUsedMiB = usage.Percentiles{}
 	}
-	for _, s := range order {
-		d := days[s]
+	for s, d := range days { // emit orders the pieces
 		b := s.bucket(p, pieceDaily, start, d.dev)
 		b.HeldSteps, b.Activity.Samples = d.held, d.samples
 		if len(d.p50) > 0 {
