@@ -102,7 +102,7 @@ func BenchmarkPieceSetFile(b *testing.B) {
 // first: where a figure is recorded its value stands, where it is not it
 // takes its default's (hourDefaults), an explicit 0 stays 0, and the day's
 // piece holds the owner's held steps and activity samples added up from
-// its hours, the activity samples no longer in the hours.
+// its hours, and the activity samples out of the hours.
 func TestFileHoursDefaults(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	w := usage.Window{Start: start, End: start.Add(24 * time.Hour), Step: 30 * time.Second}
