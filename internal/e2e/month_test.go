@@ -187,6 +187,11 @@ func BenchmarkHourlyMonth(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/gpupack/gpupack/cmd/gpupack").CombinedOutput(); err != nil {
 		b.Fatalf("go build gpupack: %v\n%s", err, out)
 	}
+	// The Prometheus on PATH serves the month (Debian's 2.42, or the one
+	// hack/prometheus-bins.sh builds, put first on PATH).
+	if out, err := exec.Command(testcluster.NeedBinary(b, "prometheus", "prometheus"), "--version").Output(); err == nil {
+		b.Logf("%s", strings.SplitN(string(out), "\n", 2)[0])
+	}
 	url, engines := startEngines(b, dirs)
 	deviceDays := float64(f.GPUs * f.Days)
 	out := filepath.Join(b.TempDir(), "report.json")

@@ -106,7 +106,9 @@ func StartPrometheus(t testing.TB, o PrometheusOptions) *Prometheus {
 	return p
 }
 
-var promListening = regexp.MustCompile(`msg="Listening on" address=(\S+)`)
+// promListening finds the address in Prometheus 2's log line and in 3's,
+// which puts component=web between the message and the address.
+var promListening = regexp.MustCompile(`msg="Listening on"(?: \S+=\S+)*? address=(\S+)`)
 
 func (p *Prometheus) start(addr string) {
 	args := append(append([]string{}, p.args...), "--web.listen-address="+addr)

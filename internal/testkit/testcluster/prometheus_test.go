@@ -116,3 +116,23 @@ func TestProxyCut(t *testing.T) {
 		t.Errorf("after Resume: %v", err)
 	}
 }
+
+// TestPrometheusListeningLine reads the listening address from the log
+// line of Prometheus 2 (Debian's 2.42, the tests') and of Prometheus 3
+// (hack/prometheus-bins.sh, the month's benchmark), which puts a
+// component before it.
+func TestPrometheusListeningLine(t *testing.T) {
+	for line, want := range map[string]string{
+		`ts=2026-12-06T17:32:15.971Z caller=tls_config.go:232 level=info component=web msg="Listening on" address=127.0.0.1:41807`:   "127.0.0.1:41807",
+		`time=2026-12-06T18:08:40.429Z level=INFO source=tls_config.go:395 msg="Listening on" component=web address=127.0.0.1:19201`: "127.0.0.1:19201",
+		`time=2026-12-06T18:08:40.429Z level=INFO msg="Start listening for connections" component=web address=127.0.0.1:0`:           "",
+	} {
+		got := ""
+		if m := promListening.FindStringSubmatch(line); m != nil {
+			got = m[1]
+		}
+		if got != want {
+			t.Errorf("%s: address %q, want %q", line, got, want)
+		}
+	}
+}
