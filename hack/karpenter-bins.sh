@@ -31,16 +31,9 @@ bincache_open karpenter-bins "karpenter-${KARPENTER_VERSION}_$(go env GOOS)-$(go
 start=${SECONDS}
 log "cache directory: ${bin_dir}"
 
-if [[ -s "${bin_dir}/karpenter-kwok" ]]; then
-	log "karpenter ${KARPENTER_VERSION} kwok provider: cached"
-	echo "${bin_dir}"
-	exit 0
-fi
+bincache_have "karpenter ${KARPENTER_VERSION} kwok provider" karpenter-kwok
 
-work_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpupack-karpenter-bins.XXXXXX")"
-trap 'rm -rf "${work_dir}"' EXIT
-cd "${work_dir}"
-go mod init gpupack.invalid/karpenter-bins >/dev/null 2>&1
+bincache_module karpenter-bins
 
 log "karpenter ${KARPENTER_VERSION} kwok provider: building"
 go mod edit -require="sigs.k8s.io/karpenter@${KARPENTER_VERSION}"

@@ -53,10 +53,7 @@ if ((${#missing[@]} == 0)); then
 	exit 0
 fi
 
-work_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpupack-keda-bins.XXXXXX")"
-trap 'rm -rf "${work_dir}"' EXIT
-cd "${work_dir}"
-go mod init gpupack.invalid/keda-bins >/dev/null 2>&1
+bincache_module keda-bins
 go mod edit -require="${KEDA_MODULE}@${KEDA_VERSION}"
 
 # KEDA's go.mod pins k8s.io/*, controller-runtime and the Prometheus modules

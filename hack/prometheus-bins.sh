@@ -18,8 +18,9 @@
 # The build runs in a throwaway module in a temporary directory, so the
 # repository's go.mod never depends on the Prometheus server. It builds
 # without the web UI's assets (the builtinassets tag needs them compiled
-# first): the HTTP API answers, the UI pages do not. A cold build (a fresh
-# Go build cache) took about 7 minutes on the 2-core machine.
+# first): the HTTP API answers, the UI pages do not. Its first build on the
+# 2-core machine, the modules already downloaded, took 4 min 15 s (7 min
+# of CPU).
 set -euo pipefail
 
 # Pinned version: Go module v0.316.0 is Prometheus v3.16.0.
@@ -32,16 +33,9 @@ source "$(dirname "$0")/lib/bincache.sh"
 bincache_open prometheus-bins "prometheus-${PROMETHEUS_VERSION}_$(go env GOOS)-$(go env GOARCH)" "$@"
 
 start=${SECONDS}
-if [[ -s "${bin_dir}/prometheus" ]]; then
-	log "prometheus ${PROMETHEUS_VERSION}: cached"
-	echo "${bin_dir}"
-	exit 0
-fi
+bincache_have "prometheus ${PROMETHEUS_VERSION}" prometheus
 
-work_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpupack-prometheus-bins.XXXXXX")"
-trap 'rm -rf "${work_dir}"' EXIT
-cd "${work_dir}"
-go mod init gpupack.invalid/prometheus-bins >/dev/null 2>&1
+bincache_module prometheus-bins
 log "prometheus ${PROMETHEUS_VERSION}: building"
 nice -n 10 go get "github.com/prometheus/prometheus/cmd/prometheus@${PROMETHEUS_MODULE_VERSION}"
 version_pkg=github.com/prometheus/common/version

@@ -32,17 +32,10 @@ source "$(dirname "$0")/lib/bincache.sh"
 bincache_open thanos-bins "thanos-${THANOS_VERSION}_$(GOTOOLCHAIN=local go env GOOS)-$(GOTOOLCHAIN=local go env GOARCH)" "$@"
 
 start=${SECONDS}
-if [[ -s "${bin_dir}/thanos" ]]; then
-	log "thanos ${THANOS_VERSION}: cached"
-	echo "${bin_dir}"
-	exit 0
-fi
+bincache_have "thanos ${THANOS_VERSION}" thanos
 
 export GOTOOLCHAIN="${THANOS_GOTOOLCHAIN}"
-work_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpupack-thanos-bins.XXXXXX")"
-trap 'rm -rf "${work_dir}"' EXIT
-cd "${work_dir}"
-go mod init gpupack.invalid/thanos-bins >/dev/null 2>&1
+bincache_module thanos-bins
 go mod edit -require="github.com/thanos-io/thanos@${THANOS_VERSION}"
 
 # A replace directive applies only in the main module, so Thanos' own (forks

@@ -31,3 +31,27 @@ bincache_open() {
 }
 
 log() { echo "[${bincache_name} $(date +%H:%M:%S)] $*"; }
+
+# bincache_have WHAT FILE...: where every FILE is in bin_dir already, logs
+# that WHAT is cached, prints bin_dir and exits; otherwise returns.
+bincache_have() {
+	local what="$1" f
+	shift
+	for f in "$@"; do
+		[[ -s "${bin_dir}/${f}" ]] || return 0
+	done
+	log "${what}: cached"
+	echo "${bin_dir}"
+	exit 0
+}
+
+# bincache_module NAME: makes a throwaway Go module, gpupack.invalid/NAME,
+# in a temporary directory (work_dir, removed when the script exits) and
+# enters it, so that the repository's go.mod never depends on what is
+# built.
+bincache_module() {
+	work_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpupack-$1.XXXXXX")"
+	trap 'rm -rf "${work_dir}"' EXIT
+	cd "${work_dir}"
+	go mod init "gpupack.invalid/$1" >/dev/null 2>&1
+}
