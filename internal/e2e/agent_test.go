@@ -86,12 +86,18 @@ func TestReportPerProcessMatchesTruth(t *testing.T) {
 		fakeLog.CloseWithError(fmt.Errorf("fake-dcgm ended: %v", err))
 		fakeDone <- err
 	}()
-	defer func() {
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		stopFake()
 		if err := <-fakeDone; err != nil {
 			t.Errorf("fake-dcgm: %v", err)
 		}
-	}()
+	}
+	defer stop()
 	serving := regexp.MustCompile(`fake-dcgm: serving .* on http://(\S+)/metrics`)
 	lines := bufio.NewScanner(fakeStderr)
 	for lines.Scan() {
@@ -165,6 +171,13 @@ func TestReportPerProcessMatchesTruth(t *testing.T) {
 	if len(truth.Pods) != 4 {
 		t.Errorf("truth has %d pods, want 4", len(truth.Pods))
 	}
+	// fake-dcgm serves its free GPUs after the scenario: stop it, and
+	// wait for Prometheus' failed scrapes, so that the two reports over
+	// the whole hours read the same samples (a device's energy and idle
+	// seconds would otherwise grow between them).
+	stopAt := time.Now()
+	stop()
+	waitScrapesFail(t, ctx, prom.URL, stopAt)
 	checkHourlyAgrees(t, ctx, prom.URL, truth)
 }
 

@@ -423,6 +423,41 @@ func waitScraping(t *testing.T, ctx context.Context, promURL string) {
 	}
 }
 
+// waitScrapesFail waits until Prometheus has failed a scrape of every
+// target after the time after: from then on it stores no new sample of
+// them, and its staleness markers end their series.
+func waitScrapesFail(t *testing.T, ctx context.Context, promURL string, after time.Time) {
+	t.Helper()
+	for {
+		var targets struct {
+			Data struct {
+				ActiveTargets []struct {
+					Health     string    `json:"health"`
+					LastScrape time.Time `json:"lastScrape"`
+				} `json:"activeTargets"`
+			} `json:"data"`
+		}
+		if resp, err := http.Get(promURL + "/api/v1/targets"); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&targets)
+			resp.Body.Close()
+			down := 0
+			for _, tg := range targets.Data.ActiveTargets {
+				if tg.Health == "down" && tg.LastScrape.After(after) {
+					down++
+				}
+			}
+			if err == nil && down > 0 && down == len(targets.Data.ActiveTargets) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("Prometheus still scrapes its targets")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 func waitReady(t *testing.T, ctx context.Context, url string) {
 	t.Helper()
 	for {
