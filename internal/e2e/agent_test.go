@@ -1,23 +1,13 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/cli"
 	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/gpusim"
 	"github.com/gpupack/gpupack/internal/testkit/reportdiff"
@@ -49,25 +39,8 @@ func TestReportPerProcessMatchesTruth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	var fakeAddr atomic.Pointer[string]
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		addr := fakeAddr.Load()
-		if addr == nil {
-			http.Error(w, "fake-dcgm is not started yet", http.StatusServiceUnavailable)
-			return
-		}
-		resp, err := http.Get("http://" + *addr + r.URL.Path)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	defer proxy.Close()
-	target := proxy.Listener.Addr().String()
+	fake := newLateTarget(t)
+	target := fake.Addr()
 	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Config: fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n"+
 		"  - job_name: dcgm-exporter\n    honor_labels: true\n    static_configs: [{targets: [%q]}]\n"+
 		"  - job_name: gpupack-agent\n    honor_labels: true\n    metrics_path: %s\n    static_configs: [{targets: [%q]}]\n", target, clifakedcgm.AgentMetricsPath, target)})
@@ -75,67 +48,11 @@ func TestReportPerProcessMatchesTruth(t *testing.T) {
 
 	write(t, filepath.Join(dir, "scenario.yaml"), sharedScenario)
 	truthPath := filepath.Join(dir, "truth.json")
-	fakeCtx, stopFake := context.WithCancel(ctx)
-	fakeDone := make(chan error, 1)
-	fakeStderr, fakeLog := io.Pipe()
-	go func() {
-		root := cli.NewRoot(fakeCtx)
-		root.SetErr(fakeLog)
-		root.SetArgs([]string{"fake-dcgm", "--scenario", filepath.Join(dir, "scenario.yaml"), "--listen", "127.0.0.1:0", "--truth", truthPath})
-		err := root.ExecuteContext(fakeCtx)
-		fakeLog.CloseWithError(fmt.Errorf("fake-dcgm ended: %v", err))
-		fakeDone <- err
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		stopFake()
-		if err := <-fakeDone; err != nil {
-			t.Errorf("fake-dcgm: %v", err)
-		}
-	}
+	addr, stop := startFakeDCGM(t, ctx, filepath.Join(dir, "scenario.yaml"), truthPath)
 	defer stop()
-	serving := regexp.MustCompile(`fake-dcgm: serving .* on http://(\S+)/metrics`)
-	lines := bufio.NewScanner(fakeStderr)
-	for lines.Scan() {
-		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
-			fakeAddr.Store(&m[1])
-			break
-		}
-	}
-	if fakeAddr.Load() == nil {
-		t.Fatalf("fake-dcgm did not say where it serves: %v", lines.Err())
-	}
-	go func() { _, _ = io.Copy(io.Discard, fakeStderr) }()
-
-	var truth gpusim.Truth
-	for {
-		if b, err := os.ReadFile(truthPath); err == nil && json.Unmarshal(b, &truth) == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the scenario did not end in time")
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	time.Sleep(3 * time.Second)
-	start := truth.Start.Truncate(time.Second)
-	end := truth.End.Truncate(time.Second).Add(3 * time.Second)
-	var out bytes.Buffer
-	root := cli.NewRoot(ctx)
-	root.SetOut(&out)
-	root.SetArgs([]string{"report", "--prometheus", prom.URL, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("report: %v", err)
-	}
-	var r usage.Report
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("report JSON: %v\n%s", err, out.String())
-	}
+	fake.point(addr)
+	truth := waitTruth(t, ctx, truthPath)
+	r, _, _ := reportAfterRun(t, ctx, prom.URL, truth)
 	held := 24.0 // seconds each pod held its GPU
 	levels := map[string]float64{"ml/heavy": 0.5, "ml/light": 0.2, "ml/idle": 0, "web/alone": 0.4}
 	memory := map[string]float64{"ml/heavy": 12000, "ml/light": 3000, "ml/idle": 500, "web/alone": 9000}
@@ -191,23 +108,13 @@ func checkHourlyAgrees(t *testing.T, ctx context.Context, promURL string, truth 
 	start := truth.Start.Truncate(time.Hour)
 	end := truth.End.Truncate(time.Hour).Add(time.Hour)
 	report := func(accounting string) *usage.Report {
-		var out bytes.Buffer
-		root := cli.NewRoot(ctx)
-		root.SetOut(&out)
-		root.SetArgs([]string{"report", "--prometheus", promURL, "--accounting", accounting, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
-		if err := root.ExecuteContext(ctx); err != nil {
-			t.Fatalf("%s report: %v", accounting, err)
-		}
-		var r usage.Report
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-			t.Fatalf("%s report JSON: %v", accounting, err)
-		}
+		r := reportJSON(t, ctx, promURL, start, end, time.Second, "--accounting", accounting)
 		for _, w := range r.Quality.Warnings {
 			if strings.Contains(w, "gpupack agent") {
 				t.Errorf("%s report warns %q", accounting, w)
 			}
 		}
-		return &r
+		return r
 	}
 	raw, hourly := report("raw"), report("hourly")
 	for _, d := range reportdiff.Disagreements(raw, hourly, 0.02) {

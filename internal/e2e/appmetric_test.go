@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpupack/gpupack/internal/cli"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -123,24 +121,13 @@ func TestAppMetricFromVLLM(t *testing.T) {
 	}
 	const price = 2.4 // EUR per H100-hour
 	write(t, filepath.Join(dir, "prices.yaml"), fmt.Sprintf("currency: EUR\nprices: {H100-80GB: %g}\n", price))
-	var out bytes.Buffer
-	root := cli.NewRoot(ctx)
-	root.SetOut(&out)
-	root.SetArgs([]string{"report", "--prometheus", prom.URL, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s",
-		"--prices", filepath.Join(dir, "prices.yaml"), "--format", "json",
+	r := reportJSON(t, ctx, prom.URL, start, end, time.Second, "--prices", filepath.Join(dir, "prices.yaml"),
 		"--app-metric", "tokens=sum by (namespace, pod) (rate(vllm:generation_tokens_total[10s]))",
-		"--app-metric", "waiting=sum by (namespace, pod) (vllm:num_requests_waiting)"})
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("report: %v\n%s", err, out.String())
-	}
-	var r usage.Report
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("report JSON: %v\n%s", err, out.String())
-	}
+		"--app-metric", "waiting=sum by (namespace, pod) (vllm:num_requests_waiting)")
 	seconds := end.Sub(start).Seconds()
 	for _, p := range pods {
 		key := p.namespace + "/" + p.pod
-		got := reportPod(t, &r, key)
+		got := reportPod(t, r, key)
 		if got == nil {
 			continue
 		}

@@ -1,22 +1,18 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +21,6 @@ import (
 
 	"github.com/gpupack/gpupack/gpu"
 
-	"github.com/gpupack/gpupack/internal/cli"
 	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
 	"github.com/gpupack/gpupack/internal/gpusim"
 	"github.com/gpupack/gpupack/usage"
@@ -89,38 +84,15 @@ func TestReportMatchesTruth(t *testing.T) {
 
 	// Every server binds port 0 and says which port it got. Prometheus must
 	// scrape before fake-dcgm's clock starts, but fake-dcgm's port is known
-	// only once it runs, so Prometheus scrapes it through a proxy of the
-	// test's own, which answers 503 until fake-dcgm is up.
-	var dcgmAddr atomic.Pointer[string]
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		addr := dcgmAddr.Load()
-		if addr == nil {
-			http.Error(w, "fake-dcgm is not started yet", http.StatusServiceUnavailable)
-			return
-		}
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+*addr+r.URL.Path, nil)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	defer proxy.Close()
+	// only once it runs, so Prometheus scrapes it through a lateTarget.
+	fake := newLateTarget(t)
 
 	// fake-dcgm also serves, at its own path, what kube-state-metrics
 	// would expose of the scripted pods' times: a second job, as a cluster
 	// scrapes kube-state-metrics beside dcgm-exporter.
 	config := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: dcgm\n    honor_labels: true\n    static_configs: [{targets: [%q]}]\n"+
 		"  - job_name: kube-state-metrics\n    honor_labels: true\n    metrics_path: %s\n    static_configs: [{targets: [%q]}]\n",
-		proxy.Listener.Addr().String(), clifakedcgm.StateMetricsPath, proxy.Listener.Addr().String())
+		fake.Addr(), clifakedcgm.StateMetricsPath, fake.Addr())
 	write(t, filepath.Join(dir, "prometheus.yml"), config)
 	prom := kc.Run("prometheus", promBin,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
@@ -134,63 +106,12 @@ func TestReportMatchesTruth(t *testing.T) {
 
 	write(t, filepath.Join(dir, "scenario.yaml"), scenario)
 	truthPath := filepath.Join(dir, "truth.json")
-	fakeCtx, stopFake := context.WithCancel(ctx)
-	fakeDone := make(chan error, 1)
-	fakeStderr, fakeLog := io.Pipe()
-	go func() {
-		root := cli.NewRoot(fakeCtx)
-		root.SetErr(fakeLog)
-		root.SetArgs([]string{"fake-dcgm", "--scenario", filepath.Join(dir, "scenario.yaml"), "--listen", "127.0.0.1:0", "--truth", truthPath})
-		err := root.ExecuteContext(fakeCtx)
-		fakeLog.CloseWithError(fmt.Errorf("fake-dcgm ended: %v", err))
-		fakeDone <- err
-	}()
-	defer func() {
-		stopFake()
-		if err := <-fakeDone; err != nil {
-			t.Errorf("fake-dcgm: %v", err)
-		}
-	}()
-	serving := regexp.MustCompile(`fake-dcgm: serving .* on http://(\S+)/metrics`)
-	lines := bufio.NewScanner(fakeStderr)
-	for lines.Scan() {
-		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
-			dcgmAddr.Store(&m[1])
-			break
-		}
-	}
-	if dcgmAddr.Load() == nil {
-		t.Fatalf("fake-dcgm did not say where it serves: %v", lines.Err())
-	}
-	go func() { _, _ = io.Copy(io.Discard, fakeStderr) }()
-
+	addr, stop := startFakeDCGM(t, ctx, filepath.Join(dir, "scenario.yaml"), truthPath)
+	defer stop()
+	fake.point(addr)
 	// The truth file appears when the scenario's 40 s are over.
-	var truth gpusim.Truth
-	for {
-		if b, err := os.ReadFile(truthPath); err == nil && json.Unmarshal(b, &truth) == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the scenario did not end in time")
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	// Let Prometheus scrape the end, then query a window around the run.
-	time.Sleep(3 * time.Second)
-	start := truth.Start.Truncate(time.Second)
-	end := truth.End.Truncate(time.Second).Add(3 * time.Second)
-	var out bytes.Buffer
-	root := cli.NewRoot(ctx)
-	root.SetOut(&out)
-	root.SetArgs([]string{"report", "--prometheus", promURL, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("report: %v", err)
-	}
-	var r usage.Report
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("report JSON: %v\n%s", err, out.String())
-	}
+	truth := waitTruth(t, ctx, truthPath)
+	r, start, end := reportAfterRun(t, ctx, promURL, truth)
 	t.Logf("quality: samples %d, gaps %d, NaN %d, out of window %d; window %s..%s; truth %s..%s", r.Quality.Samples, r.Quality.Gaps, r.Quality.NaNSamples, r.Quality.OutOfWindow, start, end, truth.Start, truth.End)
 	if os.Getenv("GPUPACK_E2E_DEBUG") != "" {
 		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(`DCGM_FI_DEV_FB_USED{Hostname="e2e-a",gpu="0"}[2m]`) + "&time=" + fmt.Sprint(end.Unix()))
@@ -285,18 +206,7 @@ func TestReportMatchesTruth(t *testing.T) {
 		t.Fatalf("lab/notebook never ready in the live cluster: %v", err)
 	}
 	write(t, filepath.Join(dir, "prices.yaml"), "currency: EUR\nprices: {L4: 0.70}\nnodeRules:\n  - labels: {pool: spot}\n    perHour: 0.5\n")
-	out.Reset()
-	root = cli.NewRoot(ctx)
-	root.SetOut(&out)
-	root.SetArgs([]string{"report", "--prometheus", promURL, "--kubeconfig", kc.Kubeconfig(), "--prices", filepath.Join(dir, "prices.yaml"),
-		"--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("report --kubeconfig: %v", err)
-	}
-	var priced usage.Report
-	if err := json.Unmarshal(out.Bytes(), &priced); err != nil {
-		t.Fatalf("report JSON: %v", err)
-	}
+	priced := reportJSON(t, ctx, promURL, start, end, time.Second, "--kubeconfig", kc.Kubeconfig(), "--prices", filepath.Join(dir, "prices.yaml"))
 	for _, key := range [][2]string{{"lab", "notebook"}, {"serve", "ts-1"}, {"train", "busy"}} {
 		p, ok := priced.Pod(key[0], key[1])
 		if !ok || !p.Cost.Known() {
@@ -398,29 +308,12 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
+// waitScraping waits until Prometheus has scraped its first target once.
 func waitScraping(t *testing.T, ctx context.Context, promURL string) {
 	t.Helper()
-	for {
-		var targets struct {
-			Data struct {
-				ActiveTargets []struct {
-					LastScrape time.Time `json:"lastScrape"`
-				} `json:"activeTargets"`
-			} `json:"data"`
-		}
-		if resp, err := http.Get(promURL + "/api/v1/targets"); err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&targets)
-			resp.Body.Close()
-			if err == nil && len(targets.Data.ActiveTargets) > 0 && targets.Data.ActiveTargets[0].LastScrape.Year() > 2000 {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("Prometheus did not start scraping")
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	waitTargets(t, ctx, promURL, "Prometheus did not start scraping", func(targets []scrapeTarget) bool {
+		return len(targets) > 0 && targets[0].LastScrape.Year() > 2000
+	})
 }
 
 // waitScrapesFail waits until Prometheus has failed a scrape of every
@@ -428,31 +321,42 @@ func waitScraping(t *testing.T, ctx context.Context, promURL string) {
 // them, and its staleness markers end their series.
 func waitScrapesFail(t *testing.T, ctx context.Context, promURL string, after time.Time) {
 	t.Helper()
+	waitTargets(t, ctx, promURL, "Prometheus still scrapes its targets", func(targets []scrapeTarget) bool {
+		for _, tg := range targets {
+			if tg.Health != "down" || !tg.LastScrape.After(after) {
+				return false
+			}
+		}
+		return len(targets) > 0
+	})
+}
+
+// scrapeTarget is what /api/v1/targets says of an active target.
+type scrapeTarget struct {
+	Health     string    `json:"health"`
+	LastScrape time.Time `json:"lastScrape"`
+}
+
+// waitTargets polls Prometheus' active targets until done says so, and
+// fails the test with fail when ctx ends first.
+func waitTargets(t *testing.T, ctx context.Context, promURL, fail string, done func([]scrapeTarget) bool) {
+	t.Helper()
 	for {
 		var targets struct {
 			Data struct {
-				ActiveTargets []struct {
-					Health     string    `json:"health"`
-					LastScrape time.Time `json:"lastScrape"`
-				} `json:"activeTargets"`
+				ActiveTargets []scrapeTarget `json:"activeTargets"`
 			} `json:"data"`
 		}
 		if resp, err := http.Get(promURL + "/api/v1/targets"); err == nil {
 			err = json.NewDecoder(resp.Body).Decode(&targets)
 			resp.Body.Close()
-			down := 0
-			for _, tg := range targets.Data.ActiveTargets {
-				if tg.Health == "down" && tg.LastScrape.After(after) {
-					down++
-				}
-			}
-			if err == nil && down > 0 && down == len(targets.Data.ActiveTargets) {
+			if err == nil && done(targets.Data.ActiveTargets) {
 				return
 			}
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("Prometheus still scrapes its targets")
+			t.Fatal(fail)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

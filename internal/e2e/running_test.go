@@ -1,23 +1,18 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
 	"github.com/gpupack/gpupack/internal/app"
 	"github.com/gpupack/gpupack/internal/cli"
 	clifakedcgm "github.com/gpupack/gpupack/internal/cli/fakedcgm"
-	"github.com/gpupack/gpupack/internal/gpusim"
 	"github.com/gpupack/gpupack/internal/testkit/testcluster"
 	"github.com/gpupack/gpupack/usage"
 )
@@ -61,19 +56,7 @@ func TestRunningVerdictsThroughPrometheus(t *testing.T) {
 	prom := testcluster.StartPrometheus(t, testcluster.PrometheusOptions{Config: config})
 
 	truth := waitTruth(t, ctx, truthPath)
-	time.Sleep(3 * time.Second) // the last scrapes
-	start, end := truth.Start.Truncate(time.Second), truth.End.Truncate(time.Second).Add(3*time.Second)
-	var out bytes.Buffer
-	root := cli.NewRoot(ctx)
-	root.SetOut(&out)
-	root.SetArgs([]string{"report", "--prometheus", prom.URL, "--window", end.Sub(start).String(), "--end", end.Format(time.RFC3339), "--step", "1s", "--format", "json"})
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("report: %v", err)
-	}
-	var r usage.Report
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("report JSON: %v\n%s", err, out.String())
-	}
+	r, _, _ := reportAfterRun(t, ctx, prom.URL, truth)
 	for _, want := range []struct {
 		pod     string
 		verdict usage.VerdictName
@@ -86,7 +69,7 @@ func TestRunningVerdictsThroughPrometheus(t *testing.T) {
 		{"lab/genome", usage.MemoryBoundVerdict, usage.CutMemoryTraffic},
 		{"lab/notebook", usage.IdleHeldVerdict, usage.ReleaseGPU},
 	} {
-		p := reportPod(t, &r, want.pod)
+		p := reportPod(t, r, want.pod)
 		if p == nil {
 			continue
 		}
@@ -94,19 +77,19 @@ func TestRunningVerdictsThroughPrometheus(t *testing.T) {
 			t.Errorf("%s: verdict %+v, want %s with %s", want.pod, b, want.verdict, want.change)
 		}
 	}
-	if p := reportPod(t, &r, "serve/throttled"); p != nil && p.Bottleneck != nil {
+	if p := reportPod(t, r, "serve/throttled"); p != nil && p.Bottleneck != nil {
 		e, c := p.Bottleneck.Evidence, p.Bottleneck.Change
 		near(t, "serve/throttled throttled ratio", e.CPUThrottledRatio, 0.41, 0.02)
 		near(t, "serve/throttled CPU limit", e.CPULimitCores, 4, 0)
 		near(t, "serve/throttled CPU used", e.CPUUsedCores, 3.9, 0.1)
 		near(t, "serve/throttled proposed limit", c.ToCores, 7, 0)
 	}
-	if p := reportPod(t, &r, "serve/fed"); p != nil && p.Bottleneck != nil {
+	if p := reportPod(t, r, "serve/fed"); p != nil && p.Bottleneck != nil {
 		e := p.Bottleneck.Evidence
 		near(t, "serve/fed network receive", e.NetworkReceiveBytesPerSecond, 2e8, 0.1*2e8)
 		near(t, "serve/fed PCIe receive", e.PCIeRxBytesPerSecond, 2.1e8, 1)
 	}
-	if p := reportPod(t, &r, "serve/copier"); p != nil && p.Bottleneck != nil {
+	if p := reportPod(t, r, "serve/copier"); p != nil && p.Bottleneck != nil {
 		near(t, "serve/copier PCIe receive", p.Bottleneck.Evidence.PCIeRxBytesPerSecond, 3e9, 1)
 		if p.Bottleneck.Evidence.CPULimitCores.Known() {
 			t.Errorf("serve/copier has no cAdvisor series, yet a CPU limit of %v", p.Bottleneck.Evidence.CPULimitCores)
@@ -123,8 +106,8 @@ func TestRunningVerdictsThroughPrometheus(t *testing.T) {
 	for app.LatestWindow(time.Now(), 2*time.Minute, 30*time.Second, false).End.Before(truth.End) {
 		time.Sleep(time.Second)
 	}
-	out.Reset()
-	root = cli.NewRoot(ctx)
+	var out bytes.Buffer
+	root := cli.NewRoot(ctx)
 	root.SetOut(&out)
 	root.SetArgs([]string{"diagnose", "--running", "--prometheus", prom.URL, "--window", "2m", "--format", "json"})
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -144,59 +127,6 @@ func TestRunningVerdictsThroughPrometheus(t *testing.T) {
 	for pod, want := range map[string]usage.VerdictName{"serve/fed": usage.InputBoundVerdict, "lab/notebook": usage.IdleHeldVerdict, "train/busy": usage.GPUBoundVerdict} {
 		if verdicts[pod] != want {
 			t.Errorf("diagnose --running: %s is %q, want %s (all: %v)", pod, verdicts[pod], want, verdicts)
-		}
-	}
-}
-
-// startFakeDCGM runs the fake-dcgm verb on a free port and returns where
-// it serves, and a func that stops it.
-func startFakeDCGM(t *testing.T, ctx context.Context, scenarioPath, truthPath string) (string, func()) {
-	t.Helper()
-	fakeCtx, stopFake := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	stderr, log := io.Pipe()
-	go func() {
-		root := cli.NewRoot(fakeCtx)
-		root.SetErr(log)
-		root.SetArgs([]string{"fake-dcgm", "--scenario", scenarioPath, "--listen", "127.0.0.1:0", "--truth", truthPath})
-		err := root.ExecuteContext(fakeCtx)
-		log.CloseWithError(fmt.Errorf("fake-dcgm ended: %v", err))
-		done <- err
-	}()
-	serving := regexp.MustCompile(`fake-dcgm: serving .* on http://(\S+)/metrics`)
-	lines := bufio.NewScanner(stderr)
-	addr := ""
-	for addr == "" && lines.Scan() {
-		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
-			addr = m[1]
-		}
-	}
-	if addr == "" {
-		stopFake()
-		t.Fatalf("fake-dcgm did not say where it serves: %v", lines.Err())
-	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	return addr, func() {
-		stopFake()
-		if err := <-done; err != nil {
-			t.Errorf("fake-dcgm: %v", err)
-		}
-	}
-}
-
-// waitTruth waits for the truth file fake-dcgm writes when its scenario
-// ends.
-func waitTruth(t *testing.T, ctx context.Context, path string) gpusim.Truth {
-	t.Helper()
-	for {
-		var truth gpusim.Truth
-		if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &truth) == nil {
-			return truth
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the scenario did not end in time")
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
