@@ -48,6 +48,7 @@ func TestReportPerProcessMatchesTruth(t *testing.T) {
 
 	write(t, filepath.Join(dir, "scenario.yaml"), sharedScenario)
 	truthPath := filepath.Join(dir, "truth.json")
+	fake.waitBetweenScrapes(t, ctx, time.Second)
 	addr, stop := startFakeDCGM(t, ctx, filepath.Join(dir, "scenario.yaml"), truthPath)
 	defer stop()
 	fake.point(addr)

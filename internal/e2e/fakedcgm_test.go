@@ -86,12 +86,17 @@ func waitTruth(t *testing.T, ctx context.Context, path string) gpusim.Truth {
 type lateTarget struct {
 	srv  *httptest.Server
 	addr atomic.Pointer[string]
+	// scraped is when a request for /metrics last arrived (Unix ns).
+	scraped atomic.Int64
 }
 
 func newLateTarget(t *testing.T) *lateTarget {
 	t.Helper()
 	l := &lateTarget{}
 	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			l.scraped.Store(time.Now().UnixNano())
+		}
 		addr := l.addr.Load()
 		if addr == nil {
 			http.Error(w, "the target is not started yet", http.StatusServiceUnavailable)
@@ -118,6 +123,28 @@ func newLateTarget(t *testing.T) *lateTarget {
 
 // Addr is where Prometheus scrapes the target.
 func (l *lateTarget) Addr() string { return l.srv.Listener.Addr().String() }
+
+// waitBetweenScrapes returns halfway between two of Prometheus' scrapes
+// of /metrics, every interval. A scenario clock started then has its
+// whole seconds, where the scripted levels change, half an interval from
+// every scrape: a scrape answered up to that late still reads the level
+// of its own time, where one answered across a change would read the next
+// (a whole 1 s burst lost of a pod's few).
+func (l *lateTarget) waitBetweenScrapes(t *testing.T, ctx context.Context, interval time.Duration) {
+	t.Helper()
+	for l.scraped.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("Prometheus did not scrape /metrics")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	next := time.Unix(0, l.scraped.Load()).Add(interval / 2)
+	for now := time.Now(); next.Before(now); {
+		next = next.Add(interval)
+	}
+	time.Sleep(time.Until(next))
+}
 
 // point forwards the target's requests to addr from now on.
 func (l *lateTarget) point(addr string) { l.addr.Store(&addr) }

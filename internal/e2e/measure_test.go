@@ -106,6 +106,7 @@ func TestReportMatchesTruth(t *testing.T) {
 
 	write(t, filepath.Join(dir, "scenario.yaml"), scenario)
 	truthPath := filepath.Join(dir, "truth.json")
+	fake.waitBetweenScrapes(t, ctx, time.Second)
 	addr, stop := startFakeDCGM(t, ctx, filepath.Join(dir, "scenario.yaml"), truthPath)
 	defer stop()
 	fake.point(addr)
